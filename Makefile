@@ -1,0 +1,78 @@
+# sqlite-rrf — `make help` lists the targets.
+#
+# Everything runs in a virtual environment at .venv (made on first use) with the
+# package installed in editable mode, so the C extension builds in place at
+# pysrc/sqlite_rrf/rrf.so.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+CC     ?= gcc
+EXTRAS ?= test,embed
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+comma  := ,
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' pysrc/sqlite_rrf/_version.py)
+CSRC   := $(wildcard csrc/*.c) $(wildcard csrc/*.h)
+CFLAGS_STRICT := -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -DSQLITE_RRF_VERSION='"$(VERSION)"'
+DEMO_DB ?= demo/memory.db
+
+.DEFAULT_GOAL := help
+.PHONY: help system-deps venv build demo test test-fast bench asan asan-test clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+system-deps: ## install the sqlite3 shell and SQLite headers (Debian/Ubuntu, via apt-get) where missing
+	@if ! command -v sqlite3 >/dev/null 2>&1 || [ ! -f /usr/include/sqlite3ext.h ]; then \
+	  echo "installing sqlite3 and libsqlite3-dev with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq sqlite3 libsqlite3-dev >/dev/null; \
+	fi
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip "setuptools>=77" wheel "cffi>=1.16"
+
+$(STAMP): $(VENV)/bin/python pyproject.toml setup.py
+	@echo "installing sqlite-rrf[$(EXTRAS)] into $(VENV) (llama-cpp-python compiles once, ~4 min, then comes from pip's cache)"
+	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
+	@touch $@
+
+venv: system-deps $(STAMP) ## make .venv with the package and its test extras
+
+pysrc/sqlite_rrf/rrf.so: $(CSRC) setup.py | $(STAMP)
+	$(PY) setup.py -q build_ext --inplace
+
+build: system-deps $(STAMP) pysrc/sqlite_rrf/rrf.so ## build the extension in place (pysrc/sqlite_rrf/rrf.so)
+
+demo: build ## the main job: build, create a memory database, import the sample, run a hybrid recall
+	@mkdir -p $(dir $(DEMO_DB))
+	$(VENV)/bin/sqlite-rrf demo $(DEMO_DB)
+
+test: build ## run the whole test suite (installs what it needs)
+	$(PY) -m pytest -q
+
+bench: ## run the benchmarks in tests/bench (not part of the tests)
+	$(MAKE) build EXTRAS=test,embed,bench
+	$(PY) tests/bench/bench_vec_cosine.py
+
+asan: build/asan/rrf.so ## build the extension with AddressSanitizer + UBSan at build/asan/rrf.so
+
+build/asan/rrf.so: $(CSRC) csrc/rrf.map
+	@mkdir -p build/asan
+	$(CC) $(CFLAGS_STRICT) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	  -fno-sanitize-recover=undefined -shared -o $@ $(filter %.c,$(CSRC)) \
+	  -Wl,--version-script=csrc/rrf.map -lm
+
+asan-test: build asan ## run the test suite against the ASan/UBSan build of the extension
+	SQLITE_RRF_LOADABLE=$(CURDIR)/build/asan/rrf \
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	$(PY) -m pytest -q -p no:cacheprovider -m "not embed"
+
+clean: ## remove build outputs (keeps .venv)
+	rm -rf build dist *.egg-info pysrc/*.egg-info pysrc/sqlite_rrf/rrf.so pysrc/sqlite_rrf/rrf.dylib \
+	  pysrc/sqlite_rrf/_kernels*.so pysrc/sqlite_rrf/_kernels.c demo wheels/*.whl

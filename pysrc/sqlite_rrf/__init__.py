@@ -1,0 +1,11 @@
+"""sqlite-rrf: hybrid retrieval (BM25 + vector similarity + recency + usage, fused by
+weighted Reciprocal Rank Fusion) as one SQL statement.
+
+The core is a SQLite loadable extension (:func:`loadable_path`, :func:`load`); the
+memory store, embedder, CLI and evaluation are built on it.
+"""
+
+from ._version import __version__
+from .loader import ExtensionLoadError, load, loadable_path
+
+__all__ = ["__version__", "ExtensionLoadError", "load", "loadable_path"]
