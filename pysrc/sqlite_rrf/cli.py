@@ -1,0 +1,356 @@
+"""The ``sqlite-rrf`` command line (also ``python -m sqlite_rrf``).
+
+Commands: ``init``, ``import``, ``add``, ``recall``, ``stats``, ``path``, ``sql``,
+``demo``. Every command that embeds takes ``--model PATH`` (or ``SQLITE_RRF_MODEL``),
+defaulting to ``../shared/models/all-MiniLM-L6-v2-f16.gguf`` when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from typing import Any, List, Optional, Sequence
+
+from . import __version__, loadable_path
+from .resources import data_path, read_sql
+
+EXIT_USAGE = 2
+EXIT_ERROR = 1
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr with exit status 1."""
+
+
+def _embedder(args: argparse.Namespace, required: bool = True) -> Any:
+    """The Embedder for --model / SQLITE_RRF_MODEL / the default, or None when not
+    required and no model is found."""
+    from .embed import Embedder, EmbeddingError, ModelNotFoundError, default_model_path
+
+    path = getattr(args, "model", None) or default_model_path()
+    if path is None:
+        if not required:
+            return None
+        raise CliError("no embedding model: pass --model PATH to a GGUF embedding model or set "
+                       "SQLITE_RRF_MODEL (the default, ../shared/models/all-MiniLM-L6-v2-f16.gguf, "
+                       "was not found)")
+    try:
+        return Embedder(path, n_ctx=getattr(args, "n_ctx", 256))
+    except (ModelNotFoundError, EmbeddingError) as e:
+        raise CliError(str(e)) from None
+
+
+def _open(args: argparse.Namespace, embed: bool, must_exist: bool = True) -> Any:
+    from .store import Store
+
+    if must_exist and not os.path.exists(args.db):
+        raise CliError(f"{args.db}: no such database (create it with `sqlite-rrf init {args.db}`)")
+    return Store(args.db, embedder=_embedder(args) if embed else None)
+
+
+def _weights(text: Optional[str]) -> Optional[List[float]]:
+    if text is None:
+        return None
+    try:
+        ws = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise CliError(f"--weights: expected four numbers b,v,r,a, got {text!r}") from None
+    if len(ws) != 4:
+        raise CliError(f"--weights: expected four numbers b,v,r,a, got {len(ws)}")
+    return ws
+
+
+# ---- commands ----
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store(args.db) as store:
+        v = store.stats()["schema_version"]
+    print(f"{args.db}: ready (schema version {v})")
+    return 0
+
+
+def read_jsonl(path: str) -> tuple:
+    """Episodes and their labels (``line N``) from a JSONL file; raises CliError
+    naming the first bad line."""
+    episodes, labels = [], []
+    try:
+        f = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"{path}: {e.strerror}") from None
+    with f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                ep = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CliError(f"{path}: line {n}: invalid JSON ({e.msg} at column {e.colno}); "
+                               "nothing was imported") from None
+            if not isinstance(ep, dict):
+                raise CliError(f"{path}: line {n}: expected a JSON object; nothing was imported")
+            unknown = set(ep) - {"id", "content", "embedding", "created_at", "accessed_at",
+                                 "access_count", "importance", "kind", "metadata"}
+            if unknown:
+                raise CliError(f"{path}: line {n}: unknown field(s) {sorted(unknown)}; "
+                               "nothing was imported")
+            episodes.append(ep)
+            labels.append(f"line {n}")
+    return episodes, labels
+
+
+def _import(store: Any, path: str, episodes: list, labels: list, replace: bool,
+            quiet: bool = False) -> int:
+    from .store import StoreError
+
+    try:
+        ids = store.add_many(episodes, labels=labels, replace=replace,
+                             progress=None if not quiet else False)
+    except StoreError as e:
+        raise CliError(f"{path}: {e}; nothing was imported") from None
+    return len(ids)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    episodes, labels = read_jsonl(args.file)
+    need_embed = any(ep.get("embedding") is None for ep in episodes)
+    with _open(args, embed=need_embed, must_exist=False) as store:
+        n = _import(store, args.file, episodes, labels, args.replace)
+    print(f"imported {n} episodes into {args.db}")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from .store import StoreError
+
+    with _open(args, embed=True, must_exist=False) as store:
+        try:
+            eid = store.add(args.text, id=args.id, importance=args.importance, kind=args.kind)
+        except StoreError as e:
+            raise CliError(str(e)) from None
+    print(eid)
+    return 0
+
+
+def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
+    def rank(name: str, r: Optional[int], extra: str = "") -> str:
+        return f"{name} #{r}{extra}" if r is not None else f"{name} -"
+
+    sim = f" (cos {h.similarity:.3f})" if h.similarity is not None else ""
+    head = (f"{i}. {h.id}  score {h.score:.5f}"
+            + ("  [high importance]" if h.importance == "high" else ""))
+    ranks = "   " + " · ".join([rank("bm25", h.bm25_rank), rank("vector", h.vec_rank, sim),
+                                rank("recency", h.recency_rank), rank("access", h.access_rank)])
+    body = textwrap.fill(h.content, width=width, initial_indent="   ", subsequent_indent="   ",
+                         max_lines=4, placeholder=" …")
+    lines = [head, body, ranks]
+    if explain:
+        parts = []
+        for name, e in h.explain.items():
+            c = e.get("contribution", e.get("boost"))
+            detail = (f"{e['weight']:g}/(k+{e['rank']:g})" if "rank" in e else "boost")
+            parts.append(f"{name} {c:.5f} = {detail}")
+        lines.append("   explain: " + " + ".join(parts) + f" = {h.score:.5f}")
+    return "\n".join(lines)
+
+
+def _recall(store: Any, args: argparse.Namespace) -> int:
+    from .store import StoreError
+
+    try:
+        result = store.recall(args.query, limit=args.limit, weights=_weights(args.weights),
+                              k=args.k, pool=args.pool, pool_size=args.pool_size,
+                              touch=not args.no_touch, force=args.force)
+    except StoreError as e:
+        raise CliError(str(e)) from None
+    if result.skipped:
+        print(f"recall skipped: {result.reason}", file=sys.stderr)
+    if args.json:
+        keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank",
+                "access_rank", "similarity", "explain")
+        print(json.dumps([{k: getattr(h, k) for k in keys} for h in result], indent=2,
+                         ensure_ascii=False))
+        return 0
+    if not result.skipped and not result.hits:
+        print("no episodes matched")
+    for i, h in enumerate(result, 1):
+        print(_format_hit(i, h, args.explain))
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    with _open(args, embed=True) as store:
+        return _recall(store, args)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    if not os.path.exists(args.db):
+        raise CliError(f"{args.db}: no such database")
+    with Store(args.db) as store:
+        st = store.stats()
+    if args.json:
+        print(json.dumps(st, indent=2))
+    else:
+        for k, v in st.items():
+            print(f"{k:>18}: {v}")
+    return 0
+
+
+def cmd_path(args: argparse.Namespace) -> int:
+    print(loadable_path())
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    sys.stdout.write(read_sql("recall.sql"))
+    return 0
+
+
+DEMO_QUERY = "where are the postgres credentials kept?"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build-free main job: a fresh memory database, the packaged sample, a recall."""
+    import time
+
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(args.db + suffix):
+            os.remove(args.db + suffix)
+    episodes, labels = read_jsonl(data_path("sample_episodes.jsonl"))
+    # Shift the sample's times so that its newest episode is "now".
+    shift = int(time.time() * 1000) - max(ep["created_at"] for ep in episodes)
+    for ep in episodes:
+        ep["created_at"] += shift
+        ep["accessed_at"] += shift
+    embedder = _embedder(args, required=False)
+    from .store import Store
+
+    print(f"sqlite-rrf {__version__} — extension: {loadable_path()}")
+    with Store(args.db, embedder=embedder) as store:
+        print(f"created {args.db} (schema version {store.stats()['schema_version']})")
+        if embedder is None:
+            print("no embedding model found (pass --model or set SQLITE_RRF_MODEL): "
+                  "recalling with the BM25, recency and access lists only")
+        n = _import(store, "sample", episodes, labels, replace=False, quiet=True)
+        print(f"imported {n} sample episodes"
+              + (f", embedded with {embedder.model_name}" if embedder else ""))
+        print(f"\nrecall: {args.query!r}  (pool: the {args.pool_size} most recently accessed "
+              "episodes ∪ every BM25 hit)\n")
+        ns = argparse.Namespace(query=args.query, limit=args.limit, weights=None, k=None,
+                                pool="recent", pool_size=args.pool_size, no_touch=False,
+                                force=True, json=False, explain=True)
+        _recall(store, ns)
+    print(f"\nThe same recall in the sqlite3 shell: sqlite3 {args.db}, then "
+          f".load {loadable_path()}, .param set :query '...', and `sqlite-rrf sql`'s statement.")
+    return 0
+
+
+# ---- parser ----
+
+def _add_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="PATH",
+                   help="GGUF embedding model (default: $SQLITE_RRF_MODEL, else "
+                        "../shared/models/all-MiniLM-L6-v2-f16.gguf)")
+    p.add_argument("--n-ctx", type=int, default=256, dest="n_ctx",
+                   help="the model's context in tokens (default 256, right for all-MiniLM-L6-v2)")
+
+
+def _add_recall_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=3, help="how many episodes (default 3)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.add_argument("--explain", action="store_true", help="show each list's contribution")
+    p.add_argument("--no-touch", action="store_true",
+                   help="do not mark the returned episodes as accessed")
+    p.add_argument("--force", action="store_true", help="recall even if the topic gate says "
+                   "the query repeats the previous one")
+    p.add_argument("--pool", choices=("recent", "all"), default=None,
+                   help="vector pool: the most recently accessed episodes (default) or all")
+    p.add_argument("--pool-size", type=int, default=None, dest="pool_size",
+                   help="size of the 'recent' pool (default 200)")
+    p.add_argument("--k", type=float, default=None, help="RRF constant (default 60)")
+    p.add_argument("--weights", metavar="B,V,R,A",
+                   help="weights of the bm25, vector, recency and access lists "
+                        "(default 1,1,0.6,0.4)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``sqlite-rrf``."""
+    parser = argparse.ArgumentParser(
+        prog="sqlite-rrf",
+        description="Hybrid retrieval in SQLite: an agent memory recalled by one SQL statement.")
+    parser.add_argument("--version", action="version", version=f"sqlite-rrf {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("init", help="create or migrate a memory database")
+    p.add_argument("db")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("import", help="import episodes from a JSONL file (one per line)")
+    p.add_argument("db")
+    p.add_argument("file", help="JSONL: id, content, optional embedding (JSON array), "
+                   "created_at, accessed_at (ms since the epoch), access_count, importance; "
+                   "- for stdin")
+    p.add_argument("--replace", action="store_true", help="replace episodes whose id exists")
+    _add_model(p)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("add", help="add one episode")
+    p.add_argument("db")
+    p.add_argument("text")
+    p.add_argument("--id")
+    p.add_argument("--importance", choices=("low", "normal", "high"), default="normal")
+    p.add_argument("--kind")
+    _add_model(p)
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("recall", help="the top episodes for a query")
+    p.add_argument("db")
+    p.add_argument("query")
+    _add_recall_options(p)
+    _add_model(p)
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("stats", help="counts and facts about a database")
+    p.add_argument("db")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("path", help="print the loadable extension's path (for .load)")
+    p.set_defaults(func=cmd_path)
+
+    p = sub.add_parser("sql", help="print the recall statement")
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("demo", help="the main job: a fresh database, the sample episodes, "
+                       "a recall with explanations")
+    p.add_argument("db", nargs="?", default="memory.db")
+    p.add_argument("--query", default=DEMO_QUERY)
+    p.add_argument("--limit", type=int, default=3)
+    p.add_argument("--pool-size", type=int, default=10, dest="pool_size",
+                   help="the recent pool (small, so the sample shows BM25 rescuing an old "
+                        "episode; default 10)")
+    _add_model(p)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as e:
+        print(f"sqlite-rrf: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("sqlite-rrf: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,133 @@
+"""Schema migrations over apsw.
+
+The files ``sql/migrations/NNNN_name.sql`` are applied in order. Each one runs in
+its own ``BEGIN IMMEDIATE … COMMIT`` together with its row in
+``schema_migrations(version, name, checksum, applied_at)``, so a process killed
+mid-migration leaves the database at the previous version. Re-running is a no-op;
+an applied file whose text changed is refused (checksum); a database migrated by a
+newer sqlite-rrf is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from .resources import sql_dir
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+_CREATE_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+  version    INTEGER PRIMARY KEY,
+  name       TEXT    NOT NULL,
+  checksum   TEXT    NOT NULL,
+  applied_at INTEGER NOT NULL
+)
+"""
+
+
+class MigrationError(RuntimeError):
+    """The database's schema cannot be brought to this code's version; the message
+    says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One numbered migration file."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        """sha256 of the file's text (line endings normalised)."""
+        return hashlib.sha256(self.sql.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+def available(directory: Optional[str] = None) -> List[Migration]:
+    """The migrations shipped with the package (or found in ``directory``), in order."""
+    directory = directory or os.path.join(sql_dir(), "migrations")
+    found = []
+    for fname in sorted(os.listdir(directory)):
+        m = _NAME.match(fname)
+        if not m:
+            continue
+        with open(os.path.join(directory, fname), encoding="utf-8") as f:
+            found.append(Migration(int(m.group(1)), m.group(2), f.read()))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise MigrationError(f"two migration files share a version number in {directory}")
+    return found
+
+
+def applied(conn: Any) -> dict:
+    """``{version: (name, checksum)}`` recorded in the database (empty if none)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchall()
+    if not exists:
+        return {}
+    return {v: (n, c) for v, n, c in conn.execute(
+        "SELECT version, name, checksum FROM schema_migrations ORDER BY version")}
+
+
+def current_version(conn: Any) -> int:
+    """The highest applied migration version (0 for a new database)."""
+    return max(applied(conn), default=0)
+
+
+def _check(done: dict, migrations: List[Migration]) -> None:
+    known = {m.version: m for m in migrations}
+    newest = max(known, default=0)
+    for version, (name, checksum) in sorted(done.items()):
+        if version > newest:
+            raise MigrationError(
+                f"the database is at schema version {max(done)}, newer than this sqlite-rrf "
+                f"knows ({newest}): upgrade sqlite-rrf (pip install -U sqlite-rrf) to open it"
+            )
+        m = known.get(version)
+        if m is None:
+            raise MigrationError(f"the database records migration {version} ({name}), "
+                                 "which this sqlite-rrf does not have")
+        if m.checksum != checksum:
+            raise MigrationError(
+                f"migration {version:04d}_{m.name}.sql was changed after it was applied to this "
+                f"database (checksum {checksum[:12]}… recorded, {m.checksum[:12]}… now). Applied "
+                "migrations must not be edited: restore the file and add a new migration instead"
+            )
+
+
+def migrate(conn: Any, migrations: Optional[List[Migration]] = None) -> List[int]:
+    """Apply the pending migrations to ``conn`` (an :class:`apsw.Connection`); returns
+    the versions applied (empty when the database was up to date)."""
+    migrations = available() if migrations is None else migrations
+    _check(applied(conn), migrations)
+    done_now = []
+    for m in migrations:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(_CREATE_TABLE)
+            done = applied(conn)  # re-read under the write lock: another process may have won
+            _check(done, migrations)
+            if m.version in done:
+                conn.execute("COMMIT")
+                continue
+            conn.execute(m.sql)
+            conn.execute(
+                "INSERT INTO schema_migrations(version, name, checksum, applied_at) "
+                "VALUES (?, ?, ?, ?)",
+                (m.version, m.name, m.checksum, int(time.time() * 1000)),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if not conn.getautocommit():
+                conn.execute("ROLLBACK")
+            raise
+        done_now.append(m.version)
+    return done_now

@@ -1,0 +1,36 @@
+"""Where the package's SQL lives: ``sqlite_rrf/sql`` in an installed package (copied
+there from the repository's top-level ``sql/`` at build time), or ``sql/`` itself in
+an editable checkout."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sql_dir() -> str:
+    """The directory holding ``recall.sql`` and ``migrations/``."""
+    for candidate in (
+        os.path.join(_HERE, "sql"),
+        os.path.normpath(os.path.join(_HERE, "..", "..", "sql")),
+    ):
+        if os.path.isfile(os.path.join(candidate, "recall.sql")):
+            return candidate
+    raise FileNotFoundError(
+        "sqlite-rrf's SQL files are missing (looked in sqlite_rrf/sql and the checkout's sql/); "
+        "reinstall the package"
+    )
+
+
+@lru_cache(maxsize=None)
+def read_sql(name: str) -> str:
+    """The text of ``sql/<name>`` (e.g. ``'recall.sql'``)."""
+    with open(os.path.join(sql_dir(), name), encoding="utf-8") as f:
+        return f.read()
+
+
+def data_path(name: str) -> str:
+    """Path of a file shipped in ``sqlite_rrf/data`` (the demo's sample episodes)."""
+    return os.path.join(_HERE, "data", name)

@@ -1,0 +1,516 @@
+"""The memory store: episodes in a SQLite file, recalled by one SQL statement.
+
+>>> from sqlite_rrf.store import Store
+>>> with Store("memory.db") as store:                      # doctest: +SKIP
+...     store.add("We chose SQLite for the agent's memory.")
+...     for hit in store.recall("which database did we pick?"):
+...         print(hit.score, hit.content)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union, overload)
+
+import apsw
+import numpy as np
+
+from .loader import load
+from .migrations import migrate
+from .resources import read_sql
+
+#: Queries are cut to this many characters before they are embedded and searched.
+MAX_QUERY_CHARS = 6000
+#: The topic gate: a recall is skipped when the query's embedding has a cosine
+#: above this with the previous recalled query's (unless forced).
+TOPIC_GATE_COSINE = 0.85
+#: Pool modes of the recall statement.
+POOL_MODES = ("recent", "all")
+#: Names of the four fused lists, in the order of ``weights`` tuples.
+LISTS = ("bm25", "vector", "recency", "access")
+IMPORTANCE = ("low", "normal", "high")
+
+Vector = Union[np.ndarray, Sequence[float], bytes]
+
+
+class StoreError(ValueError):
+    """Bad input to the store (the message names the field and the fault); nothing
+    was written."""
+
+
+def now_ms() -> int:
+    """Milliseconds since the Unix epoch (the store's time unit)."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One stored memory."""
+
+    id: str
+    content: str
+    embedding: Optional[np.ndarray]
+    created_at: int
+    accessed_at: int
+    access_count: int
+    importance: str
+    kind: Optional[str]
+    metadata: Optional[Any]
+    rowid: int
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One recalled episode with why it ranked where it did.
+
+    ``*_rank`` is the episode's rank in that list (1 = best; None = absent from the
+    list), ``similarity`` its cosine with the query, ``bm25_score`` FTS5's bm25
+    (lower is better), ``explain`` the per-list contributions (``rrf_explain``).
+    """
+
+    id: str
+    content: str
+    score: float
+    bm25_rank: Optional[int]
+    vec_rank: Optional[int]
+    recency_rank: Optional[int]
+    access_rank: Optional[int]
+    similarity: Optional[float]
+    bm25_score: Optional[float]
+    explain: Dict[str, Any]
+    importance: str
+    created_at: int
+    accessed_at: int
+    access_count: int
+    rowid: int
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The hit as a plain dict (what ``sqlite-rrf recall --json`` prints)."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class RecallResult(Sequence[RecallHit]):
+    """The hits of one recall (a sequence), or an empty result with ``skipped=True``
+    and the ``reason`` when the topic gate held the recall back."""
+
+    hits: List[RecallHit]
+    query: str
+    skipped: bool = False
+    reason: Optional[str] = None
+    gate_cosine: Optional[float] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+
+    @overload
+    def __getitem__(self, i: int) -> RecallHit: ...
+    @overload
+    def __getitem__(self, i: slice) -> List[RecallHit]: ...
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.hits[i]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[RecallHit]:
+        return iter(self.hits)
+
+
+def _blob(vec: Vector, field_name: str = "embedding") -> Tuple[bytes, int]:
+    """A finite, non-zero vector as little-endian float32 bytes and its dimension."""
+    if isinstance(vec, (bytes, bytearray, memoryview)):
+        raw = bytes(vec)
+        if len(raw) % 4:
+            raise StoreError(f"{field_name}: a blob of {len(raw)} bytes is not float32 values")
+        arr = np.frombuffer(raw, dtype="<f4")
+    else:
+        try:
+            arr = np.asarray(vec, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise StoreError(f"{field_name}: not a vector of numbers ({e})") from None
+        if arr.ndim != 1:
+            raise StoreError(f"{field_name}: must be 1-dimensional, got shape {arr.shape}")
+        if np.isfinite(arr).all() and np.abs(arr).max(initial=0) > np.finfo(np.float32).max:
+            raise StoreError(f"{field_name}: values out of float32 range")
+        arr = arr.astype("<f4")
+    if arr.size == 0:
+        raise StoreError(f"{field_name}: empty vector")
+    if not np.isfinite(arr).all():
+        i = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise StoreError(f"{field_name}: non-finite value ({arr[i]}) at index {i}")
+    if not arr.any():
+        raise StoreError(f"{field_name}: zero vector (cosine is undefined)")
+    return arr.astype("<f4").tobytes(), int(arr.size)
+
+
+class Store:
+    """An agent's memory in one SQLite file.
+
+    Opening creates or migrates the database (WAL journal, ``busy_timeout``) and
+    loads the rrf extension. ``embedder`` (an :class:`sqlite_rrf.embed.Embedder`, or
+    anything with ``dim``, ``model_name``, ``embed(text)`` and ``embed_many(texts)``)
+    embeds content and queries; without one, episodes need explicit embeddings and
+    recall uses the BM25, recency and access lists only (or ``qvec=``).
+
+    The database records its embedding model and dimension (table ``rrf_meta``);
+    a vector of another dimension is refused with an error and nothing is written.
+    One Store is for one thread; open one per thread or process.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], *, embedder: Any = None,
+                 busy_timeout_ms: int = 10_000) -> None:
+        self.path = os.fspath(path)
+        self.embedder = embedder
+        self._last_qvec: Optional[np.ndarray] = None
+        self._pending_dim: Optional[int] = None
+        self.conn = apsw.Connection(self.path)
+        try:
+            self.conn.set_busy_timeout(busy_timeout_ms)
+            if self.path not in (":memory:", ""):
+                self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            load(self.conn)
+            migrate(self.conn)
+            if embedder is not None:
+                self._bind_model(embedder.model_name, int(embedder.dim))
+            last = self.meta("last_query_embedding")
+            if isinstance(last, bytes) and len(last) % 4 == 0 and last:
+                self._last_qvec = np.frombuffer(last, "<f4").astype(np.float64)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # ---- lifecycle ----
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- the database's model and dimension ----
+
+    def meta(self, key: str) -> Any:
+        """A value from ``rrf_meta`` (``embedding_model``, ``embedding_dim``) or None."""
+        rows = self.conn.execute("SELECT value FROM rrf_meta WHERE key = ?", (key,)).fetchall()
+        return rows[0][0] if rows else None
+
+    @property
+    def dim(self) -> Optional[int]:
+        """The embedding dimension of this database (None until the first vector)."""
+        d = self.meta("embedding_dim")
+        return None if d is None else int(d)
+
+    def _bind_model(self, model_name: Optional[str], dim: int) -> None:
+        """Record the model and dimension on first use; refuse a mismatch."""
+        with self.conn:  # one transaction; apsw's context manager is a savepoint
+            have = self.dim
+            if have is None:
+                self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES ('embedding_dim', ?)",
+                                  (dim,))
+                if model_name:
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO rrf_meta VALUES ('embedding_model', ?)",
+                        (model_name,))
+            elif have != dim:
+                raise StoreError(
+                    f"this database holds {have}-dimensional embeddings "
+                    f"(model {self.meta('embedding_model')!r}); the embedder gives {dim} "
+                    f"({model_name!r}). Use the same model, or a new database")
+
+    def _check_dim(self, n: int, expected: Optional[int], what: str = "embedding") -> int:
+        """The dimension every vector of this write must have (the database's, or
+        the first vector's when the database has none yet)."""
+        if expected is None:
+            return n
+        if n != expected:
+            raise StoreError(f"{what}: dimension mismatch: the database holds {expected}-"
+                             f"dimensional embeddings, got {n}")
+        return expected
+
+    # ---- writing ----
+
+    def _row(self, ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> Dict[str, Any]:
+        content = ep.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise StoreError("content: must be non-empty text")
+        eid = ep.get("id")
+        if eid is None:
+            eid = uuid.uuid4().hex
+        elif not isinstance(eid, str) or not eid:
+            raise StoreError(f"id: must be non-empty text, got {eid!r}")
+        importance = ep.get("importance") or "normal"
+        if importance not in IMPORTANCE:
+            raise StoreError(f"importance: must be one of {IMPORTANCE}, got {importance!r}")
+        row: Dict[str, Any] = {"id": eid, "content": content, "embedding": embedding,
+                               "importance": importance, "kind": ep.get("kind")}
+        for key in ("created_at", "accessed_at", "access_count"):
+            v = ep.get(key)
+            if v is None:
+                v = 0 if key == "access_count" else (now if key == "created_at" else None)
+            elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 2**62:
+                raise StoreError(f"{key}: must be a non-negative integer"
+                                 f"{' (ms since the epoch)' if key != 'access_count' else ''}, "
+                                 f"got {v!r}")
+            row[key] = v
+        if row["accessed_at"] is None:
+            row["accessed_at"] = row["created_at"]
+        md = ep.get("metadata")
+        try:
+            row["metadata"] = None if md is None else json.dumps(md, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise StoreError(f"metadata: not JSON-serialisable ({e})") from None
+        return row
+
+    def _prepare(self, episodes: Sequence[Mapping[str, Any]], progress: Optional[bool],
+                 labels: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+        """Validate every episode and embed those without an embedding, before any
+        write, so a bad episode fails the batch with nothing written."""
+        now = now_ms()
+        dim = self.dim
+        rows: List[Dict[str, Any]] = []
+        missing: List[int] = []
+        seen: Dict[str, int] = {}
+        for i, ep in enumerate(episodes):
+            label = labels[i] if labels else f"episode {i}"
+            try:
+                if not isinstance(ep, Mapping):
+                    raise StoreError(f"must be an object, got {type(ep).__name__}")
+                blob = None
+                if ep.get("embedding") is None:
+                    missing.append(i)
+                else:
+                    blob, n = _blob(ep["embedding"])
+                    dim = self._check_dim(n, dim)
+                row = self._row(ep, blob, now)
+                if row["id"] in seen:
+                    raise StoreError(f"id: {row['id']!r} appears twice in this batch")
+                seen[row["id"]] = i
+                rows.append(row)
+            except StoreError as e:
+                raise StoreError(f"{label}: {e}" if len(episodes) > 1 or labels else str(e)
+                                 ) from None
+        if missing and self.embedder is not None:
+            vecs = self.embedder.embed_many([rows[i]["content"] for i in missing],
+                                            progress=progress)
+            for i, v in zip(missing, vecs):
+                blob, n = _blob(v, "embedder output")
+                dim = self._check_dim(n, dim)
+                rows[i]["embedding"] = blob
+        self._pending_dim = dim
+        return rows
+
+    _INSERT = ("INSERT INTO episodes(id, content, embedding, created_at, accessed_at, "
+               "access_count, importance, kind, metadata) VALUES (:id, :content, :embedding, "
+               ":created_at, :accessed_at, :access_count, :importance, :kind, :metadata)")
+    _UPSERT = _INSERT + (" ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
+                         "embedding = excluded.embedding, importance = excluded.importance, "
+                         "kind = excluded.kind, metadata = excluded.metadata")
+
+    def _write(self, sql: str, rows: List[Dict[str, Any]]) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self._pending_dim is not None:  # the first vectors fix the dimension
+                self.conn.execute("INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
+                                  (self._pending_dim,))
+            self.conn.executemany(sql, rows)
+            self.conn.execute("COMMIT")
+        except BaseException as e:
+            if not self.conn.getautocommit():
+                self.conn.execute("ROLLBACK")
+            if isinstance(e, apsw.ConstraintError) and "episodes.id" in str(e):
+                raise StoreError(f"id: an episode with this id already exists ({e}); "
+                                 "use upsert() to replace it") from None
+            raise
+
+    def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
+            created_at: Optional[int] = None, accessed_at: Optional[int] = None,
+            access_count: int = 0, importance: str = "normal", kind: Optional[str] = None,
+            metadata: Any = None) -> str:
+        """Add one episode; returns its id (a new uuid4 hex when not given). Without
+        ``embedding`` the store's embedder embeds ``content`` (if there is one)."""
+        return self.add_many([dict(id=id, content=content, embedding=embedding,
+                                   created_at=created_at, accessed_at=accessed_at,
+                                   access_count=access_count, importance=importance,
+                                   kind=kind, metadata=metadata)])[0]
+
+    def add_many(self, episodes: Iterable[Mapping[str, Any]], *,
+                 progress: Optional[bool] = None, replace: bool = False,
+                 labels: Optional[Sequence[str]] = None) -> List[str]:
+        """Add episodes (dicts with the keys of :meth:`add`) in one transaction: all
+        are written or, on any error, none. Returns their ids.
+
+        ``replace`` upserts episodes whose id exists (see :meth:`upsert`); ``labels``
+        name the episodes in error messages (e.g. ``"line 12"``); ``progress`` shows
+        a progress bar while embedding (default: for large batches)."""
+        rows = self._prepare(list(episodes), progress, labels)
+        if replace:
+            self._write(self._UPSERT, rows)
+            return [r["id"] for r in rows]
+        self._write(self._INSERT, rows)
+        return [r["id"] for r in rows]
+
+    def upsert(self, content: str, *, id: str, embedding: Optional[Vector] = None,
+               importance: str = "normal", kind: Optional[str] = None,
+               metadata: Any = None, created_at: Optional[int] = None) -> str:
+        """Insert the episode ``id`` or replace its content, embedding, importance,
+        kind and metadata (its times and access count are kept)."""
+        rows = self._prepare([dict(id=id, content=content, embedding=embedding,
+                                   importance=importance, kind=kind, metadata=metadata,
+                                   created_at=created_at)], None)
+        self._write(self._UPSERT, rows)
+        return id
+
+    def delete(self, id: str) -> bool:
+        """Delete the episode ``id``; True if it existed."""
+        with self.conn:
+            self.conn.execute("DELETE FROM episodes WHERE id = ?", (id,))
+            return self.conn.changes() > 0
+
+    def get(self, id: str) -> Optional[Episode]:
+        """The episode ``id``, or None."""
+        rows = self.conn.execute(
+            "SELECT id, content, embedding, created_at, accessed_at, access_count, importance, "
+            "kind, metadata, rowid FROM episodes WHERE id = ?", (id,)).fetchall()
+        if not rows:
+            return None
+        (eid, content, emb, created, accessed, count, imp, kind, md, rowid) = rows[0]
+        return Episode(eid, content, None if emb is None else np.frombuffer(emb, "<f4").copy(),
+                       created, accessed, count, imp, kind,
+                       None if md is None else json.loads(md), rowid)
+
+    def count(self) -> int:
+        """How many episodes are stored."""
+        return self.conn.execute("SELECT count(*) FROM episodes").fetchall()[0][0]
+
+    # ---- recall ----
+
+    def recall(self, query: str, limit: int = 3, *,
+               weights: Optional[Union[Sequence[float], Mapping[str, float]]] = None,
+               k: Optional[float] = None, pool: Optional[str] = None,
+               pool_size: Optional[int] = None, bm25_limit: Optional[int] = None,
+               touch: bool = True, force: bool = False,
+               qvec: Optional[Vector] = None) -> RecallResult:
+        """The top ``limit`` episodes for ``query`` by the recall statement
+        (``sql/recall.sql``): weighted RRF over BM25, vector similarity, recency and
+        access lists.
+
+        ``weights`` is ``(bm25, vector, recency, access)`` or a dict with those keys
+        (defaults 1.0, 1.0, 0.6, 0.4; 0 turns a list off); ``k`` defaults to 60,
+        ``pool`` to ``'recent'`` (``'all'`` scores every episode), ``pool_size`` to 200,
+        ``bm25_limit`` to 50 — the statement's own defaults. ``touch`` marks the
+        returned episodes accessed (``accessed_at = now``, ``access_count + 1``) in the
+        same transaction. The topic gate skips the recall (``result.skipped``) when the
+        query's embedding has cosine > 0.85 with the previous recalled query's, unless
+        ``force``; the previous query is remembered in the database (``rrf_meta``) by
+        recalls that touch, so the gate also works across processes. ``qvec`` gives the query vector instead of the embedder's.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, got {type(query).__name__}")
+        query = query[:MAX_QUERY_CHARS]
+        params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit)
+        qblob = None
+        qarr = None
+        if qvec is not None:
+            qblob, n = _blob(qvec, "qvec")
+        elif self.embedder is not None and query.strip():
+            qblob, n = _blob(self.embedder.embed(query), "query embedding")
+        if qblob is not None:
+            if self.dim is not None and n != self.dim:
+                raise StoreError(f"qvec: dimension mismatch: the database holds {self.dim}-"
+                                 f"dimensional embeddings, got {n}")
+            qarr = np.frombuffer(qblob, "<f4").astype(np.float64)
+            qarr /= np.linalg.norm(qarr)
+            if self._last_qvec is not None and not force and self._last_qvec.shape == qarr.shape:
+                cos = float(self._last_qvec @ qarr)
+                if cos > TOPIC_GATE_COSINE:
+                    return RecallResult([], query, skipped=True, gate_cosine=cos, params=params,
+                                        reason=f"topic unchanged: cosine {cos:.3f} > "
+                                               f"{TOPIC_GATE_COSINE} with the previous query "
+                                               "(force=True recalls anyway)")
+        bindings = dict(params, query=query, qvec=qblob)
+        hits: List[RecallHit] = []
+        self.conn.execute("BEGIN IMMEDIATE" if touch else "BEGIN")
+        try:
+            for row in self.conn.execute(read_sql("recall.sql"), bindings):
+                hits.append(RecallHit(*row[:9], json.loads(row[9]) if row[9] else {}, *row[10:]))
+            if touch and hits:
+                now = now_ms()
+                self.conn.executemany(
+                    "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
+                    "WHERE rowid = ?", [(now, h.rowid) for h in hits])
+            if touch and qarr is not None:  # the topic gate's memory, across processes
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO rrf_meta VALUES ('last_query_embedding', ?)",
+                    (qarr.astype("<f4").tobytes(),))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if not self.conn.getautocommit():
+                self.conn.execute("ROLLBACK")
+            raise
+        if qarr is not None:
+            self._last_qvec = qarr
+        return RecallResult(hits, query, params=params)
+
+    @staticmethod
+    def _recall_params(limit: int, weights: Any, k: Optional[float], pool: Optional[str],
+                       pool_size: Optional[int], bm25_limit: Optional[int]) -> Dict[str, Any]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise StoreError(f"limit: must be a positive integer, got {limit!r}")
+        if pool is not None and pool not in POOL_MODES:
+            raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
+        for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise StoreError(f"{name}: must be a non-negative integer, got {v!r}")
+        if k is not None and (not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0):
+            raise StoreError(f"k: must be a finite number >= 0, got {k!r}")
+        w: Dict[str, Optional[float]] = dict.fromkeys(LISTS)
+        if weights is not None:
+            if isinstance(weights, Mapping):
+                unknown = set(weights) - set(LISTS)
+                if unknown:
+                    raise StoreError(f"weights: unknown list(s) {sorted(unknown)}; "
+                                     f"the lists are {LISTS}")
+                w.update(weights)
+            else:
+                ws = list(weights)
+                if len(ws) != 4:
+                    raise StoreError(f"weights: need 4 values {LISTS}, got {len(ws)}")
+                w.update(zip(LISTS, ws))
+            for name, v in w.items():
+                if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)
+                                      or v < 0):
+                    raise StoreError(f"weights: {name} must be a finite number >= 0, got {v!r}")
+        return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
+                "bm25_limit": bm25_limit, "w_bm25": w["bm25"], "w_vec": w["vector"],
+                "w_recency": w["recency"], "w_access": w["access"]}
+
+    # ---- stats ----
+
+    def stats(self) -> Dict[str, Any]:
+        """Counts and facts about the database (what ``sqlite-rrf stats`` prints)."""
+        (n, n_emb, oldest, newest, accesses) = self.conn.execute(
+            "SELECT count(*), count(embedding), min(created_at), max(created_at), "
+            "coalesce(sum(access_count), 0) FROM episodes").fetchall()[0]
+        by_imp = dict(self.conn.execute(
+            "SELECT importance, count(*) FROM episodes GROUP BY importance").fetchall())
+        from .migrations import current_version
+        page_count = self.conn.execute("PRAGMA page_count").fetchall()[0][0]
+        page_size = self.conn.execute("PRAGMA page_size").fetchall()[0][0]
+        return {
+            "path": self.path, "episodes": n, "with_embedding": n_emb,
+            "embedding_model": self.meta("embedding_model"), "embedding_dim": self.dim,
+            "oldest_created_at": oldest, "newest_created_at": newest,
+            "total_accesses": accesses, "by_importance": by_imp,
+            "schema_version": current_version(self.conn),
+            "size_bytes": page_count * page_size,
+        }
