@@ -1,0 +1,408 @@
+"""The recall statement (sql/recall.sql) against a plain-Python reference of the
+same fusion, and the properties DESIGN.md lists for it."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+
+import apsw
+import numpy as np
+import pytest
+
+import sqlite_rrf
+from sqlite_rrf.resources import read_sql
+from sqlite_rrf.store import Store, StoreError
+
+DIM = 16
+DEFAULTS = dict(k=60.0, w=(1.0, 1.0, 0.6, 0.4), bm25_limit=50, pool_size=200, limit=3)
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
+         "rho sigma tau upsilon phi chi psi omega").split()
+
+
+# ---- the plain-Python reference ----
+
+def reference_recall(conn, query, qvec, *, pool="recent", k=60.0, w=(1.0, 1.0, 0.6, 0.4),
+                     bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25")):
+    """The fusion of DESIGN.md computed in Python. Only the BM25 list comes from
+    SQLite (FTS5's own ranking: the one thing that is not ours to recompute)."""
+    hits = conn.execute(
+        "SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
+        "WHERE episodes_fts MATCH fts5_query(?) ORDER BY bm25(episodes_fts), rowid LIMIT ?",
+        (query, bm25_limit)).fetchall()
+    bm25_rank = {rowid: i + 1 for i, (rowid, _) in enumerate(hits)}
+    rows = {r[0]: r for r in conn.execute(
+        "SELECT rowid, id, embedding, created_at, accessed_at, access_count, importance "
+        "FROM episodes")}
+    with_emb = [r for r in rows.values() if r[2] is not None]
+    if pool == "recent":
+        pool_ids = [r[0] for r in sorted(with_emb, key=lambda r: (-r[4], r[0]))[:pool_size]]
+    else:
+        pool_ids = [r[0] for r in with_emb]
+    cands = set()
+    if "pool" in candidates_from:
+        cands |= set(pool_ids)
+    if "bm25" in candidates_from:
+        cands |= set(bm25_rank)
+    q = None if qvec is None else np.asarray(qvec, "<f4").astype(np.float64)
+    sim = {}
+    for c in cands:
+        emb = rows[c][2]
+        if emb is None or q is None:
+            sim[c] = None
+            continue
+        v = np.frombuffer(emb, "<f4").astype(np.float64)
+        sim[c] = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+
+    def dense(values, reverse):
+        order = sorted({v for v in values.values() if v is not None}, reverse=reverse)
+        pos = {v: i + 1 for i, v in enumerate(order)}
+        return {c: (None if v is None else pos[v]) for c, v in values.items()}
+
+    ranks = {
+        "bm25": {c: bm25_rank.get(c) for c in cands},
+        "vector": dense(sim, reverse=True),
+        "recency": dense({c: rows[c][3] for c in cands}, reverse=True),
+        "access": dense({c: rows[c][5] for c in cands}, reverse=True),
+    }
+    out = []
+    for c in cands:
+        score = 0.0
+        explain = {}
+        for (name, weight) in zip(("bm25", "vector", "recency", "access"), w):
+            r = ranks[name][c]
+            if r is None or weight <= 0:
+                continue
+            explain[name] = weight / (k + r)
+            score += weight / (k + r)
+        if rows[c][6] == "high":
+            score += 1 / (k + 1) - 1 / (k + 11)
+        out.append(dict(rowid=c, id=rows[c][1], score=score, similarity=sim[c],
+                        bm25_rank=ranks["bm25"][c], vec_rank=ranks["vector"][c],
+                        recency_rank=ranks["recency"][c], access_rank=ranks["access"][c],
+                        explain=explain))
+    out.sort(key=lambda h: (-h["score"], h["similarity"] is None,
+                            -(h["similarity"] or 0), h["rowid"]))
+    return out[:limit]
+
+
+def run_recall(conn, query, qvec, **params):
+    """sql/recall.sql through apsw, as dicts."""
+    names = ("id content score bm25_rank vec_rank recency_rank access_rank similarity "
+             "bm25_score explain importance created_at accessed_at access_count rowid").split()
+    b = {"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
+         "pool": None, "pool_size": None, "bm25_limit": None, "limit": None, "k": None,
+         "w_bm25": None, "w_vec": None, "w_recency": None, "w_access": None}
+    b.update(params)
+    return [dict(zip(names, r)) for r in conn.execute(read_sql("recall.sql"), b)]
+
+
+def assert_same(got, want):
+    assert [h["id"] for h in got] == [h["id"] for h in want]
+    for g, r in zip(got, want):
+        assert g["score"] == pytest.approx(r["score"], rel=1e-12, abs=1e-15)
+        for key in ("bm25_rank", "vec_rank", "recency_rank", "access_rank"):
+            assert g[key] == r[key], key
+        if r["similarity"] is None:
+            assert g["similarity"] is None
+        else:
+            assert g["similarity"] == pytest.approx(r["similarity"], abs=1e-12)
+        explain = json.loads(g["explain"]) if g["explain"] else {}
+        contributions = {n: e["contribution"] for n, e in explain.items() if n != "importance"}
+        assert contributions == pytest.approx(r["explain"], rel=1e-12)
+
+
+# ---- data ----
+
+def make_episodes(n, rng, *, dim=DIM, t0=1_700_000_000_000, with_embedding=0.9,
+                  high=0.1):
+    eps = []
+    for i in range(n):
+        words = rng.choice(WORDS, size=int(rng.integers(3, 12)))
+        created = t0 + int(rng.integers(0, 10**10))
+        eps.append(dict(
+            id=f"e{i}", content=" ".join(words),
+            embedding=(rng.normal(size=dim) if rng.random() < with_embedding else None),
+            created_at=created, accessed_at=created + int(rng.integers(0, 10**9)),
+            access_count=int(rng.zipf(2.0)) - 1,
+            importance=("high" if rng.random() < high else "normal")))
+    return eps
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "m.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def small_store(store):
+    rng = np.random.default_rng(7)
+    store.add_many(make_episodes(150, rng))
+    return store
+
+
+# ---- the statement equals the reference ----
+
+@pytest.mark.parametrize("seed", range(5))
+def test_below_pool_size_equals_python_fusion(small_store, seed):
+    """< 200 episodes: the pool holds them all; every returned row equals the reference."""
+    rng = np.random.default_rng(100 + seed)
+    query = " ".join(rng.choice(WORDS, size=3))
+    qvec = rng.normal(size=DIM)
+    got = run_recall(small_store.conn, query, qvec, limit=150)
+    want = reference_recall(small_store.conn, query, qvec, limit=150)
+    n_emb = small_store.conn.execute(
+        "SELECT count(*) FROM episodes WHERE embedding IS NOT NULL").fetchall()[0][0]
+    assert len(got) >= n_emb  # the pool covers every episode with an embedding
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("params", [
+    dict(k=10.0), dict(k=0.0), dict(w=(0.0, 1.0, 0.6, 0.4)), dict(w=(1.0, 0.0, 0.0, 0.0)),
+    dict(w=(2.0, 0.5, 0.0, 1.5)), dict(pool="all"), dict(pool_size=20),
+    dict(pool_size=0), dict(bm25_limit=5), dict(bm25_limit=0),
+])
+def test_parameters_equal_python_fusion(tmp_path, params):
+    """Every parameter of the statement does what the reference does, at 400 episodes."""
+    rng = np.random.default_rng(11)
+    with Store(tmp_path / "p.db") as s:
+        s.add_many(make_episodes(400, rng))
+        query, qvec = "alpha omega sigma", rng.normal(size=DIM)
+        sql = {"limit": 40}
+        ref = {"limit": 40}
+        for key, v in params.items():
+            if key == "w":
+                sql.update(w_bm25=v[0], w_vec=v[1], w_recency=v[2], w_access=v[3])
+            else:
+                sql[key] = v
+            ref[key] = v
+        assert_same(run_recall(s.conn, query, qvec, **sql),
+                    reference_recall(s.conn, query, qvec, **ref))
+
+
+def test_defaults_are_the_designs(small_store):
+    """Unbound parameters take DESIGN.md's defaults (k 60, weights 1/1/0.6/0.4,
+    bm25_limit 50, pool_size 200, limit 3)."""
+    cte = re.search(r"\nparams AS \((.*?)\n\),", read_sql("recall.sql"), re.S).group(1)
+    names = set(re.findall(r":(\w+)", cte))
+    params = small_store.conn.execute(cte, dict.fromkeys(names)).fetchall()[0]
+    assert params == (60.0, 1.0, 1.0, 0.6, 0.4, 50, 200, "recent", 3)
+    rng = np.random.default_rng(3)
+    qvec = rng.normal(size=DIM)
+    assert len(run_recall(small_store.conn, "alpha", qvec)) == 3
+    assert_same(run_recall(small_store.conn, "alpha", qvec),
+                reference_recall(small_store.conn, "alpha", qvec, **DEFAULTS))
+
+
+def test_store_recall_scores_equal_reference(small_store):
+    rng = np.random.default_rng(5)
+    qvec = rng.normal(size=DIM)
+    want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10)
+    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False)
+    assert [h.id for h in got] == [h["id"] for h in want]
+    for h, r in zip(got, want):
+        assert h.score == pytest.approx(r["score"], rel=1e-12)
+        assert sum(e.get("contribution", e.get("boost", 0)) for e in h.explain.values()) == \
+            pytest.approx(h.score, rel=1e-12)
+
+
+# ---- the design's fix: old keyword hits are not lost ----
+
+def test_old_never_accessed_keyword_hit_is_recalled(tmp_path):
+    """1,000 episodes: the pool-only design loses an old, never-accessed episode that
+    carries the query's words; the union pool recalls it."""
+    rng = np.random.default_rng(42)
+    t0 = 1_700_000_000_000
+    eps = make_episodes(999, rng, t0=t0 + 10**9, with_embedding=1.0, high=0.0)
+    qvec = rng.normal(size=DIM)
+    old_vec = qvec + 0.3 * rng.normal(size=DIM)  # related, but not the closest in the corpus
+    eps.append(dict(id="old", content="the zanzibar ferry timetable changed in march",
+                    embedding=old_vec, created_at=t0, accessed_at=t0, access_count=0))
+    with Store(tmp_path / "big.db") as s:
+        s.add_many(eps)
+        query = "when does the zanzibar ferry leave?"
+        # the old design: candidates = the 200 most recently accessed only
+        old_design = reference_recall(s.conn, query, qvec, limit=3, candidates_from=("pool",))
+        assert "old" not in [h["id"] for h in old_design]
+        assert "old" not in [r[0] for r in s.conn.execute(
+            "SELECT id FROM episodes WHERE embedding IS NOT NULL "
+            "ORDER BY accessed_at DESC, rowid LIMIT 200")]
+        got = run_recall(s.conn, query, qvec)
+        assert "old" in [h["id"] for h in got]
+        hit = next(h for h in got if h["id"] == "old")
+        assert hit["bm25_rank"] == 1
+        assert_same(got, reference_recall(s.conn, query, qvec))
+
+
+# ---- importance, empty lists, hostile text ----
+
+def test_high_importance_adds_the_boost(store):
+    rng = np.random.default_rng(9)
+    eps = make_episodes(30, rng, high=0.0)
+    store.add_many(eps)
+    qvec = rng.normal(size=DIM)
+    before = {h["id"]: h["score"] for h in run_recall(store.conn, "alpha beta", qvec, limit=30)}
+    target = sorted(before)[5]
+    store.conn.execute("UPDATE episodes SET importance = 'high' WHERE id = ?", (target,))
+    after = {h["id"]: h for h in run_recall(store.conn, "alpha beta", qvec, limit=30)}
+    for k in (60.0, 10.0):
+        got = {h["id"]: h["score"] for h in run_recall(store.conn, "alpha beta", qvec,
+                                                          limit=30, k=k)}
+        store.conn.execute("UPDATE episodes SET importance = 'normal' WHERE id = ?", (target,))
+        base = {h["id"]: h["score"] for h in run_recall(store.conn, "alpha beta", qvec,
+                                                           limit=30, k=k)}
+        store.conn.execute("UPDATE episodes SET importance = 'high' WHERE id = ?", (target,))
+        assert got[target] - base[target] == pytest.approx(1 / (k + 1) - 1 / (k + 11), rel=1e-9)
+        assert all(got[i] == base[i] for i in got if i != target)
+    boost = json.loads(after[target]["explain"])["importance"]["boost"]
+    assert boost == pytest.approx(1 / 61 - 1 / 71)
+
+
+def test_empty_bm25_list_contributes_nothing(small_store):
+    rng = np.random.default_rng(1)
+    qvec = rng.normal(size=DIM)
+    got = run_recall(small_store.conn, "nothing-matches-this qwertyuiop", qvec, limit=20)
+    assert got and all(h["bm25_rank"] is None for h in got)
+    assert all("bm25" not in json.loads(h["explain"]) for h in got)
+    # the same as turning the list off
+    off = run_recall(small_store.conn, "nothing-matches-this qwertyuiop", qvec, limit=20,
+                     w_bm25=0.0)
+    assert [(h["id"], h["score"]) for h in got] == [(h["id"], h["score"]) for h in off]
+    assert_same(got, reference_recall(small_store.conn, "qwertyuiop", qvec, limit=20))
+
+
+def test_no_query_vector_means_no_vector_list(small_store):
+    got = run_recall(small_store.conn, "alpha", None, limit=10)
+    assert got and all(h["vec_rank"] is None and h["similarity"] is None for h in got)
+    assert_same(got, reference_recall(small_store.conn, "alpha", None, limit=10))
+
+
+HOSTILE = ['"', "'", "-", "*", "^", ":", "(", ")", "AND", "OR NOT", "NEAR(a b, 3)",
+           "content:alpha", "{content}: beta", "alpha*", '"unterminated', "a AND OR b",
+           "", "   ", "\x00", "ünïcödé 北京 🙂", "-alpha -beta", "((((", "x" * 6000,
+           " ".join(WORDS) * 40, "'; DROP TABLE episodes; --"]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_query_text_never_fails(small_store, query):
+    qvec = np.ones(DIM)
+    got = small_store.recall(query, limit=5, qvec=qvec, touch=False, force=True)
+    assert len(got) == 5
+    assert small_store.count() == 150
+
+
+def test_query_truncated_to_6000_chars(small_store):
+    long = "alpha " * 999 + "zzzz" + " omega" * 2000  # 'omega' lies past 6,000 characters
+    assert len(long) > 6000
+    got = small_store.recall(long, limit=3, qvec=np.ones(DIM), touch=False)
+    assert got.query == long[:6000]
+    want = run_recall(small_store.conn, long[:6000], np.ones(DIM))
+    assert [h.id for h in got] == [h["id"] for h in want]
+
+
+# ---- touch and the topic gate ----
+
+def test_touch_updates_returned_rows_only(small_store):
+    before = dict(small_store.conn.execute("SELECT id, access_count FROM episodes"))
+    res = small_store.recall("alpha", limit=3, qvec=np.ones(DIM))
+    after = {r[0]: r[1:] for r in small_store.conn.execute(
+        "SELECT id, access_count, accessed_at FROM episodes")}
+    returned = {h.id for h in res}
+    assert len(returned) == 3
+    for i, count in before.items():
+        assert after[i][0] == count + (1 if i in returned else 0)
+    now = max(a[1] for a in after.values())
+    assert all(after[i][1] == now for i in returned)
+    res2 = small_store.recall("omega", limit=3, qvec=-np.ones(DIM), touch=False)
+    assert dict(small_store.conn.execute("SELECT id, access_count FROM episodes")) == \
+        {i: a[0] for i, a in after.items()}
+    assert len(res2) == 3
+
+
+def test_topic_gate(tmp_path):
+    rng = np.random.default_rng(2)
+    path = tmp_path / "g.db"
+    with Store(path) as s:
+        s.add_many(make_episodes(50, rng))
+        q = rng.normal(size=DIM)
+        first = s.recall("alpha", qvec=q)
+        assert not first.skipped and len(first) == 3
+        near = q + 0.05 * rng.normal(size=DIM)  # cosine > 0.85
+        assert np.dot(q, near) / np.linalg.norm(q) / np.linalg.norm(near) > 0.85
+        second = s.recall("alpha again", qvec=near)
+        assert second.skipped and len(second) == 0 and second.gate_cosine > 0.85
+        assert "force" in second.reason
+        assert not s.recall("alpha again", qvec=near, force=True).skipped
+        far = rng.normal(size=DIM)
+        assert not s.recall("something else", qvec=far).skipped
+    with Store(path) as s:  # the gate remembers across processes (rrf_meta)
+        assert s.recall("something else", qvec=far).skipped
+
+
+# ---- validation: nothing written on bad input ----
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(content="x", embedding=[1.0] * (DIM - 1)), "dimension mismatch"),
+    (dict(content="x", embedding=[float("nan")] * DIM), "non-finite"),
+    (dict(content="x", embedding=[0.0] * DIM), "zero vector"),
+    (dict(content="x", embedding=b"abc"), "not float32"),
+    (dict(content=""), "content"),
+    (dict(content="x", importance="urgent"), "importance"),
+    (dict(content="x", created_at=-1), "created_at"),
+    (dict(content="x", metadata={"a": float("inf")}), "metadata"),
+    (dict(content="x", embedding=[1e39] * DIM), "float32 range"),
+])
+def test_bad_episode_in_batch_writes_nothing(small_store, bad, match):
+    good = dict(content="fine", embedding=np.ones(DIM))
+    with pytest.raises(StoreError, match=match):
+        small_store.add_many([good, bad])
+    assert small_store.count() == 150
+
+
+def test_database_rejects_wrong_dimension_even_in_raw_sql(small_store):
+    with pytest.raises(apsw.ConstraintError, match="embedding_dim"):
+        small_store.conn.execute(
+            "INSERT INTO episodes(id, content, embedding) VALUES ('raw', 'x', zeroblob(12))")
+    assert small_store.count() == 150
+
+
+def test_recall_parameter_errors(small_store):
+    for kwargs, match in [(dict(limit=0), "limit"), (dict(pool="nearest"), "pool"),
+                          (dict(weights=(1, 1)), "weights"), (dict(k=-1), "k"),
+                          (dict(weights={"bm25": -1}), "bm25"),
+                          (dict(weights={"colour": 1}), "unknown"),
+                          (dict(qvec=[1.0, 2.0]), "dimension mismatch")]:
+        with pytest.raises(StoreError, match=match):
+            small_store.recall("alpha", **kwargs)
+
+
+# ---- the same statement in the sqlite3 shell ----
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
+def test_statement_runs_unchanged_in_sqlite3_shell(small_store, tmp_path):
+    qvec = np.random.default_rng(8).normal(size=DIM)
+    want = run_recall(small_store.conn, "gamma delta", qvec, limit=7, k=30)
+    script = "\n".join([
+        f".load {sqlite_rrf.loadable_path()}",
+        ".param init",
+        ".param set :query 'gamma delta'",
+        f".param set :qvec '{json.dumps([float(np.float32(x)) for x in qvec])}'",
+        ".param set :limit 7",
+        ".param set :k 30",
+        ".mode json",
+        f".read {tmp_path / 'recall.sql'}",
+    ])
+    (tmp_path / "recall.sql").write_text(read_sql("recall.sql"))
+    out = subprocess.run(["sqlite3", small_store.path], input=script, text=True,
+                         capture_output=True, timeout=60)
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["id"] for r in rows] == [h["id"] for h in want]
+    for r, h in zip(rows, want):
+        assert r["score"] == pytest.approx(h["score"], rel=1e-9)
+        assert r["similarity"] == pytest.approx(h["similarity"], abs=1e-6)
