@@ -142,13 +142,13 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   if (argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL) { /* Q1 */
+    /* The type before sqlite3_value_text(), which turns a BLOB or number into TEXT. */
+    int is_text = sqlite3_value_type(argv[1]) == SQLITE_TEXT;
     const unsigned char *m = sqlite3_value_text(argv[1]);
     int mlen = sqlite3_value_bytes(argv[1]);
-    if (sqlite3_value_type(argv[1]) == SQLITE_TEXT && m && mlen == 2 &&
-        ascii_ieq(m, (const unsigned char *)"or", 2)) {
+    if (is_text && m && mlen == 2 && ascii_ieq(m, (const unsigned char *)"or", 2)) {
       joiner = " OR ";
-    } else if (sqlite3_value_type(argv[1]) == SQLITE_TEXT && m && mlen == 3 &&
-               ascii_ieq(m, (const unsigned char *)"and", 3)) {
+    } else if (is_text && m && mlen == 3 && ascii_ieq(m, (const unsigned char *)"and", 3)) {
       joiner = " AND ";
     } else {
       sqlite3_result_error(ctx, "fts5_query: mode must be 'or' or 'and'", -1);
