@@ -15,11 +15,16 @@
 **   Q5. Text with no token gives '""', a phrase that matches nothing.
 **   Q6. NULL -> NULL; INTEGER and REAL are read as their text; a BLOB or an
 **       unknown mode is an error naming the function.
+**   Q7. At most RRF_FTS5_MAX_TOKENS (1000) distinct tokens are kept, the first
+**       ones: FTS5 parses an OR of n phrases in O(n^2) time, so an unbounded
+**       paste would stall the query (100,000 terms take about a minute).
 */
 #include <string.h>
 
 #include "rrf_internal.h"
 SQLITE_EXTENSION_INIT3
+
+#define RRF_FTS5_MAX_TOKENS 1000
 
 /* Decode one UTF-8 sequence at s[i]; returns its length (1 for an invalid
 ** byte, with *cp = 0xFFFD). */
@@ -164,7 +169,7 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
 
   /* Q2: split into tokens. */
-  for (int i = 0; i < len;) {
+  for (int i = 0; i < len && ntok < RRF_FTS5_MAX_TOKENS;) { /* Q7 */
     unsigned cp;
     int n = utf8_decode(s, len, i, &cp);
     if (!is_token_char(cp)) {

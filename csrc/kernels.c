@@ -62,30 +62,40 @@ __attribute__((target("avx2,fma"))) static inline double hsum256(__m256d v) {
   return _mm_cvtsd_f64(lo) + _mm_cvtsd_f64(_mm_unpackhi_pd(lo, lo));
 }
 
+/* One 8-float step: widen both halves to double and accumulate (K2). */
+#define RRF_AVX2_STEP(OFF, D0, D1, A0, A1, B0, B1)                                   \
+  do {                                                                              \
+    __m256 va = _mm256_loadu_ps((const float *)(const void *)(a + 4 * (i + OFF)));  \
+    __m256 vb = _mm256_loadu_ps((const float *)(const void *)(b + 4 * (i + OFF)));  \
+    __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(va));                       \
+    __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(va, 1));                     \
+    __m256d yl = _mm256_cvtps_pd(_mm256_castps256_ps128(vb));                       \
+    __m256d yh = _mm256_cvtps_pd(_mm256_extractf128_ps(vb, 1));                     \
+    D0 = _mm256_fmadd_pd(xl, yl, D0);                                               \
+    D1 = _mm256_fmadd_pd(xh, yh, D1);                                               \
+    A0 = _mm256_fmadd_pd(xl, xl, A0);                                               \
+    A1 = _mm256_fmadd_pd(xh, xh, A1);                                               \
+    B0 = _mm256_fmadd_pd(yl, yl, B0);                                               \
+    B1 = _mm256_fmadd_pd(yh, yh, B1);                                               \
+  } while (0)
+
+/* 16 floats a pass into two independent sets of accumulators, so consecutive
+** FMAs do not wait on each other. */
 __attribute__((target("avx2,fma"))) static void dot3_avx2(const void *pa, const void *pb,
                                                           size_t n, double out[3]) {
   const unsigned char *a = pa, *b = pb;
-  __m256d d0 = _mm256_setzero_pd(), d1 = _mm256_setzero_pd();
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  __m256d b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd();
+  __m256d d0 = _mm256_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
+  __m256d a0 = d0, a1 = d0, a2 = d0, a3 = d0;
+  __m256d b0 = d0, b1 = d0, b2 = d0, b3 = d0;
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 va = _mm256_loadu_ps((const float *)(const void *)(a + 4 * i));
-    __m256 vb = _mm256_loadu_ps((const float *)(const void *)(b + 4 * i));
-    __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(va));
-    __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(va, 1));
-    __m256d yl = _mm256_cvtps_pd(_mm256_castps256_ps128(vb));
-    __m256d yh = _mm256_cvtps_pd(_mm256_extractf128_ps(vb, 1));
-    d0 = _mm256_fmadd_pd(xl, yl, d0);
-    d1 = _mm256_fmadd_pd(xh, yh, d1);
-    a0 = _mm256_fmadd_pd(xl, xl, a0);
-    a1 = _mm256_fmadd_pd(xh, xh, a1);
-    b0 = _mm256_fmadd_pd(yl, yl, b0);
-    b1 = _mm256_fmadd_pd(yh, yh, b1);
+  for (; i + 16 <= n; i += 16) {
+    RRF_AVX2_STEP(0, d0, d1, a0, a1, b0, b1);
+    RRF_AVX2_STEP(8, d2, d3, a2, a3, b2, b3);
   }
-  double d = hsum256(_mm256_add_pd(d0, d1));
-  double na = hsum256(_mm256_add_pd(a0, a1));
-  double nb = hsum256(_mm256_add_pd(b0, b1));
+  for (; i + 8 <= n; i += 8) RRF_AVX2_STEP(0, d0, d1, a0, a1, b0, b1);
+  double d = hsum256(_mm256_add_pd(_mm256_add_pd(d0, d1), _mm256_add_pd(d2, d3)));
+  double na = hsum256(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+  double nb = hsum256(_mm256_add_pd(_mm256_add_pd(b0, b1), _mm256_add_pd(b2, b3)));
   for (; i < n; i++) {
     double x = load_f32(a + 4 * i), y = load_f32(b + 4 * i);
     d += x * y;
@@ -137,6 +147,19 @@ static void dot3_neon(const void *pa, const void *pb, size_t n, double out[3]) {
 /* ---- run-time selection (K3) ---- */
 
 static int g_path = -2; /* -2: not chosen yet; races are benign (same value) */
+static rrf_dot3_fn g_kernel = NULL; /* the kernel of g_path, once chosen */
+
+static rrf_dot3_fn kernel_of(int path) {
+  switch (path) {
+#ifdef RRF_HAVE_AVX2
+  case RRF_SIMD_AVX2: return dot3_avx2;
+#endif
+#ifdef RRF_HAVE_NEON
+  case RRF_SIMD_NEON: return dot3_neon;
+#endif
+  default: return dot3_scalar;
+  }
+}
 
 int rrf_simd_supported(int path) {
   switch (path) {
@@ -165,13 +188,24 @@ int rrf_simd_best(void) {
 int rrf_simd_select(int path) {
   if (path == RRF_SIMD_AUTO) path = rrf_simd_best();
   if (!rrf_simd_supported(path)) return -1;
+  g_kernel = kernel_of(path);
   g_path = path;
   return path;
 }
 
 int rrf_simd_current(void) {
-  if (g_path == -2) g_path = rrf_simd_best();
+  if (g_path == -2) rrf_simd_select(RRF_SIMD_AUTO);
   return g_path;
+}
+
+const char *rrf_simd_built(void) {
+#if defined(RRF_HAVE_AVX2)
+  return "scalar avx2-fma";
+#elif defined(RRF_HAVE_NEON)
+  return "scalar neon";
+#else
+  return "scalar";
+#endif
 }
 
 const char *rrf_simd_name(int path) {
@@ -184,23 +218,17 @@ const char *rrf_simd_name(int path) {
 }
 
 rrf_dot3_fn rrf_dot3_kernel(int path) {
-  if (path == RRF_SIMD_AUTO) path = rrf_simd_current();
-  if (!rrf_simd_supported(path)) return NULL;
-  switch (path) {
-#ifdef RRF_HAVE_AVX2
-  case RRF_SIMD_AVX2: return dot3_avx2;
-#endif
-#ifdef RRF_HAVE_NEON
-  case RRF_SIMD_NEON: return dot3_neon;
-#endif
-  default: return dot3_scalar;
+  if (path == RRF_SIMD_AUTO) {
+    if (g_kernel == NULL) rrf_simd_select(RRF_SIMD_AUTO);
+    return g_kernel; /* chosen once: no CPU check per call */
   }
+  return rrf_simd_supported(path) ? kernel_of(path) : NULL;
 }
 
 double rrf_cosine_from_sums(const double s[3]) {
   if (!isfinite(s[0]) || !isfinite(s[1]) || !isfinite(s[2])) return NAN;
   if (s[1] == 0.0 || s[2] == 0.0) return NAN;
-  double c = s[0] / (sqrt(s[1]) * sqrt(s[2]));
+  double c = s[0] / sqrt(s[1] * s[2]); /* no overflow: each sum < n * 1.2e77 (K2) */
   if (c > 1.0) c = 1.0;
   if (c < -1.0) c = -1.0;
   return c;

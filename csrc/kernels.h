@@ -34,6 +34,8 @@ int rrf_simd_best(void);
 int rrf_simd_select(int path);
 /* The path in force. */
 int rrf_simd_current(void);
+/* The paths compiled into this build, e.g. "scalar avx2-fma". */
+const char *rrf_simd_built(void);
 /* "scalar", "avx2-fma", "neon" or "unknown". */
 const char *rrf_simd_name(int path);
 /* Kernel for `path` (RRF_SIMD_AUTO = the path in force); NULL if unsupported. */

@@ -63,11 +63,11 @@ static void rrf_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 static void rrf_debug(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
-  char *s = sqlite3_mprintf("version: %s\nsimd: %s\nsimd_best: %s\ncompiler: %s\n"
-                            "sqlite_headers: %s\nsqlite_runtime: %s%s",
+  char *s = sqlite3_mprintf("version: %s\nsimd: %s\nsimd_best: %s\nkernels_built: %s\n"
+                            "compiler: %s\nsqlite_headers: %s\nsqlite_runtime: %s%s",
                             SQLITE_RRF_VERSION, rrf_simd_name(rrf_simd_current()),
-                            rrf_simd_name(rrf_simd_best()), RRF_COMPILER, SQLITE_VERSION,
-                            sqlite3_libversion(), g_simd_note);
+                            rrf_simd_name(rrf_simd_best()), rrf_simd_built(), RRF_COMPILER,
+                            SQLITE_VERSION, sqlite3_libversion(), g_simd_note);
   if (s == NULL) {
     sqlite3_result_error_nomem(ctx);
     return;

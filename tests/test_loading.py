@@ -148,7 +148,8 @@ def test_rrf_debug_lines(conn):
     text = conn.execute("SELECT rrf_debug()").fetchone()[0]
     lines = text.split("\n")
     keys = [line.split(": ", 1)[0] for line in lines]
-    want_keys = ["version", "simd", "simd_best", "compiler", "sqlite_headers", "sqlite_runtime"]
+    want_keys = ["version", "simd", "simd_best", "kernels_built", "compiler", "sqlite_headers",
+                 "sqlite_runtime"]
     if os.environ.get("SQLITE_RRF_SIMD") and "simd_note" in keys:
         want_keys.append("simd_note")
     assert keys == want_keys
@@ -158,6 +159,7 @@ def test_rrf_debug_lines(conn):
     best = [p for p in paths if p != "scalar"][:1] or ["scalar"]
     assert info["simd_best"] == best[0]
     assert info["simd"] in paths
+    assert set(paths) <= set(info["kernels_built"].split())  # what runs was built
     if not os.environ.get("SQLITE_RRF_SIMD"):
         assert info["simd"] == info["simd_best"]  # the best path by default
     assert info["sqlite_runtime"] == apsw.sqlite_lib_version()
