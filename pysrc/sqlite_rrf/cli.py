@@ -183,6 +183,13 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
+    from .store import Store, StoreError
+
+    try:  # check the options before the model loads
+        Store._recall_params(args.limit, _weights(args.weights), args.k, args.pool,
+                             args.pool_size, None)
+    except StoreError as e:
+        raise CliError(str(e)) from None
     with _open(args, embed=True) as store:
         return _recall(store, args)
 
@@ -343,11 +350,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
+    import apsw
+
+    from .loader import ExtensionLoadError
+    from .migrations import MigrationError
+    from .store import StoreError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except CliError as e:
         print(f"sqlite-rrf: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except (StoreError, MigrationError, ExtensionLoadError) as e:
+        where = f"{args.db}: " if getattr(args, "db", None) else ""
+        print(f"sqlite-rrf: {where}{e}", file=sys.stderr)
+        return EXIT_ERROR
+    except (apsw.Error, OSError) as e:
+        where = f"{args.db}: " if getattr(args, "db", None) else ""
+        print(f"sqlite-rrf: {where}{type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("sqlite-rrf: interrupted", file=sys.stderr)

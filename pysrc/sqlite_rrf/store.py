@@ -174,6 +174,8 @@ class Store:
             if self.path not in (":memory:", ""):
                 self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
+            # REPLACE fires the FTS delete trigger only with recursive triggers on.
+            self.conn.execute("PRAGMA recursive_triggers = ON")
             load(self.conn)
             migrate(self.conn)
             if embedder is not None:
@@ -271,8 +273,17 @@ class Store:
             raise StoreError(f"metadata: not JSON-serialisable ({e})") from None
         return row
 
+    def _existing_ids(self, ids: List[str]) -> set:
+        found: set = set()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            found.update(r[0] for r in self.conn.execute(
+                f"SELECT id FROM episodes WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
     def _prepare(self, episodes: Sequence[Mapping[str, Any]], progress: Optional[bool],
-                 labels: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+                 labels: Optional[Sequence[str]] = None,
+                 replace: bool = True) -> List[Dict[str, Any]]:
         """Validate every episode and embed those without an embedding, before any
         write, so a bad episode fails the batch with nothing written."""
         now = now_ms()
@@ -299,6 +310,14 @@ class Store:
             except StoreError as e:
                 raise StoreError(f"{label}: {e}" if len(episodes) > 1 or labels else str(e)
                                  ) from None
+        if not replace:
+            taken = self._existing_ids([r["id"] for r in rows])
+            for i, row in enumerate(rows):
+                if row["id"] in taken:
+                    label = labels[i] if labels else f"episode {i}"
+                    msg = (f"id: an episode with id {row['id']!r} already exists (replace=True, "
+                           "or --replace on the command line, replaces it)")
+                    raise StoreError(f"{label}: {msg}" if len(rows) > 1 or labels else msg)
         if missing and self.embedder is not None:
             vecs = self.embedder.embed_many([rows[i]["content"] for i in missing],
                                             progress=progress)
@@ -329,7 +348,7 @@ class Store:
                 self.conn.execute("ROLLBACK")
             if isinstance(e, apsw.ConstraintError) and "episodes.id" in str(e):
                 raise StoreError(f"id: an episode with this id already exists ({e}); "
-                                 "use upsert() to replace it") from None
+                                 "replace=True (or upsert()) replaces it") from None
             raise
 
     def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
@@ -352,7 +371,7 @@ class Store:
         ``replace`` upserts episodes whose id exists (see :meth:`upsert`); ``labels``
         name the episodes in error messages (e.g. ``"line 12"``); ``progress`` shows
         a progress bar while embedding (default: for large batches)."""
-        rows = self._prepare(list(episodes), progress, labels)
+        rows = self._prepare(list(episodes), progress, labels, replace=replace)
         if replace:
             self._write(self._UPSERT, rows)
             return [r["id"] for r in rows]
