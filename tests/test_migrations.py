@@ -130,7 +130,11 @@ def test_episodes_table_columns(tmp_path):
     conn = migrated(tmp_path / "m.db")
     cols = {r[1]: r for r in conn.execute("PRAGMA table_info(episodes)")}
     assert set(cols) == {"rowid", "id", "content", "embedding", "created_at", "accessed_at",
-                         "access_count", "importance", "kind", "metadata"}
+                         "access_count", "importance", "kind", "metadata",
+                         # 0002: the 'decay' profile's lifecycle multipliers, NULL = neutral
+                         "strength", "depth", "session_spread", "stability"}
+    assert all(cols[c][4] is None and cols[c][3] == 0
+               for c in ("strength", "depth", "session_spread", "stability"))
     assert cols["rowid"][5] == 1 and cols["rowid"][2].upper() == "INTEGER"  # the rowid alias
     assert cols["id"][3] == 1 and cols["content"][3] == 1  # NOT NULL
     assert cols["access_count"][4] == "0"
@@ -269,8 +273,7 @@ def test_whole_recall_statement_reads_the_partial_index(tmp_path):
     _seed_for_plans(conn, analyze=False)  # as a fresh database is: no sqlite_stat1
     with open(RECALL_SQL, encoding="utf-8") as f:
         sql = f.read()
-    params = {p: None for p in ("query", "qvec", "pool", "pool_size", "bm25_limit", "limit",
-                                "k", "w_bm25", "w_vec", "w_recency", "w_access")}
+    params = dict.fromkeys(set(re.findall(r"(?<!:):(\w+)", sql)))  # every named parameter
     params["query"] = "topic"
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     assert any("idx_episodes_accessed_at" in d for d in plan), plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import re
 import shutil
 import subprocess
@@ -19,24 +20,31 @@ from sqlite_rrf.store import Store, StoreError
 
 DIM = 16
 DEFAULTS = dict(k=60.0, w=(1.0, 1.0, 0.6, 0.4), bm25_limit=50, pool_size=200, limit=3)
+NOW = 1_800_000_000_000  # a fixed clock for ages (ms)
+PROFILES = ("memory", "rrf", "decay", "weighted", "convex")
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
          "rho sigma tau upsilon phi chi psi omega").split()
 
 
 # ---- the plain-Python reference ----
 
-def reference_recall(conn, query, qvec, *, pool="recent", k=60.0, w=(1.0, 1.0, 0.6, 0.4),
-                     bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25")):
-    """The fusion of DESIGN.md computed in Python. Only the BM25 list comes from
-    SQLite (FTS5's own ranking: the one thing that is not ours to recompute)."""
+def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0.6, 0.4),
+                     bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25"),
+                     profile="rrf", alpha=0.5, min_similarity=None, now=NOW):
+    """The fusion of DESIGN.md and docs/profiles.md computed in Python. Only the BM25
+    list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute)."""
+    if k is None:
+        k = 30.0 if profile == "decay" else 60.0
     hits = conn.execute(
         "SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
         "WHERE episodes_fts MATCH fts5_query(?) ORDER BY bm25(episodes_fts), rowid LIMIT ?",
         (query, bm25_limit)).fetchall()
-    bm25_rank = {rowid: i + 1 for i, (rowid, _) in enumerate(hits)}
+    bm25_score = dict(hits)
+    distinct = sorted(set(bm25_score.values()))  # dense ranks: equal scores share a rank
+    bm25_rank = {rowid: distinct.index(v) + 1 for rowid, v in bm25_score.items()}
     rows = {r[0]: r for r in conn.execute(
-        "SELECT rowid, id, embedding, created_at, accessed_at, access_count, importance "
-        "FROM episodes")}
+        "SELECT rowid, id, embedding, created_at, accessed_at, access_count, importance, "
+        "strength, depth, session_spread, stability FROM episodes")}
     with_emb = [r for r in rows.values() if r[2] is not None]
     if pool == "recent":
         pool_ids = [r[0] for r in sorted(with_emb, key=lambda r: (-r[4], r[0]))[:pool_size]]
@@ -56,6 +64,9 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=60.0, w=(1.0, 1.0, 0
             continue
         v = np.frombuffer(emb, "<f4").astype(np.float64)
         sim[c] = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+    if min_similarity is not None:
+        cands = {c for c in cands if c in bm25_rank
+                 or (sim[c] is not None and sim[c] >= min_similarity)}
 
     def dense(values, reverse):
         order = sorted({v for v in values.values() if v is not None}, reverse=reverse)
@@ -64,21 +75,66 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=60.0, w=(1.0, 1.0, 0
 
     ranks = {
         "bm25": {c: bm25_rank.get(c) for c in cands},
-        "vector": dense(sim, reverse=True),
+        "vector": dense({c: sim[c] for c in cands}, reverse=True),
         "recency": dense({c: rows[c][3] for c in cands}, reverse=True),
         "access": dense({c: rows[c][5] for c in cands}, reverse=True),
     }
+    sims = [sim[c] for c in cands if sim[c] is not None]
+    hit_scores = [bm25_score[c] for c in cands if c in bm25_score]
+    max_count = max((rows[c][5] for c in cands), default=0)
+
+    def cos_norm(c):
+        if sim[c] is None:
+            return 0.0
+        lo, hi = min(sims), max(sims)
+        return 1.0 if hi == lo else (sim[c] - lo) / (hi - lo)
+
+    def bm25_norm(c):
+        if c not in bm25_score:
+            return 0.0
+        lo, hi = min(hit_scores), max(hit_scores)
+        return 0.5 if hi == lo else (hi - bm25_score[c]) / (hi - lo)
+
+    w_b, w_v, w_r, w_a = w
+    best = (w_b + w_v) / (k + 1)
+    w_min = min(w_b, w_v) if w_b > 0 and w_v > 0 else max(w_b, w_v)
+    runner_up = best - w_min * (1 / (k + 1) - 1 / (k + 2))
+    max_boost = 0.99 * (best / runner_up - 1) if best > 0 and best > runner_up else 0.0
+
     out = []
     for c in cands:
-        score = 0.0
-        explain = {}
+        contrib = {}
         for (name, weight) in zip(("bm25", "vector", "recency", "access"), w):
             r = ranks[name][c]
-            if r is None or weight <= 0:
-                continue
-            explain[name] = weight / (k + r)
-            score += weight / (k + r)
-        if rows[c][6] == "high":
+            if r is not None and weight > 0:
+                contrib[name] = weight / (k + r)
+        rrf4 = sum(contrib.values())
+        rrf2 = sum(v for n, v in contrib.items() if n in ("bm25", "vector"))
+        age = (now - rows[c][3]) / 86400000.0
+        high = rows[c][6] == "high"
+        explain = contrib
+        if profile == "rrf":
+            score = rrf4
+        elif profile == "memory":
+            mean = ((w_r * (k + 1) / (k + ranks["recency"][c])
+                     + w_a * (k + 1) / (k + ranks["access"][c])) / (w_r + w_a)
+                    if w_r + w_a > 0 else 0.0)
+            score = rrf2 * (1 + max_boost * mean)
+            explain = {n: v for n, v in contrib.items() if n in ("bm25", "vector")}
+        elif profile == "decay":
+            life = 1.0
+            for m in rows[c][7:11]:
+                life *= 1.0 if m is None else m
+            score = rrf4 * (1 + 0.3 * math.exp(-age / 30)) * life
+        elif profile == "weighted":
+            rel = max(0.7 * (sim[c] or 0.0) + 0.3 * bm25_norm(c), 0.3 if high else 0.0)
+            score = (0.5 * rel + 0.3 * math.exp(-math.log(2) / 30 * max(age, 0))
+                     + 0.2 * (rows[c][5] + 1) / (max_count + 1))
+            explain = None
+        else:  # convex
+            score = alpha * cos_norm(c) + (1 - alpha) * bm25_norm(c)
+            explain = None
+        if high and profile in ("memory", "rrf", "decay"):
             score += 1 / (k + 1) - 1 / (k + 11)
         out.append(dict(rowid=c, id=rows[c][1], score=score, similarity=sim[c],
                         bm25_rank=ranks["bm25"][c], vec_rank=ranks["vector"][c],
@@ -95,7 +151,8 @@ def run_recall(conn, query, qvec, **params):
              "bm25_score explain importance created_at accessed_at access_count rowid").split()
     b = {"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
          "pool": None, "pool_size": None, "bm25_limit": None, "limit": None, "k": None,
-         "w_bm25": None, "w_vec": None, "w_recency": None, "w_access": None}
+         "w_bm25": None, "w_vec": None, "w_recency": None, "w_access": None,
+         "profile": "rrf", "alpha": None, "min_similarity": None, "now": NOW}
     b.update(params)
     return [dict(zip(names, r)) for r in conn.execute(read_sql("recall.sql"), b)]
 
@@ -110,8 +167,11 @@ def assert_same(got, want):
             assert g["similarity"] is None
         else:
             assert g["similarity"] == pytest.approx(r["similarity"], abs=1e-12)
+        if r["explain"] is None:
+            continue
         explain = json.loads(g["explain"]) if g["explain"] else {}
-        contributions = {n: e["contribution"] for n, e in explain.items() if n != "importance"}
+        contributions = {n: e["contribution"] for n, e in explain.items()
+                         if "contribution" in e}
         assert contributions == pytest.approx(r["explain"], rel=1e-12)
 
 
@@ -191,7 +251,9 @@ def test_defaults_are_the_designs(small_store):
     cte = re.search(r"\nparams AS \((.*?)\n\),", read_sql("recall.sql"), re.S).group(1)
     names = set(re.findall(r":(\w+)", cte))
     params = small_store.conn.execute(cte, dict.fromkeys(names)).fetchall()[0]
-    assert params == (60.0, 1.0, 1.0, 0.6, 0.4, 50, 200, "recent", 3)
+    assert params[:10] == ("memory", 60.0, 1.0, 1.0, 0.6, 0.4, 50, 200, "recent", 3)
+    assert params[10:12] == (0.5, None)  # alpha, min_similarity
+    assert abs(params[12] - time.time() * 1000) < 60_000  # now
     rng = np.random.default_rng(3)
     qvec = rng.normal(size=DIM)
     assert len(run_recall(small_store.conn, "alpha", qvec)) == 3
@@ -200,14 +262,22 @@ def test_defaults_are_the_designs(small_store):
 
 
 def test_store_recall_scores_equal_reference(small_store):
+    """Store.recall's default is the 'memory' profile; its explain accounts for the score."""
     rng = np.random.default_rng(5)
     qvec = rng.normal(size=DIM)
-    want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10)
+    want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="memory")
     got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False)
     assert [h.id for h in got] == [h["id"] for h in want]
     for h, r in zip(got, want):
         assert h.score == pytest.approx(r["score"], rel=1e-12)
-        assert sum(e.get("contribution", e.get("boost", 0)) for e in h.explain.values()) == \
+        e = h.explain
+        rel = sum(v["contribution"] for v in e.values() if "contribution" in v)
+        boost = e.get("importance", {}).get("boost", 0.0)
+        assert rel * e["recency_access"]["multiplier"] + boost == pytest.approx(h.score,
+                                                                                 rel=1e-12)
+    rrf = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, profile="rrf")
+    for h in rrf:  # in 'rrf' the contributions add up to the score
+        assert sum(v.get("contribution", v.get("boost", 0)) for v in h.explain.values()) == \
             pytest.approx(h.score, rel=1e-12)
 
 
@@ -299,7 +369,7 @@ def test_hostile_query_text_never_fails(small_store, query):
 def test_query_truncated_to_6000_chars(small_store):
     long = "alpha " * 999 + "zzzz" + " omega" * 2000  # 'omega' lies past 6,000 characters
     assert len(long) > 6000
-    got = small_store.recall(long, limit=3, qvec=np.ones(DIM), touch=False)
+    got = small_store.recall(long, limit=3, qvec=np.ones(DIM), touch=False, profile="rrf")
     assert got.query == long[:6000]
     want = run_recall(small_store.conn, long[:6000], np.ones(DIM))
     assert [h.id for h in got] == [h["id"] for h in want]
@@ -386,7 +456,8 @@ def test_recall_parameter_errors(small_store):
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
 def test_statement_runs_unchanged_in_sqlite3_shell(small_store, tmp_path):
     qvec = np.random.default_rng(8).normal(size=DIM)
-    want = run_recall(small_store.conn, "gamma delta", qvec, limit=7, k=30)
+    want = run_recall(small_store.conn, "gamma delta", qvec, limit=7, k=30, profile=None,
+                      now=None)  # the default profile, the shell's clock
     script = "\n".join([
         f".load {sqlite_rrf.loadable_path()}",
         ".param init",
@@ -406,3 +477,130 @@ def test_statement_runs_unchanged_in_sqlite3_shell(small_store, tmp_path):
     for r, h in zip(rows, want):
         assert r["score"] == pytest.approx(h["score"], rel=1e-9)
         assert r["similarity"] == pytest.approx(h["similarity"], abs=1e-6)
+
+
+# ---- fusion profiles (docs/profiles.md) ----
+
+@pytest.fixture(scope="module")
+def profile_db(tmp_path_factory):
+    """400 episodes with some lifecycle multipliers set and some high importance."""
+    rng = np.random.default_rng(23)
+    path = tmp_path_factory.mktemp("profiles") / "p.db"
+    with Store(path) as s:
+        s.add_many(make_episodes(400, rng, t0=NOW - 10**10))
+        for col in ("strength", "depth", "session_spread", "stability"):
+            s.conn.execute(f"UPDATE episodes SET {col} = abs(random() % 200) / 100.0 "
+                           "WHERE abs(random()) % 3 = 0")
+    s = Store(path)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("params", [
+    {}, dict(k=5.0), dict(w=(2.0, 0.5, 1.0, 3.0)), dict(w=(1.0, 1.0, 0.0, 0.0)),
+    dict(w=(0.0, 1.0, 0.6, 0.4)), dict(pool="all"), dict(pool_size=30),
+    dict(min_similarity=0.2), dict(alpha=0.8), dict(bm25_limit=3),
+])
+def test_profiles_equal_python_reference(profile_db, profile, params):
+    rng = np.random.default_rng(len(profile) * 7 + len(params))
+    qvec = rng.normal(size=DIM)
+    query = "alpha omega sigma tau"
+    sql = {"limit": 60, "profile": profile}
+    ref = {"limit": 60, "profile": profile}
+    for key, v in params.items():
+        if key == "w":
+            sql.update(w_bm25=v[0], w_vec=v[1], w_recency=v[2], w_access=v[3])
+        else:
+            sql[key] = v
+        ref[key] = v
+    got = run_recall(profile_db.conn, query, qvec, **sql)
+    want = reference_recall(profile_db.conn, query, qvec, **ref)
+    assert len(got) == len(want) > 10
+    assert_same(got, want)
+
+
+def test_min_similarity_drops_only_vector_only_candidates(profile_db):
+    qvec = np.random.default_rng(4).normal(size=DIM)
+    got = run_recall(profile_db.conn, "alpha", qvec, limit=1000, pool="all",
+                     min_similarity=0.3)
+    assert all(h["bm25_rank"] is not None or h["similarity"] >= 0.3 for h in got)
+    assert any(h["bm25_rank"] is not None and h["similarity"] is not None
+               and h["similarity"] < 0.3 for h in got)  # BM25 hits stay whatever their cosine
+    everything = run_recall(profile_db.conn, "alpha", qvec, limit=1000, pool="all")
+    assert len(everything) > len(got)
+
+
+def test_decay_lifecycle_multipliers_are_neutral_when_null(store):
+    rng = np.random.default_rng(6)
+    store.add_many(make_episodes(40, rng, t0=NOW - 10**9))
+    qvec = rng.normal(size=DIM)
+    base = {h["id"]: h["score"] for h in run_recall(store.conn, "beta", qvec, limit=40,
+                                                       profile="decay")}
+    target = sorted(base)[3]
+    store.conn.execute("UPDATE episodes SET strength = 2, stability = 1.5 WHERE id = ?",
+                       (target,))
+    after = {h["id"]: h["score"] for h in run_recall(store.conn, "beta", qvec, limit=40,
+                                                        profile="decay")}
+    assert after[target] == pytest.approx(base[target] * 3.0, rel=1e-12)
+    assert all(after[i] == base[i] for i in base if i != target)
+
+
+def _double_first_scenario(tmp_path, n=1000):
+    """An old, never-used episode first in both BM25 and vector among n episodes,
+    most of them recent and often used."""
+    rng = np.random.default_rng(31)
+    q = np.zeros(DIM)
+    q[0] = 1.0
+    eps = []
+    for i in range(n - 2):
+        v = rng.normal(size=DIM)
+        v[0] = abs(v[0]) * 0.5 + 0.3 * np.linalg.norm(v[1:]) / 4  # related, never the best
+        eps.append(dict(id=f"r{i}", content=f"ferry {' '.join(rng.choice(WORDS, size=8))}",
+                        embedding=v, created_at=NOW - int(rng.integers(0, 10**8)),
+                        accessed_at=NOW - int(rng.integers(0, 10**7)),
+                        access_count=int(rng.integers(5, 50))))
+    second = q.copy()
+    second[1] = 0.2
+    eps.append(dict(id="runner", content="ferry zanzibar", embedding=second,
+                    created_at=NOW - 1000, accessed_at=NOW - 1000, access_count=100))
+    eps.append(dict(id="old", content="zanzibar ferry zanzibar timetable", embedding=q,
+                    created_at=NOW - 400 * 86400000, accessed_at=NOW - 400 * 86400000,
+                    access_count=0))
+    s = Store(tmp_path / "double.db")
+    s.add_many(eps)
+    return s, q
+
+
+def test_memory_profile_never_lets_recency_outvote_a_double_first(tmp_path):
+    s, q = _double_first_scenario(tmp_path)
+    with s:
+        query = "zanzibar ferry"
+        rrf = run_recall(s.conn, query, q, limit=10, profile="rrf", pool="all")
+        old_rrf = next(h for h in rrf if h["id"] == "old")
+        assert old_rrf["bm25_rank"] == 1 and old_rrf["vec_rank"] == 1
+        # DESIGN.md's weights: recency and usage outvote the double first place
+        assert 2 <= [h["id"] for h in rrf].index("old") + 1 <= 9
+        for w in [(1.0, 1.0, 0.6, 0.4), (2.0, 1.0, 1.0, 1.0), (1.0, 0.5, 3.0, 3.0)]:
+            for k in (60.0, 10.0, 1.0):
+                got = run_recall(s.conn, query, q, limit=3, profile=None, pool="all", k=k,
+                                 w_bm25=w[0], w_vec=w[1], w_recency=w[2], w_access=w[3])
+                assert got[0]["id"] == "old", (w, k)
+                assert got[1]["id"] == "runner", (w, k)  # first in one list, second in other
+                assert_same(got, reference_recall(s.conn, query, q, limit=3, profile="memory",
+                                                  pool="all", k=k, w=w))
+        assert s.recall(query, qvec=q, touch=False)[0].id == "old"  # the Store's default
+
+
+def test_memory_profile_breaks_ties_by_recency_and_use(store):
+    """Equally relevant episodes: the more recent and more used one ranks first."""
+    v = np.ones(DIM)
+    common = dict(content="identical words here", embedding=v)
+    store.add_many([dict(id="stale", created_at=NOW - 10**9, accessed_at=NOW - 10**9,
+                         access_count=0, **common),
+                    dict(id="fresh", created_at=NOW, accessed_at=NOW, access_count=9,
+                         **common)])
+    got = store.recall("identical words", qvec=v, touch=False, limit=2)
+    assert [h.id for h in got] == ["fresh", "stale"]
+    assert got[0].bm25_rank == got[1].bm25_rank or got[0].vec_rank == got[1].vec_rank
+    assert got[0].score > got[1].score

@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Sequence
 
 from . import __version__, loadable_path
 from .resources import data_path, read_sql
+from .store import PROFILES
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -150,11 +151,20 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
     lines = [head, body, ranks]
     if explain:
         parts = []
+        mult = ""
         for name, e in h.explain.items():
-            c = e.get("contribution", e.get("boost"))
-            detail = (f"{e['weight']:g}/(k+{e['rank']:g})" if "rank" in e else "boost")
-            parts.append(f"{name} {c:.5f} = {detail}")
-        lines.append("   explain: " + " + ".join(parts) + f" = {h.score:.5f}")
+            if not isinstance(e, dict):
+                parts.append(f"{name} {e:.4g}" if isinstance(e, float) else f"{name} {e}")
+            elif "multiplier" in e:
+                mult = f" × {e['multiplier']:.5f} ({name.replace('_', '/')})"
+            elif "rank" in e:
+                parts.append(f"{name} {e['contribution']:.5f} = "
+                             f"{e['weight']:g}/(k+{e['rank']:g})")
+            elif "boost" in e:
+                parts.append(f"{name} {e['boost']:.5f} = boost")
+        body = " + ".join(parts)
+        lines.append(f"   explain: ({body}){mult} = {h.score:.5f}" if mult
+                     else f"   explain: {body} = {h.score:.5f}")
     return "\n".join(lines)
 
 
@@ -164,7 +174,9 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
     try:
         result = store.recall(args.query, limit=args.limit, weights=_weights(args.weights),
                               k=args.k, pool=args.pool, pool_size=args.pool_size,
-                              touch=not args.no_touch, force=args.force)
+                              touch=not args.no_touch, force=args.force,
+                              profile=args.profile, alpha=args.alpha,
+                              min_similarity=args.min_similarity)
     except StoreError as e:
         raise CliError(str(e)) from None
     if result.skipped:
@@ -187,7 +199,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     try:  # check the options before the model loads
         Store._recall_params(args.limit, _weights(args.weights), args.k, args.pool,
-                             args.pool_size, None)
+                             args.pool_size, None, args.profile, args.alpha,
+                             args.min_similarity)
     except StoreError as e:
         raise CliError(str(e)) from None
     with _open(args, embed=True) as store:
@@ -251,7 +264,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
               "episodes ∪ every BM25 hit)\n")
         ns = argparse.Namespace(query=args.query, limit=args.limit, weights=None, k=None,
                                 pool="recent", pool_size=args.pool_size, no_touch=False,
-                                force=True, json=False, explain=True)
+                                force=True, json=False, explain=True, profile=None,
+                                alpha=None, min_similarity=None)
         _recall(store, ns)
     print(f"\nThe same recall in the sqlite3 shell: sqlite3 {args.db}, then "
           f".load {loadable_path()}, .param set :query '...', and `sqlite-rrf sql`'s statement.")
@@ -284,6 +298,12 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", metavar="B,V,R,A",
                    help="weights of the bm25, vector, recency and access lists "
                         "(default 1,1,0.6,0.4)")
+    p.add_argument("--profile", choices=PROFILES, default=None,
+                   help="fusion profile (default memory; see docs/profiles.md)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="convex profile: weight of the cosine against BM25 (default 0.5)")
+    p.add_argument("--min-similarity", type=float, default=None, dest="min_similarity",
+                   help="drop candidates with no BM25 hit and a similarity below this")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,6 +32,8 @@ MAX_QUERY_CHARS = 6000
 TOPIC_GATE_COSINE = 0.85
 #: Pool modes of the recall statement.
 POOL_MODES = ("recent", "all")
+#: Fusion profiles of the recall statement (docs/profiles.md); the first is the default.
+PROFILES = ("memory", "rrf", "decay", "weighted", "convex")
 #: Names of the four fused lists, in the order of ``weights`` tuples.
 LISTS = ("bm25", "vector", "recency", "access")
 IMPORTANCE = ("low", "normal", "high")
@@ -172,7 +174,7 @@ class Store:
         try:
             self.conn.set_busy_timeout(busy_timeout_ms)
             if self.path not in (":memory:", ""):
-                self.conn.execute("PRAGMA journal_mode = WAL")
+                self._wal()
             self.conn.execute("PRAGMA foreign_keys = ON")
             # REPLACE fires the FTS delete trigger only with recursive triggers on.
             self.conn.execute("PRAGMA recursive_triggers = ON")
@@ -186,6 +188,20 @@ class Store:
         except BaseException:
             self.conn.close()
             raise
+
+    def _wal(self, tries: int = 200) -> None:
+        """Switch to WAL. Changing the journal mode takes an exclusive lock that the
+        busy handler does not wait for, so retry while other processes hold locks."""
+        for attempt in range(tries):
+            try:
+                mode = self.conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+                if mode.lower() != "wal":
+                    self.conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except apsw.BusyError:
+                if attempt == tries - 1:
+                    raise
+                time.sleep(0.05)
 
     # ---- lifecycle ----
 
@@ -418,7 +434,9 @@ class Store:
                k: Optional[float] = None, pool: Optional[str] = None,
                pool_size: Optional[int] = None, bm25_limit: Optional[int] = None,
                touch: bool = True, force: bool = False,
-               qvec: Optional[Vector] = None) -> RecallResult:
+               qvec: Optional[Vector] = None, profile: Optional[str] = None,
+               alpha: Optional[float] = None, min_similarity: Optional[float] = None,
+               now: Optional[int] = None) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement
         (``sql/recall.sql``): weighted RRF over BM25, vector similarity, recency and
         access lists.
@@ -426,7 +444,12 @@ class Store:
         ``weights`` is ``(bm25, vector, recency, access)`` or a dict with those keys
         (defaults 1.0, 1.0, 0.6, 0.4; 0 turns a list off); ``k`` defaults to 60,
         ``pool`` to ``'recent'`` (``'all'`` scores every episode), ``pool_size`` to 200,
-        ``bm25_limit`` to 50 — the statement's own defaults. ``touch`` marks the
+        ``bm25_limit`` to 50 — the statement's own defaults. ``profile`` chooses the
+        fusion (:data:`PROFILES`; default ``'memory'``: RRF of BM25 and vector with
+        recency and access as a bounded tie-breaker; ``'rrf'`` is DESIGN.md's four-list
+        RRF); ``alpha`` weighs cosine against BM25 in ``'convex'``; ``min_similarity``
+        drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
+        fixes the clock for ages. ``touch`` marks the
         returned episodes accessed (``accessed_at = now``, ``access_count + 1``) in the
         same transaction. The topic gate skips the recall (``result.skipped``) when the
         query's embedding has cosine > 0.85 with the previous recalled query's, unless
@@ -436,7 +459,8 @@ class Store:
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
         query = query[:MAX_QUERY_CHARS]
-        params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit)
+        params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
+                                     alpha, min_similarity, now)
         qblob = None
         qarr = None
         if qvec is not None:
@@ -482,9 +506,23 @@ class Store:
 
     @staticmethod
     def _recall_params(limit: int, weights: Any, k: Optional[float], pool: Optional[str],
-                       pool_size: Optional[int], bm25_limit: Optional[int]) -> Dict[str, Any]:
+                       pool_size: Optional[int], bm25_limit: Optional[int],
+                       profile: Optional[str] = None, alpha: Optional[float] = None,
+                       min_similarity: Optional[float] = None,
+                       now: Optional[int] = None) -> Dict[str, Any]:
+        """Validate recall options; returns the statement's bindings (None = default)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise StoreError(f"limit: must be a positive integer, got {limit!r}")
+        if profile is not None and profile not in PROFILES:
+            raise StoreError(f"profile: must be one of {PROFILES}, got {profile!r}")
+        if alpha is not None and (not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
+            raise StoreError(f"alpha: must be a number in [0, 1], got {alpha!r}")
+        if min_similarity is not None and (not isinstance(min_similarity, (int, float))
+                                           or not -1 <= min_similarity <= 1):
+            raise StoreError(f"min_similarity: must be a number in [-1, 1], got "
+                             f"{min_similarity!r}")
+        if now is not None and (isinstance(now, bool) or not isinstance(now, int)):
+            raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
         if pool is not None and pool not in POOL_MODES:
             raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
         for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
@@ -510,6 +548,8 @@ class Store:
                                       or v < 0):
                     raise StoreError(f"weights: {name} must be a finite number >= 0, got {v!r}")
         return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
+                "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
+                "now": now,
                 "bm25_limit": bm25_limit, "w_bm25": w["bm25"], "w_vec": w["vector"],
                 "w_recency": w["recency"], "w_access": w["access"]}
 
