@@ -14,7 +14,9 @@
 --                          + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25
 --                 'convex' :alpha * min-max cosine + (1 - :alpha) * min-max BM25
 --   :pool         'recent' (the :pool_size most recently accessed episodes) or
---                 'all' (every episode with an embedding; exact)
+--                 'all' (every episode with an embedding; exact); the 'knn' form of
+--                 this statement (sql/pool_knn.sql) takes sqlite-vec's nearest
+--                 :pool_size over all episodes
 --   :pool_size 200   :bm25_limit 50   :limit 3   :k 60 (30 for 'decay')
 --   :w_bm25 1.0  :w_vec 1.0  :w_recency 0.6  :w_access 0.4   (weight 0 = list off)
 --   :alpha 0.5 ('convex')   :min_similarity (none): drop candidates that have no
@@ -51,7 +53,9 @@ bm25 AS (
         LIMIT (SELECT bm25_limit FROM params))
 ),
 -- 2. The vector pool: 'recent' reads the partial index idx_episodes_accessed_at;
---    'all' is every episode with an embedding.
+--    'all' is every episode with an embedding. (`sqlite-rrf sql --pool knn`
+--    prints this statement with the 'knn' pool of sql/pool_knn.sql instead.)
+-- pool:begin
 pool AS (
   SELECT rowid
   FROM (SELECT rowid FROM episodes
@@ -63,6 +67,7 @@ pool AS (
   SELECT rowid FROM episodes
   WHERE embedding IS NOT NULL AND (SELECT pool FROM params) = 'all'
 ),
+-- pool:end
 -- 3. Candidates: the pool plus the BM25 hits it missed (UNION dedupes by rowid),
 --    so an old episode that matches the words is never dropped.
 candidates AS (

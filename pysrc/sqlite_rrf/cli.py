@@ -15,8 +15,8 @@ import textwrap
 from typing import Any, List, Optional, Sequence
 
 from . import __version__, loadable_path
-from .resources import data_path, read_sql
-from .store import PROFILES
+from .resources import data_path, recall_statement
+from .store import POOL_MODES, PROFILES
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -228,7 +228,17 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    sys.stdout.write(read_sql("recall.sql"))
+    sys.stdout.write(recall_statement(args.pool))
+    return 0
+
+
+def cmd_knn(args: argparse.Namespace) -> int:
+    with _open(args, embed=False) as store:
+        had = store.has_knn
+        store.enable_knn()
+        n = store.conn.execute("SELECT count(*) FROM episodes_vec").fetchall()[0][0]
+    print(f"{args.db}: knn index {'already present' if had else 'created'} ({n} vectors); "
+          "recall with --pool knn")
     return 0
 
 
@@ -290,8 +300,9 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="do not mark the returned episodes as accessed")
     p.add_argument("--force", action="store_true", help="recall even if the topic gate says "
                    "the query repeats the previous one")
-    p.add_argument("--pool", choices=("recent", "all"), default=None,
-                   help="vector pool: the most recently accessed episodes (default) or all")
+    p.add_argument("--pool", choices=POOL_MODES, default=None,
+                   help="vector pool: the most recently accessed episodes (default), all "
+                        "(exact), or knn (sqlite-vec's nearest; needs `sqlite-rrf knn DB`)")
     p.add_argument("--pool-size", type=int, default=None, dest="pool_size",
                    help="size of the 'recent' pool (default 200)")
     p.add_argument("--k", type=float, default=None, help="RRF constant (default 60)")
@@ -353,7 +364,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_path)
 
     p = sub.add_parser("sql", help="print the recall statement")
+    p.add_argument("--pool", choices=("recent", "knn"), default="recent",
+                   help="knn: the form whose pool is sqlite-vec's KNN (default: recent/all)")
     p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("knn", help="add the sqlite-vec index for --pool knn")
+    p.add_argument("db")
+    p.set_defaults(func=cmd_knn)
 
     p = sub.add_parser("demo", help="the main job: a fresh database, the sample episodes, "
                        "a recall with explanations")

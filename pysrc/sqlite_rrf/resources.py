@@ -34,3 +34,17 @@ def read_sql(name: str) -> str:
 def data_path(name: str) -> str:
     """Path of a file shipped in ``sqlite_rrf/data`` (the demo's sample episodes)."""
     return os.path.join(_HERE, "data", name)
+
+
+def recall_statement(pool: str = "recent") -> str:
+    """The recall statement; for ``pool='knn'`` its pool CTE is replaced by the
+    sqlite-vec KNN pool of ``sql/pool_knn.sql`` (one source for both forms)."""
+    sql = read_sql("recall.sql")
+    if pool != "knn":
+        return sql
+    begin, end = "-- pool:begin\n", "-- pool:end\n"
+    head, rest = sql.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    fragment = "".join(line + "\n" for line in read_sql("pool_knn.sql").splitlines()
+                       if not line.startswith("--"))
+    return head + fragment + tail

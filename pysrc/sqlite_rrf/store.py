@@ -23,15 +23,15 @@ import numpy as np
 
 from .loader import load
 from .migrations import migrate
-from .resources import read_sql
+from .resources import read_sql, recall_statement
 
 #: Queries are cut to this many characters before they are embedded and searched.
 MAX_QUERY_CHARS = 6000
 #: The topic gate: a recall is skipped when the query's embedding has a cosine
 #: above this with the previous recalled query's (unless forced).
 TOPIC_GATE_COSINE = 0.85
-#: Pool modes of the recall statement.
-POOL_MODES = ("recent", "all")
+#: Pool modes of the recall statement ('knn' needs :meth:`Store.enable_knn`).
+POOL_MODES = ("recent", "all", "knn")
 #: Fusion profiles of the recall statement (docs/profiles.md); the first is the default.
 PROFILES = ("memory", "rrf", "decay", "weighted", "convex")
 #: Names of the four fused lists, in the order of ``weights`` tuples.
@@ -180,6 +180,8 @@ class Store:
             self.conn.execute("PRAGMA recursive_triggers = ON")
             load(self.conn)
             migrate(self.conn)
+            if self.has_knn:
+                self._load_sqlite_vec()
             if embedder is not None:
                 self._bind_model(embedder.model_name, int(embedder.dim))
             last = self.meta("last_query_embedding")
@@ -254,6 +256,48 @@ class Store:
             raise StoreError(f"{what}: dimension mismatch: the database holds {expected}-"
                              f"dimensional embeddings, got {n}")
         return expected
+
+    # ---- the 'knn' pool (sqlite-vec) ----
+
+    @property
+    def has_knn(self) -> bool:
+        """True when the database has the vec0 index of the 'knn' pool."""
+        return bool(self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'episodes_vec'").fetchall())
+
+    def _load_sqlite_vec(self) -> None:
+        try:
+            import sqlite_vec  # type: ignore[import-not-found]
+        except ImportError:
+            raise StoreError("this database has a 'knn' index (episodes_vec), which needs "
+                             "sqlite-vec: pip install 'sqlite-rrf[knn]'") from None
+        self.conn.enable_load_extension(True)
+        try:
+            self.conn.load_extension(sqlite_vec.loadable_path())
+        finally:
+            self.conn.enable_load_extension(False)
+
+    def enable_knn(self) -> None:
+        """Create the 'knn' pool's index: a sqlite-vec ``vec0`` table (cosine) over
+        every embedding, kept in sync with ``episodes`` by triggers (``sql/knn.sql``).
+        Needs sqlite-vec (``pip install 'sqlite-rrf[knn]'``) and a known dimension.
+        Afterwards every connection that writes episodes must load sqlite-vec; a
+        :class:`Store` does so by itself."""
+        if self.has_knn:
+            return
+        dim = self.dim
+        if dim is None:
+            raise StoreError("enable_knn: the database has no embedding dimension yet; add "
+                             "an episode with an embedding (or open with an embedder) first")
+        self._load_sqlite_vec()
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(read_sql("knn.sql").replace("{dim}", str(int(dim))))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if not self.conn.getautocommit():
+                self.conn.execute("ROLLBACK")
+            raise
 
     # ---- writing ----
 
@@ -480,11 +524,20 @@ class Store:
                                         reason=f"topic unchanged: cosine {cos:.3f} > "
                                                f"{TOPIC_GATE_COSINE} with the previous query "
                                                "(force=True recalls anyway)")
+        if params["pool"] == "knn":
+            if not self.has_knn:
+                raise StoreError("pool 'knn' needs the vec0 index: call enable_knn() "
+                                 "(CLI: sqlite-rrf knn DB) first")
+            if qblob is None:
+                raise StoreError("pool 'knn' needs a query vector (an embedder or qvec=)")
+            if params["pool_size"] == 0:
+                raise StoreError("pool_size: must be at least 1 for the 'knn' pool")
         bindings = dict(params, query=query, qvec=qblob)
         hits: List[RecallHit] = []
         self.conn.execute("BEGIN IMMEDIATE" if touch else "BEGIN")
         try:
-            for row in self.conn.execute(read_sql("recall.sql"), bindings):
+            for row in self.conn.execute(recall_statement(params["pool"] or "recent"),
+                                         bindings):
                 hits.append(RecallHit(*row[:9], json.loads(row[9]) if row[9] else {}, *row[10:]))
             if touch and hits:
                 now = now_ms()
