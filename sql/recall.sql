@@ -43,7 +43,7 @@ params AS (
 ),
 -- 1. Full-text hits over ALL episodes, best bm25 first (FTS5's bm25 is negative:
 --    lower is better). Raw text goes through fts5_query, so it never fails.
-bm25 AS (
+bm25 AS MATERIALIZED (
   SELECT rowid, bm25_score,
          dense_rank() OVER (ORDER BY bm25_score) AS bm25_rank
   FROM (SELECT rowid, bm25(episodes_fts) AS bm25_score
@@ -64,8 +64,10 @@ pool AS (
         LIMIT (SELECT pool_size FROM params))
   WHERE (SELECT pool FROM params) = 'recent'
   UNION ALL
-  SELECT rowid FROM episodes
-  WHERE embedding IS NOT NULL AND (SELECT pool FROM params) = 'all'
+  -- params is the outer loop (CROSS JOIN fixes the order), so when the pool is
+  -- not 'all' the scan of episodes never starts
+  SELECT e.rowid FROM params AS p CROSS JOIN episodes AS e
+  WHERE p.pool = 'all' AND e.embedding IS NOT NULL
 ),
 -- pool:end
 -- 3. Candidates: the pool plus the BM25 hits it missed (UNION dedupes by rowid),
@@ -84,7 +86,9 @@ scored AS MATERIALIZED (
                b.bm25_score, b.bm25_rank,
                ((SELECT now_ms FROM params) - e.created_at) / 86400000.0 AS age_days
         FROM candidates AS c
-        JOIN episodes AS e ON e.rowid = c.rowid
+        -- candidates drive the join (CROSS JOIN fixes the order): a few hundred
+        -- primary-key lookups, never a scan of episodes
+        CROSS JOIN episodes AS e ON e.rowid = c.rowid
         LEFT JOIN bm25 AS b ON b.rowid = c.rowid)
   WHERE bm25_rank IS NOT NULL
      OR (SELECT min_similarity FROM params) IS NULL

@@ -382,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "episode; default 10)")
     _add_model(p)
     p.set_defaults(func=cmd_demo)
+
+    from . import evaluate
+
+    evaluate.add_parser(sub)
     return parser
 
 

@@ -46,6 +46,7 @@ every run sets the recency and access weights to 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import inspect
 import json
@@ -54,6 +55,7 @@ import os
 import re
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
                     Union)
@@ -272,8 +274,8 @@ def _load_cache(data_dir: str, files: Tuple[str, str], ids: Sequence[str], what:
         pos[cid] = i
     out = np.zeros((len(ids), mat.shape[1]), dtype=np.float32)
     missing: List[int] = []
-    for row, i in enumerate(ids):
-        j = pos.get(i)
+    for row, wanted in enumerate(ids):
+        j = pos.get(wanted)
         if j is None:
             missing.append(row)
         else:
@@ -539,7 +541,8 @@ def _make_embedder(embedder: Any, model_path: Optional[str]) -> Any:
 
 def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike] = None,
                 embedder: Any = None, progress: bool = True, *,
-                model_path: Optional[str] = None, rebuild: bool = False) -> Any:
+                model_path: Optional[str] = None, rebuild: bool = False,
+                knn: bool = False) -> Any:
     """A :class:`~sqlite_rrf.store.Store` holding the collection's corpus.
 
     Episode id = document id, content = ``title + " " + text``, embedding from the cache
@@ -554,7 +557,9 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
     otherwise the database is built in a temporary file and moved into place. An
     existing ``db_path`` without the sidecar is refused (it is not an evaluation
     database, and would be overwritten). ``data_dir`` may also be a :class:`BeirData`
-    already loaded. The caller closes the returned store.
+    already loaded. ``knn`` also creates the ``'knn'`` pool's sqlite-vec index
+    (:meth:`Store.enable_knn <sqlite_rrf.store.Store.enable_knn>`) when the store has
+    one. The caller closes the returned store.
     """
     from .store import Store
 
@@ -580,7 +585,7 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
             and os.path.isfile(path)):
         store = Store(path, embedder=embedder)
         if store.count() == n_docs:
-            return store
+            return _with_knn(store, knn)
         store.close()
 
     parent = os.path.dirname(path)
@@ -591,13 +596,13 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
             if (name.startswith(prefix) and re.fullmatch(re.escape(prefix) + r"[0-9a-f]{16}\.db",
                                                          name) and name != os.path.basename(path)):
                 _remove_db(os.path.join(parent, name))
-                with _suppress_oserror():
+                with contextlib.suppress(OSError):
                     os.remove(os.path.join(parent, name + ".eval.json"))
 
     # Vectors: the cache, plus whatever it does not cover.
     dim = None if data.corpus_embeddings is None else data.corpus_embeddings.shape[1]
     vecs = None if data.corpus_embeddings is None else data.corpus_embeddings.copy()
-    missing = data.corpus_missing
+    missing = [i for i in data.corpus_missing if data.corpus_texts[i].strip()]
     if missing:
         emb = _make_embedder(embedder, model_path)
         embedded = emb.embed_many([data.corpus_texts[i] for i in missing], progress=progress,
@@ -643,15 +648,20 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
         json.dump({"digest": digest, "key": key, "data_dir": data.data_dir,
                    "documents": n_docs, "built_at": time.time()}, f, indent=2)
     os.replace(side_tmp, sidecar)
-    return Store(path, embedder=embedder)
+    return _with_knn(Store(path, embedder=embedder), knn)
 
 
-class _suppress_oserror:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
-        return et is not None and issubclass(et, OSError)
+def _with_knn(store: Any, knn: bool) -> Any:
+    if knn:
+        if not hasattr(store, "enable_knn"):
+            store.close()
+            raise EvalCacheError("this version of the store has no 'knn' pool")
+        try:
+            store.enable_knn()
+        except BaseException:
+            store.close()
+            raise
+    return store
 
 
 def _bar(total: int, desc: str, progress: bool, unit: str = "query") -> Any:
@@ -724,6 +734,55 @@ RUNS: Dict[str, RunSpec] = available_runs()
 BASELINE_RUNS = ("bm25", "vector", "rrf")
 
 
+def _recall_queries(store: Any, kwargs: Mapping[str, Any],
+                    queries: Sequence[Tuple[str, str, Optional[np.ndarray]]],
+                    bar: Any = None) -> List[Tuple[str, List[str], float]]:
+    """(query id, ranked doc ids, seconds) for each query, through ``Store.recall``.
+    ``store`` is a Store, or a database path (in a worker process) that is opened here."""
+    from .store import Store
+
+    own = not isinstance(store, Store)
+    st = Store(store) if own else store
+    out: List[Tuple[str, List[str], float]] = []
+    try:
+        for qid, text, qvec in queries:
+            t = time.perf_counter()
+            res = st.recall(text, DEPTH, touch=False, force=True, qvec=qvec, **kwargs)
+            out.append((qid, [h.id for h in res], time.perf_counter() - t))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if own:
+            st.close()
+    return out
+
+
+def _noop() -> None:
+    return None
+
+
+def _start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
+    """A pool of ``jobs`` worker processes, all started now (None for one job).
+
+    Forked where the platform can fork (so ``python -m sqlite_rrf`` works: a spawned
+    child would re-run the command), which is why this runs before any database or
+    model is opened; elsewhere spawned."""
+    if jobs <= 1:
+        return None
+    import multiprocessing
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(max_workers=jobs,
+                               mp_context=multiprocessing.get_context(method))
+    try:
+        # With fork, the first submit starts every worker.
+        for f in [pool.submit(_noop) for _ in range(jobs)]:
+            f.result()
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+    return pool
+
+
 def _resolve_runs(runs: Optional[Iterable[str]], specs: Mapping[str, RunSpec]) -> List[str]:
     if runs is None:
         return list(specs)
@@ -746,121 +805,166 @@ def evaluate(data_dir: PathLike, runs: Optional[Iterable[str]] = None, split: st
              profile_params: Optional[Mapping[str, Mapping[str, Any]]] = None,
              progress: bool = True, *, db_path: Optional[PathLike] = None,
              embedder: Any = None, model_path: Optional[str] = None,
-             per_query: bool = False, rebuild: bool = False) -> Dict[str, Any]:
+             per_query: bool = False, rebuild: bool = False, jobs: int = 1,
+             knn: bool = False) -> Dict[str, Any]:
     """Evaluate runs (default: every run of :func:`available_runs`) on one split.
 
     ``profile_params`` maps a run name to extra or overriding ``Store.recall`` keyword
     arguments (e.g. ``{"convex": {"alpha": 0.6}}``). ``db_path`` / ``embedder`` /
-    ``model_path`` / ``rebuild`` go to :func:`build_store` (the embedder is needed only
-    for vectors missing from the caches). Every query goes through ``Store.recall`` with
-    ``limit=100, touch=False, force=True`` and its cached (or embedded) vector.
+    ``model_path`` / ``rebuild`` / ``knn`` go to :func:`build_store` (the embedder is needed only
+    for vectors missing from the caches). ``jobs`` > 1 spreads the queries over that
+    many processes (each opens the database read-only in effect: ``touch=False``);
+    the per-query latencies are then measured under that concurrency. Every query
+    goes through ``Store.recall`` with ``limit=100, touch=False, force=True`` and its
+    cached (or embedded) vector.
 
     Returns ``{"runs": {name: {"ndcg@10", "recall@100", "mrr@10"}}, "split",
     "queries", "corpus", "collection", "data_dir", "db", "params", "timings",
     "notes"}`` (and ``"per_query": {name: {qid: {metric: value}}}`` when asked).
     """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: must be a positive integer, got {jobs!r}")
+    from .store import StoreError
+
     t0 = time.perf_counter()
     specs = available_runs()
     names = _resolve_runs(runs, specs)
     profile_params = dict(profile_params or {})
-    for r in profile_params:
+    from .store import Store
+    settable = [p for p in inspect.signature(Store.recall).parameters
+                if p not in ("self", "query", "limit", "touch", "force", "qvec")]
+    for r, ps in profile_params.items():
         if r not in specs:
             raise ValueError(f"profile_params: unknown run {r!r}; the runs are: "
                              f"{', '.join(specs)}")
-    data = load_beir(data_dir, split)
-    t_load = time.perf_counter() - t0
-
-    own_embedder = None
-    if data.needs_embedder() and embedder is None:
-        own_embedder = embedder = _make_embedder(None, model_path)
+        bad = [p for p in ps if p not in settable]
+        if bad:
+            raise ValueError(f"profile_params: {r}: {bad[0]!r} is not a parameter of "
+                             f"Store.recall that a run may set ({', '.join(settable)})")
+    # Worker processes start first, before this process opens a database or loads a
+    # model: a forked child must not inherit either.
+    pool_exec = _start_workers(jobs)
     try:
-        t1 = time.perf_counter()
-        store = build_store(data, db_path, embedder=embedder if data.corpus_missing else None,
-                            progress=progress, model_path=model_path, rebuild=rebuild)
-        t_store = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        qvecs = data.query_embeddings
-        if data.query_missing:
-            emb = embedder
-            embedded = emb.embed_many([data.query_texts[i] for i in data.query_missing],
-                                      progress=progress, desc="embedding queries")
-            if qvecs is None:
-                qvecs = np.zeros((len(data.query_ids), embedded.shape[1]), dtype=np.float32)
-            qvecs[np.asarray(data.query_missing, dtype=int)] = embedded
-        t_qemb = time.perf_counter() - t2
-    finally:
-        if own_embedder is not None:
-            own_embedder.close()
-    assert qvecs is not None
+        data = load_beir(data_dir, split)
+        t_load = time.perf_counter() - t0
 
-    results: Dict[str, Dict[str, float]] = {}
-    timings: Dict[str, Dict[str, float]] = {}
-    used: Dict[str, Dict[str, Any]] = {}
-    per_q: Dict[str, Dict[str, Dict[str, float]]] = {}
-    try:
-        corpus_n = store.count()
-        for name in names:
-            spec = specs[name]
-            kwargs = dict(spec.params)
-            kwargs.update(profile_params.get(name, {}))
-            used[name] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()}
-            rankings: Dict[str, List[str]] = {}
-            lat: List[float] = []
-            bar = _bar(len(data.query_ids), f"{name:>8}", progress)
-            t_run = time.perf_counter()
-            try:
-                for qi, (qid, qtext) in enumerate(zip(data.query_ids, data.query_texts)):
-                    tq = time.perf_counter()
-                    res = store.recall(qtext, DEPTH, touch=False, force=True,
-                                       qvec=qvecs[qi] if spec.vector else None, **kwargs)
-                    lat.append(time.perf_counter() - tq)
-                    rankings[qid] = [h.id for h in res]
+        own_embedder = None
+        if data.needs_embedder() and embedder is None:
+            own_embedder = embedder = _make_embedder(None, model_path)
+        model_used = getattr(embedder, "model_name", None) or type(embedder).__name__
+        try:
+            t1 = time.perf_counter()
+            qvecs = None if data.query_embeddings is None else data.query_embeddings.copy()
+            if data.query_missing:
+                embedded = embedder.embed_many([data.query_texts[i] for i in data.query_missing],
+                                               progress=progress, desc="embedding queries")
+                if qvecs is None:
+                    qvecs = np.zeros((len(data.query_ids), embedded.shape[1]), dtype=np.float32)
+                elif embedded.shape[1] != qvecs.shape[1]:
+                    raise EvalCacheError(f"the model gives {embedded.shape[1]}-dimensional vectors "
+                                         f"but the query embedding cache is {qvecs.shape[1]}-"
+                                         "dimensional")
+                qvecs[np.asarray(data.query_missing, dtype=int)] = embedded
+            t_qemb = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            store = build_store(data, db_path, embedder=embedder if data.corpus_missing else None,
+                                progress=progress, model_path=model_path, rebuild=rebuild,
+                                knn=knn)
+            # Query vectors are always passed explicitly (qvec); a run without one (bm25)
+            # must not have the store embed the query.
+            store.embedder = None
+            t_store = time.perf_counter() - t2
+        finally:
+            if own_embedder is not None:
+                own_embedder.close()
+        assert qvecs is not None
+
+        results: Dict[str, Dict[str, float]] = {}
+        timings: Dict[str, Dict[str, float]] = {}
+        used: Dict[str, Dict[str, Any]] = {}
+        per_q: Dict[str, Dict[str, Dict[str, float]]] = {}
+        try:
+            corpus_n = store.count()
+            for name in names:
+                spec = specs[name]
+                kwargs = dict(spec.params)
+                kwargs.update(profile_params.get(name, {}))
+                used[name] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()}
+                queries = [(qid, qtext, qvecs[qi] if spec.vector else None)
+                           for qi, (qid, qtext) in enumerate(zip(data.query_ids, data.query_texts))]
+                rankings: Dict[str, List[str]] = {}
+                lat: List[float] = []
+                bar = _bar(len(queries), f"{name:>8}", progress)
+                t_run = time.perf_counter()
+                try:
+                    if pool_exec is None:
+                        for qid, ids, sec in _recall_queries(store, kwargs, queries, bar):
+                            rankings[qid] = ids
+                            lat.append(sec)
+                    else:
+                        size = max(1, math.ceil(len(queries) / (4 * jobs)))
+                        futures = [pool_exec.submit(_recall_queries, store.path, kwargs,
+                                                    queries[i:i + size])
+                                   for i in range(0, len(queries), size)]
+                        for fut in as_completed(futures):
+                            part = fut.result()
+                            for qid, ids, sec in part:
+                                rankings[qid] = ids
+                                lat.append(sec)
+                            if bar is not None:
+                                bar.update(len(part))
+                except StoreError as e:
+                    raise StoreError(f"run {name}: {e}") from None
+                finally:
                     if bar is not None:
-                        bar.update(1)
-            finally:
-                if bar is not None:
-                    bar.close()
-            wall = time.perf_counter() - t_run
-            results[name] = score_run(rankings, data.qrels, data.query_ids)
-            timings[name] = {"seconds": round(wall, 3),
-                             "ms_per_query_median": round(1000 * float(np.median(lat)), 3),
-                             "ms_per_query_p95": round(1000 * float(np.percentile(lat, 95)), 3)}
-            if per_query:
-                per_q[name] = {q: {m: fn(rankings[q], data.qrels[q], k)
-                                   for m, (fn, k) in METRICS.items()} for q in data.query_ids}
-        db = store.path
-    finally:
-        store.close()
+                        bar.close()
+                wall = time.perf_counter() - t_run
+                results[name] = score_run(rankings, data.qrels, data.query_ids)
+                timings[name] = {"seconds": round(wall, 3),
+                                 "ms_per_query_median": round(1000 * float(np.median(lat)), 3),
+                                 "ms_per_query_p95": round(1000 * float(np.percentile(lat, 95)), 3)}
+                if per_query:
+                    per_q[name] = {q: {m: fn(rankings[q], data.qrels[q], k)
+                                       for m, (fn, k) in METRICS.items()} for q in data.query_ids}
+            db = store.path
+        finally:
+            store.close()
 
-    notes = [
-        "recency and access weights are 0 in every run: a BEIR collection has no time or "
-        "usage signal (every document is loaded with the same created_at/accessed_at and "
-        "access_count 0)",
-        f"every query goes through Store.recall (sql/recall.sql), limit {DEPTH}, touch=False, "
-        "force=True; nDCG@10, recall@100 and MRR@10 as pytrec_eval/BEIR define them, averaged "
-        "over every query of the split (a query with no relevant document retrieved counts 0)",
-        "vectors: "
-        + ("the collection's embedding caches" if not data.needs_embedder() else
-           f"{len(data.corpus_missing)} documents and {len(data.query_missing)} queries embedded "
-           "(not in the caches)"),
-    ]
-    if "bm25" in names:
-        notes.append("bm25: the BM25 list alone — an empty vector pool (pool 'recent', "
-                     "pool_size 0) and no query vector, so the candidates are the FTS5 hits")
-    if not _profiles():
-        notes.append("no fusion profiles: this sqlite_rrf.store has no PROFILES")
-    notes.extend(data.notes)
-    out: Dict[str, Any] = {
-        "runs": results, "split": split, "queries": len(data.query_ids), "corpus": corpus_n,
-        "collection": data.name, "data_dir": data.data_dir, "db": db, "params": used,
-        "timings": {"load_seconds": round(t_load, 3), "store_seconds": round(t_store, 3),
-                    "query_embedding_seconds": round(t_qemb, 3),
-                    "total_seconds": round(time.perf_counter() - t0, 3), "runs": timings},
-        "version": __version__, "notes": notes,
-    }
-    if per_query:
-        out["per_query"] = per_q
-    return out
+        notes = [
+            "recency and access weights are 0 in every run: a BEIR collection has no time or "
+            "usage signal (every document is loaded with the same created_at/accessed_at and "
+            "access_count 0)",
+            f"every query goes through Store.recall (sql/recall.sql), limit {DEPTH}, touch=False, "
+            "force=True; nDCG@10, recall@100 and MRR@10 as pytrec_eval/BEIR define them, averaged "
+            "over every query of the split (a query with no relevant document retrieved counts 0)",
+            "vectors: "
+            + ("the collection's embedding caches" if not data.needs_embedder() else
+               f"{len(data.corpus_missing)} document(s) and {len(data.query_missing)} query(ies) "
+               f"embedded with {model_used} (not in the caches)"),
+        ]
+        notes.append("BM25 is FTS5's bm25() (k1 1.2, b 0.75) over one column, title + \" \" + "
+                     "text, tokenizer porter unicode61; the query is the OR of its distinct tokens "
+                     "(fts5_query)")
+        if "bm25" in names:
+            notes.append("bm25: the BM25 list alone — an empty vector pool (pool 'recent', "
+                         "pool_size 0) and no query vector, so the candidates are the FTS5 hits")
+        if not _profiles():
+            notes.append("no fusion profiles: this sqlite_rrf.store has no PROFILES")
+        notes.extend(data.notes)
+        out: Dict[str, Any] = {
+            "runs": results, "split": split, "queries": len(data.query_ids), "corpus": corpus_n,
+            "collection": data.name, "data_dir": data.data_dir, "db": db, "params": used,
+            "timings": {"load_seconds": round(t_load, 3), "store_seconds": round(t_store, 3),
+                        "query_embedding_seconds": round(t_qemb, 3),
+                        "total_seconds": round(time.perf_counter() - t0, 3), "runs": timings},
+            "version": __version__, "notes": notes,
+        }
+        if per_query:
+            out["per_query"] = per_q
+        return out
+    finally:
+        if pool_exec is not None:
+            pool_exec.shutdown(cancel_futures=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -919,7 +1023,8 @@ def plot(results: Mapping[str, Any], path: PathLike,
         references = PUBLISHED_SCIFACT if results.get("collection") == "scifact" else {}
     names = list(results["runs"])
     values = [results["runs"][n]["ndcg@10"] for n in names]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 3), 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 3)
+                                    + (2.5 if references else 0), 4.5), dpi=120)
     bars = ax.bar(names, values, color="#4C72B0", zorder=2)
     for b, v in zip(bars, values):
         ax.annotate(f"{v:.4f}", (b.get_x() + b.get_width() / 2, v), ha="center",
@@ -938,7 +1043,8 @@ def plot(results: Mapping[str, Any], path: PathLike,
                  f"{results['queries']} queries)")
     ax.grid(axis="y", alpha=0.3, zorder=0)
     if references:
-        ax.legend(fontsize=8, loc="lower right", title="published", title_fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="published",
+                  title_fontsize=8, frameon=False)
     plt.setp(ax.get_xticklabels(), rotation=20 if len(names) > 5 else 0)
     fig.tight_layout()
     out = os.fspath(path)
@@ -956,7 +1062,7 @@ def plot(results: Mapping[str, Any], path: PathLike,
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``sqlite-rrf eval`` on an argparse subparsers object; the command runs
     :func:`run_cli`."""
-    p = subparsers.add_parser(
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "eval", help="nDCG@10, recall@100 and MRR@10 on a BEIR-layout collection",
         description="Load a BEIR-layout collection (corpus.jsonl, queries.jsonl, "
                     "qrels/<split>.tsv, optional *.minilm.npy embedding caches) into a cached "
@@ -980,9 +1086,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="the evaluation database (default: cached under "
                         "~/.cache/sqlite-rrf/eval/)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the cached database")
+    p.add_argument("--knn", action="store_true",
+                   help="also build the 'knn' pool's sqlite-vec index, for runs set to "
+                        "pool knn (e.g. --set rrf.pool=knn --set rrf.pool_size=1000)")
     p.add_argument("--model", metavar="PATH",
                    help="GGUF embedding model for vectors not in the caches (default: "
                         "$SQLITE_RRF_MODEL, else ../shared/models/all-MiniLM-L6-v2-f16.gguf)")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="run the queries in N processes (default 1; latencies are then "
+                        "measured under that load)")
     p.add_argument("--no-progress", action="store_true", dest="no_progress",
                    help="no progress bars")
     p.set_defaults(func=run_cli)
@@ -1015,14 +1127,12 @@ def run_cli(args: argparse.Namespace) -> int:
     progress = not getattr(args, "no_progress", False) and sys.stderr.isatty()
     try:
         specs = available_runs()
-        if getattr(args, "run", None):
-            runs: Optional[List[str]] = list(args.run)
-            if getattr(args, "profile", None):
-                runs += [p for p in args.profile if p not in runs]
-        elif getattr(args, "profile", None):
-            runs = list(BASELINE_RUNS) + [p for p in args.profile if p not in BASELINE_RUNS]
-        else:
-            runs = None
+        chosen: List[str] = list(getattr(args, "run", None) or [])
+        profiles_asked: List[str] = list(getattr(args, "profile", None) or [])
+        runs: Optional[List[str]] = None
+        if chosen or profiles_asked:
+            runs = chosen if chosen else list(BASELINE_RUNS)
+            runs += [p for p in profiles_asked if p not in runs]
         if runs is not None:
             unknown = [r for r in runs if r not in specs]
             if unknown:
@@ -1034,7 +1144,8 @@ def run_cli(args: argparse.Namespace) -> int:
         results = evaluate(args.data_dir, runs=runs, split=args.split, profile_params=params,
                            progress=progress, db_path=getattr(args, "db", None),
                            model_path=getattr(args, "model", None),
-                           rebuild=getattr(args, "rebuild", False))
+                           rebuild=getattr(args, "rebuild", False),
+                           jobs=getattr(args, "jobs", 1), knn=getattr(args, "knn", False))
         if getattr(args, "plot", None):
             plot(results, args.plot)
     except (BeirFormatError, EvalCacheError, ModelNotFoundError, EmbeddingError,
