@@ -18,7 +18,7 @@ CFLAGS_STRICT := -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -DSQLI
 DEMO_DB ?= demo/memory.db
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps venv build demo test test-fast bench asan asan-test clean
+.PHONY: help system-deps venv build demo test bench asan asan-test clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -72,6 +72,9 @@ asan-test: build asan ## run the test suite against the ASan/UBSan build of the 
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(PY) -m pytest -q -p no:cacheprovider -m "not embed"
+
+# Further targets (fuzz, soak, crash, wheel, …) live in mk/*.mk, one file per concern.
+include $(sort $(wildcard mk/*.mk))
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf build dist *.egg-info pysrc/*.egg-info pysrc/sqlite_rrf/rrf.so pysrc/sqlite_rrf/rrf.dylib \
