@@ -9,9 +9,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 CC     ?= gcc
-EXTRAS ?= test,embed
-STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+EXTRAS ?= test,embed,datasette
 comma  := ,
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' pysrc/sqlite_rrf/_version.py)
 CSRC   := $(wildcard csrc/*.c) $(wildcard csrc/*.h)
 CFLAGS_STRICT := -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -DSQLITE_RRF_VERSION='"$(VERSION)"'
@@ -24,12 +24,15 @@ help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-system-deps: ## install the sqlite3 shell and SQLite headers (Debian/Ubuntu, via apt-get) where missing
-	@if ! command -v sqlite3 >/dev/null 2>&1 || [ ! -f /usr/include/sqlite3ext.h ]; then \
-	  echo "installing sqlite3 and libsqlite3-dev with apt-get"; \
+SYSTEM_PACKAGES ?= sqlite3 libsqlite3-dev chromium
+
+system-deps: ## install the sqlite3 shell, SQLite headers and chromium (Debian/Ubuntu, apt-get) where missing
+	@if ! command -v sqlite3 >/dev/null 2>&1 || [ ! -f /usr/include/sqlite3ext.h ] || \
+	    [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing $(SYSTEM_PACKAGES) with apt-get"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq sqlite3 libsqlite3-dev >/dev/null; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
 	fi
 
 $(VENV)/bin/python:

@@ -51,8 +51,8 @@ def load(conn: Any) -> None:
     :class:`sqlite3.Connection`.
 
     Raises :class:`ExtensionLoadError` with a remedy when the Python ``sqlite3``
-    module was built without extension loading (as Debian's and pyenv's defaults
-    often are): use apsw instead (``pip install apsw``).
+    module was built without extension loading (as pyenv's builds and some
+    distributions' are): use apsw instead (``pip install apsw``).
     """
     path = loadable_path()
     _check_built(path)

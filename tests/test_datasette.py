@@ -1,0 +1,506 @@
+"""The Datasette plugin (sqlite_rrf.datasette_plugin; docs/datasette.md).
+
+Through Datasette's own test client, on a memory database made by Store: the plugin is
+listed, the extension's functions run in Datasette's SQL, the ``recall`` canned query
+returns what ``Store.recall(..., touch=False)`` returns for the same parameters (and
+leaves the database as it was), empty form fields mean "default", and a Python whose
+sqlite3 module cannot load extensions gets a clear error. Then once for real: a
+``datasette`` server in a subprocess and Debian's chromium, headless, rendering the
+recall page to a screenshot (build/datasette-recall.png).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+import zlib
+from pathlib import Path
+
+import pytest
+
+datasette_app = pytest.importorskip(
+    "datasette.app", reason="Datasette is not installed: pip install 'sqlite-rrf[datasette]'")
+from datasette.utils.sqlite import sqlite3 as ds_sqlite3  # noqa: E402
+
+import sqlite_rrf  # noqa: E402
+from sqlite_rrf import datasette_plugin as plugin  # noqa: E402
+from sqlite_rrf.store import PROFILES, Store  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+NOW = 1_800_000_000_000  # a fixed clock (ms) for ages, the same on both sides
+DAY = 86_400_000
+#: The browser window: tall enough for the recall form's 15 fields and the results below.
+WINDOW = (1280, 2000)
+
+
+def _can_load(module) -> bool:
+    conn = module.connect(":memory:")
+    try:
+        return hasattr(conn, "enable_load_extension")
+    finally:
+        conn.close()
+
+
+needs_loading = pytest.mark.skipif(
+    not _can_load(ds_sqlite3),
+    reason=f"the sqlite3 module Datasette uses ({ds_sqlite3.__name__}) cannot load "
+           "extensions: pip install 'sqlite-rrf[datasette]' (pysqlite3-binary)")
+
+# ---------------------------------------------------------------- the memory database
+
+# (theme, 4-d embedding direction, sentences): explicit small embeddings, exact in
+# float32, so the query vector sent as JSON text and as a float32 blob are the same.
+THEMES = {
+    "db": ([1.0, 0.125, 0.0, 0.0], [
+        "We chose SQLite for the agent's memory because it is one file.",
+        "The memory database uses WAL mode so readers never block the writer.",
+        "FTS5 gives BM25 keyword ranking inside SQLite.",
+        "Vector similarity is computed by vec_cosine over float32 blobs.",
+        "Reciprocal rank fusion merges the BM25 and vector lists.",
+        "The recall statement is one SQL query with CTEs.",
+        "Postgres was considered for the memory store but rejected as too heavy.",
+        "Migrations run inside BEGIN IMMEDIATE with a checksum row.",
+    ]),
+    "cook": ([0.0, 1.0, 0.25, 0.0], [
+        "The sourdough starter needs feeding twice a day.",
+        "Risotto wants warm stock added one ladle at a time.",
+        "Roast the peppers until the skin blisters, then peel.",
+        "Use a cast iron pan for the steak and let it rest.",
+        "The lentil soup was better with smoked paprika.",
+        "Bake the bread at 250 degrees with steam for the first minutes.",
+        "Fresh basil goes in the pesto at the very end.",
+    ]),
+    "travel": ([0.0, 0.0, 1.0, 0.375], [
+        "The train from Zurich to Milan crosses the Gotthard base tunnel.",
+        "Book the ferry to the islands a week ahead in summer.",
+        "The hotel in Lisbon is near the tram 28 stop.",
+        "Pack a rain jacket for the Scottish highlands.",
+        "The night bus to Krakow leaves at eleven.",
+        "Passport renewal takes about six weeks.",
+        "The museum is closed on Mondays.",
+    ]),
+    "garden": ([0.25, 0.0, 0.0, 1.0], [
+        "Tomatoes need staking once they reach knee height.",
+        "Water the seedlings in the morning, not at night.",
+        "The compost heap should be turned every two weeks.",
+        "Plant garlic in autumn for a summer harvest.",
+        "Slugs ate the lettuce; try copper tape around the bed.",
+        "Prune the apple tree in late winter.",
+        "The database of seed varieties lives in a spreadsheet.",
+    ]),
+}
+QUERY = "which database did we choose for the agent memory"
+QVEC = [1.0, 0.125, 0.25, 0.0]  # db-01's direction
+
+
+def _episodes():
+    eps = []
+    i = 0
+    for theme, (direction, sentences) in THEMES.items():
+        for j, text in enumerate(sentences):
+            # a small per-episode tilt (multiples of 1/8) so similarities differ
+            emb = [d + (0.125 * ((i + j + n) % 3) if d == 0 else 0.0)
+                   for n, d in enumerate(direction)]
+            eps.append(dict(
+                id=f"{theme}-{j + 1:02d}", content=text, embedding=emb,
+                created_at=NOW - (i * 3 + 1) * DAY,
+                accessed_at=NOW - ((i * 7) % 40 + 1) * DAY,
+                access_count=(i * 5) % 9,
+                importance="high" if i % 11 == 3 else "normal"))
+            i += 1
+    return eps
+
+
+@pytest.fixture(scope="module")
+def memory_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("datasette") / "memory.db"
+    with Store(path) as store:
+        store.add_many(_episodes())
+    return path
+
+
+@pytest.fixture(scope="module")
+def knn_db(tmp_path_factory) -> Path:
+    pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed")
+    path = tmp_path_factory.mktemp("datasette-knn") / "knnmem.db"
+    with Store(path) as store:
+        store.add_many(_episodes())
+        store.enable_knn()
+    return path
+
+
+@pytest.fixture(scope="module")
+def plain_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("datasette-plain") / "notes.db"
+    conn = ds_sqlite3.connect(str(path))
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes(body) VALUES ('no episodes here')")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def fetch(paths, *dbs):
+    """GET each path with Datasette's test client on a fresh Datasette over ``dbs``;
+    returns the responses."""
+    async def go():
+        ds = datasette_app.Datasette([str(d) for d in dbs])
+        await ds.invoke_startup()
+        return [await ds.client.get(p) for p in paths]
+    return asyncio.run(go())
+
+
+def get_json(path, *dbs):
+    (r,) = fetch([path], *dbs)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def qs(**params) -> str:
+    return urllib.parse.urlencode(params)
+
+
+def store_recall(db: Path, **kw):
+    with Store(db) as store:
+        return store.recall(QUERY if "query" not in kw else kw.pop("query"),
+                            kw.pop("limit", 3), touch=False, force=True, now=NOW, **kw)
+
+
+def assert_same(rows, hits):
+    assert [r["id"] for r in rows] == [h.id for h in hits]
+    for r, h in zip(rows, hits):
+        assert r["score"] == pytest.approx(h.score, rel=1e-12, abs=1e-15)
+        for col in ("bm25_rank", "vec_rank", "recency_rank", "access_rank"):
+            assert r[col] == getattr(h, col), (h.id, col)
+        if h.similarity is None:
+            assert r["similarity"] is None
+        else:
+            assert r["similarity"] == pytest.approx(h.similarity, rel=1e-12)
+        assert set(json.loads(r["explain"] or "{}")) == set(h.explain), h.id
+
+
+# ---------------------------------------------------------------- the plugin itself
+
+
+def test_form_fields_are_the_statements_parameters():
+    """Every named parameter of recall.sql is a form field (query first), each is
+    wrapped so that '' means NULL, and numbers are converted: a new parameter in
+    recall.sql shows up here and must be classified (TEXT_PARAMS or numeric)."""
+    q = plugin.canned_query()
+    assert q["params"][:4] == ["query", "limit", "profile", "qvec"]
+    assert set(q["params"]) == {
+        "query", "qvec", "profile", "pool", "k", "w_bm25", "w_vec", "w_recency",
+        "w_access", "bm25_limit", "pool_size", "limit", "alpha", "min_similarity", "now"}
+    code = "\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
+    for name in q["params"]:
+        assert f"nullif(:{name}, '')" in code or f"nullif(trim(:{name}), '')" in code
+    # the statement's own comments are kept verbatim
+    assert "-- 3. Candidates: the pool plus the BM25 hits it missed" in q["sql"]
+    assert "UPDATE " not in code.upper()  # read-only: recall here never touches
+
+
+@needs_loading
+def test_plugin_is_listed(memory_db):
+    plugins = get_json("/-/plugins.json", memory_db)
+    (mine,) = [p for p in plugins if "sqlite_rrf" in p["name"].replace("-", "_")]
+    assert {"prepare_connection", "canned_queries", "startup"} <= set(mine["hooks"])
+    assert mine["version"] == sqlite_rrf.__version__
+
+
+@needs_loading
+def test_rrf_functions_run_in_datasette_sql(memory_db):
+    sql = ("SELECT rrf_version() AS v, fts5_query('agent''s memory: -x') AS q, "
+           "vec_cosine('[1, 0]', '[1, 1]') AS c")
+    (row,) = get_json(f"/memory.json?{qs(sql=sql, _shape='array')}", memory_db)
+    assert row["v"] == sqlite_rrf.__version__
+    assert row["q"] == '"agent" OR "s" OR "memory" OR "x"'
+    assert row["c"] == pytest.approx(2 ** -0.5)
+
+
+HYBRID_SQL = """
+WITH bm25 AS (
+  SELECT rowid, row_number() OVER (ORDER BY bm25(episodes_fts), rowid) AS r
+  FROM episodes_fts WHERE episodes_fts MATCH fts5_query(:q)
+),
+vec AS (
+  SELECT rowid, row_number() OVER (ORDER BY vec_cosine(embedding, :v) DESC, rowid) AS r
+  FROM episodes
+),
+lists AS (SELECT rowid, r FROM bm25 UNION ALL SELECT rowid, r FROM vec)
+SELECT e.id, rrf_fuse(l.r) AS score
+FROM lists AS l JOIN episodes AS e ON e.rowid = l.rowid
+GROUP BY l.rowid ORDER BY score DESC, e.rowid LIMIT 5
+"""
+
+
+@needs_loading
+def test_hybrid_query_with_rrf_fuse_and_vec_cosine(memory_db):
+    rows = get_json(f"/memory.json?{qs(sql=HYBRID_SQL, q=QUERY, v=json.dumps(QVEC), _shape='array')}",
+                    memory_db)
+    # the same statement over apsw
+    import apsw
+    conn = apsw.Connection(str(memory_db))
+    sqlite_rrf.load(conn)
+    expected = conn.execute(HYBRID_SQL, {"q": QUERY, "v": json.dumps(QVEC)}).fetchall()
+    conn.close()
+    assert [(r["id"], r["score"]) for r in rows] == [(i, pytest.approx(s)) for i, s in expected]
+    assert rows[0]["id"] == "db-01"  # "We chose SQLite for the agent's memory …"
+
+
+@needs_loading
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("with_qvec", [True, False], ids=["qvec", "no-qvec"])
+def test_recall_canned_query_matches_store(memory_db, profile, with_qvec):
+    params = dict(query=QUERY, limit=5, profile=profile, now=NOW, _shape="array")
+    if with_qvec:
+        params["qvec"] = json.dumps(QVEC)
+    rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
+    hits = store_recall(memory_db, limit=5, profile=profile,
+                        qvec=QVEC if with_qvec else None)
+    assert len(hits) == 5
+    assert_same(rows, hits)
+
+
+@needs_loading
+def test_recall_options_reach_the_statement(memory_db):
+    kw = dict(weights=(1.0, 0.5, 0.0, 2.0), k=10.0, pool="all", bm25_limit=3,
+              min_similarity=0.5, alpha=0.25)
+    params = dict(query="memory sqlite bread", limit=7, profile="rrf", now=NOW,
+                  qvec=json.dumps(QVEC), w_bm25=1, w_vec=0.5, w_recency=0, w_access=2,
+                  k=10, pool="all", bm25_limit=3, min_similarity=0.5, alpha=0.25,
+                  _shape="array")
+    rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
+    hits = store_recall(memory_db, query="memory sqlite bread", limit=7, profile="rrf",
+                        qvec=QVEC, **kw)
+    assert_same(rows, hits)
+    assert all(r["recency_rank"] is not None for r in rows)
+    assert "recency" not in json.loads(rows[0]["explain"])  # weight 0: list off
+
+
+@needs_loading
+def test_empty_fields_mean_defaults(memory_db):
+    """A form submitted with every field empty but the query: the statement's
+    defaults (limit 3, profile memory, no vector list)."""
+    empty = {name: "" for name in plugin.canned_query()["params"]}
+    empty.update(query=QUERY, now=str(NOW), _shape="array")
+    rows = get_json(f"/memory/recall.json?{qs(**empty)}", memory_db)
+    hits = store_recall(memory_db)
+    assert len(rows) == 3
+    assert_same(rows, hits)
+    assert all(r["vec_rank"] is None and r["similarity"] is None for r in rows)
+    # only the query given: Datasette fills the other fields with ''
+    rows2 = get_json(f"/memory/recall.json?{qs(query=QUERY, now=NOW, _shape='array')}",
+                     memory_db)
+    assert rows2 == rows
+
+
+@needs_loading
+def test_bad_number_is_an_error_not_a_zero(memory_db):
+    (r,) = fetch([f"/memory/recall.json?{qs(query=QUERY, limit='three')}"], memory_db)
+    assert r.status_code == 400
+    assert "malformed JSON" in r.json()["error"]
+
+
+@needs_loading
+def test_recall_is_read_only(memory_db):
+    def snapshot():
+        conn = ds_sqlite3.connect(str(memory_db))
+        try:
+            return conn.execute(
+                "SELECT id, accessed_at, access_count FROM episodes ORDER BY id").fetchall()
+        finally:
+            conn.close()
+    before = snapshot()
+    fetch([f"/memory/recall.json?{qs(query=QUERY, limit=10)}",
+           f"/memory/recall?{qs(query=QUERY)}"], memory_db)
+    assert snapshot() == before
+    q = get_json("/memory.json", memory_db)
+    (recall,) = [c for c in q["queries"] if c["name"] == "recall"]
+    assert not recall.get("write")
+
+
+@needs_loading
+def test_recall_page_html(memory_db):
+    (r,) = fetch([f"/memory/recall?{qs(query=QUERY, limit=5, qvec=json.dumps(QVEC))}"],
+                 memory_db)
+    assert r.status_code == 200
+    html = r.text
+    assert plugin.TITLE in html
+    for name in ("query", "limit", "profile", "qvec"):
+        assert f'name="{name}"' in html
+    for hit in store_recall(memory_db, limit=5, qvec=QVEC):
+        assert hit.id in html
+
+
+@needs_loading
+def test_no_canned_query_without_episodes(memory_db, plain_db):
+    r_recall, r_sql, r_db = fetch(
+        ["/notes/recall.json", f"/notes.json?{qs(sql='select rrf_version() as v', _shape='array')}",
+         "/notes.json"],
+        memory_db, plain_db)
+    assert r_recall.status_code == 404
+    assert r_sql.json() == [{"v": sqlite_rrf.__version__}]
+    assert not any(q["name"].startswith("recall") for q in r_db.json()["queries"])
+    assert "recall_knn" not in [q["name"] for q in get_json("/memory.json", memory_db)["queries"]]
+
+
+@needs_loading
+def test_recall_knn_canned_query(knn_db):
+    q = get_json("/knnmem.json", knn_db)
+    assert {"recall", "recall_knn"} <= {c["name"] for c in q["queries"]}
+    params = dict(query=QUERY, limit=4, qvec=json.dumps(QVEC), pool_size=6, now=NOW,
+                  _shape="array")
+    rows = get_json(f"/knnmem/recall_knn.json?{qs(**params)}", knn_db)
+    hits = store_recall(knn_db, limit=4, pool="knn", pool_size=6, qvec=QVEC)
+    assert_same(rows, hits)
+
+
+# ---------------------------------------------------------------- a Python that cannot load
+
+
+class _NoLoadConnection:
+    """A connection like the sqlite3 module's where it was built without
+    --enable-loadable-sqlite-extensions."""
+
+    def execute(self, *a):  # pragma: no cover - never reached
+        raise AssertionError
+
+    def close(self):
+        pass
+
+
+class _NoLoadModule:
+    __name__ = "sqlite3"
+
+    @staticmethod
+    def connect(path):
+        return _NoLoadConnection()
+
+
+def test_clear_error_when_sqlite3_cannot_load_extensions():
+    with pytest.raises(plugin.DatasetteExtensionError) as e:
+        plugin.prepare_connection(_NoLoadConnection())
+    msg = str(e.value)
+    assert "enable_load_extension" in msg and "pysqlite3-binary" in msg
+    assert "sqlite-rrf[datasette]" in msg
+    with pytest.raises(plugin.DatasetteExtensionError, match="pysqlite3"):
+        plugin.check_module(_NoLoadModule)
+    assert isinstance(e.value, sqlite_rrf.ExtensionLoadError)
+
+
+def test_datasette_refuses_to_start_without_extension_loading(memory_db):
+    """``datasette memory.db`` on Python's own sqlite3 (pysqlite3 hidden): where that
+    module cannot load extensions, Datasette stops at startup with the message."""
+    import sqlite3
+    if hasattr(sqlite3.connect(":memory:"), "enable_load_extension"):
+        pytest.skip("this Python's sqlite3 can load extensions; nothing to refuse")
+    code = ("import sys; sys.modules['pysqlite3'] = None; sys.argv = ['datasette'] + "
+            "sys.argv[1:]; from datasette.cli import cli; cli()")
+    p = subprocess.run([sys.executable, "-c", code, "serve", str(memory_db), "--get",
+                        "/-/versions.json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "Error: sqlite-rrf's Datasette plugin cannot load its SQLite extension" in p.stderr
+    assert "pysqlite3-binary" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+# ---------------------------------------------------------------- a real browser
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _png_info(data: bytes):
+    """(width, height, distinct byte values in the decompressed image): enough to
+    tell a rendered page from a blank one without an image library."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width, height = 8, b"", 0, 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    return width, height, len(set(zlib.decompress(idat)))
+
+
+def _chromium(*args, tmp: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={tmp}",
+           f"--window-size={WINDOW[0]},{WINDOW[1]}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@needs_loading
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
+                    reason=f"{CHROMIUM} is missing: Debian's chromium "
+                           "(apt-get install chromium; `make system-deps`)")
+def test_recall_in_headless_chromium(memory_db, tmp_path):
+    port = _free_port()
+    log = open(tmp_path / "datasette.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "datasette", "serve", str(memory_db), "--host", "127.0.0.1",
+         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/-/versions.json", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log.close()
+                    pytest.fail("datasette did not start:\n"
+                                + (tmp_path / "datasette.log").read_text())
+                time.sleep(0.2)
+        url = f"{base}/memory/recall?{qs(query=QUERY, limit=5, qvec=json.dumps(QVEC))}"
+        expected = [h.id for h in store_recall(memory_db, limit=5, qvec=QVEC)]
+
+        shot = tmp_path / "datasette-recall.png"
+        p = _chromium(f"--screenshot={shot}", url, tmp=tmp_path / "profile-shot")
+        assert shot.exists(), p.stderr[-2000:]
+        data = shot.read_bytes()
+        out = ROOT / "build" / "datasette-recall.png"
+        out.parent.mkdir(exist_ok=True)
+        shutil.copyfile(shot, out)
+        assert len(data) > 20_000, f"screenshot is only {len(data)} bytes"
+        width, height, distinct = _png_info(data)
+        assert (width, height) == WINDOW
+        assert distinct > 50, "the screenshot looks blank"
+
+        p = _chromium("--dump-dom", url, tmp=tmp_path / "profile-dom")
+        dom = p.stdout
+        assert plugin.TITLE in dom, p.stderr[-2000:]
+        for eid in expected:
+            assert eid in dom
+        # the rows appear in the recall's order
+        positions = [dom.index(f">{eid}<") for eid in expected]
+        assert positions == sorted(positions)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
