@@ -199,7 +199,7 @@ final AS (
   JOIN tiebreak AS r_mult ON r_mult.rowid = f.rowid
   CROSS JOIN params AS p
 )
--- 11. Top :limit by score; ties broken by similarity, then rowid.
+-- 11. Top :limit by score; ties broken by similarity, then recency, use, rowid.
 SELECT e.id,
        e.content,
        coalesce(x.base, 0) + x.boost AS score,
@@ -220,5 +220,6 @@ SELECT e.id,
 FROM final AS x
 JOIN ranked AS r ON r.rowid = x.rowid
 JOIN episodes AS e ON e.rowid = x.rowid
-ORDER BY score DESC, r.similarity IS NULL, r.similarity DESC, e.rowid
+ORDER BY score DESC, r.similarity IS NULL, r.similarity DESC, r.recency_rank,
+         r.access_rank, e.rowid
 LIMIT (SELECT result_limit FROM params);

@@ -141,7 +141,8 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
                         recency_rank=ranks["recency"][c], access_rank=ranks["access"][c],
                         explain=explain))
     out.sort(key=lambda h: (-h["score"], h["similarity"] is None,
-                            -(h["similarity"] or 0), h["rowid"]))
+                            -(h["similarity"] or 0), h["recency_rank"], h["access_rank"],
+                            h["rowid"]))
     return out[:limit]
 
 
@@ -604,3 +605,13 @@ def test_memory_profile_breaks_ties_by_recency_and_use(store):
     assert [h.id for h in got] == ["fresh", "stale"]
     assert got[0].bm25_rank == got[1].bm25_rank or got[0].vec_rank == got[1].vec_rank
     assert got[0].score > got[1].score
+
+
+def test_zero_score_candidates_come_newest_first(store):
+    """No relevance at all (no hit, no query vector): recency then use order them."""
+    store.add_many([dict(id=f"t{i}", content=f"plain words {i}", created_at=NOW - i * 1000,
+                         accessed_at=NOW, access_count=i % 3, embedding=np.ones(DIM))
+                    for i in range(8)])
+    got = store.recall("zzzz-nothing", limit=8, touch=False)
+    assert all(h.score == 0 for h in got)
+    assert [h.id for h in got] == [f"t{i}" for i in range(8)]

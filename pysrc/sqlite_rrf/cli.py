@@ -174,6 +174,7 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
     try:
         result = store.recall(args.query, limit=args.limit, weights=_weights(args.weights),
                               k=args.k, pool=args.pool, pool_size=args.pool_size,
+                              bm25_limit=args.bm25_limit,
                               touch=not args.no_touch, force=args.force,
                               profile=args.profile, alpha=args.alpha,
                               min_similarity=args.min_similarity)
@@ -199,7 +200,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     try:  # check the options before the model loads
         Store._recall_params(args.limit, _weights(args.weights), args.k, args.pool,
-                             args.pool_size, None, args.profile, args.alpha,
+                             args.pool_size, args.bm25_limit, args.profile, args.alpha,
                              args.min_similarity)
     except StoreError as e:
         raise CliError(str(e)) from None
@@ -275,7 +276,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ns = argparse.Namespace(query=args.query, limit=args.limit, weights=None, k=None,
                                 pool="recent", pool_size=args.pool_size, no_touch=False,
                                 force=True, json=False, explain=True, profile=None,
-                                alpha=None, min_similarity=None)
+                                alpha=None, min_similarity=None, bm25_limit=None)
         _recall(store, ns)
     print(f"\nThe same recall in the sqlite3 shell: sqlite3 {args.db}, then "
           f".load {loadable_path()}, .param set :query '...', and `sqlite-rrf sql`'s statement.")
@@ -304,7 +305,9 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="vector pool: the most recently accessed episodes (default), all "
                         "(exact), or knn (sqlite-vec's nearest; needs `sqlite-rrf knn DB`)")
     p.add_argument("--pool-size", type=int, default=None, dest="pool_size",
-                   help="size of the 'recent' pool (default 200)")
+                   help="size of the 'recent' or 'knn' pool (default 200)")
+    p.add_argument("--bm25-limit", type=int, default=None, dest="bm25_limit",
+                   help="how many BM25 hits join the candidates (default 50)")
     p.add_argument("--k", type=float, default=None, help="RRF constant (default 60)")
     p.add_argument("--weights", metavar="B,V,R,A",
                    help="weights of the bm25, vector, recency and access lists "
@@ -407,6 +410,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         where = f"{args.db}: " if getattr(args, "db", None) else ""
         print(f"sqlite-rrf: {where}{e}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # e.g. `sqlite-rrf stats DB --json | head`
+        return 0
     except (apsw.Error, OSError) as e:
         where = f"{args.db}: " if getattr(args, "db", None) else ""
         print(f"sqlite-rrf: {where}{type(e).__name__}: {e}", file=sys.stderr)
@@ -414,5 +419,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("sqlite-rrf: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
