@@ -21,7 +21,7 @@ DEMO_DB ?= demo/memory.db
 .PHONY: help system-deps venv build demo test bench asan asan-test clean
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
 SYSTEM_PACKAGES ?= sqlite3 libsqlite3-dev chromium
@@ -81,4 +81,4 @@ include $(sort $(wildcard mk/*.mk))
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf build dist *.egg-info pysrc/*.egg-info pysrc/sqlite_rrf/rrf.so pysrc/sqlite_rrf/rrf.dylib \
-	  pysrc/sqlite_rrf/_kernels*.so pysrc/sqlite_rrf/_kernels.c demo wheels/*.whl
+	  pysrc/sqlite_rrf/_kernels*.so pysrc/sqlite_rrf/_kernels.c demo wheels/*.whl wheels/*.tar.gz

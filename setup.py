@@ -10,9 +10,11 @@
 
 import os
 import re
+import shutil
 import sys
 
 from setuptools import Extension, setup
+from setuptools.errors import CompileError
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
@@ -33,8 +35,50 @@ elif sys.platform == "darwin":
 else:
     LOADABLE_SUFFIX = ".so"
 
-# Optional: where sqlite3ext.h lives when it is not on the compiler's path.
-SQLITE_INCLUDE = [p for p in [os.environ.get("SQLITE_RRF_SQLITE_INCLUDE")] if p]
+SQLITE_HEADER = "sqlite3ext.h"
+SQLITE_HEADER_HINT = (
+    "sqlite-rrf compiles against SQLite's sqlite3ext.h (3.25 or newer). Install it with "
+    "`apt-get install libsqlite3-dev` (Debian/Ubuntu), `yum install sqlite-devel` "
+    "(Fedora/RHEL/manylinux), `apk add sqlite-dev` (Alpine/musllinux), `brew install sqlite` "
+    "(macOS; the SDK's copy also works) or `vcpkg install sqlite3:x64-windows` (Windows), or "
+    "point SQLITE_RRF_SQLITE_INCLUDE at the directory that holds it."
+)
+
+
+def sqlite_include_dirs() -> list:
+    """Where sqlite3ext.h comes from; the first that applies wins.
+
+    1. ``SQLITE_RRF_SQLITE_INCLUDE`` (must hold sqlite3ext.h);
+    2. macOS: Homebrew's keg-only ``sqlite`` (``$HOMEBREW_PREFIX``, /opt/homebrew, /usr/local);
+       Windows: vcpkg's ``sqlite3`` port (``$VCPKG_INSTALLATION_ROOT`` as on GitHub's runners,
+       ``$VCPKG_ROOT``, or next to ``vcpkg`` on PATH; triplet ``$VCPKG_DEFAULT_TRIPLET`` or
+       x64-windows) -- what ``[tool.cibuildwheel]``'s before-all installs;
+    3. otherwise the compiler's own path (Linux: /usr/include from libsqlite3-dev,
+       sqlite-devel or sqlite-dev; macOS: the SDK).
+    """
+    env = os.environ.get("SQLITE_RRF_SQLITE_INCLUDE")
+    if env:
+        if not os.path.isfile(os.path.join(env, SQLITE_HEADER)):
+            sys.exit(f"SQLITE_RRF_SQLITE_INCLUDE={env} does not contain {SQLITE_HEADER}. "
+                     + SQLITE_HEADER_HINT)
+        return [env]
+    candidates: list = []
+    if sys.platform == "darwin":
+        prefixes = [os.environ.get("HOMEBREW_PREFIX"), "/opt/homebrew", "/usr/local"]
+        candidates = [os.path.join(p, "opt", "sqlite", "include") for p in prefixes if p]
+    elif sys.platform == "win32":
+        vcpkg = shutil.which("vcpkg")
+        roots = [os.environ.get("VCPKG_INSTALLATION_ROOT"), os.environ.get("VCPKG_ROOT"),
+                 os.path.dirname(vcpkg) if vcpkg else None]
+        triplet = os.environ.get("VCPKG_DEFAULT_TRIPLET", "x64-windows")
+        candidates = [os.path.join(r, "installed", triplet, "include") for r in roots if r]
+    for c in candidates:
+        if os.path.isfile(os.path.join(c, SQLITE_HEADER)):
+            return [c]
+    return []
+
+
+SQLITE_INCLUDE = sqlite_include_dirs()
 
 
 class BuildExt(build_ext):
@@ -74,6 +118,12 @@ class BuildExt(build_ext):
                     ext.extra_link_args = [
                         "-Wl,--version-script=" + os.path.join(HERE, "csrc", "rrf.map")
                     ]
+            try:
+                super().build_extension(ext)
+            except CompileError as e:
+                raise CompileError(f"{e}\n(if the error is a missing {SQLITE_HEADER}: "
+                                   f"{SQLITE_HEADER_HINT})") from e
+            return
         super().build_extension(ext)
 
 

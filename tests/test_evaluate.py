@@ -578,9 +578,9 @@ def test_run_cli_json(tiny, tmp_path, capsys):
     assert args.func(args) == 0
     _check_json_shape(json.loads(capsys.readouterr().out))
 
+    plot = ["--plot", str(tmp_path / "p.png")] if _has_matplotlib() else []
     args = parser.parse_args(["eval", str(tiny), "--run", "bm25", "rrf", "--db",
-                              str(tmp_path / "c.db"), "--set", "rrf.k=1",
-                              "--plot", str(tmp_path / "p.png")])
+                              str(tmp_path / "c.db"), "--set", "rrf.k=1", *plot])
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "tiny (test split): 3 queries, 5 documents"
