@@ -396,6 +396,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     import apsw
 
+    from .embed import EmbeddingError
     from .loader import ExtensionLoadError
     from .migrations import MigrationError
     from .store import StoreError
@@ -406,7 +407,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except CliError as e:
         print(f"sqlite-rrf: {e}", file=sys.stderr)
         return EXIT_ERROR
-    except (StoreError, MigrationError, ExtensionLoadError) as e:
+    except (StoreError, MigrationError, ExtensionLoadError, EmbeddingError) as e:
         where = f"{args.db}: " if getattr(args, "db", None) else ""
         print(f"sqlite-rrf: {where}{e}", file=sys.stderr)
         return EXIT_ERROR

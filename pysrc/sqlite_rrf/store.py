@@ -123,6 +123,21 @@ class RecallResult(Sequence[RecallHit]):
         return iter(self.hits)
 
 
+def _has_text(s: str) -> bool:
+    """True when ``s`` has something besides white space and NULs."""
+    return bool(s.replace("\x00", " ").strip())
+
+
+def _check_utf8(s: str, field_name: str) -> None:
+    """Refuse text that cannot be stored as UTF-8 (lone surrogates, such as the
+    undecodable bytes of a command-line argument)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise StoreError(f"{field_name}: not valid UTF-8 text (undecodable character at "
+                         f"index {e.start})") from None
+
+
 def _blob(vec: Vector, field_name: str = "embedding") -> Tuple[bytes, int]:
     """A finite, non-zero vector as little-endian float32 bytes and its dimension."""
     if isinstance(vec, (bytes, bytearray, memoryview)):
@@ -303,8 +318,9 @@ class Store:
 
     def _row(self, ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> Dict[str, Any]:
         content = ep.get("content")
-        if not isinstance(content, str) or not content.strip():
-            raise StoreError("content: must be non-empty text")
+        if not isinstance(content, str) or not _has_text(content):
+            raise StoreError("content: must be non-empty text (not only spaces or NULs)")
+        _check_utf8(content, "content")
         eid = ep.get("id")
         if eid is None:
             eid = uuid.uuid4().hex
@@ -502,14 +518,15 @@ class Store:
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
-        query = query[:MAX_QUERY_CHARS]
+        # cut, and make any undecodable character (a lone surrogate) U+FFFD
+        query = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
         params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
                                      alpha, min_similarity, now)
         qblob = None
         qarr = None
         if qvec is not None:
             qblob, n = _blob(qvec, "qvec")
-        elif self.embedder is not None and query.strip():
+        elif self.embedder is not None and _has_text(query):
             qblob, n = _blob(self.embedder.embed(query), "query embedding")
         if qblob is not None:
             if self.dim is not None and n != self.dim:
