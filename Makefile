@@ -16,6 +16,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' pysrc/sqlite_rrf/_ver
 CSRC   := $(wildcard csrc/*.c) $(wildcard csrc/*.h)
 CFLAGS_STRICT := -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -DSQLITE_RRF_VERSION='"$(VERSION)"'
 DEMO_DB ?= demo/memory.db
+BENCH_SIZES ?= 10000,100000,1000000
 
 .DEFAULT_GOAL := help
 .PHONY: help system-deps venv build demo test bench asan asan-test clean
@@ -58,9 +59,11 @@ demo: build ## the main job: build, create a memory database, import the sample,
 test: build ## run the whole test suite (installs what it needs)
 	$(PY) -m pytest -q
 
-bench: ## run the benchmarks in tests/bench (not part of the tests)
+bench: ## run the benchmarks in tests/bench (not part of the tests; BENCH_SIZES for the recall ones)
 	$(MAKE) build EXTRAS=test,embed,bench
 	$(PY) tests/bench/bench_vec_cosine.py
+	$(PY) tests/bench/bench_recall.py --sizes $(BENCH_SIZES)
+	$(PY) tests/bench/bench_scale.py --sizes $(BENCH_SIZES)
 
 asan: build/asan/rrf.so ## build the extension with AddressSanitizer + UBSan at build/asan/rrf.so
 

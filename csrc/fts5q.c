@@ -14,7 +14,8 @@
 **       once, so a repeated word does not count twice in bm25().
 **   Q5. Text with no token gives '""', a phrase that matches nothing.
 **   Q6. NULL -> NULL; INTEGER and REAL are read as their text; a BLOB or an
-**       unknown mode is an error naming the function.
+**       unknown mode is an error naming the function, and so is a result longer
+**       than the connection's SQLITE_LIMIT_LENGTH (SQLITE_TOOBIG).
 **   Q7. At most RRF_FTS5_MAX_TOKENS (1000) distinct tokens are kept, the first
 **       ones: FTS5 parses an OR of n phrases in O(n^2) time, so an unbounded
 **       paste would stall the query (100,000 terms take about a minute).
@@ -27,8 +28,8 @@ SQLITE_EXTENSION_INIT3
 #define RRF_FTS5_MAX_TOKENS 1000
 
 /* Decode one UTF-8 sequence at s[i]; returns its length (1 for an invalid
-** byte, with *cp = 0xFFFD). */
-static int utf8_decode(const unsigned char *s, int len, int i, unsigned *cp) {
+** byte, with *cp = 0xFFFD). Shared with fuse.c (rrf_internal.h). */
+int rrf_utf8_decode(const unsigned char *s, int len, int i, unsigned *cp) {
   unsigned c = s[i];
   int need;
   unsigned v, min;
@@ -171,14 +172,14 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   /* Q2: split into tokens. */
   for (int i = 0; i < len && ntok < RRF_FTS5_MAX_TOKENS;) { /* Q7 */
     unsigned cp;
-    int n = utf8_decode(s, len, i, &cp);
+    int n = rrf_utf8_decode(s, len, i, &cp);
     if (!is_token_char(cp)) {
       i += n;
       continue;
     }
     int start = i;
     while (i < len) {
-      n = utf8_decode(s, len, i, &cp);
+      n = rrf_utf8_decode(s, len, i, &cp);
       if (!is_token_char(cp)) break;
       i += n;
     }
@@ -211,7 +212,7 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
 
   /* Q1, Q3: quote every token (no token contains '"', Q2). */
-  out = sqlite3_str_new(sqlite3_context_db_handle(ctx));
+  out = sqlite3_str_new(NULL); /* no db: rrf_result_str checks the limit (Q6) */
   for (int t = 0; t < ntok; t++) {
     if (t) sqlite3_str_appendall(out, joiner);
     sqlite3_str_appendchar(out, 1, '"');
@@ -219,12 +220,7 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_str_appendchar(out, 1, '"');
   }
   sqlite3_free(toks);
-  toks = NULL;
-  if (sqlite3_str_errcode(out)) goto nomem;
-  {
-    int olen = sqlite3_str_length(out);
-    sqlite3_result_text(ctx, sqlite3_str_finish(out), olen, sqlite3_free);
-  }
+  rrf_result_str(ctx, out, "fts5_query"); /* Q6: past SQLITE_LIMIT_LENGTH, an error */
   return;
 
 nomem:

@@ -7,15 +7,19 @@
 **   F2. Ranks are 1-based; a NULL rank contributes nothing (absent from that list).
 **   F3. Defaults: weight 1.0, k 60. A NULL weight or k means the default.
 **   F4. rank < 1, weight < 0 or k < 0 is an error; so is a rank, weight or k that
-**       is not a finite number (TEXT, BLOB, +/-Inf). Messages name the function.
+**       is not a finite number (TEXT, BLOB, +/-Inf), and a sum of contributions
+**       that overflows a double (never Inf, NaN or NULL). Messages name the function.
 **   F5. A group in which no row contributed returns NULL (like sum()).
 **   F6. As a window function, xInverse removes a row's contribution; the sum is
-**       compensated (Neumaier) so sliding frames do not drift.
+**       exact (a fixed-point accumulator that holds any sum of doubles, rounded
+**       once when read), so sliding frames do not drift.
 **   F7. rrf_explain returns a JSON object with one key per list, in order of first
 **       appearance: {"bm25": {"rank": 3, "weight": 1.0, "contribution": 0.0159}}.
 **       A list named twice in a group reports its best (lowest) rank, that row's
 **       weight, and the sum of its contributions, so the contributions always add
-**       up to rrf_fuse over the same rows.
+**       up to rrf_fuse over the same rows. The JSON is valid UTF-8: bytes of the
+**       list name that are not are replaced by \ufffd. A JSON longer than the
+**       connection's SQLITE_LIMIT_LENGTH is an error naming the function.
 **   F8. rrf_explain's list must be TEXT (a NULL list with a NULL rank is skipped).
 */
 #include <math.h>
@@ -94,20 +98,98 @@ static int fuse_args(sqlite3_context *ctx, const char *fn, int argc, sqlite3_val
   return 1;
 }
 
+/* ---- exact sums (F6) ---- */
+
+/* A fixed-point number wide enough for any sum of doubles: limb i holds bits
+** 32i .. 32i+31 above 2^-1074 (the smallest subnormal), so every finite double
+** is an exact integer multiple of bit 0 and needs bits up to 2098; the two
+** limbs above that are headroom. Limbs are signed and absorb up to 2^30 adds
+** before their carries are propagated. Adding and removing the same values
+** leaves exactly what was there: a sliding frame never drifts, whatever the
+** magnitudes (a compensated double sum loses a small term next to a 1e32x
+** larger one that later leaves the frame). */
+#define EXACT_LIMBS 68
+#define EXACT_MASK 0xFFFFFFFFu
+
+typedef struct ExactSum {
+  sqlite3_int64 limb[EXACT_LIMBS];
+  sqlite3_int64 adds; /* since the last carry propagation */
+} ExactSum;
+
+static void exact_normalize(ExactSum *a) {
+  sqlite3_int64 carry = 0;
+  for (int i = 0; i < EXACT_LIMBS - 1; i++) {
+    sqlite3_int64 v = a->limb[i] + carry;
+    sqlite3_int64 low = (sqlite3_int64)((sqlite3_uint64)v & EXACT_MASK);
+    a->limb[i] = low;
+    carry = (v - low) / 4294967296LL; /* exact: v - low is a multiple of 2^32 */
+  }
+  a->limb[EXACT_LIMBS - 1] += carry;
+  a->adds = 0;
+}
+
+/* a += sign * x, exactly, for a finite x. */
+static void exact_add(ExactSum *a, double x, int sign) {
+  int e;
+  if (x == 0) return;
+  if (x < 0) {
+    x = -x;
+    sign = -sign;
+  }
+  double f = frexp(x, &e); /* x = f * 2^e, 0.5 <= f < 1 */
+  sqlite3_uint64 m = (sqlite3_uint64)ldexp(f, 53); /* exact: 53 bits */
+  int pos = e - 53 + 1074; /* x = m * 2^(pos - 1074) */
+  if (pos < 0) { /* subnormal: the low bits of m are zero */
+    m >>= -pos;
+    pos = 0;
+  }
+  int lo = pos / 32, sh = pos % 32;
+  sqlite3_uint64 a0 = (m & EXACT_MASK) << sh, a1 = (m >> 32) << sh;
+  a->limb[lo] += sign * (sqlite3_int64)(a0 & EXACT_MASK);
+  a->limb[lo + 1] += sign * (sqlite3_int64)((a0 >> 32) + (a1 & EXACT_MASK));
+  a->limb[lo + 2] += sign * (sqlite3_int64)(a1 >> 32);
+  if (++a->adds >= (1 << 30)) exact_normalize(a);
+}
+
+/* The sum, correctly rounded (Inf when it overflows a double). */
+static double exact_value(ExactSum *a) {
+  exact_normalize(a);
+  int h = EXACT_LIMBS - 1;
+  while (h >= 0 && a->limb[h] == 0) h--;
+  if (h < 0) return 0.0;
+  if (a->limb[h] < 0) { /* cannot happen (rows leave as they entered); stay finite */
+    double v = 0;
+    for (int i = 0; i <= h; i++) v += ldexp((double)a->limb[i], 32 * i - 1074);
+    return v;
+  }
+  if (h == EXACT_LIMBS - 1 && a->limb[h] > (sqlite3_int64)EXACT_MASK) return INFINITY;
+  /* The top 64 bits of limbs h .. h-3, with a sticky bit for everything below,
+  ** so the conversion to double rounds once, to nearest. */
+  sqlite3_uint64 l[4];
+  for (int j = 0; j < 4; j++) l[j] = h - j >= 0 ? (sqlite3_uint64)a->limb[h - j] : 0;
+  int bl = 0;
+  while (bl < 32 && (l[0] >> bl) != 0) bl++;
+  int s = 32 - bl; /* shift that puts the top bit at bit 63 */
+  sqlite3_uint64 hi = (l[0] << 32) | l[1], lo = (l[2] << 32) | l[3];
+  sqlite3_uint64 top = s ? (hi << s) | (lo >> (64 - s)) : hi;
+  int sticky = (s ? (lo << s) : lo) != 0;
+  for (int i = h - 4; i >= 0 && !sticky; i--) sticky = a->limb[i] != 0;
+  return ldexp((double)(top | (sqlite3_uint64)sticky), 32 * (h - 3) + 64 - s - 1074);
+}
+
+static void overflow_error(sqlite3_context *ctx, const char *fn) {
+  char *msg = sqlite3_mprintf("%s: the sum of contributions overflows a double "
+                              "(weights too large)", fn);
+  sqlite3_result_error(ctx, msg ? msg : fn, -1);
+  sqlite3_free(msg);
+}
+
 /* ---- rrf_fuse ---- */
 
 typedef struct FuseCtx {
-  double sum;         /* Neumaier running sum ... */
-  double comp;        /* ... and its compensation (F6) */
-  sqlite3_int64 n;    /* contributing rows in the frame (F5) */
+  ExactSum sum;    /* exact sum of the frame's contributions (F6) */
+  sqlite3_int64 n; /* contributing rows in the frame (F5) */
 } FuseCtx;
-
-static void neumaier_add(FuseCtx *p, double x) {
-  double t = p->sum + x;
-  if (fabs(p->sum) >= fabs(x)) p->comp += (p->sum - t) + x;
-  else p->comp += (x - t) + p->sum;
-  p->sum = t;
-}
 
 void rrf_fuse_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   double rank, weight, k;
@@ -117,7 +199,7 @@ void rrf_fuse_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   if (fuse_args(ctx, "rrf_fuse", argc, argv, &rank, &weight, &k) != 1) return;
-  neumaier_add(p, weight / (k + rank)); /* F1 */
+  exact_add(&p->sum, weight / (k + rank), 1); /* F1; finite: weight finite, k + rank >= 1 */
   p->n++;
 }
 
@@ -130,17 +212,21 @@ void rrf_fuse_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   if (fuse_args(ctx, "rrf_fuse", argc, argv, &rank, &weight, &k) != 1) return;
   p->n--;
-  if (p->n <= 0) { /* an empty frame starts again from an exact zero */
-    p->n = 0;
-    p->sum = p->comp = 0;
+  if (p->n <= 0) { /* an empty frame starts again from zero */
+    memset(p, 0, sizeof(*p));
   } else {
-    neumaier_add(p, -(weight / (k + rank))); /* F6 */
+    exact_add(&p->sum, weight / (k + rank), -1); /* F6 */
   }
 }
 
 static void fuse_result(sqlite3_context *ctx, FuseCtx *p) {
-  if (p == NULL || p->n == 0) sqlite3_result_null(ctx); /* F5 */
-  else sqlite3_result_double(ctx, p->sum + p->comp);
+  if (p == NULL || p->n == 0) {
+    sqlite3_result_null(ctx); /* F5 */
+    return;
+  }
+  double v = exact_value(&p->sum);
+  if (!isfinite(v)) overflow_error(ctx, "rrf_fuse"); /* F4 */
+  else sqlite3_result_double(ctx, v);
 }
 
 void rrf_fuse_value(sqlite3_context *ctx) {
@@ -232,7 +318,8 @@ void rrf_explain_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   p->head++;
 }
 
-/* Append s as a JSON string (quoted, escaped). */
+/* Append s as a JSON string (quoted, escaped). Invalid UTF-8 becomes \ufffd, so
+** the result is valid UTF-8 whatever bytes the TEXT list name holds (F7). */
 static void json_string(sqlite3_str *out, const char *s, int len) {
   static const char hex[] = "0123456789abcdef";
   sqlite3_str_appendchar(out, 1, '"');
@@ -244,8 +331,14 @@ static void json_string(sqlite3_str *out, const char *s, int len) {
     } else if (c < 0x20) {
       char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
       sqlite3_str_appendall(out, esc);
-    } else {
+    } else if (c < 0x80) {
       sqlite3_str_appendchar(out, 1, (char)c);
+    } else {
+      unsigned cp;
+      int n = rrf_utf8_decode((const unsigned char *)s, len, i, &cp);
+      if (n == 1) sqlite3_str_appendall(out, "\\ufffd");
+      else sqlite3_str_append(out, s + i, n);
+      i += n - 1;
     }
   }
   sqlite3_str_appendchar(out, 1, '"');
@@ -259,6 +352,12 @@ static void json_number(sqlite3_str *out, double v) {
   }
 }
 
+/* A finite double for JSON: 15 significant digits, or 17 where 15 would round
+** past DBL_MAX (a JSON reader would get Inf). */
+static void json_real(sqlite3_str *out, double v) {
+  sqlite3_str_appendf(out, fabs(v) >= 1.797693134862315e308 ? "%!.17g" : "%!.15g", v);
+}
+
 static void explain_result(sqlite3_context *ctx, ExplainCtx *p) {
   if (p == NULL || p->head >= p->n) {
     sqlite3_result_null(ctx); /* F5 */
@@ -267,13 +366,26 @@ static void explain_result(sqlite3_context *ctx, ExplainCtx *p) {
   sqlite3_int64 m = p->n - p->head;
   /* F7: merge rows of the same list; `first` marks each list's first row. */
   char *done = sqlite3_malloc64((sqlite3_uint64)m);
-  sqlite3_str *out = sqlite3_str_new(sqlite3_context_db_handle(ctx));
+  sqlite3_str *out = sqlite3_str_new(NULL); /* no db: rrf_result_str checks the limit (F7) */
   if (done == NULL) {
     sqlite3_free(sqlite3_str_finish(out));
     sqlite3_result_error_nomem(ctx);
     return;
   }
   memset(done, 0, (size_t)m);
+  /* F4: the total, exact as rrf_fuse's, must not overflow. */
+  ExactSum total;
+  memset(&total, 0, sizeof total);
+  for (sqlite3_int64 i = 0; i < m; i++) {
+    const ExplainRow *a = &p->rows[p->head + i];
+    exact_add(&total, a->weight / (a->k + a->rank), 1);
+  }
+  if (!isfinite(exact_value(&total))) {
+    sqlite3_free(done);
+    sqlite3_free(sqlite3_str_finish(out));
+    overflow_error(ctx, "rrf_explain");
+    return;
+  }
   sqlite3_str_appendchar(out, 1, '{');
   int first_key = 1;
   for (sqlite3_int64 i = 0; i < m; i++) {
@@ -292,23 +404,26 @@ static void explain_result(sqlite3_context *ctx, ExplainCtx *p) {
         best_weight = b->weight;
       }
     }
+    if (!isfinite(contribution)) { /* F4 (a rounding away from the total's) */
+      sqlite3_free(done);
+      sqlite3_free(sqlite3_str_finish(out));
+      overflow_error(ctx, "rrf_explain");
+      return;
+    }
     if (!first_key) sqlite3_str_appendchar(out, 1, ',');
     first_key = 0;
     json_string(out, a->list, a->list_len);
     sqlite3_str_appendall(out, ":{\"rank\":");
     json_number(out, best_rank);
-    sqlite3_str_appendf(out, ",\"weight\":%!.15g,\"contribution\":%!.15g}", best_weight,
-                        contribution);
+    sqlite3_str_appendall(out, ",\"weight\":");
+    json_real(out, best_weight);
+    sqlite3_str_appendall(out, ",\"contribution\":");
+    json_real(out, contribution);
+    sqlite3_str_appendchar(out, 1, '}');
   }
   sqlite3_str_appendchar(out, 1, '}');
   sqlite3_free(done);
-  if (sqlite3_str_errcode(out)) {
-    sqlite3_free(sqlite3_str_finish(out));
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  int len = sqlite3_str_length(out);
-  sqlite3_result_text(ctx, sqlite3_str_finish(out), len, sqlite3_free);
+  rrf_result_str(ctx, out, "rrf_explain"); /* F7: past SQLITE_LIMIT_LENGTH, an error */
 }
 
 void rrf_explain_value(sqlite3_context *ctx) {

@@ -52,6 +52,30 @@ const char *rrf_type_name(sqlite3_value *v) {
   }
 }
 
+void rrf_result_str(sqlite3_context *ctx, sqlite3_str *out, const char *fn) {
+  int limit = sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1);
+  int err = sqlite3_str_errcode(out), len = sqlite3_str_length(out);
+  char *s = sqlite3_str_finish(out);
+  /* `out` is made without a db (a db's sqlite3_str stops near its limit, before
+  ** or after it depending on the appends, and sqlite3_result_text past it fails
+  ** with SQLite's generic message): the result's length is checked here. */
+  if (err == SQLITE_TOOBIG || (err == SQLITE_OK && len > limit)) {
+    char *msg = sqlite3_mprintf("%s: the result is longer than SQLITE_LIMIT_LENGTH (%d bytes)",
+                                fn, limit);
+    sqlite3_free(s);
+    sqlite3_result_error(ctx, msg ? msg : fn, -1);
+    sqlite3_result_error_code(ctx, SQLITE_TOOBIG); /* keeps the message */
+    sqlite3_free(msg);
+  } else if (err != SQLITE_OK) {
+    sqlite3_free(s);
+    sqlite3_result_error_nomem(ctx);
+  } else if (s == NULL) {
+    sqlite3_result_text(ctx, "", 0, SQLITE_STATIC); /* an empty sqlite3_str */
+  } else {
+    sqlite3_result_text(ctx, s, len, sqlite3_free);
+  }
+}
+
 // rrf_version(): the package version, e.g. '0.1.0'.
 static void rrf_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
@@ -88,9 +112,16 @@ static void choose_simd(void) {
   else if (strcmp(want, "neon") == 0) path = RRF_SIMD_NEON;
   else path = -3;
   if (path == -3 || rrf_simd_select(path) < 0) {
+    /* Echo at most 40 bytes of the value, printable ASCII only, so that
+    ** rrf_debug() stays valid UTF-8 whatever the environment holds. */
+    char shown[41];
+    size_t i = 0;
+    for (; want[i] && i < sizeof shown - 1; i++)
+      shown[i] = (want[i] >= 0x20 && want[i] < 0x7f) ? want[i] : '?';
+    shown[i] = 0;
     rrf_simd_select(RRF_SIMD_AUTO);
     sqlite3_snprintf((int)sizeof g_simd_note, g_simd_note,
-                     "\nsimd_note: SQLITE_RRF_SIMD=%.40s is not available here", want);
+                     "\nsimd_note: SQLITE_RRF_SIMD=%s is not available here", shown);
   }
 }
 

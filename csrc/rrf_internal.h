@@ -24,6 +24,14 @@ void rrf_explain_final(sqlite3_context *ctx);
 
 void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
+/* Decode the UTF-8 sequence at s[i] (of len bytes) into *cp; returns its length,
+** or 1 with *cp = 0xFFFD for an invalid, overlong or truncated one (fts5q.c). */
+int rrf_utf8_decode(const unsigned char *s, int len, int i, unsigned *cp);
+
+/* Finish `out` and make it fn's TEXT result; past the connection's
+** SQLITE_LIMIT_LENGTH, SQLITE_TOOBIG with a message naming fn (rrf.c). */
+void rrf_result_str(sqlite3_context *ctx, sqlite3_str *out, const char *fn);
+
 /* "NULL", "INTEGER", "REAL", "TEXT" or "BLOB". */
 const char *rrf_type_name(sqlite3_value *v);
 

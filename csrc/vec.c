@@ -47,8 +47,8 @@ static int json_number(const unsigned char *s, size_t len, size_t *pos, double *
   size_t i = *pos;
   int neg = 0, digits = 0, exp_neg = 0;
   uint64_t mant = 0;
-  int dropped = 0; /* decimal exponent adjustment from digits beyond 19 */
-  long exp10 = 0;
+  long long dropped = 0; /* decimal exponent adjustment from digits beyond 19 */
+  long long exp10 = 0;
   if (i < len && s[i] == '-') {
     neg = 1;
     i++;
@@ -85,14 +85,16 @@ static int json_number(const unsigned char *s, size_t len, size_t *pos, double *
     i++;
     if (i < len && (s[i] == '+' || s[i] == '-')) exp_neg = (s[i++] == '-');
     while (i < len && s[i] >= '0' && s[i] <= '9') {
-      if (exp10 < 100000) exp10 = exp10 * 10 + (s[i] - '0');
+      /* Past 1e12 the value is 0 or Inf whatever the digits (len < 2^31), but
+      ** below it the exponent must be exact: it offsets `dropped`. */
+      if (exp10 < 1000000000000LL) exp10 = exp10 * 10 + (s[i] - '0');
       i++;
       ed++;
     }
     if (ed == 0) return 1;
   }
   (void)digits;
-  long e = (exp_neg ? -exp10 : exp10) + dropped;
+  long long e = (exp_neg ? -exp10 : exp10) + dropped;
   double v = (double)mant;
   if (mant != 0) {
     /* Scale in steps of at most 1e22 (exact powers); |e| is bounded so the
