@@ -77,7 +77,8 @@ asan-test: build asan ## run the test suite against the ASan/UBSan build of the 
 	SQLITE_RRF_LOADABLE=$(CURDIR)/build/asan/rrf \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	$(PY) -m pytest -q -p no:cacheprovider -m "not embed"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not embed" \
+	  -k "not test_path_prints_the_loadable_path and not test_console_sessions_replay"
 
 # Further targets (fuzz, soak, crash, wheel, …) live in mk/*.mk, one file per concern.
 include $(sort $(wildcard mk/*.mk))

@@ -103,8 +103,8 @@ static int fuse_args(sqlite3_context *ctx, const char *fn, int argc, sqlite3_val
 /* A fixed-point number wide enough for any sum of doubles: limb i holds bits
 ** 32i .. 32i+31 above 2^-1074 (the smallest subnormal), so every finite double
 ** is an exact integer multiple of bit 0 and needs bits up to 2098; the two
-** limbs above that are headroom. Limbs are signed and absorb up to 2^30 adds
-** before their carries are propagated. Adding and removing the same values
+** limbs above that are headroom. Limbs are signed and absorb 2^28 adds (each
+** under 2^34) before their carries are propagated. Adding and removing the same values
 ** leaves exactly what was there: a sliding frame never drifts, whatever the
 ** magnitudes (a compensated double sum loses a small term next to a 1e32x
 ** larger one that later leaves the frame). */
@@ -148,7 +148,7 @@ static void exact_add(ExactSum *a, double x, int sign) {
   a->limb[lo] += sign * (sqlite3_int64)(a0 & EXACT_MASK);
   a->limb[lo + 1] += sign * (sqlite3_int64)((a0 >> 32) + (a1 & EXACT_MASK));
   a->limb[lo + 2] += sign * (sqlite3_int64)(a1 >> 32);
-  if (++a->adds >= (1 << 30)) exact_normalize(a);
+  if (++a->adds >= (1 << 28)) exact_normalize(a); /* each add < 2^34 a limb */
 }
 
 /* The sum, correctly rounded (Inf when it overflows a double). */
