@@ -36,6 +36,7 @@ def data_path(name: str) -> str:
     return os.path.join(_HERE, "data", name)
 
 
+@lru_cache(maxsize=None)
 def recall_statement(pool: str = "recent") -> str:
     """The recall statement; for ``pool='knn'`` its pool CTE is replaced by the
     sqlite-vec KNN pool of ``sql/pool_knn.sql`` (one source for both forms)."""
