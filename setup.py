@@ -149,6 +149,7 @@ loadable = Extension(
         "csrc/vec.c",
         "csrc/fuse.c",
         "csrc/fts5q.c",
+        "csrc/bm25.c",
         "csrc/kernels.c",
     ],
     include_dirs=["csrc", *SQLITE_INCLUDE],

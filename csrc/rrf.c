@@ -5,7 +5,8 @@
 **   vec_cosine(a, b)                         vec.c
 **   rrf_fuse(rank [, weight [, k]])          fuse.c   aggregate + window
 **   rrf_explain(list, rank [, weight [, k]]) fuse.c   aggregate + window
-**   fts5_query(text [, mode])                fts5q.c
+**   fts5_query(text [, mode [, stopwords [, tokenize]]])  fts5q.c
+**   rrf_bm25(fts_table, n [, weight...])     bm25.c   FTS5 auxiliary function
 **   rrf_version(), rrf_debug()               here
 **
 ** It is the only exported symbol; nothing here refers to Python, so the same
@@ -134,7 +135,8 @@ static const struct {
   xfunc fn;
 } kScalars[] = {
     {"vec_cosine", 2, rrf_vec_cosine}, {"fts5_query", 1, rrf_fts5_query},
-    {"fts5_query", 2, rrf_fts5_query}, {"rrf_version", 0, rrf_version},
+    {"fts5_query", 2, rrf_fts5_query}, {"fts5_query", 3, rrf_fts5_query},
+    {"fts5_query", 4, rrf_fts5_query}, {"rrf_version", 0, rrf_version},
     {"rrf_debug", 0, rrf_debug},
 };
 
@@ -192,5 +194,6 @@ int sqlite3_rrf_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *p
       return rc;
     }
   }
-  return SQLITE_OK;
+  /* FTS5 auxiliary functions (bm25.c); a SQLite without FTS5 loads without them */
+  return rrf_bm25_register(db, pzErrMsg);
 }

@@ -24,6 +24,10 @@ void rrf_explain_final(sqlite3_context *ctx);
 
 void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
+/* Registers the FTS5 auxiliary function rrf_bm25 when the connection has FTS5
+** (bm25.c); SQLITE_OK without doing anything when it has not. */
+int rrf_bm25_register(sqlite3 *db, char **pzErrMsg);
+
 /* Decode the UTF-8 sequence at s[i] (of len bytes) into *cp; returns its length,
 ** or 1 with *cp = 0xFFFD for an invalid, overlong or truncated one (fts5q.c). */
 int rrf_utf8_decode(const unsigned char *s, int len, int i, unsigned *cp);
