@@ -1,10 +1,19 @@
 /*
-** fuzz_fts5q: fts5_query(text [, mode]) and FTS5 MATCH of what it returns
-** (csrc/fts5q.c; requirements Q1..Q7).
+** fuzz_fts5q: fts5_query(text [, mode [, stopwords [, tokenize]]]) and FTS5 MATCH
+** of what it returns (csrc/fts5q.c; requirements Q1..Q13).
 **
 ** Input: byte 0 picks the type of `text` (TEXT of the raw bytes — invalid UTF-8
 ** and NULs included — INTEGER, REAL, BLOB, NULL), byte 1 the mode (none, 'or',
 ** 'and', 'AND', 'Or', NULL, raw text, INTEGER, BLOB), the rest is the text.
+** If the rest holds a 0x1F byte, the text ends there and what follows is
+**   S stopwords [0x1F tokenize]
+** where the selector byte S picks the stopwords/tokenize arguments (see
+** `Extra`): NULL or whitespace stopwords (the output must equal the 2-argument
+** one, whatever the tokenize text), raw stopwords with a built-in spec (the
+** output must equal a re-implementation of Q10..Q12 on the harness's own FTS5
+** tokenizer instances), raw stopwords and a raw tokenize spec (grammar, MATCH,
+** errors name the function), non-TEXT stopwords or tokenize (exact errors).
+** Without a 0x1F byte the call has two arguments, as before.
 **
 ** Checked: NULL -> NULL; a BLOB text or a bad mode -> the exact error (Q6); else
 ** the result is '""' or '"tok"' joined by " OR " / " AND " (Q1, Q5) with tokens
@@ -12,13 +21,26 @@
 ** ASCII-case-insensitively (Q4), at most 1000 (Q7), and cover every ASCII word
 ** of the text when fewer than 1000; the result, in both modes, MATCHes four FTS5
 ** tables (unicode61, porter, ascii, trigram tokenizers) without an error, and
-** the AND query never matches more rows than the OR query.
+** the AND query never matches more rows than the OR query. With stopwords the
+** two modes keep the same tokens, a subsequence of the unpruned ones.
 */
 #include "fuzz_common.h"
 
 static sqlite3 *g_db;
-static sqlite3_stmt *g_match[4], *g_inline, *g_call1, *g_call2;
+static sqlite3_stmt *g_match[4], *g_inline, *g_call[5];
 static const char *const kTables[4] = {"docs", "docs_porter", "docs_ascii", "docs_tri"};
+
+/* Tokenize specs with the words FTS5's own parser would give, for the oracle. */
+#define NSPECS 8
+static const char *const kSpecs[NSPECS] = {
+    "unicode61", "porter unicode61", "trigram", "ascii", "unicode61 remove_diacritics 2",
+    "unicode61 separators 'x'", "'porter' \"ascii\"", "trigram case_sensitive 1"};
+static const char *kSpecArgs[NSPECS][4] = {
+    {"unicode61"}, {"porter", "unicode61"}, {"trigram"}, {"ascii"},
+    {"unicode61", "remove_diacritics", "2"}, {"unicode61", "separators", "x"},
+    {"porter", "ascii"}, {"trigram", "case_sensitive", "1"}};
+static fts5_tokenizer g_tk[NSPECS];
+static Fts5Tokenizer *g_tok[NSPECS];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
@@ -44,8 +66,27 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   }
   g_inline = fz_prepare(g_db, "SELECT count(*) FROM docs WHERE docs MATCH fts5_query(?1, ?2)");
   /* Prepared once: a lowered SQLITE_LIMIT_LENGTH also bounds the SQL text. */
-  g_call1 = fz_prepare(g_db, "SELECT fts5_query(?1)");
-  g_call2 = fz_prepare(g_db, "SELECT fts5_query(?1, ?2)");
+  g_call[1] = fz_prepare(g_db, "SELECT fts5_query(?1)");
+  g_call[2] = fz_prepare(g_db, "SELECT fts5_query(?1, ?2)");
+  g_call[3] = fz_prepare(g_db, "SELECT fts5_query(?1, ?2, ?3)");
+  g_call[4] = fz_prepare(g_db, "SELECT fts5_query(?1, ?2, ?3, ?4)");
+
+  /* The harness's own tokenizers (the oracle of Q10). */
+  fts5_api *api = NULL;
+  sqlite3_stmt *st = fz_prepare(g_db, "SELECT fts5(?1)");
+  sqlite3_bind_pointer(st, 1, (void *)&api, "fts5_api_ptr", NULL);
+  sqlite3_step(st);
+  sqlite3_finalize(st);
+  FZ_CHECK(api != NULL, "no FTS5");
+  for (int k = 0; k < NSPECS; k++) {
+    void *user = NULL;
+    int nargs = 0;
+    while (nargs < 4 && kSpecArgs[k][nargs]) nargs++;
+    FZ_CHECK(api->xFindTokenizer(api, kSpecArgs[k][0], &user, &g_tk[k]) == SQLITE_OK, "find %s",
+             kSpecs[k]);
+    FZ_CHECK(g_tk[k].xCreate(user, kSpecArgs[k] + 1, nargs - 1, &g_tok[k]) == SQLITE_OK,
+             "create %s", kSpecs[k]);
+  }
   return 0;
 }
 
@@ -67,21 +108,35 @@ static void bind(sqlite3_stmt *st, int k, const Arg *a) {
   }
 }
 
-/* fts5_query(text [, mode]): 0 with *out (malloc'd, NULL for SQL NULL), or 1
-** with the error message in err. */
-static int call(const Arg *text, const Arg *mode, char **out, int *outn, char *err, size_t cap) {
-  sqlite3_stmt *st = mode->type ? g_call2 : g_call1;
+/* The stopwords and tokenize arguments (type 0: absent). */
+typedef struct Extra {
+  Arg stop, tok;
+} Extra;
+
+/* fts5_query(text [, mode [, stopwords [, tokenize]]]): 0 with *out (malloc'd,
+** NULL for SQL NULL), or 1 with the error message in err. */
+static int call(const Arg *text, const Arg *mode, const Extra *ex, char **out, int *outn,
+                char *err, size_t cap) {
+  static const Arg kNull = {SQLITE_NULL, 0, 0, NULL, 0};
+  int nargs = ex && ex->tok.type ? 4 : ex && ex->stop.type ? 3 : mode->type ? 2 : 1;
+  sqlite3_stmt *st = g_call[nargs];
   bind(st, 1, text);
-  if (mode->type) bind(st, 2, mode);
+  if (nargs >= 2) bind(st, 2, mode->type ? mode : &kNull);
+  if (nargs >= 3) bind(st, 3, ex->stop.type ? &ex->stop : &kNull);
+  if (nargs >= 4) bind(st, 4, &ex->tok);
   int rc = sqlite3_step(st);
   if (getenv("FUZZ_VERBOSE"))
-    fprintf(stderr, "fts5_query(%d bytes, mode type %d) under limit %d: rc %d %s\n", text->n,
-            mode->type, sqlite3_limit(g_db, SQLITE_LIMIT_LENGTH, -1), rc,
+    fprintf(stderr, "fts5_query(%d bytes, mode type %d, %d args) under limit %d: rc %d %s\n",
+            text->n, mode->type, nargs, sqlite3_limit(g_db, SQLITE_LIMIT_LENGTH, -1), rc,
             rc == SQLITE_ROW ? "" : sqlite3_errmsg(g_db));
   *out = NULL;
   *outn = 0;
   if (rc != SQLITE_ROW) {
-    fz_expect_named_error(g_db, rc, "fts5_query", NULL);
+    const char *msg = sqlite3_errmsg(g_db);
+    if (strncmp(msg, "fts5_query: ", 12) == 0) /* may quote a spec holding "unknown error" */
+      FZ_CHECK(rc == SQLITE_ERROR || rc == SQLITE_TOOBIG, "step returned %d (%s)", rc, msg);
+    else
+      fz_expect_named_error(g_db, rc, "fts5_query", NULL);
     snprintf(err, cap, "%s", sqlite3_errmsg(g_db));
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -176,6 +231,65 @@ static int match_count(int t, const char *e, int n) {
   return c;
 }
 
+static int is_space(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* Q8: is t[0..n) one of the whitespace-separated terms of the stopwords? */
+static int in_stopwords(const Arg *stop, const char *t, int n) {
+  const unsigned char *s = stop->p;
+  for (int i = 0; i < stop->n;) {
+    while (i < stop->n && is_space(s[i])) i++;
+    int st = i;
+    while (i < stop->n && !is_space(s[i])) i++;
+    if (i > st && i - st == n && memcmp(s + st, t, (size_t)n) == 0) return 1;
+  }
+  return 0;
+}
+
+static int has_stopword(const Arg *stop) {
+  for (int i = 0; i < stop->n; i++)
+    if (!is_space(((const unsigned char *)stop->p)[i])) return 1;
+  return 0;
+}
+
+typedef struct Oracle {
+  const Arg *stop;
+  int nterm, first_stop;
+} Oracle;
+
+static int oracle_cb(void *p, int tflags, const char *t, int n, int s, int e) {
+  Oracle *o = p;
+  (void)tflags;
+  (void)s;
+  (void)e;
+  if (o->nterm++ == 0) o->first_stop = in_stopwords(o->stop, t, n);
+  return SQLITE_OK;
+}
+
+/* Q10: the token is dropped under spec k. */
+static int oracle_drops(int k, const Arg *stop, const Tok *t) {
+  Oracle o = {stop, 0, 0};
+  int rc = g_tk[k].xTokenize(g_tok[k], &o, FTS5_TOKENIZE_QUERY, t->p, t->n, oracle_cb);
+  FZ_CHECK(rc == SQLITE_OK, "oracle tokenizer %s failed: %d", kSpecs[k], rc);
+  return o.nterm == 1 && o.first_stop;
+}
+
+/* Q10..Q12: the pruned tokens (toks, nt) against the unpruned ones (all, na < 1000). */
+static void check_pruning(int k, const Arg *stop, const Tok *all, int na, const Tok *toks,
+                          int nt, const char *e) {
+  int nkept = 0, j = 0;
+  for (int i = 0; i < na; i++) nkept += !oracle_drops(k, stop, &all[i]);
+  for (int i = 0; i < na; i++) {
+    if (nkept > 0 && oracle_drops(k, stop, &all[i])) continue; /* Q11: none dropped */
+    FZ_CHECK(j < nt && toks[j].n == all[i].n && memcmp(toks[j].p, all[i].p, (size_t)all[i].n) == 0,
+             "Q10 (%s): token %d '%.*s' of the unpruned query is not the next kept one in %s",
+             kSpecs[k], i, all[i].n, all[i].p, e);
+    j++;
+  }
+  FZ_CHECK(j == nt, "Q10 (%s): %d tokens kept, expected %d: %s", kSpecs[k], nt, j, e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Fz f = {data, size};
   if (size < 2) return 0;
@@ -183,6 +297,80 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n;
   const uint8_t *rest = fz_take(&f, f.n, &n);
   Arg text = {SQLITE_TEXT, 0, 0, rest, (int)n}, mode = {0, 0, 0, NULL, 0};
+
+  /* text 0x1F S stopwords [0x1F tokenize]: the stopwords and tokenize arguments. */
+  Extra ex = {{0, 0, 0, NULL, 0}, {0, 0, 0, NULL, 0}};
+  Extra *exargs = NULL; /* NULL: two arguments, as before */
+  int spec = -1;          /* the oracle's spec, or -1 */
+  int stop_err = 0;       /* 1: stopwords of a wrong type; 2: tokenize of a wrong type */
+  int same_as_plain = 0;  /* Q8: the output is the two-argument one */
+  const char *kTypes[3] = {"BLOB", "INTEGER", "REAL"};
+  int bad_type = 0;
+  const uint8_t *sep = n ? memchr(rest, 0x1F, n) : NULL;
+  if (sep != NULL && sep + 1 < rest + n) {
+    size_t tn = (size_t)(sep - rest);
+    uint8_t sel = sep[1];
+    const uint8_t *sw = sep + 2, *end = rest + n;
+    const uint8_t *sep2 = memchr(sw, 0x1F, (size_t)(end - sw));
+    Arg stop = {SQLITE_TEXT, 0, 0, sw, (int)((sep2 ? sep2 : end) - sw)};
+    Arg tokz = {0, 0, 0, NULL, 0};
+    if (sep2) tokz = (Arg){SQLITE_TEXT, 0, 0, sep2 + 1, (int)(end - sep2 - 1)};
+    text.n = (int)tn;
+    n = tn;
+    exargs = &ex;
+    bad_type = (sel >> 3) % 3;
+    switch (sel % 8) {
+    case 0: /* NULL stopwords, three arguments */
+      ex.stop.type = SQLITE_NULL;
+      same_as_plain = 1;
+      break;
+    case 1: { /* whitespace stopwords: the tokenize text is never looked at */
+      static const char *const kBlank[4] = {"", " ", "\t\n\v\f\r ", "   "};
+      ex.stop = (Arg){SQLITE_TEXT, 0, 0, kBlank[(sel >> 3) % 4], (int)strlen(kBlank[(sel >> 3) % 4])};
+      ex.tok = tokz.type ? tokz : (Arg){SQLITE_NULL, 0, 0, NULL, 0};
+      same_as_plain = 1;
+      break;
+    }
+    case 2: /* the default tokenizer, three arguments */
+      ex.stop = stop;
+      spec = 0;
+      break;
+    case 3: /* a built-in spec */
+      ex.stop = stop;
+      spec = (sel >> 3) % NSPECS;
+      ex.tok = (Arg){SQLITE_TEXT, 0, 0, kSpecs[spec], (int)strlen(kSpecs[spec])};
+      break;
+    case 4: /* a raw spec */
+      ex.stop = stop;
+      ex.tok = tokz.type ? tokz : (Arg){SQLITE_TEXT, 0, 0, "", 0};
+      break;
+    case 5: /* stopwords of a wrong type */
+      ex.stop = stop;
+      ex.stop.type = bad_type == 0 ? SQLITE_BLOB : bad_type == 1 ? SQLITE_INTEGER : SQLITE_FLOAT;
+      ex.stop.i = 7;
+      ex.stop.d = 0.25;
+      if (tokz.type) ex.tok = tokz;
+      stop_err = 1;
+      break;
+    case 6: /* tokenize of a wrong type */
+      ex.stop = stop;
+      ex.tok = tokz.type ? tokz : (Arg){SQLITE_TEXT, 0, 0, "porter", 6};
+      ex.tok.type = bad_type == 0 ? SQLITE_BLOB : bad_type == 1 ? SQLITE_INTEGER : SQLITE_FLOAT;
+      ex.tok.i = 3;
+      ex.tok.d = 1.5;
+      stop_err = 2;
+      break;
+    default: /* NULL tokenize: the default tokenizer */
+      ex.stop = stop;
+      ex.tok = (Arg){SQLITE_NULL, 0, 0, NULL, 0};
+      spec = 0;
+      break;
+    }
+    if (!stop_err && ex.stop.type == SQLITE_TEXT && !has_stopword(&ex.stop)) {
+      same_as_plain = 1; /* Q8: no stopword at all */
+      spec = -1;
+    }
+  }
   static const char *const kModes[] = {"or", "and", "AND", "Or"};
   int mode_ok = 1, is_and = 0;
   switch (tk % 12) {
@@ -237,11 +425,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ** an error message longer than the limit (the error then has no text). */
   int limit = (tk & 0x80) && text.type == SQLITE_TEXT ? (int)n + 8 * (mk & 0x0f) + 32 : 0;
   if (limit && limit < 128) limit = 128;
+  /* Never below an argument's length either: binding it would fail (SQLITE_TOOBIG)
+  ** and leave the parameter NULL. */
+  if (limit && exargs && limit < ex.stop.n) limit = ex.stop.n;
+  if (limit && exargs && limit < ex.tok.n) limit = ex.tok.n;
   int old_limit = sqlite3_limit(g_db, SQLITE_LIMIT_LENGTH, -1);
   if (limit) sqlite3_limit(g_db, SQLITE_LIMIT_LENGTH, limit);
   char *out = NULL, err[512];
   int outn = 0;
-  int rc = call(&text, &mode, &out, &outn, err, sizeof err);
+  int rc = call(&text, &mode, exargs, &out, &outn, err, sizeof err);
   sqlite3_limit(g_db, SQLITE_LIMIT_LENGTH, old_limit);
   if (rc && limit && strstr(err, "fts5_query: the result is longer than SQLITE_LIMIT_LENGTH"))
     return 0;
@@ -261,19 +453,53 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(out);
     return 0;
   }
+  if (stop_err) { /* Q8, Q9 */
+    char want[128];
+    snprintf(want, sizeof want, "fts5_query: %s must be TEXT or NULL, got %s",
+             stop_err == 1 ? "stopwords" : "tokenize", kTypes[bad_type]);
+    FZ_CHECK(rc == 1 && strcmp(err, want) == 0, "Q8/Q9: wanted '%s', got %s", want,
+             rc ? err : out);
+    free(out);
+    return 0;
+  }
+  if (rc && exargs && !same_as_plain && spec < 0) { /* a raw spec may be refused (Q9) */
+    FZ_CHECK(strncmp(err, "fts5_query: ", 12) == 0, "Q9: %s", err);
+    free(out);
+    return 0;
+  }
   FZ_CHECK(rc == 0 && out != NULL, "fts5_query failed: %s", rc ? err : "NULL");
 
   Tok *toks = malloc(sizeof(Tok) * 1001);
   FZ_CHECK(toks, "malloc");
   int nt = check_expr(out, outn, is_and ? " AND " : " OR ", toks);
-  if (text.type == SQLITE_TEXT && nt < 1000) check_coverage(rest, (int)n, toks, nt);
+  int pruning = exargs && !same_as_plain;
+  if (text.type == SQLITE_TEXT && nt < 1000 && !pruning) check_coverage(rest, (int)n, toks, nt);
+  if (exargs) { /* Q8: against the two-argument call, without a lowered limit */
+    char *plain = NULL;
+    int plainn = 0;
+    FZ_CHECK(call(&text, &mode, NULL, &plain, &plainn, err, sizeof err) == 0 && plain,
+             "the two-argument call failed: %s", err);
+    if (same_as_plain) {
+      FZ_CHECK(plainn == outn && memcmp(plain, out, (size_t)outn) == 0,
+               "Q8: without stopwords %s, with %s", plain, out);
+    } else {
+      Tok *all = malloc(sizeof(Tok) * 1001);
+      FZ_CHECK(all, "malloc");
+      int na = check_expr(plain, plainn, is_and ? " AND " : " OR ", all);
+      if (spec >= 0 && na < 1000) check_pruning(spec, &ex.stop, all, na, toks, nt, out);
+      /* Q11: nothing at all is left out only when everything would be */
+      FZ_CHECK(nt > 0 || na == 0, "Q11: no token left of %d: %s", na, out);
+      free(all);
+    }
+    free(plain);
+  }
 
   /* The same tokens in the other mode; both MATCH every table (Q2, Q3). */
   Arg other = {SQLITE_TEXT, 0, 0, is_and ? "or" : "and", is_and ? 2 : 3};
   char *out2 = NULL;
   int out2n = 0;
   if (limit) sqlite3_limit(g_db, SQLITE_LIMIT_LENGTH, limit);
-  rc = call(&text, &other, &out2, &out2n, err, sizeof err);
+  rc = call(&text, &other, exargs, &out2, &out2n, err, sizeof err);
   sqlite3_limit(g_db, SQLITE_LIMIT_LENGTH, old_limit);
   if (rc && limit && strstr(err, "fts5_query: the result is longer than SQLITE_LIMIT_LENGTH")) {
     free(toks);
