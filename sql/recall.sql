@@ -42,13 +42,22 @@ params AS (
          coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 ),
 -- 1. Full-text hits over ALL episodes, best bm25 first (FTS5's bm25 is negative:
---    lower is better). Raw text goes through fts5_query, so it never fails.
+--    lower is better). Raw text goes through fts5_query, so it never fails; it
+--    drops the stopwords, terms found in half the episodes (sql/stopwords.sql),
+--    which weigh nothing in bm25 but match nearly every row. rrf_bm25 is FTS5's
+--    bm25, computed exactly for every row that can still make the top :bm25_limit.
 bm25 AS MATERIALIZED (
   SELECT rowid, bm25_score,
          dense_rank() OVER (ORDER BY bm25_score) AS bm25_rank
-  FROM (SELECT rowid, bm25(episodes_fts) AS bm25_score
+  FROM (SELECT rowid,
+               rrf_bm25(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params))
+                 AS bm25_score
         FROM episodes_fts
-        WHERE episodes_fts MATCH coalesce(fts5_query(:query), '""')
+        WHERE episodes_fts MATCH coalesce(
+                fts5_query(:query, 'or',
+                           (SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'),
+                           'porter unicode61'),
+                '""')
         ORDER BY bm25_score, rowid
         LIMIT (SELECT bm25_limit FROM params))
 ),

@@ -1,6 +1,6 @@
 """The ``sqlite-rrf`` command line (also ``python -m sqlite_rrf``).
 
-Commands: ``init``, ``import``, ``add``, ``recall``, ``stats``, ``path``, ``sql``,
+Commands: ``init``, ``import``, ``add``, ``recall``, ``stats``, ``stopwords``, ``path``, ``sql``,
 ``demo``. Every command that embeds takes ``--model PATH`` (or ``SQLITE_RRF_MODEL``),
 defaulting to ``../shared/models/all-MiniLM-L6-v2-f16.gguf`` when present.
 """
@@ -223,6 +223,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stopwords(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    if not os.path.exists(args.db):
+        raise CliError(f"{args.db}: no such database")
+    with Store(args.db) as store:
+        words = store.refresh_stopwords()
+        n = store.meta("bm25_stopwords_rows")
+    if args.json:
+        print(json.dumps({"episodes": n, "bm25_stopwords": words}))
+    elif words:
+        print(f"{len(words)} BM25 stopwords (terms in at least half of {n:,} episodes): "
+              + " ".join(words))
+    else:
+        print(f"no BM25 stopwords ({n:,} episodes"
+              + ("; there are none below 1,000)" if n < 1000 else ")"))
+    return 0
+
+
 def cmd_path(args: argparse.Namespace) -> int:
     print(loadable_path())
     return 0
@@ -362,6 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("db")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("stopwords", help="recompute and print the BM25 stopwords (terms in "
+                       "at least half of the episodes, dropped from queries)")
+    p.add_argument("db")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stopwords)
 
     p = sub.add_parser("path", help="print the loadable extension's path (for .load)")
     p.set_defaults(func=cmd_path)

@@ -185,6 +185,8 @@ class Store:
         self.embedder = embedder
         self._last_qvec: Optional[np.ndarray] = None
         self._pending_dim: Optional[int] = None
+        self._writes = 0          # episodes written since the stopwords were checked
+        self._check_due = 0       # check at the first write
         self.conn = apsw.Connection(self.path)
         try:
             self.conn.set_busy_timeout(busy_timeout_ms)
@@ -426,6 +428,45 @@ class Store:
                 raise StoreError(f"id: an episode with this id already exists ({e}); "
                                  "replace=True (or upsert()) replaces it") from None
             raise
+        self._wrote(len(rows))
+
+    # ---- BM25 stopwords (sql/stopwords.sql) ----
+
+    #: The stopwords are recomputed when the episode count has moved by this share
+    #: since they were last computed.
+    STOPWORDS_DRIFT = 0.10
+
+    @property
+    def stopwords(self) -> List[str]:
+        """The terms the recall statement drops from queries: indexed terms (porter
+        stems) found in at least half of the episodes, as last computed. Empty below
+        1,000 episodes."""
+        return str(self.meta("bm25_stopwords") or "").split()
+
+    def refresh_stopwords(self, min_rows: Optional[int] = None) -> List[str]:
+        """Recompute the BM25 stopwords now (``sql/stopwords.sql``; one statement,
+        so it is atomic) and return them. The store does this by itself after writes
+        that move the episode count by :attr:`STOPWORDS_DRIFT`; ``min_rows``
+        (default 1,000) is the count below which there are none."""
+        self.conn.execute(read_sql("stopwords.sql"), {"min_rows": min_rows})
+        self._writes = 0
+        return self.stopwords
+
+    def _wrote(self, n: int) -> None:
+        """Count ``n`` written or deleted episodes; when enough have been, compare the
+        episode count with the one the stopwords were computed at, and refresh them
+        if it has moved by :attr:`STOPWORDS_DRIFT` (or reached 1,000 without them)."""
+        self._writes += n
+        if self._writes < self._check_due:
+            return
+        count = self.count()
+        seen = self.meta("bm25_stopwords_rows")
+        if ((seen is None and count >= 1000)
+                or (isinstance(seen, int) and abs(count - seen) >= self.STOPWORDS_DRIFT * max(seen, 1000))):
+            self.refresh_stopwords()
+        self._writes = 0
+        # the next check when this process alone could have moved the count enough
+        self._check_due = max(16, int(self.STOPWORDS_DRIFT * max(count, 1000)))
 
     def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
             created_at: Optional[int] = None, accessed_at: Optional[int] = None,
@@ -469,7 +510,10 @@ class Store:
         """Delete the episode ``id``; True if it existed."""
         with self.conn:
             self.conn.execute("DELETE FROM episodes WHERE id = ?", (id,))
-            return self.conn.changes() > 0
+            gone = self.conn.changes() > 0
+        if gone:
+            self._wrote(1)
+        return gone
 
     def get(self, id: str) -> Optional[Episode]:
         """The episode ``id``, or None."""
@@ -642,4 +686,5 @@ class Store:
             "total_accesses": accesses, "by_importance": by_imp,
             "schema_version": current_version(self.conn),
             "size_bytes": page_count * page_size,
+            "bm25_stopwords": self.stopwords,
         }

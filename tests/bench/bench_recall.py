@@ -32,13 +32,17 @@ In one run, for each size N:
        every other parameter NULL = its default; the SELECT only (no touch, no
        transaction). The statement's own default profile is timed too
        (``a:default-profile``), unchecked;
-   (b) the old way in application code: the BM25 query (same ``MATCH fts5_query(...)``,
+   (b) the old way in application code: the BM25 query as an application writes it with
+       FTS5 alone (``MATCH fts5_query(...)``, FTS5's ``bm25()`` on every matching row,
        ``LIMIT 50``), the pool query (200 most recently accessed with embeddings, blobs
        fetched), a fetch of the BM25 hits the pool missed, numpy cosine, Python dense ranks
        and weighted RRF (``math.fsum``) over the four lists with the same weights, the
        importance boost, top 3, then ``id, content`` of the three, in one read transaction;
-   (c) the BM25 query alone (the ``bm25`` CTE's query).
-   The warm-up round's results are CHECKED: (b) against (a) on every query (same ids in
+       (b:ours) the same application code with the product's BM25 query (stopwords dropped,
+       ``rrf_bm25``), which must return exactly (a)'s rows;
+   (c) the BM25 query alone (the ``bm25`` CTE's query: the product's); (c:old) the old
+       way's BM25 query alone.
+   The warm-up round's results are CHECKED: (b:ours) against (a) on every query (same ids in
    the same order, scores, similarities and BM25 scores within 1e-9, same four ranks).
    The child also records SQLite's heap high water (``apsw.memory_high_water``) and
    Python's (``tracemalloc``) for (a), (b), (c), ``EXPLAIN QUERY PLAN`` of (a), and where
@@ -51,8 +55,8 @@ In one run, for each size N:
    vs N, log-log).
 
 ``--variant NAME[,NAME]`` (or ``all``) also times prototype rewrites of the statement
-(``VARIANTS``: the pool CTE before its fix, another pool fix, an explain ablation,
-two cheaper MATCH expressions); a variant with the same semantics is checked against (a), a MATCH variant's
+(``VARIANTS``: the pool CTE before its fix, another pool fix, an explain ablation);
+a variant with the same semantics is checked against (a), a MATCH variant's
 (a') against its own (b'), with its agreement with (a) reported.
 
 Exit status: 0 even when a target is missed (a measurement, not a test); 2 when (b) or a
@@ -86,7 +90,7 @@ except ImportError:  # pragma: no cover - the bench extra installs it
 import sqlite_rrf
 from sqlite_rrf.migrations import available as available_migrations
 from sqlite_rrf.migrations import migrate
-from sqlite_rrf.resources import sql_dir
+from sqlite_rrf.resources import read_sql, sql_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "out")
@@ -110,9 +114,18 @@ CHILD_FLAG = "--_child"
 K, W_BM25, W_VEC, W_RECENCY, W_ACCESS = 60.0, 1.0, 1.0, 0.6, 0.4
 BM25_LIMIT, POOL_SIZE, LIMIT = 50, 200, 3
 
-BM25_SQL = ("SELECT rowid, bm25(episodes_fts) AS bm25_score FROM episodes_fts "
-            "WHERE episodes_fts MATCH coalesce(fts5_query(:query), '\"\"') "
-            "ORDER BY bm25_score, rowid LIMIT :bm25_limit")
+#: The product's BM25 query: the ``bm25`` CTE's inner query -- stopwords dropped by
+#: fts5_query, FTS5's bm25 computed by rrf_bm25 (exact for every row that can make the
+#: top :bm25_limit).
+BM25_SQL = ("SELECT rowid, rrf_bm25(episodes_fts, :bm25_limit) AS bm25_score FROM episodes_fts "
+            "WHERE episodes_fts MATCH coalesce(fts5_query(:query, 'or', "
+            "(SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'), 'porter unicode61'), "
+            "'\"\"') ORDER BY bm25_score, rowid LIMIT :bm25_limit")
+#: The old way's BM25 query, as an application writes it with FTS5 alone: every word
+#: of the query, FTS5's bm25() on every matching row.
+BM25_OLD_SQL = ("SELECT rowid, bm25(episodes_fts) AS bm25_score FROM episodes_fts "
+                "WHERE episodes_fts MATCH coalesce(fts5_query(:query), '\"\"') "
+                "ORDER BY bm25_score, rowid LIMIT :bm25_limit")
 POOL_SQL = ("SELECT rowid, embedding, created_at, access_count, importance FROM episodes "
             "WHERE embedding IS NOT NULL ORDER BY accessed_at DESC, rowid LIMIT :pool_size")
 ROWS_SQL = ("SELECT rowid, embedding, created_at, access_count, importance FROM episodes "
@@ -310,10 +323,14 @@ def build_db(path: str, n: int, seed: int, key: Optional[str] = None) -> dict:
         if n >= 200_000:
             print(f"  build {n:,}: {hi:,} rows, {time.perf_counter() - t0:.0f} s", file=sys.stderr,
                   flush=True)
+    # the BM25 stopwords, as Store computes them after an import
+    conn.execute(read_sql("stopwords.sql"), {"min_rows": None})
     conn.execute("PRAGMA journal_mode = WAL")
     stats = conn.execute(
         "SELECT count(*), avg(length(content)), min(created_at), max(created_at), "
         "avg(access_count), max(access_count), sum(importance = 'high') FROM episodes").fetchall()[0]
+    stopwords = conn.execute(
+        "SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()[0][0]
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     os.replace(tmp, path)
@@ -328,6 +345,7 @@ def build_db(path: str, n: int, seed: int, key: Optional[str] = None) -> dict:
         "avg_words_first_chunk": words / min(n, BUILD_TXN_ROWS),
         "created_span_days": (stats[3] - stats[2]) / 86_400_000, "avg_access_count": stats[4],
         "max_access_count": stats[5], "high_importance": stats[6],
+        "bm25_stopwords": stopwords,
     }
     with open(path + ".json", "w", encoding="utf-8") as f:
         json.dump(info, f, indent=2)
@@ -423,10 +441,13 @@ def bm25_rank_is_dense(sql: str) -> bool:
     raise ValueError("cannot tell how recall.sql ranks the bm25 list; update method_b")
 
 
-def method_b(conn, query: str, qvec: bytes, bm25_sql: str = BM25_SQL,
+def method_b(conn, query: str, qvec: bytes, bm25_sql: str = BM25_OLD_SQL,
              dense_bm25: bool = True) -> List[dict]:
-    """The old design in application code, same semantics as sql/recall.sql (pool 'recent',
-    default parameters), so its results can be checked against (a)."""
+    """The old design in application code: the fusion of sql/recall.sql (pool 'recent',
+    default parameters). With ``bm25_sql=BM25_SQL`` (the product's BM25 query) its results
+    are checked against (a); with the old way's FTS5 query (the default) their agreement
+    with (a) is reported (they differ only where rows matched by stopwords alone reach
+    the BM25 top 50)."""
     conn.execute("BEGIN")  # one snapshot for the four reads, as a correct app would
     try:
         hits = conn.execute(bm25_sql, {"query": query, "bm25_limit": BM25_LIMIT}).fetchall()
@@ -645,13 +666,6 @@ POOL_LIMIT_CTE = """pool AS (
         LIMIT (SELECT CASE pool WHEN 'all' THEN -1 ELSE 0 END FROM params))
 )"""
 
-#: Lucene's default English stop set (33 words).
-STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split())
-
-_QUOTED = re.compile(r'"(?:[^"]|"")*"')
-
 
 class Variant:
     def __init__(self, doc: str, pool_cte: Optional[str] = None, match_fn: Optional[str] = None,
@@ -672,14 +686,6 @@ VARIANTS: Dict[str, Variant] = {
         "ablation, not a proposal: every rrf_explain(...) replaced by NULL -- what explaining "
         "every candidate (not just the :limit returned) costs; checked except for the "
         "explain column", no_explain=True),
-    "dfprune": Variant(
-        "the MATCH expression without the query terms found in at least half of the episodes "
-        "(FTS5's bm25 clamps their IDF to 1e-6: they add ~nothing to any score but cost the "
-        "most to scan); (b') and (c') use the same expression", match_fn="bench_dfprune"),
-    "nostop": Variant(
-        "the MATCH expression without Lucene's 33 English stop words (a Python UDF around "
-        "fts5_query, standing in for an fts5_query option); (b') and (c') use the same "
-        "expression", match_fn="bench_nostop"),
 }
 
 
@@ -730,30 +736,8 @@ def register_variant_functions(conn: "apsw.Connection", names: Sequence[str]) ->
     """The UDFs the variants' MATCH expressions go through; returns facts about them."""
     facts: Dict[str, Any] = {}
 
-    def pruner(drop: Callable[[str], bool]) -> Callable[[Optional[str]], Optional[str]]:
-        def prune(expr: Optional[str]) -> Optional[str]:
-            if expr is None:
-                return None
-            kept = [t for t in _QUOTED.findall(expr) if not drop(t[1:-1].replace('""', '"').lower())]
-            return " OR ".join(kept) if kept else '""'
-        return prune
-
-    if any(VARIANTS[n].match_fn == "bench_nostop" for n in names):
-        conn.create_scalar_function("bench_nostop", pruner(STOPWORDS.__contains__), 1,
-                                    deterministic=True)
-    if any(VARIANTS[n].match_fn == "bench_dfprune" for n in names):
-        t0 = time.perf_counter()
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.bench_vocab "
-                     "USING fts5vocab(main, episodes_fts, row)")
-        n_rows = conn.execute("SELECT count(*) FROM episodes").fetchall()[0][0]
-        # porter leaves these frequent function words unchanged, so the stored term is the
-        # lower-cased query token (a C version would stem through the table's tokenizer)
-        high = {t for (t,) in conn.execute(
-            "SELECT term FROM temp.bench_vocab WHERE 2 * doc >= ?", (n_rows,)).fetchall()}
-        facts["dfprune_terms"] = sorted(high)
-        facts["dfprune_setup_s"] = time.perf_counter() - t0
-        conn.create_scalar_function("bench_dfprune", pruner(high.__contains__), 1,
-                                    deterministic=True)
+    # (the MATCH-expression variants of earlier runs -- stop words, document-frequency
+    # pruning -- are part of the statement now: fts5_query's stopwords argument)
     return facts
 
 
@@ -778,14 +762,19 @@ def child_time(cfg: dict) -> dict:
         "a": lambda q, v: method_a(conn, sql_a, q, v),
         "b": lambda q, v: method_b(conn, q, v, dense_bm25=bm25_dense),
         "c": lambda q, v: method_c(conn, q),
+        # the application-code pipeline with the product's BM25 query (stopwords, rrf_bm25)
+        "b:ours": lambda q, v: method_b(conn, q, v, BM25_SQL, dense_bm25=bm25_dense),
+        # the old way's BM25 query alone
+        "c:old": lambda q, v: method_c(conn, q, BM25_OLD_SQL),
     }
     if "profile" in pnames:  # the statement's own default profile, unchecked
         methods["a:default-profile"] = lambda q, v: method_a(conn, sql_a, q, v, profile=None)
     # the fusion alone: an empty query matches nothing, so no full-text work (pool only)
     methods["a@empty"] = lambda q, v: method_a(conn, sql_a, "", v)
     methods["b@empty"] = lambda q, v: method_b(conn, "", v, dense_bm25=bm25_dense)
-    checks: List[Tuple[str, str]] = [("b", "a"), ("b@empty", "a@empty")]  # must agree
-    agreement: List[Tuple[str, str]] = []  # (variant, original): how often they agree
+    checks: List[Tuple[str, str]] = [("b:ours", "a"), ("b@empty", "a@empty")]  # must agree
+    # (variant, original): how often they agree
+    agreement: List[Tuple[str, str]] = [("b", "a"), ("c:old", "c")]
     variant_sqls: Dict[str, str] = {}
     for v in cfg["variants"]:
         vsql = variant_sql(v, sql_a)
@@ -817,7 +806,7 @@ def child_time(cfg: dict) -> dict:
                 mismatches.setdefault(name, []).append(f"query {qid}: " + "; ".join(diff))
     agree: Dict[str, dict] = {}
     for name, ref in agreement:
-        if name.startswith("a"):
+        if name.startswith(("a", "b")):
             same3 = sum([r["id"] for r in results[name][q]] == [r["id"] for r in results[ref][q]]
                         for q, _, _ in queries)
             same_set = sum({r["id"] for r in results[name][q]} == {r["id"] for r in results[ref][q]}
@@ -880,13 +869,15 @@ def child_time(cfg: dict) -> dict:
                 + "\nSELECT (SELECT count(*) FROM candidates), (SELECT count(*) FROM bm25)")
     counts = [conn.execute(cand_sql, recall_bindings(t, v, names=pnames)).fetchall()[0]
               for _, t, v in queries]
-    matching: Dict[str, List[int]] = {"c": []}
+    matching: Dict[str, List[int]] = {"c": [], "c:old": []}
     for v in cfg["variants"]:
         if VARIANTS[v].match_fn:
             matching["c:" + v] = []
     for _, text, _ in queries:
         for key in matching:
-            fn = "fts5_query(?)" if key == "c" else f"{VARIANTS[key[2:]].match_fn}(fts5_query(?))"
+            fn = ("fts5_query(?, 'or', (SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'), "
+                  "'porter unicode61')" if key == "c" else "fts5_query(?)" if key == "c:old"
+                  else f"{VARIANTS[key[2:]].match_fn}(fts5_query(?))")
             matching[key].append(conn.execute(
                 f"SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH coalesce({fn}, '\"\"')",
                 (text,)).fetchall()[0][0])
@@ -1171,9 +1162,29 @@ def report(result: dict, variants: List[str]) -> None:
             print(f"{r['n']:>9,} {cell('a'):>21} {cell('b'):>21} {cell('c'):>21} "
                   f"{ra['a_over_b']:>5.2f} {ra['b_over_a']:>5.2f} {ra['a_over_c']:>5.2f} "
                   f"{ra['a_minus_c_ms']:>7.2f} {ra['b_minus_c_ms']:>6.2f} {ra['fusion_speedup']:>6.2f}  "
-                  f"{'ok' if 'b' not in r['mismatches'] else 'MISMATCH'}")
-    print("(a-c, b-c: ms each adds to the BM25 query; fusion = (b-c)/(a-c), the speed-up on "
-          "everything but the shared full-text search; check: (b) = (a) on every query)")
+                  f"{'ok' if 'b:ours' not in r['mismatches'] else 'MISMATCH'}")
+    print("(a-c, b-c: ms each adds to the product's BM25 query; fusion = (b-c)/(a-c); "
+          "check: (b:ours) = (a) on every query)")
+    print()
+    print("The BM25 query: the product's (stopwords dropped, rrf_bm25) vs the old way's "
+          "(every word, FTS5's bm25() on every match); median ms, wall")
+    hdr = (f"{'N':>9} {'(c) ours':>9} {'(c:old)':>9} {'old/ours':>8} {'rows ours':>10} "
+           f"{'rows old':>9} {'(b:ours)':>9} {'b:ours/a':>8}  agreement of (b) with (a)")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in results:
+        m, mr, g = r["methods"], r["bm25_matching_rows"], r["agreement"]
+        gb, gc = g.get("b", {}), g.get("c:old", {})
+        print(f"{r['n']:>9,} {m['c']['median_ms']:>9.2f} {m['c:old']['median_ms']:>9.2f} "
+              f"{m['c:old']['median_ms'] / m['c']['median_ms']:>8.2f} {mr['c']['median']:>10,.0f} "
+              f"{mr['c:old']['median']:>9,.0f} {m['b:ours']['median_ms']:>9.2f} "
+              f"{m['b:ours']['median_ms'] / m['a']['median_ms']:>8.2f}  "
+              f"top-3 identical {100 * gb.get('top3_identical', float('nan')):.0f}%, same set "
+              f"{100 * gb.get('top3_same_set', float('nan')):.0f}%; BM25 top-50 overlap "
+              f"{100 * gc.get('bm25_top50_overlap', float('nan')):.0f}%")
+    print("(rows: how many rows the MATCH expression matches, median over the queries; "
+          "stopwords: " + "; ".join(f"N={r['n']:,} '{r['build'].get('bm25_stopwords', '?')}'"
+                                   for r in results) + ")")
     print()
     print("Per query, paired: each query's median over the rounds, then the median over the "
           "queries of the ratios and differences")
