@@ -199,6 +199,8 @@ class Store:
             migrate(self.conn)
             if self.has_knn:
                 self._load_sqlite_vec()
+            if self.meta("bm25_stopwords_rows") is None:
+                self._wrote(0)  # a database from before migration 0003, or still small
             if embedder is not None:
                 self._bind_model(embedder.model_name, int(embedder.dim))
             last = self.meta("last_query_embedding")
