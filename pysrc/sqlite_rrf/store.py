@@ -450,7 +450,16 @@ class Store:
         so it is atomic) and return them. The store does this by itself after writes
         that move the episode count by :attr:`STOPWORDS_DRIFT`; ``min_rows``
         (default 1,000) is the count below which there are none."""
-        self.conn.execute(read_sql("stopwords.sql"), {"min_rows": min_rows})
+        # IMMEDIATE: take the write lock first (the busy timeout applies), so that a
+        # writer in another process cannot make the read-then-write statement fail
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(read_sql("stopwords.sql"), {"min_rows": min_rows})
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if not self.conn.getautocommit():
+                self.conn.execute("ROLLBACK")
+            raise
         self._writes = 0
         return self.stopwords
 
@@ -461,11 +470,18 @@ class Store:
         self._writes += n
         if self._writes < self._check_due:
             return
-        count = self.count()
-        seen = self.meta("bm25_stopwords_rows")
-        if ((seen is None and count >= 1000)
-                or (isinstance(seen, int) and abs(count - seen) >= self.STOPWORDS_DRIFT * max(seen, 1000))):
-            self.refresh_stopwords()
+        try:
+            count = self.count()
+            seen = self.meta("bm25_stopwords_rows")
+            if ((seen is None and count >= 1000)
+                    or (isinstance(seen, int)
+                        and abs(count - seen) >= self.STOPWORDS_DRIFT * max(seen, 1000))):
+                self.refresh_stopwords()
+        except apsw.Error:
+            # The caller's write has committed; the stopwords only make search faster
+            # (e.g. another process held the lock past the busy timeout): retry at the
+            # next write rather than fail this one.
+            return
         self._writes = 0
         # the next check when this process alone could have moved the count enough
         self._check_due = max(16, int(self.STOPWORDS_DRIFT * max(count, 1000)))
