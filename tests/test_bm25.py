@@ -552,28 +552,15 @@ def test_B1_B4_sqlite3_shell_loads_and_agrees_with_bm25(tmp_path):
 
 # ---------------------------------------------------------------- the recall benchmark database
 
-BENCH_DB = os.path.join(HERE, "bench", "out", "cache", "recall_100000_d1_s20240607_0f45392528.db")
-SCIFACT = os.environ.get("SQLITE_RRF_SCIFACT",
-                         os.path.normpath(os.path.join(HERE, "..", "..", "shared", "data", "scifact")))
+from bench import bench_recall as br  # noqa: E402  (tests/ is on sys.path)
+
+BENCH_DB = br.db_path(os.path.join(HERE, "bench", "out", "cache"), 100_000, 20240607)
+SCIFACT = br.SCIFACT
 
 
 def scifact_claims(n: int):
     """The first n SciFact test claims with embeddings, as tests/bench/bench_recall.py picks them."""
-    order = []
-    with open(os.path.join(SCIFACT, "qrels", "test.tsv"), encoding="utf-8") as f:
-        next(f)
-        for line in f:
-            qid = line.split("\t")[0]
-            if qid not in order:
-                order.append(qid)
-    text = {}
-    with open(os.path.join(SCIFACT, "queries.jsonl"), encoding="utf-8") as f:
-        for line in f:
-            q = json.loads(line)
-            text[q["_id"]] = q["text"]
-    with open(os.path.join(SCIFACT, "queries.minilm.ids.json"), encoding="utf-8") as f:
-        with_vec = set(json.load(f))
-    return [(q, text[q]) for q in order if q in with_vec and q in text][:n]
+    return [(qid, text) for qid, text, _ in br.load_queries(n)]
 
 
 @pytest.mark.slow
