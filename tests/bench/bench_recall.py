@@ -735,15 +735,6 @@ def variant_bm25_sql(name: str) -> str:
     return _with_match_fn(BM25_SQL, VARIANTS[name].match_fn)
 
 
-def register_variant_functions(conn: "apsw.Connection", names: Sequence[str]) -> dict:
-    """The UDFs the variants' MATCH expressions go through; returns facts about them."""
-    facts: Dict[str, Any] = {}
-
-    # (the MATCH-expression variants of earlier runs -- stop words, document-frequency
-    # pruning -- are part of the statement now: fts5_query's stopwords argument)
-    return facts
-
-
 # ---------------------------------------------------------------- child: timing
 
 
@@ -756,7 +747,6 @@ def child_time(cfg: dict) -> dict:
     so = next((so + sfx for sfx in (".so", ".dylib", ".dll", "") if os.path.exists(so + sfx)), so)
     ext = {"path": so, "mtime": os.path.getmtime(so) if os.path.exists(so) else None,
            "rrf_debug": conn.execute("SELECT rrf_debug()").fetchall()[0][0]}
-    facts = register_variant_functions(conn, cfg["variants"])
     queries = load_queries(cfg["queries"])
     sql_a = cfg["sql"]
     pnames = statement_params(sql_a)
@@ -919,7 +909,6 @@ def child_time(cfg: dict) -> dict:
         "mismatches": mismatches,
         "checks": [f"{m} vs {r}" for m, r in checks],
         "agreement": agree,
-        "variant_facts": facts,
         "stages": stages,
         "plans": plans,
         "candidates": {"median": statistics.median(c for c, _ in counts),
@@ -1244,14 +1233,10 @@ def report(result: dict, variants: List[str]) -> None:
                       f"{m[a2]['median_ms'] / m['c']['median_ms']:>6.2f} {rc['b_over_a']:>10.2f} "
                       f"{rc['a_over_c']:>10.2f} {r['paired'][a2]['cpu']['a_over_c']:>16.2f} "
                       f"{r['paired'][a2]['cpu']['a_minus_c_ms']:>8.2f}  {'MISMATCH' if bad else 'ok':<5}  {ag}")
-        facts = next((r["variant_facts"] for r in results if r.get("variant_facts")), {})
         for r in results:
             mr = r["bm25_matching_rows"]
             print(f"  N={r['n']:,}: rows the MATCH scores (median over queries): "
-                  + ", ".join(f"{k} {v['median']:,.0f}" for k, v in mr.items())
-                  + (f"; dfprune drops {r['variant_facts'].get('dfprune_terms')}"
-                     if r.get("variant_facts", {}).get("dfprune_terms") is not None else ""))
-        del facts
+                  + ", ".join(f"{k} {v['median']:,.0f}" for k, v in mr.items()))
 
     print()
     print("Build and memory")
