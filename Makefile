@@ -15,7 +15,13 @@ STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' pysrc/sqlite_rrf/_version.py)
 CSRC   := $(wildcard csrc/*.c) $(wildcard csrc/*.h)
 CFLAGS_STRICT := -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -DSQLITE_RRF_VERSION='"$(VERSION)"'
-DEMO_DB ?= demo/memory.db
+DEMO_DB ?= demo/sqlite-rrf-demo.db
+# This repository's machines reach no model hub: the model comes from ../shared when it is
+# there (a user's machine downloads the default model once instead; see README).
+SHARED_MODEL := $(abspath ../shared/models/all-MiniLM-L6-v2-f16.gguf)
+ifneq ($(wildcard $(SHARED_MODEL)),)
+export SQLITE_RRF_MODEL ?= $(SHARED_MODEL)
+endif
 BENCH_SIZES ?= 10000,100000,1000000
 
 .DEFAULT_GOAL := help
@@ -42,7 +48,9 @@ $(VENV)/bin/python:
 
 $(STAMP): $(VENV)/bin/python pyproject.toml setup.py
 	@echo "installing sqlite-rrf[$(EXTRAS)] into $(VENV) (llama-cpp-python compiles once, ~4 min, then comes from pip's cache)"
-	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
+	@# every package builds in its own isolated environment (llama-cpp-python needs its own
+	@# build backend, scikit-build-core, which only its isolated build brings)
+	$(PIP) install -q -e ".[$(EXTRAS)]"
 	@touch $@
 
 venv: system-deps $(STAMP) ## make .venv with the package and its test extras

@@ -7,6 +7,9 @@ float32 BLOBs, the format of sqlite-vec's vec_f32()).
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
 from typing import Callable
 
 import apsw
@@ -14,6 +17,34 @@ import numpy as np
 import pytest
 
 import sqlite_rrf
+
+#: The real GGUF model beside the repository (../shared): the tests' embedding model. This
+#: workplace reaches no model hub, so the tests name it through SQLITE_RRF_MODEL (a test of
+#: the default model's resolution unsets it, and fills a Hugging Face cache from this file).
+SHARED_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
+if SHARED_MODEL.is_file():
+    os.environ.setdefault("SQLITE_RRF_MODEL", str(SHARED_MODEL))
+
+
+def fill_hf_cache(cache_dir: Path, spec: str, source: Path,
+                  commit: str = "0" * 39 + "1") -> Path:
+    """Put ``source`` into a Hugging Face hub cache at ``cache_dir`` as the file of the
+    ``hf:ORG/REPO/FILE`` model ``spec``, laid out as huggingface_hub itself lays out a
+    download (blobs/, snapshots/<commit>/, refs/main), so that ``HF_HUB_OFFLINE=1``
+    resolves it. Returns the snapshot path."""
+    org, repo, filename = spec[len("hf:"):].split("/", 2)
+    root = Path(cache_dir) / f"models--{org}--{repo}"
+    blob = root / "blobs" / f"sha-{source.stat().st_size}"
+    snap = root / "snapshots" / commit / filename
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    snap.parent.mkdir(parents=True, exist_ok=True)
+    (root / "refs").mkdir(exist_ok=True)
+    shutil.copyfile(source, blob)
+    if snap.exists() or snap.is_symlink():
+        snap.unlink()
+    snap.symlink_to(os.path.relpath(blob, snap.parent))
+    (root / "refs" / "main").write_text(commit)
+    return snap
 
 
 def f32_blob(x) -> bytes:

@@ -61,10 +61,15 @@ def requires_model(f):
 # ---- running the CLI ----
 
 def run(*args, cwd, model=None, env=None, stdin=None, script=False, timeout=300):
-    """Run the CLI. Without ``model`` the model path is one that does not exist."""
+    """Run the CLI. Without ``model`` no model is available: SQLITE_RRF_MODEL is unset and
+    the default model is looked up, offline, in an empty Hugging Face cache."""
     e = dict(os.environ)
     e.pop("SQLITE_RRF_LOADABLE", None)
-    e["SQLITE_RRF_MODEL"] = model or os.path.join(str(cwd), "no-such-model.gguf")
+    e.pop("SQLITE_RRF_MODEL", None)
+    e["HF_HUB_OFFLINE"] = "1"
+    e["HF_HUB_CACHE"] = os.path.join(str(cwd), "empty-hf-cache")
+    if model:
+        e["SQLITE_RRF_MODEL"] = model
     e.update(env or {})
     if script:
         cmd = [os.path.join(os.path.dirname(sys.executable), "sqlite-rrf")]
@@ -852,7 +857,7 @@ def test_import_without_embeddings_embeds(tmp_path, embedder):
     assert got["c"]["embedding"] == f32(given).tobytes()
     assert got["b"]["importance"] == "high"
     assert meta(path, "embedding_dim") == embedder.dim
-    assert meta(path, "embedding_model") == os.path.basename(MODEL)
+    assert meta(path, "embedding_model") == os.path.abspath(MODEL)
 
 
 @requires_model

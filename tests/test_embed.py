@@ -20,8 +20,8 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'sqlite-rrf[embed]')")
 
+from conftest import SHARED_MODEL  # noqa: E402
 from sqlite_rrf.embed import (  # noqa: E402
-    DEFAULT_MODEL_NAME,
     MODEL_ENV,
     Embedder,
     EmbeddingError,
@@ -32,7 +32,7 @@ from sqlite_rrf.embed import (  # noqa: E402
 MODEL = default_model_path()
 if MODEL is None or not os.path.isfile(MODEL):
     pytest.skip(
-        f"embedding model not found (looked for {MODEL_ENV} and ../shared/models/{DEFAULT_MODEL_NAME})",
+        f"embedding model not found (looked for {MODEL_ENV} and {SHARED_MODEL})",
         allow_module_level=True,
     )
 
@@ -51,8 +51,8 @@ def emb() -> Iterator[Embedder]:
 
 
 def _needs_cache() -> None:
-    if os.path.basename(MODEL) != DEFAULT_MODEL_NAME:
-        pytest.skip(f"cached vectors belong to {DEFAULT_MODEL_NAME}, not {os.path.basename(MODEL)}")
+    if os.path.basename(MODEL) != SHARED_MODEL.name:
+        pytest.skip(f"cached vectors belong to {SHARED_MODEL.name}, not {os.path.basename(MODEL)}")
     if not os.path.isfile(os.path.join(DATA, "corpus.minilm.npy")):
         pytest.skip(f"SciFact embedding cache not found under {DATA}")
 
@@ -243,13 +243,20 @@ def test_model_env_var_is_used_even_if_missing(tmp_path, monkeypatch):
         Embedder()
 
 
-def test_default_path_found_from_any_directory(tmp_path, monkeypatch):
+def test_default_model_path_never_downloads(tmp_path, monkeypatch):
+    """Without SQLITE_RRF_MODEL the default is the hf: model, looked up in the Hugging Face
+    cache only: an empty cache gives None (no network is tried), and the message of the
+    Embedder that would download names what to do, not this repository's layout."""
     monkeypatch.delenv(MODEL_ENV, raising=False)
-    monkeypatch.chdir(tmp_path)  # not relative to the cwd any more: via the repo root
-    found = default_model_path()
-    if os.path.basename(MODEL) == DEFAULT_MODEL_NAME:
-        assert found is not None and os.path.isabs(found) and os.path.isfile(found)
-        assert os.path.basename(found) == DEFAULT_MODEL_NAME
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    assert default_model_path() is None
+    with pytest.raises(ModelNotFoundError) as ei:
+        Embedder()
+    msg = str(ei.value)
+    assert "HF_HUB_OFFLINE" in msg and "--model" in msg and "sqlite-rrf model" in msg
+    assert "shared" not in msg
 
 
 def test_directory_is_not_a_model(tmp_path):

@@ -1,8 +1,11 @@
 """The ``sqlite-rrf`` command line (also ``python -m sqlite_rrf``).
 
-Commands: ``init``, ``import``, ``add``, ``recall``, ``stats``, ``stopwords``, ``path``, ``sql``,
-``demo``. Every command that embeds takes ``--model PATH`` (or ``SQLITE_RRF_MODEL``),
-defaulting to ``../shared/models/all-MiniLM-L6-v2-f16.gguf`` when present.
+Commands: ``init``, ``import``, ``add``, ``recall``, ``embed``, ``stats``, ``stopwords``,
+``model``, ``path``, ``sql``, ``knn``, ``demo``, ``eval``. Every command that embeds takes
+``--model`` (a GGUF path or ``hf:ORG/REPO/FILE.gguf``); without it the model is
+``$SQLITE_RRF_MODEL``, else the database's own, else the default
+(:data:`sqlite_rrf.models.DEFAULT_MODEL`). Without any model, ``add``, ``import``,
+``recall`` and ``demo`` work with the BM25, recency and access lists and say so once.
 """
 
 from __future__ import annotations
@@ -26,30 +29,78 @@ class CliError(Exception):
     """A failure to report as one line on stderr with exit status 1."""
 
 
-def _embedder(args: argparse.Namespace, required: bool = True) -> Any:
-    """The Embedder for --model / SQLITE_RRF_MODEL / the default, or None when not
-    required and no model is found."""
-    from .embed import Embedder, EmbeddingError, ModelNotFoundError, default_model_path
+_NOTES_SAID: set = set()
 
-    path = getattr(args, "model", None) or default_model_path()
-    if path is None:
-        if not required:
-            return None
-        raise CliError("no embedding model: pass --model PATH to a GGUF embedding model or set "
-                       "SQLITE_RRF_MODEL (the default, ../shared/models/all-MiniLM-L6-v2-f16.gguf, "
-                       "was not found)")
+
+def note(text: str) -> None:
+    """Say ``text`` on stderr, once per process."""
+    if text not in _NOTES_SAID:
+        _NOTES_SAID.add(text)
+        print(f"sqlite-rrf: {text}", file=sys.stderr)
+
+
+def _embedder(args: argparse.Namespace, remembered: Optional[str] = None,
+              required: bool = False) -> Any:
+    """The Embedder of the chosen model (--model, $SQLITE_RRF_MODEL, the database's model,
+    the default), or None when no model is available and none was asked for by name.
+
+    A model named by --model or $SQLITE_RRF_MODEL that cannot be loaded is an error; the
+    database's or the default model that cannot be had turns the vector list off, and
+    that is said once on stderr.
+    """
+    from .embed import Embedder, EmbeddingError
+    from .models import MODEL_ENV, ModelNotFoundError, choose_model
+
+    asked = getattr(args, "model", None)
+    spec = choose_model(asked, remembered)
+    explicit = bool(asked) or bool(os.environ.get(MODEL_ENV, "").strip())
     try:
-        return Embedder(path, n_ctx=getattr(args, "n_ctx", 256))
+        return Embedder(spec, n_ctx=getattr(args, "n_ctx", None) or _default_n_ctx())
+    except ValueError as e:
+        raise CliError(f"--model: {e}") from None
     except (ModelNotFoundError, EmbeddingError) as e:
-        raise CliError(str(e)) from None
+        if explicit or required:
+            raise CliError(str(e)) from None
+        note(f"the vector list is off: {e}")
+        return None
 
 
-def _open(args: argparse.Namespace, embed: bool, must_exist: bool = True) -> Any:
-    from .store import Store
+def _default_n_ctx() -> int:
+    from .models import DEFAULT_N_CTX
+
+    return DEFAULT_N_CTX
+
+
+def _open(args: argparse.Namespace, model: Optional[str] = None,
+          must_exist: bool = True) -> Any:
+    """Open the database. ``model`` 'write' or 'recall' attaches the chosen model (see
+    :func:`_embedder`); a recall of a database that has no embeddings loads none."""
+    from .store import Store, StoreError
 
     if must_exist and not os.path.exists(args.db):
         raise CliError(f"{args.db}: no such database (create it with `sqlite-rrf init {args.db}`)")
-    return Store(args.db, embedder=_embedder(args) if embed else None)
+    store = Store(args.db)
+    try:
+        if model is not None:
+            if model == "recall" and store.dim is None:
+                if store.count():
+                    note("the vector list is off: this database has no embeddings yet "
+                         f"(`sqlite-rrf embed {args.db}` adds them)")
+                return store
+            emb = _embedder(args, remembered=store.model)
+            if emb is not None:
+                try:
+                    store.attach_embedder(emb, remember=model == "write")
+                except StoreError as e:
+                    emb.close()
+                    raise CliError(str(e)) from None
+            elif model == "write" and store.dim is not None:
+                note(f"new episodes are stored without embeddings; `sqlite-rrf embed {args.db}` "
+                     "adds them once a model is available")
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def _weights(text: Optional[str]) -> Optional[List[float]]:
@@ -119,7 +170,7 @@ def _import(store: Any, path: str, episodes: list, labels: list, replace: bool,
 def cmd_import(args: argparse.Namespace) -> int:
     episodes, labels = read_jsonl(args.file)
     need_embed = any(ep.get("embedding") is None for ep in episodes)
-    with _open(args, embed=need_embed, must_exist=False) as store:
+    with _open(args, model="write" if need_embed else None, must_exist=False) as store:
         n = _import(store, args.file, episodes, labels, args.replace)
     print(f"imported {n} episodes into {args.db}")
     return 0
@@ -128,7 +179,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_add(args: argparse.Namespace) -> int:
     from .store import StoreError
 
-    with _open(args, embed=True, must_exist=False) as store:
+    with _open(args, model="write", must_exist=False) as store:
         try:
             eid = store.add(args.text, id=args.id, importance=args.importance, kind=args.kind)
         except StoreError as e:
@@ -204,7 +255,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                              args.min_similarity)
     except StoreError as e:
         raise CliError(str(e)) from None
-    with _open(args, embed=True) as store:
+    with _open(args, model="recall") as store:
         return _recall(store, args)
 
 
@@ -253,7 +304,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_knn(args: argparse.Namespace) -> int:
-    with _open(args, embed=False) as store:
+    with _open(args) as store:
         had = store.has_knn
         store.enable_knn()
         n = store.conn.execute("SELECT count(*) FROM episodes_vec").fetchall()[0][0]
@@ -263,33 +314,65 @@ def cmd_knn(args: argparse.Namespace) -> int:
 
 
 DEMO_QUERY = "where are the postgres credentials kept?"
+#: Where ``sqlite-rrf demo`` writes when no path is given: a name of its own, never the
+#: name of a real memory.
+DEMO_DB = "sqlite-rrf-demo.db"
+_DEMO_MARK = "demo_sample"
+
+
+def _check_demo_db(path: str, sample_ids: set) -> None:
+    """Refuse to replace ``path`` unless the demo made it: an sqlite-rrf database marked
+    as the demo's whose episodes are all the sample's."""
+    import apsw
+
+    refuse = (f"{path} exists and is not a database the demo made; the demo never replaces "
+              "a database it did not create. Give the demo another path "
+              f"(sqlite-rrf demo {DEMO_DB})")
+    try:
+        conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY
+                               | apsw.SQLITE_OPEN_URI)
+    except apsw.Error:
+        raise CliError(refuse) from None
+    try:
+        mark = conn.execute("SELECT value FROM rrf_meta WHERE key = ?", (_DEMO_MARK,)).fetchall()
+        ids = {r[0] for r in conn.execute("SELECT id FROM episodes")}
+    except apsw.Error:
+        raise CliError(refuse) from None
+    finally:
+        conn.close()
+    if not mark or not ids <= sample_ids:
+        raise CliError(refuse)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Build-free main job: a fresh memory database, the packaged sample, a recall."""
+    """The main job: a fresh demo database, the packaged sample, a hybrid recall."""
     import time
 
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(args.db + suffix):
-            os.remove(args.db + suffix)
+    from .store import Store
+
     episodes, labels = read_jsonl(data_path("sample_episodes.jsonl"))
+    if os.path.lexists(args.db):
+        _check_demo_db(args.db, {ep["id"] for ep in episodes})
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.lexists(args.db + suffix):
+            os.remove(args.db + suffix)
     # Shift the sample's times so that its newest episode is "now".
     shift = int(time.time() * 1000) - max(ep["created_at"] for ep in episodes)
     for ep in episodes:
         ep["created_at"] += shift
         ep["accessed_at"] += shift
-    embedder = _embedder(args, required=False)
-    from .store import Store
 
     print(f"sqlite-rrf {__version__} — extension: {loadable_path()}")
-    with Store(args.db, embedder=embedder) as store:
+    embedder = _embedder(args)
+    with Store(args.db) as store:
+        store.conn.execute("INSERT INTO rrf_meta VALUES (?, 1)", (_DEMO_MARK,))
+        if embedder is not None:
+            store.attach_embedder(embedder)
         print(f"created {args.db} (schema version {store.stats()['schema_version']})")
-        if embedder is None:
-            print("no embedding model found (pass --model or set SQLITE_RRF_MODEL): "
-                  "recalling with the BM25, recency and access lists only")
         n = _import(store, "sample", episodes, labels, replace=False, quiet=True)
         print(f"imported {n} sample episodes"
-              + (f", embedded with {embedder.model_name}" if embedder else ""))
+              + (f", embedded with {embedder.model_name}" if embedder else
+                 " without embeddings: recalling with the BM25, recency and access lists"))
         print(f"\nrecall: {args.query!r}  (pool: the {args.pool_size} most recently accessed "
               "episodes ∪ every BM25 hit)\n")
         ns = argparse.Namespace(query=args.query, limit=args.limit, weights=None, k=None,
@@ -302,14 +385,55 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_embed(args: argparse.Namespace) -> int:
+    """Backfill the embeddings of episodes that have none."""
+    from .store import StoreError
+
+    with _open(args) as store:
+        missing = store.missing_embeddings()
+        if not missing:
+            print(f"{args.db}: every episode has an embedding")
+            return 0
+        emb = _embedder(args, remembered=store.model, required=True)
+        try:
+            store.attach_embedder(emb)
+            n = store.embed_missing(batch_size=args.batch_size)
+        except StoreError as e:
+            raise CliError(str(e)) from None
+        finally:
+            emb.close()
+    print(f"{args.db}: embedded {n} episodes with {emb.model_name}"
+          + (f"; {missing - n} still have none" if n < missing else ""))
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    """Fetch the model (into the Hugging Face cache) and print its local path."""
+    from .models import ModelNotFoundError, choose_model, resolve_model
+
+    spec = choose_model(args.spec)
+    try:
+        path = resolve_model(spec)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    except ModelNotFoundError as e:
+        raise CliError(str(e)) from None
+    print(f"{spec}\n{path}")
+    return 0
+
+
 # ---- parser ----
 
 def _add_model(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", metavar="PATH",
-                   help="GGUF embedding model (default: $SQLITE_RRF_MODEL, else "
-                        "../shared/models/all-MiniLM-L6-v2-f16.gguf)")
-    p.add_argument("--n-ctx", type=int, default=256, dest="n_ctx",
-                   help="the model's context in tokens (default 256, right for all-MiniLM-L6-v2)")
+    from .models import DEFAULT_MODEL, DEFAULT_N_CTX
+
+    p.add_argument("--model", metavar="MODEL",
+                   help="embedding model: a GGUF file or hf:ORG/REPO/FILE.gguf (downloaded once "
+                        "into the Hugging Face cache). Default: $SQLITE_RRF_MODEL, else the "
+                        f"database's own model, else {DEFAULT_MODEL}")
+    p.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX, dest="n_ctx",
+                   help=f"the model's context in tokens (default {DEFAULT_N_CTX}, right for "
+                        "all-MiniLM-L6-v2)")
 
 
 def _add_recall_options(p: argparse.ArgumentParser) -> None:
@@ -400,9 +524,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("db")
     p.set_defaults(func=cmd_knn)
 
-    p = sub.add_parser("demo", help="the main job: a fresh database, the sample episodes, "
-                       "a recall with explanations")
-    p.add_argument("db", nargs="?", default="memory.db")
+    p = sub.add_parser("embed", help="embed the episodes that have no embedding (batched, "
+                       "resumable)")
+    p.add_argument("db", help="the memory database")
+    p.add_argument("--batch-size", type=int, default=64, dest="batch_size",
+                   help="episodes per batch; each batch is written all or nothing (default 64)")
+    _add_model(p)
+    p.set_defaults(func=cmd_embed)
+
+    p = sub.add_parser("model", help="download a model into the Hugging Face cache (if it is "
+                       "not there) and print its local path")
+    p.add_argument("spec", nargs="?", metavar="MODEL",
+                   help="a GGUF file or hf:ORG/REPO/FILE.gguf (default: $SQLITE_RRF_MODEL, else "
+                        "the default model)")
+    p.set_defaults(func=cmd_model)
+
+    p = sub.add_parser("demo", help="a demo database with the sample episodes, and a hybrid "
+                       "recall with explanations")
+    p.add_argument("db", nargs="?", default=DEMO_DB,
+                   help=f"where the demo database goes (default {DEMO_DB}); an existing file "
+                        "is replaced only if the demo made it")
     p.add_argument("--query", default=DEMO_QUERY)
     p.add_argument("--limit", type=int, default=3)
     p.add_argument("--pool-size", type=int, default=10, dest="pool_size",

@@ -6,10 +6,9 @@ sqlite-rrf's recall. It needs the optional ``embed`` extra
 ``llama_cpp`` is deferred until an :class:`Embedder` is created, so the rest of the
 package works without it.
 
-The default model is all-MiniLM-L6-v2 converted to GGUF (f16), 384 dimensions, found
-through :func:`default_model_path`. It was trained with a 256-token window, so the
-default ``n_ctx`` is 256; with these settings the vectors reproduce the cached SciFact
-embeddings in ``../shared/data/scifact/*.minilm.npy``.
+A model is named by a path or by ``hf:ORG/REPO/FILE.gguf`` (:mod:`sqlite_rrf.models`
+says how one is chosen and fetched). The default is all-MiniLM-L6-v2 as an f16 GGUF,
+384 dimensions, trained with a 256-token window, so the default ``n_ctx`` is 256.
 
 Input handling (documented behaviour, never a crash):
 
@@ -19,8 +18,9 @@ Input handling (documented behaviour, never a crash):
 * empty or whitespace-only text raises :class:`EmbeddingError`;
 * NUL characters are replaced by spaces, and lone surrogates (e.g. from
   ``surrogateescape`` decoding of binary data) by U+FFFD, so any ``str`` can be embedded;
-* a missing model file raises :class:`ModelNotFoundError`; a file that is not a GGUF
-  model, or that llama.cpp cannot load, raises :class:`EmbeddingError`.
+* a missing model file, or an ``hf:`` model that is neither cached nor downloadable,
+  raises :class:`ModelNotFoundError`; a file that is not a GGUF model, or that llama.cpp
+  cannot load, raises :class:`EmbeddingError`.
 
 Side effect: before ``llama_cpp`` is first imported, the environment variable
 ``OMP_WAIT_POLICY`` is set to ``PASSIVE`` unless it is already set (llama.cpp's OpenMP
@@ -38,8 +38,10 @@ from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .models import (DEFAULT_N_CTX, INSTALL_HINT, MODEL_ENV, ModelNotFoundError, choose_model,
+                     parse_spec, resolve_model)
+
 __all__ = [
-    "DEFAULT_MODEL_NAME",
     "MODEL_ENV",
     "default_model_path",
     "ModelNotFoundError",
@@ -47,61 +49,27 @@ __all__ = [
     "Embedder",
 ]
 
-#: File name of the default embedding model (all-MiniLM-L6-v2, f16 GGUF, 384 dimensions).
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-f16.gguf"
-
-#: Environment variable that overrides the default model path.
-MODEL_ENV = "SQLITE_RRF_MODEL"
-
 _GGUF_MAGIC = b"GGUF"
-_INSTALL_HINT = "pip install 'sqlite-rrf[embed]'"
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _repo_root() -> str:
-    """The repository root: three directory levels above this file."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _default_candidates() -> List[str]:
-    """Where the default model is looked for, in order (absolute paths)."""
-    rel = os.path.join("..", "shared", "models", DEFAULT_MODEL_NAME)
-    return [
-        os.path.abspath(rel),
-        os.path.abspath(os.path.join(_repo_root(), rel)),
-    ]
-
-
 def default_model_path() -> Optional[str]:
-    """Return the embedding model to use when none is given, or ``None``.
+    """The local file of the model chosen when none is asked for, or ``None``.
 
-    Resolution order:
-
-    1. ``$SQLITE_RRF_MODEL`` when it is set and non-empty — returned as given (with ``~``
-       expanded) even if the file does not exist, so that the resulting error names it;
-    2. ``../shared/models/all-MiniLM-L6-v2-f16.gguf`` relative to the current directory;
-    3. the same path relative to the repository root (the directory three levels above
-       this module file).
-
-    Found paths (2, 3) are returned as absolute paths. ``None`` means no model was found.
+    That model is ``$SQLITE_RRF_MODEL`` when set (a path, returned as given with ``~``
+    expanded even if it does not exist, so that the error names it; or an ``hf:`` spec),
+    else :data:`~sqlite_rrf.models.DEFAULT_MODEL`. An ``hf:`` model is looked up in the
+    Hugging Face cache only: this function never downloads (:class:`Embedder` does).
     """
-    env = os.environ.get(MODEL_ENV)
-    if env:
-        return os.path.expanduser(env)
-    for candidate in _default_candidates():
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
-class ModelNotFoundError(FileNotFoundError):
-    """The embedding model file does not exist (or no model could be located at all).
-
-    The message names the path that was tried and how to choose another one
-    (``--model PATH`` on the command line, or the ``SQLITE_RRF_MODEL`` environment
-    variable).
-    """
+    spec = choose_model()
+    parsed = parse_spec(spec)
+    if not parsed.is_hub:
+        return parsed.path
+    try:
+        return resolve_model(spec, download=False)
+    except ModelNotFoundError:
+        return None
 
 
 class EmbeddingError(RuntimeError):
@@ -115,8 +83,8 @@ class EmbeddingError(RuntimeError):
 
 def _how_to_choose() -> str:
     return (
-        f"pass --model PATH (or model_path=...), or set the {MODEL_ENV} environment "
-        "variable to a GGUF embedding model"
+        f"pass --model PATH (or model=...), or set the {MODEL_ENV} environment "
+        "variable, to a GGUF embedding model or hf:ORG/REPO/FILE.gguf"
     )
 
 
@@ -134,7 +102,7 @@ def _import_llama_cpp() -> Any:
     except ImportError as exc:
         raise EmbeddingError(
             "embedding needs llama-cpp-python, which is not installed "
-            f"({exc}); install the 'embed' extra: {_INSTALL_HINT}"
+            f"({exc}); install the 'embed' extra: {INSTALL_HINT}"
         ) from exc
     return llama_cpp
 
@@ -177,7 +145,9 @@ class Embedder:
     truncated to its first :attr:`n_ctx` tokens.
 
     Args:
-        model_path: a GGUF embedding model; ``None`` uses :func:`default_model_path`.
+        model_path: the model: a GGUF file's path or ``hf:ORG/REPO/FILE.gguf`` (downloaded
+            once into the Hugging Face cache); ``None`` chooses ``$SQLITE_RRF_MODEL``, else
+            :data:`~sqlite_rrf.models.DEFAULT_MODEL`.
         n_ctx: context size in tokens, also the truncation length and the llama.cpp
             batch size. Use the window the model was trained with — 256 for the default
             all-MiniLM-L6-v2 (larger values embed long texts differently). It may not
@@ -187,7 +157,8 @@ class Embedder:
         verbose: let llama.cpp print its loading and timing messages to stderr.
 
     Raises:
-        ModelNotFoundError: no model was found, or the file does not exist.
+        ModelNotFoundError: the file does not exist, or an ``hf:`` model is not cached
+            and cannot be downloaded.
         EmbeddingError: llama-cpp-python is missing, the file is not GGUF, llama.cpp
             cannot load it, or ``n_ctx`` exceeds the model's training context.
         ValueError: a non-positive ``n_ctx``, ``n_threads`` or ``batch_size``.
@@ -205,7 +176,7 @@ class Embedder:
         self,
         model_path: Optional[PathLike] = None,
         *,
-        n_ctx: int = 256,
+        n_ctx: int = DEFAULT_N_CTX,
         n_threads: Optional[int] = None,
         batch_size: int = 32,
         verbose: bool = False,
@@ -220,26 +191,10 @@ class Embedder:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
 
         if model_path is None:
-            resolved = default_model_path()
-            if resolved is None:
-                tried = ", ".join(_default_candidates())
-                raise ModelNotFoundError(
-                    f"no embedding model found: {MODEL_ENV} is not set and "
-                    f"{DEFAULT_MODEL_NAME} is not at {tried}; {_how_to_choose()}"
-                )
+            spec = choose_model()
         else:
-            resolved = os.path.expanduser(os.fspath(model_path))
-        if not isinstance(resolved, str):  # bytes paths
-            resolved = os.fsdecode(resolved)
-
-        if not os.path.exists(resolved):
-            raise ModelNotFoundError(
-                f"embedding model not found: '{resolved}' does not exist; {_how_to_choose()}"
-            )
-        if not os.path.isfile(resolved):
-            raise ModelNotFoundError(
-                f"embedding model path '{resolved}' is not a file; {_how_to_choose()}"
-            )
+            spec = model_path if isinstance(model_path, str) else os.fsdecode(model_path)
+        resolved = resolve_model(spec)
         _check_gguf(resolved)
 
         llama_cpp = _import_llama_cpp()
@@ -286,6 +241,8 @@ class Embedder:
         self._llm: Any = llm
         self._lock = threading.Lock()
         self._model_path = resolved
+        # what the database remembers: the hf: name, or the file's absolute path
+        self._model_spec = spec if parse_spec(spec).is_hub else os.path.abspath(resolved)
         self._n_ctx = n_ctx
         self._dim = int(llm.n_embd())
         self._batch_size = batch_size
@@ -302,6 +259,11 @@ class Embedder:
     def model_path(self) -> str:
         """Path of the loaded GGUF file, as resolved."""
         return self._model_path
+
+    @property
+    def model_spec(self) -> str:
+        """The model as it was named: a path, or ``hf:ORG/REPO/FILE.gguf``."""
+        return self._model_spec
 
     @property
     def model_name(self) -> str:

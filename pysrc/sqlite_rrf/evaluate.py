@@ -667,7 +667,10 @@ def _with_knn(store: Any, knn: bool) -> Any:
 def _bar(total: int, desc: str, progress: bool, unit: str = "query") -> Any:
     if not progress:
         return None
-    from tqdm import tqdm
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm comes with the embed and bench extras
+        return None
     return tqdm(total=total, desc=desc, unit=unit,
                 file=sys.stderr, leave=False, dynamic_ncols=True)
 

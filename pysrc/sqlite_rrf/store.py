@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -202,7 +203,7 @@ class Store:
             if self.meta("bm25_stopwords_rows") is None:
                 self._wrote(0)  # a database from before migration 0003, or still small
             if embedder is not None:
-                self._bind_model(embedder.model_name, int(embedder.dim))
+                self._bind_model(embedder)
             last = self.meta("last_query_embedding")
             if isinstance(last, bytes) and len(last) % 4 == 0 and last:
                 self._last_qvec = np.frombuffer(last, "<f4").astype(np.float64)
@@ -249,22 +250,75 @@ class Store:
         d = self.meta("embedding_dim")
         return None if d is None else int(d)
 
-    def _bind_model(self, model_name: Optional[str], dim: int) -> None:
-        """Record the model and dimension on first use; refuse a mismatch."""
-        with self.conn:  # one transaction; apsw's context manager is a savepoint
-            have = self.dim
-            if have is None:
-                self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES ('embedding_dim', ?)",
-                                  (dim,))
-                if model_name:
-                    self.conn.execute(
-                        "INSERT OR REPLACE INTO rrf_meta VALUES ('embedding_model', ?)",
-                        (model_name,))
-            elif have != dim:
+    @property
+    def model(self) -> Optional[str]:
+        """The model this database's embeddings were made with, as it was named (a path or
+        ``hf:ORG/REPO/FILE.gguf``), or None when it has none yet."""
+        m = self.meta("embedding_model")
+        return m if isinstance(m, str) and m else None
+
+    def attach_embedder(self, embedder: Any, *, remember: bool = True) -> None:
+        """Use ``embedder`` for this store's writes and recalls (see the class docstring).
+
+        The database remembers the first model it is used with: its name, dimension and
+        fingerprint (the embeddings of a few fixed texts). A model of another dimension, or
+        one whose fingerprint differs (another model of the same size), is refused with a
+        :class:`StoreError` and nothing changes, so two vector spaces never mix. With
+        ``remember=False`` the model is checked but nothing is written (a read-only recall).
+        """
+        if embedder is not None:
+            self._bind_model(embedder, remember)
+        self.embedder = embedder
+
+    def _bind_model(self, embedder: Any, remember: bool = True) -> None:
+        """Record the model, dimension and fingerprint on first use; refuse a mismatch."""
+        from .models import fingerprint
+
+        dim = int(embedder.dim)
+        name = getattr(embedder, "model_spec", None) or getattr(embedder, "model_name", None)
+        fp = fingerprint(embedder) if hasattr(embedder, "embed_many") else None
+        if not self._model_upserts(name, dim, fp) or not remember:
+            return  # nothing to record: no write lock taken
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for key, value in self._model_upserts(name, dim, fp):  # again, under the lock
+                self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)", (key, value))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if not self.conn.getautocommit():
+                self.conn.execute("ROLLBACK")
+            raise
+
+    def _model_upserts(self, name: Optional[str], dim: int,
+                       fp: Optional[bytes]) -> List[Tuple[str, Any]]:
+        """The rrf_meta rows that binding this model would write; raises StoreError when
+        the model is not the database's."""
+        from .models import FINGERPRINT_MIN_COSINE, fingerprint_cosine
+
+        have = self.dim
+        known = self.model
+        if have is not None and have != dim:
+            raise StoreError(
+                f"this database holds {have}-dimensional embeddings (model {known!r}); "
+                f"the model {name!r} gives {dim}. Use the database's model, or a new "
+                "database")
+        stored = self.meta("embedding_fingerprint")
+        if isinstance(stored, bytes) and fp is not None:
+            cos = fingerprint_cosine(stored, fp)
+            if cos is None or cos < FINGERPRINT_MIN_COSINE:
                 raise StoreError(
-                    f"this database holds {have}-dimensional embeddings "
-                    f"(model {self.meta('embedding_model')!r}); the embedder gives {dim} "
-                    f"({model_name!r}). Use the same model, or a new database")
+                    f"the model {name!r} is not the model this database's embeddings were "
+                    f"made with ({known!r}): the same fixed texts embed differently "
+                    f"(cosine {'n/a' if cos is None else f'{cos:.3f}'}), so its vectors "
+                    "would not be comparable. Use the database's model, or a new database")
+        upserts: List[Tuple[str, Any]] = []
+        if have is None:
+            upserts.append(("embedding_dim", dim))
+        if known is None and name:
+            upserts.append(("embedding_model", name))
+        if stored is None and fp is not None:
+            upserts.append(("embedding_fingerprint", fp))
+        return upserts
 
     def _check_dim(self, n: int, expected: Optional[int], what: str = "embedding") -> int:
         """The dimension every vector of this write must have (the database's, or
@@ -523,6 +577,73 @@ class Store:
                                    created_at=created_at)], None)
         self._write(self._UPSERT, rows)
         return id
+
+    def missing_embeddings(self) -> int:
+        """How many episodes have no embedding (what :meth:`embed_missing` would fill)."""
+        return self.conn.execute(
+            "SELECT count(*) FROM episodes WHERE embedding IS NULL").fetchall()[0][0]
+
+    def embed_missing(self, *, batch_size: int = 64, progress: Optional[bool] = None,
+                      limit: Optional[int] = None) -> int:
+        """Embed the episodes that have no embedding, oldest rowid first, with the store's
+        embedder; returns how many were embedded.
+
+        Each batch of ``batch_size`` episodes is written in its own transaction, all or
+        nothing, so an interrupted run keeps every finished batch and the next run goes on
+        from there. An episode rewritten by another client while its batch was embedding is
+        left for the next run. ``progress`` shows a progress bar (default: on a terminal);
+        ``limit`` stops after that many episodes.
+        """
+        if self.embedder is None:
+            raise StoreError("embed_missing: this store has no embedder (attach_embedder)")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise StoreError(f"batch_size: must be a positive integer, got {batch_size!r}")
+        total = self.missing_embeddings()
+        if limit is not None:
+            total = min(total, limit)
+        if progress is None:
+            from .embed import _stderr_isatty
+            progress = total > 0 and _stderr_isatty()
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=total, desc="embedding", unit="episode", file=sys.stderr,
+                       dynamic_ncols=True)
+        done, after = 0, 0
+        try:
+            while done < total:
+                rows = self.conn.execute(
+                    "SELECT rowid, content FROM episodes WHERE embedding IS NULL AND rowid > ? "
+                    "ORDER BY rowid LIMIT ?", (after, min(batch_size, total - done))).fetchall()
+                if not rows:
+                    break
+                after = rows[-1][0]
+                vecs = self.embedder.embed_many([c for _, c in rows], progress=False)
+                blobs = []
+                for (rowid, content), v in zip(rows, vecs):
+                    blob, n = _blob(v, "embedder output")
+                    self._check_dim(n, self.dim)
+                    blobs.append((blob, rowid, content))
+                self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self.conn.execute(
+                        "INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
+                        (len(blobs[0][0]) // 4,))
+                    self.conn.executemany(
+                        "UPDATE episodes SET embedding = ? WHERE rowid = ? AND content = ? "
+                        "AND embedding IS NULL", blobs)
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    if not self.conn.getautocommit():
+                        self.conn.execute("ROLLBACK")
+                    raise
+                done += len(rows)
+                if bar is not None:
+                    bar.update(len(rows))
+        finally:
+            if bar is not None:
+                bar.close()
+        return done
 
     def delete(self, id: str) -> bool:
         """Delete the episode ``id``; True if it existed."""

@@ -1,0 +1,240 @@
+"""Which embedding model to use, and where its file comes from.
+
+A model is named by a **spec**: a path to a GGUF file, or ``hf:ORG/REPO/FILE.gguf`` for a
+file of a Hugging Face Hub repository (``FILE`` may contain ``/``; ``hf:ORG/REPO@REV/FILE``
+pins a revision). An ``hf:`` model is downloaded once through ``huggingface_hub`` into its
+cache (a progress bar is shown) and read from there afterwards; with ``HF_HUB_OFFLINE=1``
+only the cache is used.
+
+Which model, first that applies (:func:`choose_model`):
+
+1. the model asked for (``--model`` on the command line, ``model=`` in Python);
+2. the ``SQLITE_RRF_MODEL`` environment variable;
+3. the model the database remembers (the one its embeddings were made with);
+4. :data:`DEFAULT_MODEL`, a public GGUF (f16) build of all-MiniLM-L6-v2.
+
+This module imports neither ``llama_cpp`` nor ``huggingface_hub`` until a model is
+resolved, so the core package works without the ``embed`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Optional
+from urllib.parse import urlparse
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_N_CTX",
+    "MODEL_ENV",
+    "INSTALL_HINT",
+    "ModelNotFoundError",
+    "ModelSpec",
+    "parse_spec",
+    "choose_model",
+    "resolve_model",
+]
+
+#: The default embedding model: all-MiniLM-L6-v2 (384 dimensions, trained with a 256-token
+#: window), the f16 GGUF build published on the Hugging Face Hub.
+DEFAULT_MODEL = "hf:second-state/All-MiniLM-L6-v2-Embedding-GGUF/all-MiniLM-L6-v2-ggml-model-f16.gguf"
+
+#: The context (in tokens) the default model was trained with, and the embedder's default.
+DEFAULT_N_CTX = 256
+
+#: Environment variable naming the model (a spec: a path or ``hf:ORG/REPO/FILE.gguf``).
+MODEL_ENV = "SQLITE_RRF_MODEL"
+
+#: What to install for embedding.
+INSTALL_HINT = "pip install 'sqlite-rrf[embed]'"
+
+_HF_PREFIX = "hf:"
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The embedding model could not be found or fetched.
+
+    The message names the model, why it is not available, and what to do.
+    """
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model spec: a local ``path``, or a Hub ``repo_id`` + ``filename``."""
+
+    text: str
+    path: Optional[str] = None
+    repo_id: Optional[str] = None
+    filename: Optional[str] = None
+    revision: Optional[str] = None
+
+    @property
+    def is_hub(self) -> bool:
+        """True for an ``hf:`` spec."""
+        return self.repo_id is not None
+
+    @property
+    def name(self) -> str:
+        """The model file's name (what ``stats`` shows beside the spec)."""
+        return os.path.basename(self.filename or self.path or self.text)
+
+
+def parse_spec(spec: str) -> ModelSpec:
+    """Parse a model spec (see the module docstring).
+
+    Raises:
+        ValueError: an ``hf:`` spec without ``ORG/REPO/FILE``, or an empty spec.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a model is a GGUF file path or hf:ORG/REPO/FILE.gguf, got {spec!r}")
+    spec = spec.strip()
+    if not spec.startswith(_HF_PREFIX):
+        return ModelSpec(text=spec, path=os.path.expanduser(spec))
+    parts = spec[len(_HF_PREFIX):].split("/")
+    if len(parts) < 3 or not all(parts):
+        raise ValueError(
+            f"model {spec!r}: an hf: model is hf:ORG/REPO/FILE.gguf (for example "
+            f"{DEFAULT_MODEL})")
+    repo, revision = parts[1], None
+    if "@" in repo:
+        repo, revision = repo.split("@", 1)
+        if not repo or not revision:
+            raise ValueError(f"model {spec!r}: write a revision as hf:ORG/REPO@REVISION/FILE")
+    return ModelSpec(text=spec, repo_id=f"{parts[0]}/{repo}", filename="/".join(parts[2:]),
+                     revision=revision)
+
+
+def choose_model(asked: Optional[str] = None, remembered: Optional[str] = None) -> str:
+    """The spec of the model to use: ``asked``, then ``$SQLITE_RRF_MODEL``, then the
+    database's ``remembered`` model (ignored unless it is a spec that can be resolved: an
+    ``hf:`` name or an absolute path), then :data:`DEFAULT_MODEL`."""
+    if asked:
+        return asked
+    env = os.environ.get(MODEL_ENV, "").strip()
+    if env:
+        return env
+    if remembered and (remembered.startswith(_HF_PREFIX) or os.path.isabs(remembered)):
+        return remembered
+    return DEFAULT_MODEL
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "on", "yes", "true")
+
+
+def _hub_reachable() -> bool:
+    """Whether the Hub's host name resolves: a quick answer (no request is sent) that
+    spares a machine without network huggingface_hub's minute of retries."""
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname
+    try:
+        socket.getaddrinfo(host or "huggingface.co", 443)
+    except OSError:
+        return False
+    return True
+
+
+def _fetch_hint(spec: ModelSpec) -> str:
+    return (f"on a machine with network, run once `sqlite-rrf model {spec.text}` (it downloads "
+            f"{spec.name} into the Hugging Face cache, which can be copied here), or pass "
+            f"--model PATH (or set {MODEL_ENV}) to a GGUF embedding model you have")
+
+
+def resolve_model(spec: str, *, download: bool = True) -> str:
+    """The local file of the model ``spec``; downloads an ``hf:`` model on first use.
+
+    A path must exist. An ``hf:`` model comes from the Hugging Face cache when it is there
+    (no network is used), else it is downloaded through ``huggingface_hub`` with a progress
+    bar, unless ``download`` is false or ``HF_HUB_OFFLINE`` is set.
+
+    Raises:
+        ModelNotFoundError: the file does not exist, or the model is not cached and cannot
+            be downloaded (offline, no network, no such repository or file); the message
+            says what to do.
+        ValueError: a malformed spec.
+    """
+    parsed = parse_spec(spec)
+    if not parsed.is_hub:
+        path = parsed.path or ""
+        if not os.path.exists(path):
+            raise ModelNotFoundError(
+                f"embedding model not found: '{path}' does not exist; pass --model PATH (or "
+                f"set {MODEL_ENV}) to a GGUF embedding model, or hf:ORG/REPO/FILE.gguf")
+        if not os.path.isfile(path):
+            raise ModelNotFoundError(f"embedding model path '{path}' is not a file")
+        return path
+    try:
+        import huggingface_hub
+        from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError,
+                                            LocalEntryNotFoundError)
+    except ImportError:
+        raise ModelNotFoundError(
+            f"the model {parsed.text} comes from the Hugging Face Hub, which needs "
+            f"huggingface_hub: {INSTALL_HINT}") from None
+    cached = huggingface_hub.try_to_load_from_cache(parsed.repo_id, parsed.filename,
+                                                    revision=parsed.revision)
+    if isinstance(cached, str) and os.path.isfile(cached):
+        return cached
+    if not download or _offline():
+        why = "HF_HUB_OFFLINE is set" if _offline() else "downloads are off"
+        raise ModelNotFoundError(
+            f"the model {parsed.text} is not in the Hugging Face cache and {why}; "
+            + _fetch_hint(parsed))
+    if not _hub_reachable():
+        raise ModelNotFoundError(
+            f"the model {parsed.text} is not in the Hugging Face cache and the Hub cannot be "
+            "reached (no network); " + _fetch_hint(parsed))
+    try:
+        return str(huggingface_hub.hf_hub_download(parsed.repo_id, parsed.filename,
+                                                   revision=parsed.revision))
+    except LocalEntryNotFoundError:
+        raise ModelNotFoundError(
+            f"the model {parsed.text} is not in the Hugging Face cache and could not be "
+            "downloaded (the Hub did not answer); " + _fetch_hint(parsed)) from None
+    except (EntryNotFoundError, HfHubHTTPError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelNotFoundError(
+            f"the model {parsed.text} could not be downloaded ({first}); check ORG/REPO/FILE, "
+            f"or pass --model PATH (or set {MODEL_ENV}) to a GGUF embedding model you have"
+        ) from None
+
+
+# ---- a model's fingerprint: how a database tells its model from another of the same size ----
+
+#: Fixed texts whose embeddings identify a model. A database stores them with its first
+#: embeddings and compares them with any later model's (:func:`fingerprint_cosine`).
+FINGERPRINT_TEXTS = (
+    "sqlite-rrf fingerprint: the quick brown fox jumps over the lazy dog.",
+    "Production Postgres credentials are kept in Vault and rotate every 90 days.",
+    "Mitochondria produce most of the chemical energy of the cell.",
+)
+
+#: Two models are the same when every fingerprint text embeds with at least this cosine
+#: (quantisations of one model agree at 0.999 and above; different models far below).
+FINGERPRINT_MIN_COSINE = 0.99
+
+
+def fingerprint(embedder: "object") -> bytes:
+    """The embeddings of :data:`FINGERPRINT_TEXTS` as concatenated float32 bytes."""
+    import numpy as np
+
+    vecs = np.asarray(embedder.embed_many(list(FINGERPRINT_TEXTS), progress=False),  # type: ignore[attr-defined]
+                      dtype="<f4")
+    return vecs.tobytes()
+
+
+def fingerprint_cosine(a: bytes, b: bytes) -> Optional[float]:
+    """The smallest cosine between matching texts of two fingerprints, or ``None`` when they
+    cannot be compared (different sizes)."""
+    import numpy as np
+
+    n = len(FINGERPRINT_TEXTS)
+    if len(a) != len(b) or len(a) % (4 * n) or not a:
+        return None
+    x = np.frombuffer(a, "<f4").astype(np.float64).reshape(n, -1)
+    y = np.frombuffer(b, "<f4").astype(np.float64).reshape(n, -1)
+    norms = np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1)
+    if not np.all(norms > 0):
+        return None
+    return float(np.min(np.sum(x * y, axis=1) / norms))
