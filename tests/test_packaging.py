@@ -492,3 +492,76 @@ def test_one_version_everywhere(wheel, sdist, wheel_venv, work):
     # and nothing else in the sources writes a version down
     for path in [REPO / "setup.py", REPO / "pyproject.toml", REPO / "csrc" / "rrf_internal.h"]:
         assert not re.search(rf"(?<![\d.]){re.escape(version)}(?![\d.])", path.read_text(encoding="utf-8")), path
+
+
+# ---------------------------------------------------------------- a pip user's path (issue 10)
+
+SHARED_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
+
+
+@linux_only
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_MODEL.is_file(), reason="needs the GGUF model beside the repo")
+def test_pip_users_path_from_the_wheel(wheel, work):
+    """The wheel with the embed extra in a clean venv, used from a directory with no
+    ../shared and no configuration: init, add and recall with BM25 only (said once), then
+    a model by path, then the default model's hf: name from a Hugging Face cache filled
+    offline, an embed backfill, and a recall with vectors from the database's memory."""
+    from conftest import fill_hf_cache
+
+    from sqlite_rrf.models import DEFAULT_MODEL
+
+    root = work / "pip-user"
+    home = root / "home" / "someone"
+    project = home / "project"
+    project.mkdir(parents=True)
+    assert not (project.parent / "shared").exists() and not (project / "shared").exists()
+    venv = root / "venv"
+    make_venv(venv)
+    env = clean_env(HOME=str(home), HF_HUB_OFFLINE="1",
+                    HF_HUB_CACHE=str(home / ".cache" / "huggingface" / "hub"))
+    # llama-cpp-python builds from its sdist in its own isolated build (or comes from pip's
+    # wheel cache, which CI starts empty)
+    run([venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[embed]"], env=env,
+        cwd=root, timeout=1500)
+    exe = venv / "bin" / "sqlite-rrf"
+
+    def cli(*args, ok=True):
+        p = run([exe, *args], env=env, cwd=project, check=ok)
+        assert "Traceback" not in p.stderr, p.stderr
+        assert "shared" not in p.stderr, p.stderr
+        return p
+
+    def recall(query, *extra):
+        p = cli("recall", "memory.db", query, "--json", "--force", *extra)
+        return json.loads(p.stdout), p.stderr
+
+    assert "ready" in cli("init", "memory.db").stdout
+    p = cli("add", "memory.db", "Production Postgres credentials are kept in Vault", "--id", "a")
+    assert p.stderr.count("vector list is off") == 1 and "sqlite-rrf model" in p.stderr
+    cli("add", "memory.db", "The user prefers green tea in the afternoon", "--id", "b")
+    hits, err = recall("postgres credentials")
+    assert hits[0]["id"] == "a" and hits[0]["vec_rank"] is None
+    assert "no embeddings yet" in err
+
+    # a model by path: the new episode is embedded, and the database remembers the model
+    downloads = home / "Downloads"
+    downloads.mkdir()
+    model = downloads / "minilm.gguf"
+    shutil.copyfile(SHARED_MODEL, model)
+    cli("add", "memory.db", "Backups of the Postgres database run every six hours",
+        "--id", "c", "--model", str(model))
+    hits, _ = recall("database backup schedule")
+    assert hits[0]["id"] == "c" and hits[0]["vec_rank"] == 1
+
+    # the default model by its hf: name, from the cache (offline); the same model, so the
+    # database accepts it; embed backfills the episodes added without a model
+    fill_hf_cache(Path(env["HF_HUB_CACHE"]), DEFAULT_MODEL, SHARED_MODEL)
+    p = cli("embed", "memory.db", "--model", DEFAULT_MODEL)
+    assert "embedded 2 episodes" in p.stdout
+    model.unlink()  # the remembered file is gone: the default (cached) model takes over
+    hits, err = recall("where are the db passwords?")
+    assert hits[0]["id"] == "a" and hits[0]["vec_rank"] == 1, (hits, err)
+    assert "vector list is off" not in err
+    st = json.loads(cli("stats", "memory.db", "--json").stdout)
+    assert st["episodes"] == st["with_embedding"] == 3

@@ -49,20 +49,24 @@ def _embedder(args: argparse.Namespace, remembered: Optional[str] = None,
     that is said once on stderr.
     """
     from .embed import Embedder, EmbeddingError
-    from .models import MODEL_ENV, ModelNotFoundError, choose_model
+    from .models import MODEL_ENV, ModelNotFoundError, model_candidates
 
     asked = getattr(args, "model", None)
-    spec = choose_model(asked, remembered)
     explicit = bool(asked) or bool(os.environ.get(MODEL_ENV, "").strip())
-    try:
-        return Embedder(spec, n_ctx=getattr(args, "n_ctx", None) or _default_n_ctx())
-    except ValueError as e:
-        raise CliError(f"--model: {e}") from None
-    except (ModelNotFoundError, EmbeddingError) as e:
-        if explicit or required:
-            raise CliError(str(e)) from None
-        note(f"the vector list is off: {e}")
-        return None
+    first_error: Optional[Exception] = None
+    for spec in model_candidates(asked, remembered):
+        try:
+            return Embedder(spec, n_ctx=getattr(args, "n_ctx", None) or _default_n_ctx())
+        except ValueError as e:
+            raise CliError(f"--model: {e}") from None
+        except (ModelNotFoundError, EmbeddingError) as e:
+            first_error = first_error or e
+            if isinstance(e, EmbeddingError) and "llama-cpp-python" in str(e):
+                break  # no other model can load either
+    if explicit or required:
+        raise CliError(str(first_error)) from None
+    note(f"the vector list is off: {first_error}")
+    return None
 
 
 def _default_n_ctx() -> int:
@@ -75,6 +79,7 @@ def _open(args: argparse.Namespace, model: Optional[str] = None,
           must_exist: bool = True) -> Any:
     """Open the database. ``model`` 'write' or 'recall' attaches the chosen model (see
     :func:`_embedder`); a recall of a database that has no embeddings loads none."""
+    from .models import MODEL_ENV
     from .store import Store, StoreError
 
     if must_exist and not os.path.exists(args.db):
@@ -93,7 +98,9 @@ def _open(args: argparse.Namespace, model: Optional[str] = None,
                     store.attach_embedder(emb, remember=model == "write")
                 except StoreError as e:
                     emb.close()
-                    raise CliError(str(e)) from None
+                    if getattr(args, "model", None) or os.environ.get(MODEL_ENV, "").strip():
+                        raise CliError(str(e)) from None
+                    note(f"the vector list is off: {e}")
             elif model == "write" and store.dim is not None:
                 note(f"new episodes are stored without embeddings; `sqlite-rrf embed {args.db}` "
                      "adds them once a model is available")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 from urllib.parse import urlparse
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "ModelSpec",
     "parse_spec",
     "choose_model",
+    "model_candidates",
     "resolve_model",
 ]
 
@@ -106,18 +107,30 @@ def parse_spec(spec: str) -> ModelSpec:
                      revision=revision)
 
 
+def model_candidates(asked: Optional[str] = None,
+                     remembered: Optional[str] = None) -> List[str]:
+    """The specs to try, in order: ``[asked]`` or ``[$SQLITE_RRF_MODEL]`` when given (a
+    model named by the user is the only candidate), else the database's ``remembered``
+    model (when it is a spec that can be resolved: an ``hf:`` name or an absolute path)
+    and then :data:`DEFAULT_MODEL`."""
+    if asked:
+        return [asked]
+    env = os.environ.get(MODEL_ENV, "").strip()
+    if env:
+        return [env]
+    out = []
+    if remembered and (remembered.startswith(_HF_PREFIX) or os.path.isabs(remembered)):
+        out.append(remembered)
+    if DEFAULT_MODEL not in out:
+        out.append(DEFAULT_MODEL)
+    return out
+
+
 def choose_model(asked: Optional[str] = None, remembered: Optional[str] = None) -> str:
     """The spec of the model to use: ``asked``, then ``$SQLITE_RRF_MODEL``, then the
     database's ``remembered`` model (ignored unless it is a spec that can be resolved: an
     ``hf:`` name or an absolute path), then :data:`DEFAULT_MODEL`."""
-    if asked:
-        return asked
-    env = os.environ.get(MODEL_ENV, "").strip()
-    if env:
-        return env
-    if remembered and (remembered.startswith(_HF_PREFIX) or os.path.isabs(remembered)):
-        return remembered
-    return DEFAULT_MODEL
+    return model_candidates(asked, remembered)[0]
 
 
 def _offline() -> bool:
