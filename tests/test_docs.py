@@ -464,6 +464,9 @@ def python_api_names() -> List[str]:
               "MAX_QUERY_CHARS", "TOPIC_GATE_COSINE"]
     names += [n for n in vars(Embedder) if not n.startswith("_")]
     names += ["Embedder", "EmbeddingError", "ModelNotFoundError", "default_model_path"]
+    names += ["DEFAULT_MODEL", "DEFAULT_N_CTX", "MODEL_ENV", "parse_spec", "model_candidates",
+              "choose_model", "resolve_model", "fingerprint", "fingerprint_cosine",
+              "FINGERPRINT_TEXTS", "FINGERPRINT_MIN_COSINE"]
     names += [n for n, v in vars(kernels).items()
               if inspect.isfunction(v) and not n.startswith("_")
               and v.__module__ == kernels.__name__]
