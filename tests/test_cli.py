@@ -54,7 +54,7 @@ def requires_model(f):
     f = pytest.mark.skipif(not os.path.isfile(MODEL),
                            reason=f"the embedding model {MODEL} is not there")(f)
     f = pytest.mark.skipif(not _llama_importable(),
-                           reason="llama_cpp (the embed extra) is not importable")(f)
+                           reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'")(f)
     return pytest.mark.embed(f)
 
 

@@ -131,7 +131,7 @@ def memory_db(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def knn_db(tmp_path_factory) -> Path:
-    pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed")
+    pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
     path = tmp_path_factory.mktemp("datasette-knn") / "knnmem.db"
     with Store(path) as store:
         store.add_many(_episodes())

@@ -233,7 +233,7 @@ def directives(body: str) -> Tuple[Set[str], Dict[str, Any]]:
 
 
 def load_sqlite_vec(conn: apsw.Connection) -> None:
-    sqlite_vec = pytest.importorskip("sqlite_vec")
+    sqlite_vec = pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
@@ -800,7 +800,7 @@ def _load_path(arg: str) -> str:
     if base == "rrf":
         return sqlite_rrf.loadable_path()
     if base == "vec0":
-        return pytest.importorskip("sqlite_vec").loadable_path()
+        return pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'").loadable_path()
     return arg
 
 

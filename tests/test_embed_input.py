@@ -111,7 +111,7 @@ def test_lone_surrogate_query_is_a_clear_error_not_a_crash(store):
 
 @pytest.fixture(scope="module")
 def embedder():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'")
     from sqlite_rrf.embed import Embedder, default_model_path
 
     path = default_model_path()

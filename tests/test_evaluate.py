@@ -521,7 +521,7 @@ def test_evaluate_in_two_processes_gives_the_same(tiny, tmp_path):
 
 
 def test_knn_pool_covering_the_corpus_matches_all(tiny, tmp_path):
-    pytest.importorskip("sqlite_vec")
+    pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
     from sqlite_rrf import store as store_mod
     if "knn" not in getattr(store_mod, "POOL_MODES", ()):
         pytest.skip("this store has no 'knn' pool")
@@ -534,7 +534,7 @@ def test_knn_pool_covering_the_corpus_matches_all(tiny, tmp_path):
 
 
 def test_plot_and_table(tiny, tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed: pip install 'sqlite-rrf[bench]'")
     res = ev.evaluate(tiny, runs=["bm25", "vector", "rrf"], progress=False,
                       db_path=tmp_path / "e.db")
     png = tmp_path / "out" / "ndcg.png"
@@ -632,7 +632,7 @@ def _llama_importable() -> bool:
 
 @pytest.mark.embed
 @pytest.mark.skipif(not os.path.isfile(MODEL), reason=f"the embedding model {MODEL} is not there")
-@pytest.mark.skipif(not _llama_importable(), reason="llama_cpp (the embed extra) is not importable")
+@pytest.mark.skipif(not _llama_importable(), reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'")
 def test_evaluate_without_cache_embeds_with_the_model(tmp_path):
     root = write_collection(tmp_path / "nocache", cache=False)
     res = ev.evaluate(root, runs=["bm25", "vector", "rrf"], progress=False,

@@ -189,7 +189,7 @@ def test_default_model_through_the_hf_cache_embeds_like_the_shared_model(tmp_pat
 def other_model(tmp_path_factory) -> Path:
     """A second real GGUF model of the same dimension: the shared model with its token
     embedding rows shuffled (so every text embeds elsewhere)."""
-    gguf = pytest.importorskip("gguf", reason="needs the gguf package (the test extra)")
+    gguf = pytest.importorskip("gguf", reason="gguf is not installed: pip install 'sqlite-rrf[test]'")
     if not HAVE_MODEL:
         pytest.skip("needs the GGUF model")
     path = tmp_path_factory.mktemp("other") / "other-model.gguf"
