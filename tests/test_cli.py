@@ -768,23 +768,30 @@ def test_touch_no_touch_and_topic_gate(tmp_path, rdb, corpus, embedder):
             assert t0 <= r[5] <= t1, "accessed_at = now"
         else:
             assert r == old[i]
-    # the gate's memory is the query's embedding, in the database
-    last = meta(rdb, "last_query_embedding")
+    # without a session the command line is never gated (the gate belongs to the caller)
+    again, p = recall_json(rdb, QUERY, "--no-touch", cwd=tmp_path)
+    assert "skipped" not in p.stderr and len(again) == 3
+    # a session's gate: its memory is the query's embedding, in the database, per session
+    recall_json(rdb, QUERY, "--session", "agent-1", cwd=tmp_path)
+    last = meta(rdb, "topic_gate:agent-1")
     assert isinstance(last, bytes)
     assert unit_cos(np.frombuffer(last, "<f4"), embedder.embed(QUERY)) > 0.999
 
-    # the same query again, in another process: skipped, nothing touched
+    # the same query again in that session, in another process: skipped, nothing touched
     state = dump(rdb)
-    p = ok(run("recall", rdb, QUERY, cwd=tmp_path, model=MODEL))
+    p = ok(run("recall", rdb, QUERY, "--session", "agent-1", cwd=tmp_path, model=MODEL))
     assert p.stdout == ""
     assert "skipped" in p.stderr and "force" in p.stderr
     assert dump(rdb) == state
-    skipped, p = recall_json(rdb, QUERY, cwd=tmp_path)
+    skipped, p = recall_json(rdb, QUERY, "--session", "agent-1", cwd=tmp_path)
     assert skipped == [] and "skipped" in p.stderr
     assert dump(rdb) == state
+    # another agent on the same memory is not gated by agent-1's query
+    other_agent, p = recall_json(rdb, QUERY, "--session", "agent-2", "--no-touch", cwd=tmp_path)
+    assert "skipped" not in p.stderr and len(other_agent) == 3
 
     # --force recalls anyway
-    forced, p = recall_json(rdb, QUERY, "--force", cwd=tmp_path)
+    forced, p = recall_json(rdb, QUERY, "--session", "agent-1", "--force", cwd=tmp_path)
     assert "skipped" not in p.stderr
     assert len(forced) == 3
     assert {h["id"] for h in forced} >= {"ep00"}

@@ -415,8 +415,18 @@ def test_topic_gate(tmp_path):
         assert not s.recall("alpha again", qvec=near, force=True).skipped
         far = rng.normal(size=DIM)
         assert not s.recall("something else", qvec=far).skipped
-    with Store(path) as s:  # the gate remembers across processes (rrf_meta)
-        assert s.recall("something else", qvec=far).skipped
+    with Store(path) as s:  # the gate belongs to the instance: a new one is not gated
+        assert not s.recall("something else", qvec=far).skipped
+        # with a session, the gate holds across instances and processes (rrf_meta) ...
+        assert not s.recall("first", qvec=q, session="agent-a").skipped
+    with Store(path) as s:
+        assert s.recall("first again", qvec=near, session="agent-a").skipped
+        # ... and belongs to that session only: another agent sharing the memory is not gated
+        assert not s.recall("first again", qvec=near, session="agent-b", touch=False).skipped
+        # a recall that does not touch does not move its session's gate
+        assert not s.recall("x", qvec=far, session="agent-c", touch=False).skipped
+        assert not s.recall("x", qvec=far, session="agent-c").skipped
+        assert s.recall("x", qvec=far, session="agent-c").skipped
 
 
 # ---- validation: nothing written on bad input ----

@@ -234,12 +234,15 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
                               k=args.k, pool=args.pool, pool_size=args.pool_size,
                               bm25_limit=args.bm25_limit,
                               touch=not args.no_touch, force=args.force,
+                              session=getattr(args, "session", None),
                               profile=args.profile, alpha=args.alpha,
                               min_similarity=args.min_similarity)
     except StoreError as e:
         raise CliError(str(e)) from None
     if result.skipped:
         print(f"recall skipped: {result.reason}", file=sys.stderr)
+    if result.touch_error:
+        note(result.touch_error)
     if args.json:
         keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank",
                 "access_rank", "similarity", "explain")
@@ -384,7 +387,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
               "episodes ∪ every BM25 hit)\n")
         ns = argparse.Namespace(query=args.query, limit=args.limit, weights=None, k=None,
                                 pool="recent", pool_size=args.pool_size, no_touch=False,
-                                force=True, json=False, explain=True, profile=None,
+                                force=True, session=None, json=False, explain=True, profile=None,
                                 alpha=None, min_similarity=None, bm25_limit=None)
         _recall(store, ns)
     print(f"\nThe same recall in the sqlite3 shell: sqlite3 {args.db}, then "
@@ -451,6 +454,10 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="do not mark the returned episodes as accessed")
     p.add_argument("--force", action="store_true", help="recall even if the topic gate says "
                    "the query repeats the previous one")
+    p.add_argument("--session", metavar="ID",
+                   help="the caller's session: the topic gate compares the query with this "
+                        "session's previous one (without it, a command line recall is never "
+                        "gated)")
     p.add_argument("--pool", choices=POOL_MODES, default=None,
                    help="vector pool: the most recently accessed episodes (default), all "
                         "(exact), or knn (sqlite-vec's nearest; needs `sqlite-rrf knn DB`)")

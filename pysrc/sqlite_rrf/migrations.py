@@ -107,9 +107,12 @@ def migrate(conn: Any, migrations: Optional[List[Migration]] = None) -> List[int
     """Apply the pending migrations to ``conn`` (an :class:`apsw.Connection`); returns
     the versions applied (empty when the database was up to date)."""
     migrations = available() if migrations is None else migrations
-    _check(applied(conn), migrations)
+    done = applied(conn)
+    _check(done, migrations)
     done_now = []
     for m in migrations:
+        if m.version in done:
+            continue  # applied: no write lock is taken when nothing is pending
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(_CREATE_TABLE)

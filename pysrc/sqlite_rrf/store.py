@@ -101,7 +101,9 @@ class RecallHit:
 @dataclass(frozen=True)
 class RecallResult(Sequence[RecallHit]):
     """The hits of one recall (a sequence), or an empty result with ``skipped=True``
-    and the ``reason`` when the topic gate held the recall back."""
+    and the ``reason`` when the topic gate held the recall back. ``touched`` says whether
+    the hits were marked accessed, and ``touch_error`` why not when a touch was asked for
+    and could not be made."""
 
     hits: List[RecallHit]
     query: str
@@ -109,6 +111,8 @@ class RecallResult(Sequence[RecallHit]):
     reason: Optional[str] = None
     gate_cosine: Optional[float] = None
     params: Dict[str, Any] = field(default_factory=dict)
+    touched: bool = False
+    touch_error: Optional[str] = None
 
     @overload
     def __getitem__(self, i: int) -> RecallHit: ...
@@ -191,25 +195,38 @@ class Store:
         self.conn = apsw.Connection(self.path)
         try:
             self.conn.set_busy_timeout(busy_timeout_ms)
-            if self.path not in (":memory:", ""):
+            #: True when the file can only be read (read-only media or permissions): recall
+            #: works (without touching), writes raise.
+            self.readonly = bool(self.conn.readonly("main"))
+            if self.path not in (":memory:", "") and not self.readonly:
                 self._wal()
             self.conn.execute("PRAGMA foreign_keys = ON")
             # REPLACE fires the FTS delete trigger only with recursive triggers on.
             self.conn.execute("PRAGMA recursive_triggers = ON")
             load(self.conn)
-            migrate(self.conn)
-            if self.has_knn:
+            if self.has_knn:  # before migrating: a migration may write to the vec0 index
                 self._load_sqlite_vec()
-            if self.meta("bm25_stopwords_rows") is None:
-                self._wrote(0)  # a database from before migration 0003, or still small
+            if self.readonly:
+                self._check_schema_readable()
+            else:
+                migrate(self.conn)
+                if self.meta("bm25_stopwords_rows") is None:
+                    self._wrote(0)  # a database from before migration 0003, or still small
             if embedder is not None:
-                self._bind_model(embedder)
-            last = self.meta("last_query_embedding")
-            if isinstance(last, bytes) and len(last) % 4 == 0 and last:
-                self._last_qvec = np.frombuffer(last, "<f4").astype(np.float64)
+                self._bind_model(embedder, remember=not self.readonly)
         except BaseException:
             self.conn.close()
             raise
+
+    def _check_schema_readable(self) -> None:
+        """A read-only database cannot be migrated: it must be at this version already."""
+        from .migrations import available, current_version
+
+        have, want = current_version(self.conn), max(m.version for m in available())
+        if have < want:
+            raise StoreError(f"{self.path} is read-only and at schema version {have}; this "
+                             f"sqlite-rrf needs {want}. Open it once where it can be written "
+                             "(it is migrated then), or copy it somewhere writable")
 
     def _wal(self, tries: int = 200) -> None:
         """Switch to WAL. Changing the journal mode takes an exclusive lock that the
@@ -679,7 +696,7 @@ class Store:
                touch: bool = True, force: bool = False,
                qvec: Optional[Vector] = None, profile: Optional[str] = None,
                alpha: Optional[float] = None, min_similarity: Optional[float] = None,
-               now: Optional[int] = None) -> RecallResult:
+               now: Optional[int] = None, session: Optional[str] = None) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement
         (``sql/recall.sql``): weighted RRF over BM25, vector similarity, recency and
         access lists.
@@ -692,12 +709,21 @@ class Store:
         recency and access as a bounded tie-breaker; ``'rrf'`` is DESIGN.md's four-list
         RRF); ``alpha`` weighs cosine against BM25 in ``'convex'``; ``min_similarity``
         drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
-        fixes the clock for ages. ``touch`` marks the
-        returned episodes accessed (``accessed_at = now``, ``access_count + 1``) in the
-        same transaction. The topic gate skips the recall (``result.skipped``) when the
-        query's embedding has cosine > 0.85 with the previous recalled query's, unless
-        ``force``; the previous query is remembered in the database (``rrf_meta``) by
-        recalls that touch, so the gate also works across processes. ``qvec`` gives the query vector instead of the embedder's.
+        fixes the clock for ages. ``qvec`` gives the query vector instead of the
+        embedder's.
+
+        The statement runs in a read transaction, which never blocks a writer. Then
+        ``touch`` marks the returned episodes accessed (``accessed_at = now``,
+        ``access_count + 1``) in a short write transaction of its own, retried while other
+        writers hold the lock; a touch that cannot be made (a read-only database, or the
+        lock still busy after the retries) never fails the recall: ``result.touched`` is
+        False and ``result.touch_error`` says why.
+
+        The topic gate skips the recall (``result.skipped``) when the query's embedding has
+        cosine > 0.85 with the caller's previous query, unless ``force``. The previous query
+        belongs to the caller: this Store instance, or, with ``session`` (any text, e.g. an
+        agent's session id), that session, remembered in the database by touching recalls so
+        that it holds across processes. Two agents sharing a memory never gate each other.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
@@ -717,8 +743,9 @@ class Store:
                                  f"dimensional embeddings, got {n}")
             qarr = np.frombuffer(qblob, "<f4").astype(np.float64)
             qarr /= np.linalg.norm(qarr)
-            if self._last_qvec is not None and not force and self._last_qvec.shape == qarr.shape:
-                cos = float(self._last_qvec @ qarr)
+            last = self._gate_memory(session)
+            if last is not None and not force and last.shape == qarr.shape:
+                cos = float(last @ qarr)
                 if cos > TOPIC_GATE_COSINE:
                     return RecallResult([], query, skipped=True, gate_cosine=cos, params=params,
                                         reason=f"topic unchanged: cosine {cos:.3f} > "
@@ -734,20 +761,11 @@ class Store:
                 raise StoreError("pool_size: must be at least 1 for the 'knn' pool")
         bindings = dict(params, query=query, qvec=qblob)
         hits: List[RecallHit] = []
-        self.conn.execute("BEGIN IMMEDIATE" if touch else "BEGIN")
+        self.conn.execute("BEGIN")  # a read transaction: one snapshot, no write lock
         try:
             for row in self.conn.execute(recall_statement(params["pool"] or "recent"),
                                          bindings):
                 hits.append(RecallHit(*row[:9], json.loads(row[9]) if row[9] else {}, *row[10:]))
-            if touch and hits:
-                now = now_ms()
-                self.conn.executemany(
-                    "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
-                    "WHERE rowid = ?", [(now, h.rowid) for h in hits])
-            if touch and qarr is not None:  # the topic gate's memory, across processes
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO rrf_meta VALUES ('last_query_embedding', ?)",
-                    (qarr.astype("<f4").tobytes(),))
             self.conn.execute("COMMIT")
         except BaseException:
             if not self.conn.getautocommit():
@@ -755,7 +773,58 @@ class Store:
             raise
         if qarr is not None:
             self._last_qvec = qarr
-        return RecallResult(hits, query, params=params)
+        touched, why = False, None
+        if touch and (hits or (session is not None and qarr is not None)):
+            touched, why = self._touch([h.rowid for h in hits], session, qarr)
+        return RecallResult(hits, query, params=params, touched=touched, touch_error=why)
+
+    #: How long a touch waits in all for the write lock before it gives up (seconds).
+    TOUCH_PATIENCE = 30.0
+
+    def _gate_key(self, session: str) -> str:
+        if not isinstance(session, str) or not session:
+            raise StoreError(f"session: must be non-empty text, got {session!r}")
+        return f"topic_gate:{session}"
+
+    def _gate_memory(self, session: Optional[str]) -> Optional[np.ndarray]:
+        """The caller's previous query vector: this instance's, or the session's."""
+        if session is None:
+            return self._last_qvec
+        last = self.meta(self._gate_key(session))
+        if isinstance(last, bytes) and last and len(last) % 4 == 0:
+            return np.frombuffer(last, "<f4").astype(np.float64)
+        return None
+
+    def _touch(self, rowids: List[int], session: Optional[str],
+               qarr: Optional[np.ndarray]) -> Tuple[bool, Optional[str]]:
+        """Mark ``rowids`` accessed (and remember the session's query) in one short write
+        transaction, retried while the lock is busy. Returns (done, why not)."""
+        if self.readonly:
+            return False, "the database is read-only, so the recalled episodes were not touched"
+        now = now_ms()
+        deadline = time.monotonic() + self.TOUCH_PATIENCE
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self.conn.executemany(
+                        "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
+                        "WHERE rowid = ?", [(now, r) for r in rowids])
+                    if session is not None and qarr is not None:
+                        self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)",
+                                          (self._gate_key(session), qarr.astype("<f4").tobytes()))
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    if not self.conn.getautocommit():
+                        self.conn.execute("ROLLBACK")
+                    raise
+                return True, None
+            except (apsw.BusyError, apsw.LockedError) as e:
+                if time.monotonic() >= deadline:
+                    return False, f"the write lock stayed busy ({e}), so the episodes were not touched"
+                time.sleep(0.01)
+            except apsw.ReadOnlyError as e:
+                return False, f"the database is read-only ({e}), so the episodes were not touched"
 
     @staticmethod
     def _recall_params(limit: int, weights: Any, k: Optional[float], pool: Optional[str],
