@@ -1,8 +1,9 @@
 /*
-** sqlite-rrf vector kernels (see kernels.h for the requirements K1-K3).
+** sqlite-rrf vector kernels (see kernels.h for the requirements K1-K4).
 */
 #include "kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -11,7 +12,10 @@
 #error "sqlite-rrf reads float32 blobs as little-endian; big-endian hosts are not supported"
 #endif
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+/* K4 needs double arithmetic in double precision: a 32-bit x87 build (excess
+** precision, FLT_EVAL_METHOD 2) keeps only the scalar path. */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
 #define RRF_HAVE_AVX2 1
 #include <immintrin.h>
 #endif
@@ -28,37 +32,96 @@ static inline float load_f32(const unsigned char *p) {
   return f;
 }
 
-/* ---- scalar twin: four partial sums per quantity, always compiled (K3) ---- */
+/* ---- the one summation order of every path (K4) ----
+**
+** Each of the three sums runs over 16 lanes, L[0..15], all starting at +0.0:
+**   1. element i of the first m = n - n % 8 elements (whole blocks of 8) goes to
+**      lane i % 16, in increasing i: L[i % 16] = L[i % 16] + x[i] * y[i];
+**   2. the lanes are reduced as v[j] = (L[j] + L[j+4]) + (L[j+8] + L[j+12]) for
+**      j = 0..3, then s = (v[0] + v[2]) + (v[1] + v[3]);
+**   3. the last n % 8 elements are added to s one by one, in increasing i.
+** x[i] * y[i] is the product of two floats widened to double, which is exact (24
+** + 24 significant bits fit in 53, and the exponents stay far inside double's
+** range), so a fused multiply-add and a multiply then add give the same double:
+** the paths may use either, and compiler contraction changes nothing. */
+
+#define RRF_LANES 16
+
+/* Step 2 of K4 on one quantity's 16 lanes. */
+static double reduce16(const double L[RRF_LANES]) {
+  double v0 = (L[0] + L[4]) + (L[8] + L[12]);
+  double v1 = (L[1] + L[5]) + (L[9] + L[13]);
+  double v2 = (L[2] + L[6]) + (L[10] + L[14]);
+  double v3 = (L[3] + L[7]) + (L[11] + L[15]);
+  return (v0 + v2) + (v1 + v3);
+}
+
+/* Step 3 of K4: the elements [i, n) one by one. */
+static void tail3(const unsigned char *a, const unsigned char *b, size_t i, size_t n,
+                  double out[3]) {
+  for (; i < n; i++) {
+    double x = load_f32(a + 4 * i), y = load_f32(b + 4 * i);
+    out[0] += x * y;
+    out[1] += x * x;
+    out[2] += y * y;
+  }
+}
+
+/* ---- scalar twin: K4 in plain C, always compiled (K3) ---- */
+
+/* The 3 x 16 lanes are named variables rather than arrays, so that the compiler
+** keeps what it can of them in registers (an array of lanes is read and written
+** back on every step). */
+#define RRF_LANE_ZERO(J) double D##J = 0, A##J = 0, B##J = 0
+#define RRF_LANE_ADD(J)                                                              \
+  do {                                                                              \
+    double x = load_f32(a + 4 * (i + J)), y = load_f32(b + 4 * (i + J));            \
+    D##J += x * y;                                                                  \
+    A##J += x * x;                                                                  \
+    B##J += y * y;                                                                  \
+  } while (0)
+#define RRF_LANES_OF(X)                                                              \
+  { X##0, X##1, X##2, X##3, X##4, X##5, X##6, X##7,                                 \
+    X##8, X##9, X##10, X##11, X##12, X##13, X##14, X##15 }
 
 static void dot3_scalar(const void *pa, const void *pb, size_t n, double out[3]) {
   const unsigned char *a = pa, *b = pb;
-  double d[4] = {0, 0, 0, 0}, na[4] = {0, 0, 0, 0}, nb[4] = {0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int j = 0; j < 4; j++) {
-      double x = load_f32(a + 4 * (i + j)), y = load_f32(b + 4 * (i + j));
-      d[j] += x * y;
-      na[j] += x * x;
-      nb[j] += y * y;
-    }
+  RRF_LANE_ZERO(0); RRF_LANE_ZERO(1); RRF_LANE_ZERO(2); RRF_LANE_ZERO(3);
+  RRF_LANE_ZERO(4); RRF_LANE_ZERO(5); RRF_LANE_ZERO(6); RRF_LANE_ZERO(7);
+  RRF_LANE_ZERO(8); RRF_LANE_ZERO(9); RRF_LANE_ZERO(10); RRF_LANE_ZERO(11);
+  RRF_LANE_ZERO(12); RRF_LANE_ZERO(13); RRF_LANE_ZERO(14); RRF_LANE_ZERO(15);
+  size_t m = n - n % 8, i = 0;
+  for (; i + 16 <= m; i += 16) { /* K4 step 1: lanes 0-15 */
+    RRF_LANE_ADD(0); RRF_LANE_ADD(1); RRF_LANE_ADD(2); RRF_LANE_ADD(3);
+    RRF_LANE_ADD(4); RRF_LANE_ADD(5); RRF_LANE_ADD(6); RRF_LANE_ADD(7);
+    RRF_LANE_ADD(8); RRF_LANE_ADD(9); RRF_LANE_ADD(10); RRF_LANE_ADD(11);
+    RRF_LANE_ADD(12); RRF_LANE_ADD(13); RRF_LANE_ADD(14); RRF_LANE_ADD(15);
   }
-  for (; i < n; i++) {
-    double x = load_f32(a + 4 * i), y = load_f32(b + 4 * i);
-    d[0] += x * y;
-    na[0] += x * x;
-    nb[0] += y * y;
+  if (i < m) { /* a last block of 8: lanes 0-7 */
+    RRF_LANE_ADD(0); RRF_LANE_ADD(1); RRF_LANE_ADD(2); RRF_LANE_ADD(3);
+    RRF_LANE_ADD(4); RRF_LANE_ADD(5); RRF_LANE_ADD(6); RRF_LANE_ADD(7);
   }
-  out[0] = (d[0] + d[1]) + (d[2] + d[3]);
-  out[1] = (na[0] + na[1]) + (na[2] + na[3]);
-  out[2] = (nb[0] + nb[1]) + (nb[2] + nb[3]);
+  const double d[RRF_LANES] = RRF_LANES_OF(D), na[RRF_LANES] = RRF_LANES_OF(A),
+               nb[RRF_LANES] = RRF_LANES_OF(B);
+  out[0] = reduce16(d); /* K4 step 2 */
+  out[1] = reduce16(na);
+  out[2] = reduce16(nb);
+  tail3(a, b, m, n, out); /* K4 step 3 */
 }
+#undef RRF_LANE_ZERO
+#undef RRF_LANE_ADD
+#undef RRF_LANES_OF
 
-/* ---- AVX2 + FMA: 8 floats a step, widened to two 4-double lanes ---- */
+/* ---- AVX2 + FMA: K4 with the 16 lanes in four 4-double registers per sum ---- */
 
 #ifdef RRF_HAVE_AVX2
-__attribute__((target("avx2,fma"))) static inline double hsum256(__m256d v) {
+/* Step 2 of K4: ((L0-3 + L4-7) + (L8-11 + L12-15)) lane by lane, then
+** (v0 + v2) + (v1 + v3). */
+__attribute__((target("avx2,fma"))) static inline double hsum16(__m256d q0, __m256d q1,
+                                                                __m256d q2, __m256d q3) {
+  __m256d v = _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3));
   __m128d lo = _mm256_castpd256_pd128(v), hi = _mm256_extractf128_pd(v, 1);
-  lo = _mm_add_pd(lo, hi);
+  lo = _mm_add_pd(lo, hi); /* (v0 + v2, v1 + v3) */
   return _mm_cvtsd_f64(lo) + _mm_cvtsd_f64(_mm_unpackhi_pd(lo, lo));
 }
 
@@ -79,68 +142,71 @@ __attribute__((target("avx2,fma"))) static inline double hsum256(__m256d v) {
     B1 = _mm256_fmadd_pd(yh, yh, B1);                                               \
   } while (0)
 
-/* 16 floats a pass into two independent sets of accumulators, so consecutive
-** FMAs do not wait on each other. */
+/* 16 floats a pass: lanes 0-7 in (d0, d1), 8-15 in (d2, d3), so consecutive FMAs
+** do not wait on each other; a last block of 8 goes to lanes 0-7 (K4 step 1). */
 __attribute__((target("avx2,fma"))) static void dot3_avx2(const void *pa, const void *pb,
                                                           size_t n, double out[3]) {
   const unsigned char *a = pa, *b = pb;
   __m256d d0 = _mm256_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
   __m256d a0 = d0, a1 = d0, a2 = d0, a3 = d0;
   __m256d b0 = d0, b1 = d0, b2 = d0, b3 = d0;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  size_t m = n - n % 8, i = 0;
+  for (; i + 16 <= m; i += 16) {
     RRF_AVX2_STEP(0, d0, d1, a0, a1, b0, b1);
     RRF_AVX2_STEP(8, d2, d3, a2, a3, b2, b3);
   }
-  for (; i + 8 <= n; i += 8) RRF_AVX2_STEP(0, d0, d1, a0, a1, b0, b1);
-  double d = hsum256(_mm256_add_pd(_mm256_add_pd(d0, d1), _mm256_add_pd(d2, d3)));
-  double na = hsum256(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
-  double nb = hsum256(_mm256_add_pd(_mm256_add_pd(b0, b1), _mm256_add_pd(b2, b3)));
-  for (; i < n; i++) {
-    double x = load_f32(a + 4 * i), y = load_f32(b + 4 * i);
-    d += x * y;
-    na += x * x;
-    nb += y * y;
-  }
-  out[0] = d;
-  out[1] = na;
-  out[2] = nb;
+  if (i < m) RRF_AVX2_STEP(0, d0, d1, a0, a1, b0, b1);
+  out[0] = hsum16(d0, d1, d2, d3); /* K4 step 2 */
+  out[1] = hsum16(a0, a1, a2, a3);
+  out[2] = hsum16(b0, b1, b2, b3);
+  tail3(a, b, m, n, out); /* K4 step 3 */
 }
 #endif
 
-/* ---- NEON (AArch64): 4 floats a step, widened to two 2-double lanes ---- */
+/* ---- NEON (AArch64): K4 with the 16 lanes in eight 2-double registers per sum ---- */
 
 #ifdef RRF_HAVE_NEON
+/* Step 2 of K4: q[k] holds lanes 2k and 2k+1. */
+static inline double neon_hsum16(const float64x2_t q[8]) {
+  float64x2_t lo = vaddq_f64(vaddq_f64(q[0], q[2]), vaddq_f64(q[4], q[6])); /* v0, v1 */
+  float64x2_t hi = vaddq_f64(vaddq_f64(q[1], q[3]), vaddq_f64(q[5], q[7])); /* v2, v3 */
+  return vaddvq_f64(vaddq_f64(lo, hi)); /* (v0 + v2) + (v1 + v3) */
+}
+
+/* Four floats: lanes k, k+1 (low half) and k+2, k+3 (high half) of each sum, k = 2q. */
+#define RRF_NEON_STEP(OFF, Q)                                                        \
+  do {                                                                              \
+    float32x4_t va = vreinterpretq_f32_u8(vld1q_u8(a + 4 * (i + OFF)));             \
+    float32x4_t vb = vreinterpretq_f32_u8(vld1q_u8(b + 4 * (i + OFF)));             \
+    float64x2_t xl = vcvt_f64_f32(vget_low_f32(va)), xh = vcvt_high_f64_f32(va);    \
+    float64x2_t yl = vcvt_f64_f32(vget_low_f32(vb)), yh = vcvt_high_f64_f32(vb);    \
+    d[Q] = vfmaq_f64(d[Q], xl, yl);                                                 \
+    d[Q + 1] = vfmaq_f64(d[Q + 1], xh, yh);                                         \
+    s[Q] = vfmaq_f64(s[Q], xl, xl);                                                 \
+    s[Q + 1] = vfmaq_f64(s[Q + 1], xh, xh);                                         \
+    t[Q] = vfmaq_f64(t[Q], yl, yl);                                                 \
+    t[Q + 1] = vfmaq_f64(t[Q + 1], yh, yh);                                         \
+  } while (0)
+
 static void dot3_neon(const void *pa, const void *pb, size_t n, double out[3]) {
   const unsigned char *a = pa, *b = pb;
-  float64x2_t d0 = vdupq_n_f64(0), d1 = vdupq_n_f64(0);
-  float64x2_t a0 = vdupq_n_f64(0), a1 = vdupq_n_f64(0);
-  float64x2_t b0 = vdupq_n_f64(0), b1 = vdupq_n_f64(0);
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    float32x4_t va = vreinterpretq_f32_u8(vld1q_u8(a + 4 * i));
-    float32x4_t vb = vreinterpretq_f32_u8(vld1q_u8(b + 4 * i));
-    float64x2_t xl = vcvt_f64_f32(vget_low_f32(va)), xh = vcvt_high_f64_f32(va);
-    float64x2_t yl = vcvt_f64_f32(vget_low_f32(vb)), yh = vcvt_high_f64_f32(vb);
-    d0 = vfmaq_f64(d0, xl, yl);
-    d1 = vfmaq_f64(d1, xh, yh);
-    a0 = vfmaq_f64(a0, xl, xl);
-    a1 = vfmaq_f64(a1, xh, xh);
-    b0 = vfmaq_f64(b0, yl, yl);
-    b1 = vfmaq_f64(b1, yh, yh);
+  float64x2_t d[8], s[8], t[8];
+  for (int k = 0; k < 8; k++) d[k] = s[k] = t[k] = vdupq_n_f64(0);
+  size_t m = n - n % 8, i = 0;
+  for (; i + 16 <= m; i += 16) {
+    RRF_NEON_STEP(0, 0);
+    RRF_NEON_STEP(4, 2);
+    RRF_NEON_STEP(8, 4);
+    RRF_NEON_STEP(12, 6);
   }
-  double d = vaddvq_f64(vaddq_f64(d0, d1));
-  double na = vaddvq_f64(vaddq_f64(a0, a1));
-  double nb = vaddvq_f64(vaddq_f64(b0, b1));
-  for (; i < n; i++) {
-    double x = load_f32(a + 4 * i), y = load_f32(b + 4 * i);
-    d += x * y;
-    na += x * x;
-    nb += y * y;
+  if (i < m) {
+    RRF_NEON_STEP(0, 0);
+    RRF_NEON_STEP(4, 2);
   }
-  out[0] = d;
-  out[1] = na;
-  out[2] = nb;
+  out[0] = neon_hsum16(d); /* K4 step 2 */
+  out[1] = neon_hsum16(s);
+  out[2] = neon_hsum16(t);
+  tail3(a, b, m, n, out); /* K4 step 3 */
 }
 #endif
 

@@ -11,6 +11,12 @@
 **       float64 reference to ~1e-12 and float32 overflow cannot happen.
 **   K3. The SIMD path is chosen at run time from the CPU (AVX2+FMA on x86-64,
 **       NEON on AArch64); the scalar twin is always compiled and selectable.
+**   K4. Every path adds the same products in the same order (16 lanes, one
+**       reduction tree, then the last n % 8 elements one by one; kernels.c
+**       spells it out), so all paths return the same double, bit for bit, for
+**       every n: the result does not depend on the CPU or on SQLITE_RRF_SIMD,
+**       which is what lets vec_cosine be SQLITE_DETERMINISTIC. (A 32-bit x87
+**       build, whose doubles carry excess precision, has the scalar path only.)
 */
 #ifndef SQLITE_RRF_KERNELS_H
 #define SQLITE_RRF_KERNELS_H

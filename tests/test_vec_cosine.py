@@ -1,10 +1,14 @@
-"""vec_cosine(a, b) against numpy in float64 (csrc/vec.c V1..V7, csrc/kernels.h K1..K3).
+"""vec_cosine(a, b) against numpy in float64 (csrc/vec.c V1..V7, csrc/kernels.h K1..K4).
 
 The reference is numpy on the float32 values widened to float64: products of two
 float32 values are exact in float64, so the only difference from the C kernel is
 the order of summation, bounded by ~n * 2**-53 relative to the norms (K2). ``TOL``
 allows for that up to n = 4097 with a wide margin, and is still far below what one
 float32 ulp in any element would change (~1e-8).
+
+K4 is tested exactly: every kernel path (the scalar twin, AVX2+FMA, NEON where the CPU has
+them), in Python and in SQL, gives the same float64 bits as ``k4_cosine``, a plain-Python
+model of the one summation order, for every dimension from 1 to 4097.
 """
 
 from __future__ import annotations
@@ -636,19 +640,103 @@ def simd_paths_other_than_scalar():
     return [p for p in kernels.simd_paths() if p != "scalar"]
 
 
+def bits(x: float) -> bytes:
+    """The float64 bit pattern (so that -0.0 != 0.0 and NaNs compare by payload)."""
+    return struct.pack("<d", x)
+
+
+def k4_sums(a, b):
+    """The three sums in K4's order (csrc/kernels.c), in plain Python floats: 16 lanes
+    over the whole blocks of 8, the reduction tree, then the rest one by one."""
+    x = [float(v) for v in np.asarray(a, dtype=np.float32)]
+    y = [float(v) for v in np.asarray(b, dtype=np.float32)]
+    n = len(x)
+    m = n - n % 8
+    out = []
+    for u, w in ((x, y), (x, x), (y, y)):
+        lanes = [0.0] * 16
+        for i in range(m):
+            lanes[i % 16] = lanes[i % 16] + u[i] * w[i]
+        v = [(lanes[j] + lanes[j + 4]) + (lanes[j + 8] + lanes[j + 12]) for j in range(4)]
+        s_ = (v[0] + v[2]) + (v[1] + v[3])
+        for i in range(m, n):
+            s_ = s_ + u[i] * w[i]
+        out.append(s_)
+    return out
+
+
+def k4_cosine(a, b):
+    """rrf_cosine_from_sums on K4's sums: NaN for a zero norm, else clamped to [-1, 1]."""
+    d, na, nb = k4_sums(a, b)
+    if na == 0.0 or nb == 0.0:
+        return float("nan")
+    return max(-1.0, min(1.0, d / math.sqrt(na * nb)))
+
+
+def k4_pair(dim: int, seed: int = 0):
+    """The test pair of a dimension: float32 normals, the second scaled so that the
+    three sums have different magnitudes."""
+    rng = np.random.default_rng([dim, seed])
+    a = rng.standard_normal(dim).astype(np.float32)
+    b = (rng.standard_normal(dim) * 1e-3).astype(np.float32)
+    return a, b
+
+
 @pytest.mark.parametrize("dim", DIMS)
 def test_K3_simd_kernel_matches_scalar_kernel(dim):
     rng = np.random.default_rng(1000 + dim)
-    others = simd_paths_other_than_scalar()
     for _ in range(5):
         a = rng.standard_normal(dim).astype(np.float32)
         b = rng.standard_normal(dim).astype(np.float32)
         want = ref_cos(a, b)
         scalar = kernels.cosine(a, b, simd="scalar")
         assert scalar == pytest.approx(want, abs=TOL)
-        for path in others:
-            assert kernels.cosine(a, b, simd=path) == pytest.approx(scalar, abs=TOL)
-        assert kernels.cosine(a, b) == pytest.approx(want, abs=TOL)
+        for path in kernels.simd_paths():
+            assert bits(kernels.cosine(a, b, simd=path)) == bits(scalar), path  # K4
+        assert bits(kernels.cosine(a, b)) == bits(scalar)
+
+
+def test_K4_every_path_equals_the_python_model_for_every_dimension_1_to_4097():
+    """Bit for bit, every dimension (every remainder mod 8 and mod 16, every number of
+    16-blocks up to 256), plus two more pairs at random dimensions."""
+    rng = np.random.default_rng(4097)
+    dims = list(range(1, 4098)) + [int(d) for d in rng.integers(4098, 20_000, size=8)]
+    mismatches = []
+    for dim in dims:
+        a, b = k4_pair(dim)
+        want = bits(k4_cosine(a, b))
+        for path in kernels.simd_paths():
+            if bits(kernels.cosine(a, b, simd=path)) != want:
+                mismatches.append((dim, path))
+    assert mismatches == []
+    assert len(kernels.simd_paths()) >= 1
+
+
+@pytest.mark.parametrize("path", [None] + kernels.simd_paths())
+def test_K4_cosine_many_rows_equal_the_python_model(path):
+    rng = np.random.default_rng(5)
+    for dim in (1, 7, 8, 15, 16, 17, 24, 383, 384, 385):
+        q = rng.standard_normal(dim).astype(np.float32)
+        m = rng.standard_normal((40, dim)).astype(np.float32)
+        got = kernels.cosine_many(q, m, simd=path)
+        assert [bits(v) for v in got] == [bits(k4_cosine(q, row)) for row in m], dim
+
+
+FINITE_F32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_K4_property_extreme_values_give_the_same_bits_on_every_path(data):
+    """Subnormals, float32's largest values, zeros and signs: still the same bits."""
+    dim = data.draw(st.integers(1, 70), label="dim")
+    elems = st.one_of(FINITE_F32, st.sampled_from([0.0, -0.0, 1e-45, -1e-45, 3.4e38, -3.4e38,
+                                                   1.1754944e-38]))
+    a = np.array(data.draw(st.lists(elems, min_size=dim, max_size=dim), label="a"), np.float32)
+    b = np.array(data.draw(st.lists(elems, min_size=dim, max_size=dim), label="b"), np.float32)
+    want = bits(k4_cosine(a, b))
+    for path in kernels.simd_paths():
+        assert bits(kernels.cosine(a, b, simd=path)) == want, path
 
 
 def test_K3_simd_paths_include_scalar_and_the_cpu_s_best():
@@ -675,7 +763,7 @@ def test_K3_avx2_fma_vs_scalar_explicitly():
         b = (rng.standard_normal(dim) * 1e-3).astype(np.float32)
         s = kernels.cosine(a, b, simd="scalar")
         v = kernels.cosine(a, b, simd=path)
-        assert abs(s - v) <= TOL
+        assert bits(s) == bits(v)  # K4 (before K4 the last bits differed on most pairs)
         assert s == pytest.approx(ref_cos(a, b), abs=TOL)
 
 
@@ -732,13 +820,86 @@ def test_K_kernel_argument_errors():
 
 
 def test_V7_sql_uses_the_same_kernel_as_python(conn):
-    """The SQL function and the Python binding, on the path in force, agree to rounding."""
+    """The SQL function and the Python binding give the same bits (K4)."""
     rng = np.random.default_rng(8)
     for dim in [3, 16, 385, 4097]:
         a = rng.standard_normal(dim).astype(np.float32)
         b = rng.standard_normal(dim).astype(np.float32)
         sql = one(conn, "SELECT vec_cosine(?, ?)", (f32(a), f32(b)))
-        assert sql == pytest.approx(kernels.cosine(a, b), abs=TOL)
+        assert bits(sql) == bits(kernels.cosine(a, b)) == bits(k4_cosine(a, b))
+
+
+# The child of the K4 tests below: with SQLITE_RRF_SIMD=scalar (given in its environment),
+# it writes vec_cosine of the K4 test pair of every dimension 1..4097 (and 8 random ones)
+# into table r of the database named by argv[1], and builds an index on vec_cosine(e, q)
+# over table t, which the parent then reads with its own (default) kernel.
+K4_CHILD = r"""
+import sys
+import apsw, numpy as np, sqlite_rrf
+sys.path.insert(0, sys.argv[2])
+from test_vec_cosine import k4_pair, K4_INDEX_QUERY
+c = apsw.Connection(sys.argv[1])
+sqlite_rrf.load(c)
+simd = dict(l.split(": ", 1) for l in c.execute("SELECT rrf_debug()").fetchone()[0].splitlines())["simd"]
+rng = np.random.default_rng(4097)
+dims = list(range(1, 4098)) + [int(d) for d in rng.integers(4098, 20_000, size=8)]
+with c:
+    c.execute("CREATE TABLE r(dim INTEGER PRIMARY KEY, v REAL, simd TEXT)")
+    for dim in dims:
+        a, b = k4_pair(dim)
+        c.execute("INSERT INTO r VALUES (?, vec_cosine(?, ?), ?)", (dim, a.tobytes(), b.tobytes(), simd))
+    c.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, e BLOB)")
+    c.executemany("INSERT INTO t VALUES (?, ?)",
+                  [(i, rng.standard_normal(384).astype("<f4").tobytes()) for i in range(500)])
+    c.execute(f"CREATE INDEX ix ON t(vec_cosine(e, {K4_INDEX_QUERY}))")
+"""
+#: The constant query vector of the child's expression index, as a blob literal.
+K4_INDEX_QUERY = "x'" + np.random.default_rng(99).standard_normal(384).astype("<f4").tobytes().hex() + "'"
+
+
+@pytest.fixture(scope="module")
+def k4_scalar_db(tmp_path_factory):
+    """The child's database, written with the scalar kernel."""
+    path = str(tmp_path_factory.mktemp("k4") / "scalar.db")
+    env = dict(os.environ, SQLITE_RRF_SIMD="scalar")
+    r = subprocess.run([sys.executable, "-c", K4_CHILD, path, os.path.dirname(__file__)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+def test_K4_V7_sql_scalar_and_default_kernels_give_the_same_bits(conn, k4_scalar_db):
+    """SQLITE_RRF_SIMD=scalar in a child against this process's kernel (the CPU's best),
+    every dimension 1..4097: the same float64 bits, and the Python model's."""
+    c = apsw.Connection(k4_scalar_db)
+    rows = c.execute("SELECT dim, v, simd FROM r ORDER BY dim").fetchall()
+    c.close()
+    assert len(rows) >= 4097 and {simd for _, _, simd in rows} == {"scalar"}
+    here = _debug_lines(one(conn, "SELECT rrf_debug()"))["simd"]
+    mismatches = []
+    for dim, v, _ in rows:
+        a, b = k4_pair(dim)
+        mine = one(conn, "SELECT vec_cosine(?, ?)", (a.tobytes(), b.tobytes()))
+        if not (bits(mine) == bits(v) == bits(k4_cosine(a, b))):
+            mismatches.append(dim)
+    assert mismatches == [], (here, mismatches[:10])
+
+
+def test_K4_an_index_built_with_the_scalar_kernel_holds_under_the_default_one(k4_scalar_db):
+    """What DETERMINISTIC promises an expression index: built by the scalar kernel (child),
+    read by this process's kernel, integrity_check passes and every row is found through
+    the index by the value computed now."""
+    c = apsw.Connection(k4_scalar_db)
+    sqlite_rrf.load(c)
+    assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    expr = f"vec_cosine(e, {K4_INDEX_QUERY})"
+    plan = " ".join(r[-1] for r in c.execute(f"EXPLAIN QUERY PLAN SELECT id FROM t WHERE {expr} = ?",
+                                                (0.5,)))
+    assert "INDEX ix" in plan, plan
+    now = c.execute(f"SELECT id, {expr} FROM t NOT INDEXED").fetchall()
+    for rowid, v in now:
+        assert c.execute(f"SELECT id FROM t WHERE {expr} = ?", (v,)).fetchall() == [(rowid,)]
+    c.close()
 
 
 SUBPROCESS_SCRIPT = r"""
