@@ -57,8 +57,8 @@ def _embedder(args: argparse.Namespace, remembered: Optional[str] = None,
     for spec in model_candidates(asked, remembered):
         try:
             return Embedder(spec, n_ctx=getattr(args, "n_ctx", None) or _default_n_ctx())
-        except ValueError as e:
-            raise CliError(f"--model: {e}") from None
+        except ValueError as e:  # a malformed hf: name, a bad --n-ctx
+            raise CliError(str(e)) from None
         except (ModelNotFoundError, EmbeddingError) as e:
             first_error = first_error or e
             if isinstance(e, EmbeddingError) and "llama-cpp-python" in str(e):
@@ -67,6 +67,20 @@ def _embedder(args: argparse.Namespace, remembered: Optional[str] = None,
         raise CliError(str(first_error)) from None
     note(f"the vector list is off: {first_error}")
     return None
+
+
+def _check_model_args(args: argparse.Namespace) -> None:
+    """Refuse a malformed --model or --n-ctx before anything is opened."""
+    from .models import parse_spec
+
+    if getattr(args, "model", None) is not None:
+        try:
+            parse_spec(args.model)
+        except ValueError as e:
+            raise CliError(f"--model: {e}") from None
+    n_ctx = getattr(args, "n_ctx", None)
+    if n_ctx is not None and not 8 <= n_ctx <= 1 << 20:
+        raise CliError(f"--n-ctx: must be from 8 to {1 << 20} tokens, got {n_ctx}")
 
 
 def _default_n_ctx() -> int:
@@ -84,10 +98,11 @@ def _open(args: argparse.Namespace, model: Optional[str] = None,
 
     if must_exist and not os.path.exists(args.db):
         raise CliError(f"{args.db}: no such database (create it with `sqlite-rrf init {args.db}`)")
+    _check_model_args(args)
     store = Store(args.db)
     try:
         if model is not None:
-            if model == "recall" and store.dim is None:
+            if model == "recall" and store.dim is None and not getattr(args, "model", None):
                 if store.count():
                     note("the vector list is off: this database has no embeddings yet "
                          f"(`sqlite-rrf embed {args.db}` adds them)")
@@ -142,7 +157,16 @@ def read_jsonl(path: str) -> tuple:
     except OSError as e:
         raise CliError(f"{path}: {e.strerror}") from None
     with f:
-        for n, line in enumerate(f, 1):
+        n = 0
+        while True:
+            n += 1
+            try:
+                line = f.readline()
+            except UnicodeDecodeError as e:
+                raise CliError(f"{path}: line {n}: not valid UTF-8 (byte {e.object[e.start]:#04x} "
+                               "cannot be decoded); nothing was imported") from None
+            if not line:
+                break
             if not line.strip():
                 continue
             try:
@@ -150,6 +174,10 @@ def read_jsonl(path: str) -> tuple:
             except json.JSONDecodeError as e:
                 raise CliError(f"{path}: line {n}: invalid JSON ({e.msg} at column {e.colno}); "
                                "nothing was imported") from None
+            except (ValueError, RecursionError) as e:  # a 5,000-digit number, deep nesting
+                why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+                raise CliError(f"{path}: line {n}: invalid JSON ({why}); nothing was imported"
+                               ) from None
             if not isinstance(ep, dict):
                 raise CliError(f"{path}: line {n}: expected a JSON object; nothing was imported")
             unknown = set(ep) - {"id", "content", "embedding", "created_at", "accessed_at",
@@ -360,6 +388,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from .store import Store
 
+    _check_model_args(args)
     episodes, labels = read_jsonl(data_path("sample_episodes.jsonl"))
     if os.path.lexists(args.db):
         _check_demo_db(args.db, {ep["id"] for ep in episodes})
@@ -399,6 +428,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     """Backfill the embeddings of episodes that have none."""
     from .store import StoreError
 
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size: must be at least 1, got {args.batch_size}")
     with _open(args) as store:
         missing = store.missing_embeddings()
         if not missing:
@@ -600,3 +631,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("sqlite-rrf: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a fault of ours: one line, unless SQLITE_RRF_DEBUG asks for more
+        if os.environ.get("SQLITE_RRF_DEBUG"):
+            raise
+        where = f"{args.db}: " if getattr(args, "db", None) else ""
+        print(f"sqlite-rrf: {where}unexpected {type(e).__name__}: {e} (set SQLITE_RRF_DEBUG=1 "
+              "for the traceback, and please report it)", file=sys.stderr)
+        return EXIT_ERROR

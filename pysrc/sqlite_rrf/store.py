@@ -28,6 +28,9 @@ from .resources import read_sql, recall_statement
 
 #: Queries are cut to this many characters before they are embedded and searched.
 MAX_QUERY_CHARS = 6000
+#: The largest ``limit``, ``pool_size`` or ``bm25_limit`` a recall takes (SQLite's LIMIT
+#: is a 64-bit integer; no memory holds more rows than this anyway).
+MAX_COUNT = 2**31 - 1
 #: The topic gate: a recall is skipped when the query's embedding has a cosine
 #: above this with the previous recalled query's (unless forced).
 TOPIC_GATE_COSINE = 0.85
@@ -406,6 +409,10 @@ class Store:
             raise StoreError(f"importance: must be one of {IMPORTANCE}, got {importance!r}")
         row: Dict[str, Any] = {"id": eid, "content": content, "embedding": embedding,
                                "importance": importance, "kind": ep.get("kind")}
+        if row["kind"] is not None and not isinstance(row["kind"], str):
+            raise StoreError(f"kind: must be text, got {type(row['kind']).__name__}")
+        if isinstance(row["kind"], str):
+            _check_utf8(row["kind"], "kind")
         for key in ("created_at", "accessed_at", "access_count"):
             v = ep.get(key)
             if v is None:
@@ -422,6 +429,8 @@ class Store:
             row["metadata"] = None if md is None else json.dumps(md, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise StoreError(f"metadata: not JSON-serialisable ({e})") from None
+        except RecursionError:
+            raise StoreError("metadata: nested too deeply to store as JSON") from None
         return row
 
     def _existing_ids(self, ids: List[str]) -> set:
@@ -727,6 +736,8 @@ class Store:
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
+        if session is not None:
+            self._gate_key(session)  # checks it
         # cut, and make any undecodable character (a lone surrogate) U+FFFD
         query = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
         params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
@@ -833,8 +844,8 @@ class Store:
                        min_similarity: Optional[float] = None,
                        now: Optional[int] = None) -> Dict[str, Any]:
         """Validate recall options; returns the statement's bindings (None = default)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise StoreError(f"limit: must be a positive integer, got {limit!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
+            raise StoreError(f"limit: must be an integer from 1 to {MAX_COUNT}, got {limit!r}")
         if profile is not None and profile not in PROFILES:
             raise StoreError(f"profile: must be one of {PROFILES}, got {profile!r}")
         if alpha is not None and (not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
@@ -843,13 +854,15 @@ class Store:
                                            or not -1 <= min_similarity <= 1):
             raise StoreError(f"min_similarity: must be a number in [-1, 1], got "
                              f"{min_similarity!r}")
-        if now is not None and (isinstance(now, bool) or not isinstance(now, int)):
+        if now is not None and (isinstance(now, bool) or not isinstance(now, int)
+                                or abs(now) > 2**62):
             raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
         if pool is not None and pool not in POOL_MODES:
             raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
         for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise StoreError(f"{name}: must be a non-negative integer, got {v!r}")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                                  or not 0 <= v <= MAX_COUNT):
+                raise StoreError(f"{name}: must be an integer from 0 to {MAX_COUNT}, got {v!r}")
         if k is not None and (not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0):
             raise StoreError(f"k: must be a finite number >= 0, got {k!r}")
         w: Dict[str, Optional[float]] = dict.fromkeys(LISTS)
