@@ -229,6 +229,8 @@ SELECT e.id,
 FROM final AS x
 JOIN ranked AS r ON r.rowid = x.rowid
 JOIN episodes AS e ON e.rowid = x.rowid
+-- nothing to match (no BM25 hit and no query vector): no episode, not the most recent
+WHERE :qvec IS NOT NULL OR EXISTS (SELECT 1 FROM bm25)
 ORDER BY score DESC, r.similarity IS NULL, r.similarity DESC, r.recency_rank,
          r.access_rank, e.rowid
 LIMIT (SELECT result_limit FROM params);

@@ -466,6 +466,20 @@ def test_recall_parameter_errors(small_store):
             small_store.recall("alpha", **kwargs)
 
 
+@pytest.mark.parametrize("query", ["", "   ", "zzzqqq nothingmatches", "*\"-:"])
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_query_with_nothing_to_match_returns_nothing_and_touches_nothing(small_store, query,
+                                                                           profile):
+    before = small_store.conn.execute(
+        "SELECT id, accessed_at, access_count FROM episodes ORDER BY id").fetchall()
+    res = small_store.recall(query, profile=profile, pool="all")
+    assert len(res) == 0 and not res.touched
+    assert small_store.conn.execute(
+        "SELECT id, accessed_at, access_count FROM episodes ORDER BY id").fetchall() == before
+    # with a query vector there is something to match: the vector list
+    assert len(small_store.recall(query, profile=profile, qvec=np.ones(DIM), touch=False)) == 3
+
+
 # ---- the same statement in the sqlite3 shell ----
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
