@@ -1,11 +1,12 @@
 /*
 ** fts5_query(text [, mode [, stopwords [, tokenize]]]) -> TEXT: raw user text
 ** to a safe FTS5 MATCH expression, optionally without the words that occur in
-** most documents.
+** most documents, or the list of its terms.
 **
-** Requirements (DESIGN.md, "The extension"; tests cite them as Q1..Q13):
+** Requirements (DESIGN.md, "The extension"; tests cite them as Q1..Q15):
 **   Q1. Each token is double-quoted and the tokens are joined by " OR " (mode
-**       'or', the default) or " AND " (mode 'and'; case-insensitive).
+**       'or', the default) or " AND " (mode 'and'; case-insensitive). Mode
+**       'terms' lists the terms instead (Q15).
 **   Q2. A token is a run of ASCII letters and digits or of non-ASCII letters;
 **       everything else (ASCII punctuation and spaces, Unicode spaces and
 **       punctuation, invalid UTF-8) separates tokens, so - / ' " : * ^ ( ) never
@@ -21,8 +22,7 @@
 **       (SQLITE_TOOBIG).
 **   Q7. At most RRF_FTS5_MAX_TOKENS (1000) distinct tokens are kept, the first
 **       ones: FTS5 parses an OR of n phrases in O(n^2) time, so an unbounded
-**       paste would stall the query (100,000 terms take about a minute). With
-**       stopwords the cap counts the tokens Q10 keeps (Q12).
+**       paste would stall the query (100,000 terms take about a minute).
 **   Q8. stopwords: NULL, absent, '' or only ASCII whitespace -> no pruning: the
 **       output is exactly that of Q1..Q7, no tokenizer is made and FTS5 is not
 **       needed (tokenize is then only type-checked, Q9). TEXT: terms separated
@@ -35,33 +35,57 @@
 **       the tokenizer and the rest its arguments; a word may be quoted with
 **       single quotes, as FTS5 quotes them, or double quotes, the quote doubled
 **       inside (unicode61 tokenchars '-_'); a quoted word ends at its closing
-**       quote, a bare one at whitespace or a quote. NULL, absent, '' or
-**       only whitespace -> 'unicode61', FTS5's default. A value that is not
-**       TEXT or NULL is an error naming the function; under Q10 so are an
-**       unterminated quote, a NUL byte, more than RRF_FTS5_MAX_SPEC_WORDS (64)
-**       words (a chain of 'porter porter ...' would recurse once per word), an
-**       unknown tokenizer, and a tokenizer whose xCreate fails (naming the spec).
+**       quote, a bare one at whitespace or a quote. NULL, absent, '' or only
+**       whitespace -> 'unicode61', FTS5's default. A value that is not TEXT or
+**       NULL is an error naming the function; whenever a tokenizer is made (Q10,
+**       Q15) so are an unterminated quote, a NUL byte, more than
+**       RRF_FTS5_MAX_SPEC_WORDS (64) words (a chain of 'porter porter ...' would
+**       recurse once per word), a tokenizer that is not built in (Q14), and a
+**       tokenizer whose xCreate fails (naming the spec).
 **  Q10. Pruning, when Q8 gives at least one stopword: each distinct token (after
-**       Q2, Q4) is run through that tokenizer (FTS5's v1 tokenizer API, flag
+**       Q2, Q4, Q7) is run through that tokenizer (FTS5's v1 tokenizer API, flag
 **       FTS5_TOKENIZE_QUERY, as FTS5 tokenizes a quoted phrase). A token that
 **       yields exactly one term, that term in the stopword set, is dropped; a
 **       token that yields 0 or >= 2 terms is kept. Both modes prune alike.
 **  Q11. If every token would be dropped, none is: the expression is exactly the
 **       one without stopwords, so a query made only of common words still
 **       searches.
-**  Q12. Order: Q2 tokens, Q4 repeats, Q10 pruning, then Q7's cap on the tokens
-**       kept: the first 1000 kept tokens (under Q11, the first 1000 tokens).
+**  Q12. Order: Q2 tokens, Q4 repeats, Q7's cap, then Q10 pruning: the pruned
+**       expression is the unpruned one without some of its tokens, in the same
+**       order (so bm25() over the two differs only by the dropped phrases).
 **  Q13. Resources: fts5_api is taken from the calling connection (SELECT
-**       fts5(?1) with a bound "fts5_api_ptr" pointer), only under Q10; no FTS5
-**       is an error. The stopword set (a hash set: O(n) to build, O(1) to look
-**       up) and the tokenizer are kept with sqlite3_set_auxdata on the stopwords
-**       argument, so a constant argument is parsed once per statement; the
-**       tokenizer is remade when the tokenize argument changes. Error messages
-**       quote at most RRF_SHOWN_MAX (32) bytes of a name or spec (60 of
-**       SQLite's own message), control characters and invalid UTF-8 shown as
-**       '?', so that every message stays under 128 bytes (SQLite replaces a
-**       message longer than the connection's SQLITE_LIMIT_LENGTH by a generic
-**       one).
+**       fts5(?1) with a bound "fts5_api_ptr" pointer), only when a tokenizer is
+**       made; no FTS5 is an error. The stopword set (a hash set: O(n) to build,
+**       O(1) to look up) and the tokenizer are kept with sqlite3_set_auxdata on
+**       the stopwords argument, so a constant argument is parsed once per
+**       statement; the tokenizer is remade when the tokenize argument changes.
+**       Error messages quote at most RRF_SHOWN_MAX (32) bytes of a name or spec
+**       (60 of SQLite's own message), control characters and invalid UTF-8
+**       shown as '?', so that every message stays under 128 bytes (SQLite
+**       replaces a message longer than the connection's SQLITE_LIMIT_LENGTH by a
+**       generic one).
+**  Q14. Only FTS5's built-in tokenizers: the first word of tokenize must be
+**       unicode61, ascii, porter or trigram (compared ASCII-case-insensitively,
+**       as FTS5 compares names), and porter's first argument, when it has one,
+**       names the tokenizer porter wraps, again one of these (porter wrapping
+**       porter is followed down the chain). Anything else is the error
+**       "fts5_query: tokenizer '...' is not one of FTS5's built-in unicode61,
+**       ascii, porter, trigram". This is what keeps the SQLITE_DETERMINISTIC and
+**       SQLITE_INNOCUOUS flags true for every argument count: a built-in
+**       tokenizer reads no table, writes nothing and gives the same terms for
+**       the same text, and the nested SELECT fts5(?1) of Q13 reads no table
+**       either; a tokenizer some application registered could do anything,
+**       and an innocuous function may be called by any view or trigger of a
+**       database file, whoever wrote it.
+**  Q15. Mode 'terms': a JSON array with one element per distinct token (Q2, Q4,
+**       Q7) that the tokenizer (Q9, Q10's flag) turns into exactly one term:
+**       [phrase, term], phrase being the token quoted exactly as the 'or'
+**       expression quotes it (a valid FTS5 MATCH expression on its own) and
+**       term the tokenizer's term. With stopwords (Q8) only the tokens Q10
+**       would drop are listed (Q11 does not apply); '[]' when there is none.
+**       The array escapes '"', '\' and control characters as JSON does, so it
+**       is valid JSON for valid UTF-8 terms (those of the built-in tokenizers).
+**       A tokenizer is always made, so mode 'terms' needs FTS5.
 */
 #include <string.h>
 
@@ -176,7 +200,7 @@ static int tok_seen_or_add(const unsigned char *s, Tok *toks, int *slots, int ns
   }
 }
 
-/* ---------------------------------------------------------------- stopwords (Q8..Q13) */
+/* ---------------------------------------------------------------- stopwords (Q8..Q14) */
 
 static int is_ascii_space(unsigned char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
@@ -225,7 +249,8 @@ static int stop_contains(const Prune *pr, const unsigned char *t, int n) {
   }
 }
 
-/* Q8: the set of the whitespace-separated terms of s[0..n); NULL when out of memory. */
+/* Q8: the set of the whitespace-separated terms of s[0..n); NULL when out of memory.
+** s may be NULL (n 0): the empty set. */
 static Prune *prune_new(const unsigned char *s, int n) {
   Prune *pr = sqlite3_malloc(sizeof *pr);
   if (pr == NULL) return NULL;
@@ -308,7 +333,7 @@ static const char *shown(const unsigned char *s, int n, char *buf) {
 }
 
 /* Q13: the connection's fts5_api, or NULL with the error set on ctx. */
-static fts5_api *get_fts5_api(sqlite3_context *ctx) {
+static fts5_api *get_fts5_api(sqlite3_context *ctx, const char *fn) {
   sqlite3 *db = sqlite3_context_db_handle(ctx);
   sqlite3_stmt *st = NULL;
   fts5_api *api = NULL;
@@ -327,12 +352,12 @@ static fts5_api *get_fts5_api(sqlite3_context *ctx) {
     if (rc == SQLITE_NOMEM) {
       sqlite3_result_error_nomem(ctx);
     } else if (missing) {
-      sqlite3_result_error(ctx, "fts5_query: stopwords need FTS5, which this SQLite lacks", -1);
+      result_error(ctx, sqlite3_mprintf("%s: stopwords need FTS5, which this SQLite lacks", fn));
     } else {
       char buf[64];
       const char *m = sqlite3_errmsg(db);
       result_error(ctx, sqlite3_mprintf(
-                            "fts5_query: cannot reach FTS5: %s",
+                            "%s: cannot reach FTS5: %s", fn,
                             shown_max((const unsigned char *)m, (int)strlen(m), buf, 60)));
     }
   }
@@ -342,9 +367,21 @@ static fts5_api *get_fts5_api(sqlite3_context *ctx) {
 
 #define RRF_FTS5_MAX_SPEC_WORDS 64
 
-/* Q9: make pr->tok from the tokenize spec s[0..n) (s NULL: the default).
-** SQLITE_OK, or an error code with the error set on ctx. */
-static int prune_tokenizer(sqlite3_context *ctx, Prune *pr, const unsigned char *s, int n) {
+/* Q14: FTS5's built-in tokenizers. */
+static int is_builtin_tokenizer(const char *name) {
+  static const char *const kBuiltin[] = {"unicode61", "ascii", "porter", "trigram"};
+  size_t n = strlen(name);
+  for (size_t k = 0; k < sizeof kBuiltin / sizeof kBuiltin[0]; k++)
+    if (n == strlen(kBuiltin[k]) &&
+        ascii_ieq((const unsigned char *)name, (const unsigned char *)kBuiltin[k], (int)n))
+      return 1;
+  return 0;
+}
+
+/* Q9, Q14: make pr->tok from the tokenize spec s[0..n) (s NULL: the default).
+** SQLITE_OK, or an error code with the error set on ctx (messages name fn). */
+static int prune_tokenizer(sqlite3_context *ctx, const char *fn, Prune *pr,
+                           const unsigned char *s, int n) {
   if (s == NULL) { /* NULL tokenize: compared as '' (both mean the default) */
     s = (const unsigned char *)"";
     n = 0;
@@ -365,7 +402,7 @@ static int prune_tokenizer(sqlite3_context *ctx, Prune *pr, const unsigned char 
   char *buf = sqlite3_malloc64((sqlite3_uint64)n + 2);
   if (buf == NULL) goto nomem;
   if (memchr(s, 0, (size_t)n) != NULL) {
-    msg = sqlite3_mprintf("fts5_query: tokenize must not hold a NUL byte");
+    msg = sqlite3_mprintf("%s: tokenize must not hold a NUL byte", fn);
     goto fail;
   }
   int o = 0;
@@ -373,7 +410,7 @@ static int prune_tokenizer(sqlite3_context *ctx, Prune *pr, const unsigned char 
     while (i < n && is_ascii_space(s[i])) i++;
     if (i == n) break;
     if (nword == RRF_FTS5_MAX_SPEC_WORDS) {
-      msg = sqlite3_mprintf("fts5_query: tokenize has more than %d words: '%s'",
+      msg = sqlite3_mprintf("%s: tokenize has more than %d words: '%s'", fn,
                             RRF_FTS5_MAX_SPEC_WORDS, shown(s, n, shown_buf));
       goto fail;
     }
@@ -397,7 +434,7 @@ static int prune_tokenizer(sqlite3_context *ctx, Prune *pr, const unsigned char 
         }
       }
       if (!closed) {
-        msg = sqlite3_mprintf("fts5_query: unterminated quote in tokenize '%s'",
+        msg = sqlite3_mprintf("%s: unterminated quote in tokenize '%s'", fn,
                               shown(s, n, shown_buf));
         goto fail;
       }
@@ -410,9 +447,22 @@ static int prune_tokenizer(sqlite3_context *ctx, Prune *pr, const unsigned char 
   if (nword == 0) { /* NULL, '' or only whitespace: FTS5's default */
     azArg[nword++] = "unicode61";
   }
+  /* Q14: the tokenizer, and each tokenizer porter wraps, must be built in. */
+  for (int w = 0;; w++) {
+    if (!is_builtin_tokenizer(azArg[w])) {
+      msg = sqlite3_mprintf("%s: tokenizer '%s' is not one of FTS5's built-in unicode61, "
+                            "ascii, porter, trigram",
+                            fn, shown((const unsigned char *)azArg[w], (int)strlen(azArg[w]),
+                                      shown_buf));
+      goto fail;
+    }
+    if (w + 1 >= nword || !ascii_ieq((const unsigned char *)azArg[w],
+                                     (const unsigned char *)"porter", 7))
+      break; /* not porter (strlen checked by is_builtin_tokenizer), or porter alone */
+  }
 
   if (pr->api == NULL) {
-    pr->api = get_fts5_api(ctx);
+    pr->api = get_fts5_api(ctx, fn);
     if (pr->api == NULL) {
       sqlite3_free(buf);
       return SQLITE_ERROR;
@@ -424,7 +474,7 @@ static int prune_tokenizer(sqlite3_context *ctx, Prune *pr, const unsigned char 
   if (rc != SQLITE_OK || pr->methods.xCreate == NULL || pr->methods.xTokenize == NULL ||
       pr->methods.xDelete == NULL) {
     if (rc == SQLITE_NOMEM) goto nomem;
-    msg = sqlite3_mprintf("fts5_query: no FTS5 tokenizer named '%s'",
+    msg = sqlite3_mprintf("%s: no FTS5 tokenizer named '%s'", fn,
                           shown((const unsigned char *)azArg[0], (int)strlen(azArg[0]),
                                 shown_buf));
     rc = SQLITE_ERROR;
@@ -435,7 +485,7 @@ static int prune_tokenizer(sqlite3_context *ctx, Prune *pr, const unsigned char 
     if (rc == SQLITE_NOMEM) goto nomem;
     if (pr->tok) pr->methods.xDelete(pr->tok);
     pr->tok = NULL;
-    msg = sqlite3_mprintf("fts5_query: cannot create the FTS5 tokenizer '%s' (%s)",
+    msg = sqlite3_mprintf("%s: cannot create the FTS5 tokenizer '%s' (%s)", fn,
                           n ? shown(s, n, shown_buf) : "unicode61",
                           sqlite3_errstr(rc == SQLITE_OK ? SQLITE_ERROR : rc));
     rc = SQLITE_ERROR;
@@ -466,8 +516,10 @@ nomem:
 
 typedef struct StemCtx {
   const Prune *pr;
-  int nterm; /* 0, 1 or 2 (two or more) */
-  int stop;  /* the first term is a stopword */
+  int nterm;  /* 0, 1 or 2 (two or more) */
+  int stop;   /* the first term is a stopword */
+  char *copy; /* a copy of the first term, when asked for (want_copy) */
+  int ncopy, want_copy, nomem;
 } StemCtx;
 
 static int stem_cb(void *p, int tflags, const char *t, int n, int start, int end) {
@@ -475,29 +527,266 @@ static int stem_cb(void *p, int tflags, const char *t, int n, int start, int end
   (void)tflags;
   (void)start;
   (void)end;
-  if (c->nterm == 0)
-    c->stop = t != NULL && n > 0 && stop_contains(c->pr, (const unsigned char *)t, n);
+  if (c->nterm == 0) {
+    if (t == NULL || n < 0) { /* not a term a built-in tokenizer makes; kept, never matched */
+      t = "";
+      n = 0;
+    }
+    c->stop = n > 0 && stop_contains(c->pr, (const unsigned char *)t, n);
+    if (c->want_copy) {
+      c->copy = sqlite3_malloc64((sqlite3_uint64)n + 1);
+      if (c->copy == NULL) {
+        c->nomem = 1;
+        return SQLITE_NOMEM;
+      }
+      memcpy(c->copy, t, (size_t)n);
+      c->copy[n] = 0;
+      c->ncopy = n;
+    }
+  }
   if (c->nterm < 2) c->nterm++;
   return SQLITE_OK;
 }
 
-/* Q10: *drop = 1 if the token s[0..n) is to be dropped, 0 if kept; returns the
-** tokenizer's result code. */
-static int prune_drops(const Prune *pr, const unsigned char *s, int n, int *drop) {
-  StemCtx c = {pr, 0, 0};
+/* Q10: how the token s[0..n) tokenizes: *nterm 0, 1 or 2 (two or more), *stop
+** whether it is one term and that a stopword, and with `copy` non-NULL a copy of
+** that term (sqlite3_malloc'd, NUL-terminated; NULL unless *nterm is 1). Returns
+** the tokenizer's result code. */
+static int token_terms(const Prune *pr, const unsigned char *s, int n, int *nterm, int *stop,
+                       char **copy, int *ncopy) {
+  StemCtx c;
+  memset(&c, 0, sizeof c);
+  c.pr = pr;
+  c.want_copy = copy != NULL;
   int rc = pr->methods.xTokenize(pr->tok, &c, FTS5_TOKENIZE_QUERY, (const char *)s, n, stem_cb);
-  *drop = rc == SQLITE_OK && c.nterm == 1 && c.stop;
+  if (c.nomem) rc = SQLITE_NOMEM;
+  *nterm = rc == SQLITE_OK ? c.nterm : 0;
+  *stop = rc == SQLITE_OK && c.nterm == 1 && c.stop;
+  if (copy) {
+    if (rc == SQLITE_OK && c.nterm == 1) {
+      *copy = c.copy;
+      *ncopy = c.ncopy;
+    } else {
+      sqlite3_free(c.copy);
+      *copy = NULL;
+      *ncopy = 0;
+    }
+  } else {
+    sqlite3_free(c.copy);
+  }
   return rc;
+}
+
+/* ---------------------------------------------------------------- the plan (Q2..Q12, Q15) */
+
+/* Q2, Q4, Q7: the first RRF_FTS5_MAX_TOKENS distinct tokens of s[0..len), into
+** toks (room for RRF_FTS5_MAX_TOKENS). Returns their number. */
+static int split_tokens(const unsigned char *s, int len, Tok *toks, int *slots, int nslots) {
+  int ntok = 0;
+  for (int i = 0; i < len && ntok < RRF_FTS5_MAX_TOKENS;) {
+    unsigned cp;
+    int n = rrf_utf8_decode(s, len, i, &cp);
+    if (!is_token_char(cp)) {
+      i += n;
+      continue;
+    }
+    int start = i;
+    while (i < len) {
+      n = rrf_utf8_decode(s, len, i, &cp);
+      if (!is_token_char(cp)) break;
+      i += n;
+    }
+    toks[ntok].start = start;
+    toks[ntok].len = i - start;
+    toks[ntok].drop = 0;
+    if (tok_seen_or_add(s, toks, slots, nslots, ntok)) continue; /* Q4 */
+    ntok++;
+  }
+  return ntok;
+}
+
+/* The repeat set of split_tokens: a power of two, at least twice the cap, so
+** that it is never more than half full. */
+#define RRF_FTS5_SLOTS 4096
+
+void rrf_fts5_plan_free(RrfPlan *plan) {
+  if (plan == NULL) return;
+  for (int t = 0; t < plan->ntok; t++) sqlite3_free(plan->tok[t].term);
+  sqlite3_free(plan->tok);
+  sqlite3_free(plan);
+}
+
+/* The tokens of s[0..len) (Q2, Q4, Q7) with, when pr has a tokenizer, how each
+** tokenizes and whether Q10/Q11 drop it. terms: keep a copy of each single
+** term. SQLITE_OK, or an error code with the error set on ctx. */
+static int make_plan(sqlite3_context *ctx, const char *fn, const Prune *pr,
+                     const unsigned char *s, int len, int terms, RrfPlan **out) {
+  Tok *toks = sqlite3_malloc64(sizeof(Tok) * RRF_FTS5_MAX_TOKENS);
+  int *slots = sqlite3_malloc64(sizeof(int) * RRF_FTS5_SLOTS);
+  RrfPlan *plan = sqlite3_malloc(sizeof *plan);
+  int rc = SQLITE_OK;
+  *out = NULL;
+  if (toks == NULL || slots == NULL || plan == NULL) goto nomem;
+  memset(plan, 0, sizeof *plan);
+  memset(slots, 0, sizeof(int) * RRF_FTS5_SLOTS);
+  int ntok = split_tokens(s, len, toks, slots, RRF_FTS5_SLOTS);
+  plan->tok = sqlite3_malloc64(sizeof(RrfPlanTok) * (ntok ? (size_t)ntok : 1));
+  if (plan->tok == NULL) goto nomem;
+  memset(plan->tok, 0, sizeof(RrfPlanTok) * (ntok ? (size_t)ntok : 1));
+  plan->ntok = ntok;
+  int nkept = 0;
+  for (int t = 0; t < ntok; t++) {
+    RrfPlanTok *pt = &plan->tok[t];
+    pt->start = toks[t].start;
+    pt->len = toks[t].len;
+    pt->nterm = -1; /* not tokenized */
+    if (pr != NULL && pr->tok != NULL) {
+      int stop = 0;
+      rc = token_terms(pr, s + pt->start, pt->len, &pt->nterm, &stop, terms ? &pt->term : NULL,
+                       &pt->nbytes);
+      if (rc == SQLITE_NOMEM) goto nomem;
+      if (rc != SQLITE_OK) {
+        char buf[64];
+        result_error(ctx, sqlite3_mprintf(
+                              "%s: the FTS5 tokenizer '%s' failed (%s)", fn,
+                              pr->nspec ? shown((const unsigned char *)pr->spec, pr->nspec, buf)
+                                        : "unicode61",
+                              sqlite3_errstr(rc)));
+        goto done;
+      }
+      pt->stop = stop; /* Q10 */
+      pt->drop = stop;
+    }
+    if (!pt->drop) nkept++;
+  }
+  if (nkept == 0) /* Q11 */
+    for (int t = 0; t < ntok; t++) plan->tok[t].drop = 0;
+  for (int t = 0; t < ntok; t++) plan->ndrop += plan->tok[t].drop;
+  *out = plan;
+  plan = NULL;
+  goto done;
+nomem:
+  rc = SQLITE_NOMEM;
+  sqlite3_result_error_nomem(ctx);
+done:
+  sqlite3_free(toks);
+  sqlite3_free(slots);
+  rrf_fts5_plan_free(plan);
+  return rc;
+}
+
+/* Q6, Q8, Q9: the type checks of the stopwords and tokenize arguments (argv[0],
+** argv[1]; either may be NULL for absent). SQLITE_OK, or the error set. */
+static int check_types(sqlite3_context *ctx, const char *fn, sqlite3_value *stop,
+                       sqlite3_value *tokenize) {
+  if (stop && sqlite3_value_type(stop) != SQLITE_NULL && sqlite3_value_type(stop) != SQLITE_TEXT) {
+    result_error(ctx, sqlite3_mprintf("%s: stopwords must be TEXT or NULL, got %s", fn,
+                                      rrf_type_name(stop)));
+    return SQLITE_ERROR;
+  }
+  if (tokenize && sqlite3_value_type(tokenize) != SQLITE_NULL &&
+      sqlite3_value_type(tokenize) != SQLITE_TEXT) {
+    result_error(ctx, sqlite3_mprintf("%s: tokenize must be TEXT or NULL, got %s", fn,
+                                      rrf_type_name(tokenize)));
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
+/* The Prune of (stop, tokenize): made, with its tokenizer when `need_tok` or when
+** there are stopwords (Q8, Q9, Q14). NULL with the error set on failure. */
+static Prune *prune_make(sqlite3_context *ctx, const char *fn, fts5_api *api, Prune *pr,
+                         sqlite3_value *stop, sqlite3_value *tokenize, int need_tok) {
+  int fresh = 0;
+  if (pr == NULL) {
+    const unsigned char *w = NULL;
+    int wn = 0;
+    if (stop && sqlite3_value_type(stop) == SQLITE_TEXT) {
+      w = sqlite3_value_text(stop);
+      wn = sqlite3_value_bytes(stop);
+      if (w == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return NULL;
+      }
+    }
+    pr = prune_new(w, wn);
+    if (pr == NULL) {
+      sqlite3_result_error_nomem(ctx);
+      return NULL;
+    }
+    if (api) pr->api = api;
+    fresh = 1;
+  }
+  if (pr->nterms > 0 || need_tok) {
+    const unsigned char *spec = NULL;
+    int nspec = 0;
+    if (tokenize && sqlite3_value_type(tokenize) == SQLITE_TEXT) {
+      spec = sqlite3_value_text(tokenize);
+      nspec = sqlite3_value_bytes(tokenize);
+      if (spec == NULL) {
+        if (fresh) prune_free(pr);
+        sqlite3_result_error_nomem(ctx);
+        return NULL;
+      }
+    }
+    if (prune_tokenizer(ctx, fn, pr, spec, nspec) != SQLITE_OK) {
+      if (fresh) prune_free(pr);
+      return NULL;
+    }
+  }
+  return pr;
+}
+
+int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_value *text,
+                  sqlite3_value *stop, sqlite3_value *tokenize, RrfPlan **out) {
+  *out = NULL;
+  if (sqlite3_value_type(text) != SQLITE_TEXT) {
+    result_error(ctx, sqlite3_mprintf("%s: text must be TEXT, got %s", fn, rrf_type_name(text)));
+    return SQLITE_ERROR;
+  }
+  if (check_types(ctx, fn, stop, tokenize) != SQLITE_OK) return SQLITE_ERROR;
+  Prune *pr = prune_make(ctx, fn, api, NULL, stop, tokenize, 0);
+  if (pr == NULL) return SQLITE_ERROR;
+  const unsigned char *s = sqlite3_value_text(text);
+  int len = sqlite3_value_bytes(text);
+  int rc;
+  if (s == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    rc = SQLITE_NOMEM;
+  } else {
+    rc = make_plan(ctx, fn, pr, s, len, 1, out);
+  }
+  prune_free(pr);
+  return rc;
+}
+
+/* Q15: append s[0..n) as a JSON string. */
+static void json_string(sqlite3_str *out, const char *s, int n) {
+  static const char hex[] = "0123456789abcdef";
+  sqlite3_str_appendchar(out, 1, '"');
+  for (int i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      sqlite3_str_appendchar(out, 1, '\\');
+      sqlite3_str_appendchar(out, 1, (char)c);
+    } else if (c < 0x20) {
+      char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      sqlite3_str_append(out, esc, 6);
+    } else {
+      sqlite3_str_appendchar(out, 1, (char)c);
+    }
+  }
+  sqlite3_str_appendchar(out, 1, '"');
 }
 
 void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *joiner = " OR ";
-  Tok *toks = NULL;
-  int *slots = NULL;
-  int ntok = 0, nkept = 0, cap = 0, nslots = 0;
+  int terms_mode = 0;
   sqlite3_str *out = NULL;
   Prune *pr = NULL;
+  RrfPlan *plan = NULL;
   int pr_fresh = 0; /* pr made by this call (else it is SQLite's auxdata) */
+  int aux_arg = argc > 2 ? 2 : 1; /* where pr is kept */
 
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { /* Q6 */
     sqlite3_result_null(ctx);
@@ -516,118 +805,54 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       joiner = " OR ";
     } else if (is_text && m && mlen == 3 && ascii_ieq(m, (const unsigned char *)"and", 3)) {
       joiner = " AND ";
+    } else if (is_text && m && mlen == 5 && ascii_ieq(m, (const unsigned char *)"terms", 5)) {
+      terms_mode = 1;
     } else {
-      sqlite3_result_error(ctx, "fts5_query: mode must be 'or' or 'and'", -1);
+      sqlite3_result_error(ctx, "fts5_query: mode must be 'or', 'and' or 'terms'", -1);
       return;
     }
   }
-  if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL &&
-      sqlite3_value_type(argv[2]) != SQLITE_TEXT) { /* Q8 */
-    result_error(ctx, sqlite3_mprintf("fts5_query: stopwords must be TEXT or NULL, got %s",
-                                      rrf_type_name(argv[2])));
-    return;
+  if (check_types(ctx, "fts5_query", argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL))
+    return; /* Q8, Q9 */
+  if ((argc > 2 && sqlite3_value_type(argv[2]) == SQLITE_TEXT) || terms_mode) { /* Q8, Q13 */
+    Prune *cached = sqlite3_get_auxdata(ctx, aux_arg);
+    pr = prune_make(ctx, "fts5_query", NULL, cached, argc > 2 ? argv[2] : NULL,
+                    argc > 3 ? argv[3] : NULL, terms_mode);
+    if (pr == NULL) return; /* error set; a cached pr stays SQLite's */
+    pr_fresh = pr != cached;
   }
-  if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL &&
-      sqlite3_value_type(argv[3]) != SQLITE_TEXT) { /* Q9 */
-    result_error(ctx, sqlite3_mprintf("fts5_query: tokenize must be TEXT or NULL, got %s",
-                                      rrf_type_name(argv[3])));
-    return;
-  }
-  if (argc > 2 && sqlite3_value_type(argv[2]) == SQLITE_TEXT) { /* Q8, Q13 */
-    pr = sqlite3_get_auxdata(ctx, 2);
-    if (pr == NULL) {
-      const unsigned char *w = sqlite3_value_text(argv[2]);
-      int wn = sqlite3_value_bytes(argv[2]);
-      if (w == NULL) goto nomem;
-      pr = prune_new(w, wn);
-      if (pr == NULL) goto nomem;
-      pr_fresh = 1;
-    }
-    if (pr->nterms > 0) {
-      const unsigned char *spec = NULL;
-      int nspec = 0;
-      if (argc > 3 && sqlite3_value_type(argv[3]) == SQLITE_TEXT) {
-        spec = sqlite3_value_text(argv[3]);
-        nspec = sqlite3_value_bytes(argv[3]);
-        if (spec == NULL) goto nomem;
-      }
-      if (prune_tokenizer(ctx, pr, spec, nspec) != SQLITE_OK) goto done; /* error set */
-    }
-  }
-  int pruning = pr != NULL && pr->nterms > 0;
 
   const unsigned char *s = sqlite3_value_text(argv[0]);
   int len = sqlite3_value_bytes(argv[0]);
   if (s == NULL) goto nomem;
+  if (make_plan(ctx, "fts5_query", pr, s, len, terms_mode, &plan) != SQLITE_OK) goto done;
 
-  /* Q2: split into tokens. */
-  for (int i = 0; i < len && nkept < RRF_FTS5_MAX_TOKENS;) { /* Q7, Q12 */
-    unsigned cp;
-    int n = rrf_utf8_decode(s, len, i, &cp);
-    if (!is_token_char(cp)) {
-      i += n;
-      continue;
-    }
-    int start = i;
-    while (i < len) {
-      n = rrf_utf8_decode(s, len, i, &cp);
-      if (!is_token_char(cp)) break;
-      i += n;
-    }
-    if (ntok == cap) {
-      /* With pruning, tokens are counted up to the end of the text, not to Q7's cap. */
-      if (cap >= 0x10000000) goto nomem; /* 268M tokens; nslots must fit an int */
-      int ncap = cap ? cap * 2 : 16;
-      Tok *nt = sqlite3_realloc64(toks, (sqlite3_uint64)ncap * sizeof(Tok));
-      if (nt == NULL) goto nomem;
-      toks = nt;
-      cap = ncap;
-      /* Rebuild the set at twice the capacity, so it is never over half full. */
-      sqlite3_free(slots);
-      nslots = ncap * 2;
-      slots = sqlite3_malloc64((sqlite3_uint64)nslots * sizeof(int));
-      if (slots == NULL) goto nomem;
-      memset(slots, 0, (size_t)nslots * sizeof(int));
-      for (int t = 0; t < ntok; t++) tok_seen_or_add(s, toks, slots, nslots, t);
-    }
-    toks[ntok].start = start;
-    toks[ntok].len = i - start;
-    toks[ntok].drop = 0;
-    if (tok_seen_or_add(s, toks, slots, nslots, ntok)) continue; /* Q4 */
-    if (pruning) { /* Q10 */
-      int rc = prune_drops(pr, s + start, i - start, &toks[ntok].drop);
-      if (rc == SQLITE_NOMEM) goto nomem;
-      if (rc != SQLITE_OK) {
-        char buf[64];
-        result_error(ctx, sqlite3_mprintf(
-                              "fts5_query: the FTS5 tokenizer '%s' failed (%s)",
-                              pr->nspec ? shown((const unsigned char *)pr->spec, pr->nspec, buf)
-                                        : "unicode61",
-                              sqlite3_errstr(rc)));
-        goto done;
-      }
-    }
-    if (!toks[ntok].drop) nkept++;
-    ntok++;
-  }
-  sqlite3_free(slots);
-  slots = NULL;
-
-  if (ntok == 0) { /* Q5 */
-    sqlite3_result_text(ctx, "\"\"", 2, SQLITE_STATIC);
-    goto done;
-  }
-
-  /* Q1, Q3: quote every token kept (no token contains '"', Q2); Q11: every
-  ** token, up to the cap (Q12), when pruning would drop them all. */
-  int all = nkept == 0;
   out = sqlite3_str_new(NULL); /* no db: rrf_result_str checks the limit (Q6) */
-  for (int t = 0, nout = 0; t < ntok && nout < RRF_FTS5_MAX_TOKENS; t++) {
-    if (toks[t].drop && !all) continue;
-    if (nout++) sqlite3_str_appendall(out, joiner);
-    sqlite3_str_appendchar(out, 1, '"');
-    sqlite3_str_append(out, (const char *)s + toks[t].start, toks[t].len);
-    sqlite3_str_appendchar(out, 1, '"');
+  if (terms_mode) { /* Q15 */
+    int nout = 0;
+    sqlite3_str_appendchar(out, 1, '[');
+    for (int t = 0; t < plan->ntok; t++) {
+      const RrfPlanTok *pt = &plan->tok[t];
+      if (pt->nterm != 1 || (pr->nterms > 0 && !pt->stop)) continue;
+      if (nout++) sqlite3_str_appendchar(out, 1, ',');
+      sqlite3_str_appendall(out, "[\"\\\"");
+      sqlite3_str_append(out, (const char *)s + pt->start, pt->len); /* Q2: no '"' or '\' */
+      sqlite3_str_appendall(out, "\\\"\",");
+      json_string(out, pt->term, pt->nbytes);
+      sqlite3_str_appendchar(out, 1, ']');
+    }
+    sqlite3_str_appendchar(out, 1, ']');
+  } else if (plan->ntok == 0) { /* Q5 */
+    sqlite3_str_appendall(out, "\"\"");
+  } else {
+    /* Q1, Q3: quote every token kept (no token contains '"', Q2). */
+    for (int t = 0, nout = 0; t < plan->ntok; t++) {
+      if (plan->tok[t].drop) continue;
+      if (nout++) sqlite3_str_appendall(out, joiner);
+      sqlite3_str_appendchar(out, 1, '"');
+      sqlite3_str_append(out, (const char *)s + plan->tok[t].start, plan->tok[t].len);
+      sqlite3_str_appendchar(out, 1, '"');
+    }
   }
   rrf_result_str(ctx, out, "fts5_query"); /* Q6: past SQLITE_LIMIT_LENGTH, an error */
   out = NULL;
@@ -636,10 +861,9 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 nomem:
   sqlite3_result_error_nomem(ctx);
 done:
-  sqlite3_free(toks);
-  sqlite3_free(slots);
+  rrf_fts5_plan_free(plan);
   if (out) sqlite3_free(sqlite3_str_finish(out));
-  /* Kept for the next row while argument 2 stays the same (SQLite may free it
+  /* Kept for the next row while the argument stays the same (SQLite may free it
   ** at once); set last, since pr may be gone after this call. */
-  if (pr_fresh) sqlite3_set_auxdata(ctx, 2, pr, prune_free);
+  if (pr_fresh) sqlite3_set_auxdata(ctx, aux_arg, pr, prune_free);
 }

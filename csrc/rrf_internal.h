@@ -24,6 +24,30 @@ void rrf_explain_final(sqlite3_context *ctx);
 
 void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
+/* One token of the OR query fts5_query(text, 'or', stopwords, tokenize) builds. */
+typedef struct RrfPlanTok {
+  int start, len; /* the token: bytes [start, start + len) of the text */
+  int nterm;      /* what the tokenizer made of it: 0, 1 or 2 (two or more) terms */
+  char *term;     /* its term when nterm is 1 (NUL-terminated, nbytes long), else NULL */
+  int nbytes;
+  int stop;       /* Q10: its term is a stopword */
+  int drop;       /* Q10, Q11: left out of the expression */
+} RrfPlanTok;
+
+typedef struct RrfPlan {
+  int ntok, ndrop;
+  RrfPlanTok *tok;
+} RrfPlan;
+
+/* The tokens of fts5_query(text, 'or', stopwords, tokenize) in order, each with
+** its term and whether it is dropped (fts5q.c Q2..Q12, Q14). `api` may be NULL
+** (then it is taken from the connection). SQLITE_OK and *out (free it with
+** rrf_fts5_plan_free), or an error code with the error, naming `fn`, set on ctx.
+** stopwords and tokenize may be NULL pointers for absent arguments. */
+int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_value *text,
+                  sqlite3_value *stopwords, sqlite3_value *tokenize, RrfPlan **out);
+void rrf_fts5_plan_free(RrfPlan *plan);
+
 /* Registers the FTS5 auxiliary function rrf_bm25 when the connection has FTS5
 ** (bm25.c); SQLITE_OK without doing anything when it has not. */
 int rrf_bm25_register(sqlite3 *db, char **pzErrMsg);

@@ -1,5 +1,5 @@
 """fts5_query(text [, mode [, stopwords [, tokenize]]]) against hostile inputs on a
-real FTS5 table (csrc/fts5q.c Q1..Q13).
+real FTS5 table (csrc/fts5q.c Q1..Q15).
 
 The expected outputs are derived from the rules, not from the implementation: a token
 is a run of ASCII letters/digits or non-ASCII letters (Q2), each is double-quoted and
@@ -11,6 +11,7 @@ table built with the same tokenize option -- is a stopword.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -243,7 +244,7 @@ def test_Q1_and_mode_and_case_insensitive_mode(db):
 
 @pytest.mark.parametrize("mode_sql", ["'xor'", "''", "'and '", "' or'", "'ORR'", "'an'", "1", "0", "1.5", "x'616e64'", "'o'"])
 def test_Q6_bad_mode_is_an_error(db, mode_sql):
-    with pytest.raises(apsw.SQLError, match="^" + re.escape("fts5_query: mode must be 'or' or 'and'") + "$"):
+    with pytest.raises(apsw.SQLError, match="^" + re.escape("fts5_query: mode must be 'or', 'and' or 'terms'") + "$"):
         db.execute(f"SELECT fts5_query('hello', {mode_sql})").fetchall()
 
 
@@ -551,7 +552,7 @@ def test_Q8_unicode_spaces_are_not_separators(db):
     """Only ASCII whitespace separates stopwords: a no-break space is part of a term, so
     it is a (useless) stopword and pruning -- and the tokenizer -- are in play."""
     assert fq(db, "the cat", "or", "\u00a0", None) == '"the" OR "cat"'
-    with pytest.raises(apsw.SQLError, match="no FTS5 tokenizer named 'xyz'"):
+    with pytest.raises(apsw.SQLError, match="tokenizer 'xyz' " + NOT_BUILTIN):
         fq(db, "the cat", "or", "\u00a0", "xyz")
     assert fq(db, "the cat", "or", "the\u00a0cat") == '"the" OR "cat"'  # one term, neither word
     assert fq(db, "the cat dog", "or", "the\tcat\v\fx") == '"dog"'
@@ -690,6 +691,79 @@ def test_Q10_Q11_property_equals_the_reference(hdb, fts_terms, text, mode, stopw
     hdb.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (got,)).fetchall()
 
 
+# ---------------------------------------------------------------- Q15: mode 'terms'
+
+
+def terms_reference(ref: FtsTerms, tokens, stopwords, spec):
+    """Q15 in plain Python: [quoted token, term] for each token of one term (a stopword,
+    when there are stopwords)."""
+    stops = stopset(stopwords or "")
+    out = []
+    for t, terms in zip(tokens, ref.terms(spec, tokens)):
+        if len(terms) == 1 and (not stops or terms[0] in stops):
+            out.append([f'"{t}"', terms[0]])
+    return out
+
+
+@pytest.mark.parametrize("text,stopwords,tokenize,want", [
+    ("The Studies of cats", None, "porter unicode61",
+     [['"The"', "the"], ['"Studies"', "studi"], ['"of"', "of"], ['"cats"', "cat"]]),
+    ("The Studies of cats", "the of", "porter unicode61", [['"The"', "the"], ['"of"', "of"]]),
+    ("The Studies of cats", "", "porter unicode61",  # '' is no stopwords (Q8): every token
+     [['"The"', "the"], ['"Studies"', "studi"], ['"of"', "of"], ['"cats"', "cat"]]),
+    ("the the THE", "the", None, [['"the"', "the"]]),  # Q4, and Q11 does not apply
+    ("hello abc ab", None, "trigram", [['"abc"', "abc"]]),  # 3 terms, 1 term, none
+    ("axb b", None, "unicode61 separators 'x'", [['"b"', "b"]]),
+    ("", None, None, []), ("* -- *", "the", "porter", []),
+    ("caf\u00e9 \u00dcber", None, None, [['"caf\u00e9"', "cafe"], ['"\u00dcber"', "uber"]]),
+])
+def test_Q15_terms_exact_cases(db, text, stopwords, tokenize, want):
+    got = fq(db, text, "terms", stopwords, tokenize)
+    assert json.loads(got) == want
+    assert db.execute("SELECT json_valid(?)", (got,)).fetchone()[0] == 1
+    if tokenize in (None, "") and stopwords is None:
+        assert fq(db, text, "terms") == got  # one and two arguments: the default tokenizer
+
+
+def test_Q15_each_phrase_is_a_match_expression_with_the_or_expressions_hits(db):
+    text = "The Studies of running cats NOT near"
+    for phrase, term in json.loads(fq(db, text, "TERMS", None, "porter unicode61")):
+        assert f" {phrase} " in f" {fq(db, text).replace(' OR ', '  ')} "  # quoted as 'or' quotes it
+        n = db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (phrase,)).fetchone()[0]
+        assert n == db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (f'"{term}"',)).fetchone()[0]
+    # through json_each, as the recall statement reads it
+    rows = db.execute("SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') "
+                      "FROM json_each(fts5_query(?, 'terms', 'the of', 'porter unicode61'))", (text,)).fetchall()
+    assert rows == [('"The"', "the"), ('"of"', "of")]
+
+
+def test_Q15_needs_fts5_and_checks_the_spec_even_without_stopwords(db):
+    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenizer 'xyz' " + NOT_BUILTIN)):
+        fq(db, "a", "terms", None, "xyz")
+    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: unterminated quote in tokenize ''a'")):
+        fq(db, "a", "terms", None, "'a")
+    assert fq(db, None, "terms", None, "xyz") is None  # Q6 first
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts, stopword_lists, st.sampled_from(SPECS))
+def test_Q15_property_equals_the_reference(hdb, fts_terms, text, stopwords, tokenize):
+    tokens = expr_tokens(fq(hdb, text))
+    got = fq(hdb, text, "terms", stopwords, tokenize)
+    assert hdb.execute("SELECT json_valid(?)", (got,)).fetchone()[0] == 1
+    assert json.loads(got) == terms_reference(fts_terms, tokens, stopwords, tokenize)
+    for phrase, _ in json.loads(got):
+        hdb.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (phrase,)).fetchall()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=60))
+def test_Q15_property_any_bytes_give_valid_json(hdb, raw):
+    got = hdb.execute("SELECT fts5_query(CAST(? AS TEXT), 'terms', NULL, 'porter unicode61')",
+                      (raw,)).fetchone()[0]
+    assert hdb.execute("SELECT json_valid(?)", (got,)).fetchone()[0] == 1
+
+
 # ---------------------------------------------------------------- Q11: nothing left
 
 
@@ -713,24 +787,29 @@ def test_Q11_only_stopwords_keep_every_token(db, mode, joiner):
     assert fq(db, "-- * --", mode, "the", "porter unicode61") == '""'
 
 
-# ---------------------------------------------------------------- Q12: prune first, then cap
+# ---------------------------------------------------------------- Q12: cap first, then prune
 
 
-def test_Q12_the_cap_counts_the_kept_tokens(db):
+def test_Q12_the_cap_comes_before_the_pruning(db):
+    """The pruned expression is the unpruned one (the first 1000 distinct tokens) without
+    the dropped tokens, in the same order: bm25() over the two differs only by them."""
     words = [f"w{i}x" for i in range(2000)]
     stops = " ".join(words[:600])
     text = " ".join(words)
-    # unpruned: the first 1000; pruned: 600 dropped, then the next 1000 are kept
     assert fq(db, text) == join_tokens(words[:1000])
-    assert fq(db, text, "or", stops) == join_tokens(words[600:1600])
-    assert fq(db, text, "and", stops, "porter unicode61") == join_tokens(words[600:1600], " AND ")
+    # 600 of the first 1000 dropped: 400 left, none from beyond the cap
+    assert fq(db, text, "or", stops) == join_tokens(words[600:1000])
+    assert fq(db, text, "and", stops, "porter unicode61") == join_tokens(words[600:1000], " AND ")
     # stopwords scattered among the first 1000
     stops2 = " ".join(words[0:2000:2])  # the even ones
-    assert fq(db, text, "or", stops2) == join_tokens(words[1:2000:2])  # exactly 1000 odd ones
-    # Q11 under the cap: all 2000 are stopwords -> the first 1000 of them
-    assert fq(db, text, "or", " ".join(words)) == join_tokens(words[:1000])
-    # a stopword repeated after the cap of the unpruned query does not matter
-    assert fq(db, text + " w0x W0X", "or", "w0x") == join_tokens(words[1:1001])
+    assert fq(db, text, "or", stops2) == join_tokens(words[1:1000:2])
+    # Q11 under the cap: the first 1000 are all stopwords -> the first 1000 of them
+    assert fq(db, text, "or", " ".join(words[:1000])) == join_tokens(words[:1000])
+    # a stopword repeated after the cap does not matter
+    assert fq(db, text + " w0x W0X", "or", "w0x") == join_tokens(words[1:1000])
+    for sw in (stops, stops2, "w999x w5x"):
+        pruned, full = expr_tokens(fq(db, text, "or", sw)), expr_tokens(fq(db, text))
+        assert pruned == [t for t in full if t in set(pruned)]  # a subsequence
 
 
 # ---------------------------------------------------------------- Q9, Q13: errors
@@ -738,6 +817,10 @@ def test_Q12_the_cap_counts_the_kept_tokens(db):
 
 def err_re(msg):
     return "^" + re.escape(msg) + "$"
+
+
+#: Q14's message after the name.
+NOT_BUILTIN = "is not one of FTS5's built-in unicode61, ascii, porter, trigram"
 
 
 @pytest.mark.parametrize(
@@ -751,11 +834,16 @@ def err_re(msg):
         ("SELECT fts5_query('the cat', 'or', '', x'00')", "fts5_query: tokenize must be TEXT or NULL, got BLOB"),
         ("SELECT fts5_query('the cat', 'or', NULL, 2)", "fts5_query: tokenize must be TEXT or NULL, got INTEGER"),
         ("SELECT fts5_query('the cat', 'or', 'the', 2.5)", "fts5_query: tokenize must be TEXT or NULL, got REAL"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'xyz')", "fts5_query: no FTS5 tokenizer named 'xyz'"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'xyz porter')", "fts5_query: no FTS5 tokenizer named 'xyz'"),
-        ("SELECT fts5_query('the cat', 'or', 'the', '''''')", "fts5_query: no FTS5 tokenizer named ''"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'porter xyz')",
-         "fts5_query: cannot create the FTS5 tokenizer 'porter xyz' (SQL logic error)"),
+        # Q14: only FTS5's built-in tokenizers, also the one porter wraps
+        ("SELECT fts5_query('the cat', 'or', 'the', 'xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
+        ("SELECT fts5_query('the cat', 'or', 'the', 'xyz porter')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
+        ("SELECT fts5_query('the cat', 'or', 'the', '''''')", "fts5_query: tokenizer '' " + NOT_BUILTIN),
+        ("SELECT fts5_query('the cat', 'or', 'the', 'porter xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
+        ("SELECT fts5_query('the cat', 'or', 'the', 'porter porter mytok')", "fts5_query: tokenizer 'mytok' " + NOT_BUILTIN),
+        ("SELECT fts5_query('the cat', 'or', 'the', 'porter tokenchars -')",
+         "fts5_query: tokenizer 'tokenchars' " + NOT_BUILTIN),
+        ("SELECT fts5_query('the cat', 'or', 'the', 'unicode61x')", "fts5_query: tokenizer 'unicode61x' " + NOT_BUILTIN),
+        ("SELECT fts5_query('the cat', 'terms', NULL, 'xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
         ("SELECT fts5_query('the cat', 'or', 'the', 'unicode61 remove_diacritics 9')",
          "fts5_query: cannot create the FTS5 tokenizer 'unicode61 remove_diacritics 9' (SQL logic error)"),
         ("SELECT fts5_query('the cat', 'or', 'the', 'unicode61 bogus 1')",
@@ -767,16 +855,16 @@ def err_re(msg):
         ("SELECT fts5_query('the cat', 'or', 'the', '\"porter')", "fts5_query: unterminated quote in tokenize '\"porter'"),
         ("SELECT fts5_query('the cat', 'or', 'the', 'porter \"x\"\"')",
          "fts5_query: unterminated quote in tokenize 'porter \"x\"\"'"),
-        ("SELECT fts5_query('the cat', 'or', 'the', '[porter]')", "fts5_query: no FTS5 tokenizer named '[porter]'"),
+        ("SELECT fts5_query('the cat', 'or', 'the', '[porter]')", "fts5_query: tokenizer '[porter]' " + NOT_BUILTIN),
         ("SELECT fts5_query('the cat', 'or', 'the', 'porter' || char(0) || 'x')",
          "fts5_query: tokenize must not hold a NUL byte"),
         ("SELECT fts5_query('the cat', 'and', 'the', trim(replace(hex(zeroblob(65)), '00', 'porter ')))",
          "fts5_query: tokenize has more than 64 words: 'porter porter porter porter port...'"),
         # the spec is checked whenever there are stopwords, even for text without tokens (Q5)
-        ("SELECT fts5_query('*', 'or', 'the', 'xyz')", "fts5_query: no FTS5 tokenizer named 'xyz'"),
+        ("SELECT fts5_query('*', 'or', 'the', 'xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
         # earlier arguments first
         ("SELECT fts5_query(x'00', 'or', 1, 2)", "fts5_query: text must be TEXT, got BLOB"),
-        ("SELECT fts5_query('a', 'xor', 1, 2)", "fts5_query: mode must be 'or' or 'and'"),
+        ("SELECT fts5_query('a', 'xor', 1, 2)", "fts5_query: mode must be 'or', 'and' or 'terms'"),
     ],
 )
 def test_Q8_Q9_errors_name_the_function(db, sql, msg):
@@ -800,60 +888,78 @@ def test_Q9_error_messages_show_hostile_specs_safely(db):
         db.execute("SELECT fts5_query('a', 'or', 'a', CAST(x'27ff0a61' AS TEXT))").fetchall()
     with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenize must not hold a NUL byte")):
         db.execute("SELECT fts5_query('a', 'or', 'a', CAST(x'ff0a01c3' || zeroblob(100) AS TEXT))").fetchall()
-    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: no FTS5 tokenizer named '?a?b'")):
+    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenizer '?a?b' " + NOT_BUILTIN)):
         db.execute("SELECT fts5_query('a', 'or', 'a', CAST(x'ff610162' AS TEXT))").fetchall()
     long_name = "\u00e9" * 100
-    with pytest.raises(apsw.SQLError, match=err_re(f"fts5_query: no FTS5 tokenizer named '{long_name[:16]}...'")):
+    with pytest.raises(apsw.SQLError, match=err_re(f"fts5_query: tokenizer '{long_name[:16]}...' " + NOT_BUILTIN)):
         fq(db, "a", "or", "a", long_name)
 
 
-# ---------------------------------------------------------------- custom tokenizers (apsw)
+# ---------------------------------------------------------------- Q14: custom tokenizers (apsw)
 
 
 @pytest.fixture(scope="module")
 def pydb():
-    """A connection with a Python FTS5 tokenizer: 'syn' yields two colocated terms,
-    'none' none, 'boom' raises; the argument 'fail' makes its creation fail."""
+    """A connection with a Python FTS5 tokenizer 'pytok' that counts its creations and
+    calls, and one registered under a built-in tokenizer's name would be the
+    application's own doing: 'pytok' is what a database file's view must not reach."""
     c = apsw.Connection(":memory:")
     sqlite_rrf.load(c)
+    calls = []
 
     def factory(con, args):
-        if args and args[0] == "fail":
-            raise ValueError("cannot create")
+        calls.append(("create", args))
 
         def tokenize(utf8, flags, locale):
-            assert flags & apsw.FTS5_TOKENIZE_QUERY  # Q10: as FTS5 tokenizes a query
-            s = utf8.decode()
-            if s == "boom":
-                raise ValueError("boom")
-            if s == "syn":
-                return [("syn", "the")]
-            if s == "none":
-                return []
-            if s == "two":
-                return ["two", "the"]
-            return [s.lower()]
+            calls.append(("tokenize", utf8))
+            return [utf8.decode().lower()]
 
         return tokenize
 
     c.register_fts5_tokenizer("pytok", factory)
-    yield c
+    c.execute("CREATE VIRTUAL TABLE pyt USING fts5(x, tokenize='pytok')")  # FTS5 itself knows it
+    c.execute("INSERT INTO pyt VALUES ('the cat')")
+    assert calls
+    calls.clear()
+    yield c, calls
     c.close()
 
 
-def test_Q10_zero_or_several_terms_keep_the_token(pydb):
-    stops = "the syn none two x"
-    assert fq(pydb, "The syn none two X y", "or", stops, "pytok") == '"syn" OR "none" OR "two" OR "y"'
-    assert fq(pydb, "The X", "or", stops, "PyTok") == '"The" OR "X"'  # Q11; names case-insensitive
+@pytest.mark.parametrize("spec", ["pytok", "PyTok", "porter pytok", "porter porter pytok", "'pytok'"])
+def test_Q14_a_registered_custom_tokenizer_is_refused_and_never_made(pydb, spec):
+    pydb, calls = pydb
+    for mode, stop in (("or", "the"), ("and", "the"), ("terms", None)):
+        with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenizer 'pytok' " + NOT_BUILTIN)
+                           if "PyTok" not in spec else "tokenizer 'PyTok' "):
+            fq(pydb, "The cat", mode, stop, spec)
+    assert calls == []
+    assert fq(pydb, "The cat", "or", "the", "porter unicode61") == '"cat"'  # the connection answers
 
 
-def test_Q13_failing_custom_tokenizers_raise_and_the_connection_answers(pydb):
-    with pytest.raises(ValueError, match="boom"):  # apsw re-raises the tokenizer's exception
-        fq(pydb, "a boom", "or", "a", "pytok")
-    with pytest.raises(ValueError, match="cannot create"):
-        fq(pydb, "a", "or", "a", "pytok fail")
-    assert fq(pydb, "a b", "or", "a", "pytok") == '"b"'
-    assert pydb.execute("SELECT 1").fetchall() == [(1,)]
+def test_Q14_built_in_names_in_any_case_and_every_porter_chain(db):
+    for spec in ("UNICODE61", "Porter", "porter Unicode61 remove_diacritics 2", "porter porter",
+                 "porter ascii", "porter trigram", "TriGram case_sensitive 1", "ascii"):
+        assert assert_expr_or_named_error(db, "SELECT fts5_query('The cat', 'or', 'the', ?)", (spec,)) \
+            in ('"cat"', '"The" OR "cat"'), spec
+
+
+def test_Q14_Q6_flags_stay_deterministic_and_innocuous_for_every_argument_count():
+    """The flags the registration gives (pragma_function_list) and what they allow: with
+    trusted_schema off, a view and an index on an expression may call every form."""
+    c = apsw.Connection(":memory:")
+    sqlite_rrf.load(c)
+    det, inn = apsw.SQLITE_DETERMINISTIC, apsw.SQLITE_INNOCUOUS
+    rows = c.execute("SELECT narg, flags FROM pragma_function_list WHERE name = 'fts5_query'").fetchall()
+    assert sorted(n for n, _ in rows) == [1, 2, 3, 4]
+    assert all(f & det and f & inn for _, f in rows), rows
+    c.execute("PRAGMA trusted_schema = OFF")
+    c.execute("CREATE TABLE t(x TEXT); INSERT INTO t VALUES ('The Studies of cats')")
+    c.execute("CREATE VIEW v AS SELECT fts5_query(x, 'or', 'the of studi', 'porter unicode61') AS q, "
+              "fts5_query(x, 'terms', 'the', 'porter unicode61') AS t FROM t")
+    assert c.execute("SELECT q, t FROM v").fetchone() == ('"cats"', '[["\\"The\\"","the"]]')
+    c.execute("CREATE INDEX ix ON t(fts5_query(x, 'and', 'the', 'porter'))")
+    assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    c.close()
 
 
 # ---------------------------------------------------------------- Q13: per-row calls
@@ -878,7 +984,7 @@ def test_Q13_per_row_arguments_and_the_cache(db):
                                     '"the" OR "studies" OR "cats"', '"the" OR "studies"',
                                     '"the" OR "studies" OR "cats"', '"studies" OR "cats"']
     # an error on one row, then the next statement is fine
-    with pytest.raises(apsw.SQLError, match="no FTS5 tokenizer named 'bad'"):
+    with pytest.raises(apsw.SQLError, match="tokenizer 'bad' " + NOT_BUILTIN):
         db.execute("SELECT fts5_query('the cat', 'or', 'the', column1) FROM (VALUES ('porter'), ('bad'))").fetchall()
     stops = " ".join(f"s{i}" for i in range(50_000)) + " the"
     got = db.execute(
@@ -1051,7 +1157,7 @@ def test_sqlite3_shell_runs_three_and_four_argument_calls(tmp_path):
         '"axb"',
         "1,3",
     ], r.stderr
-    assert "fts5_query: no FTS5 tokenizer named 'xyz'" in r.stderr
+    assert "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN in r.stderr
 
 
 def test_Q13_messages_fit_a_128_byte_length_limit():
