@@ -21,6 +21,7 @@
 --   :w_bm25 1.0  :w_vec 1.0  :w_recency 0.6  :w_access 0.4   (weight 0 = list off)
 --   :alpha 0.5 ('convex')   :min_similarity (none): drop candidates that have no
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
+--   :skip_vectors (none): a JSON array of rowids whose embedding is left out
 --
 -- Needs the rrf extension (vec_cosine, rrf_fuse, rrf_explain, fts5_query).
 WITH
@@ -86,12 +87,15 @@ candidates AS (
   UNION
   SELECT rowid FROM bm25
 ),
--- 4. The similarity, computed once per candidate (MATERIALIZED); the optional
---    floor drops vector-only candidates below :min_similarity.
+-- 4. The similarity, computed once per candidate (MATERIALIZED), except for the
+--    rowids of :skip_vectors (a JSON array: stored vectors that cannot be used,
+--    e.g. NaN written by another client); the optional floor drops vector-only
+--    candidates below :min_similarity.
 scored AS MATERIALIZED (
   SELECT *
   FROM (SELECT e.rowid, e.created_at, e.access_count,
-               vec_cosine(e.embedding, :qvec) AS similarity,
+               CASE WHEN e.rowid NOT IN (SELECT value FROM json_each(:skip_vectors))
+                    THEN vec_cosine(e.embedding, :qvec) END AS similarity,
                b.bm25_score, b.bm25_rank,
                ((SELECT now_ms FROM params) - e.created_at) / 86400000.0 AS age_days
         FROM candidates AS c

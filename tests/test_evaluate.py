@@ -441,8 +441,11 @@ def test_missing_vectors_are_embedded(tmp_path):
     emb = KeywordEmbedder()
     res = ev.evaluate(root, runs=["vector"], embedder=emb, progress=False,
                       db_path=tmp_path / "p.db")
-    assert sorted(emb.calls) == [["Volcanoes Magma rises through the crust and erupts as lava."],
-                                 ["bees honey hives"]]
+    from sqlite_rrf.models import FINGERPRINT_TEXTS
+
+    # the missing vectors, and the fixed texts of the database's model fingerprint
+    assert sorted(emb.calls) == sorted([["Volcanoes Magma rises through the crust and erupts as lava."],
+                                        ["bees honey hives"], list(FINGERPRINT_TEXTS)])
     assert res["runs"]["vector"]["ndcg@10"] == pytest.approx((1 + 1 + 1 / L2_3) / 3)
     assert any("1 document(s) and 1 query(ies) embedded" in n for n in res["notes"])
 

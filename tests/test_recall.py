@@ -157,7 +157,8 @@ def run_recall(conn, query, qvec, **params):
     b = {"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
          "pool": None, "pool_size": None, "bm25_limit": None, "limit": None, "k": None,
          "w_bm25": None, "w_vec": None, "w_recency": None, "w_access": None,
-         "profile": "rrf", "alpha": None, "min_similarity": None, "now": NOW}
+         "profile": "rrf", "alpha": None, "min_similarity": None, "now": NOW,
+         "skip_vectors": None}
     b.update(params)
     return [dict(zip(names, r)) for r in conn.execute(read_sql("recall.sql"), b)]
 
@@ -452,7 +453,8 @@ def test_bad_episode_in_batch_writes_nothing(small_store, bad, match):
 def test_database_rejects_wrong_dimension_even_in_raw_sql(small_store):
     with pytest.raises(apsw.ConstraintError, match="embedding_dim"):
         small_store.conn.execute(
-            "INSERT INTO episodes(id, content, embedding) VALUES ('raw', 'x', zeroblob(12))")
+            "INSERT INTO episodes(id, content, embedding) "
+            "VALUES ('raw', 'x', x'0000803f0000803f0000803f')")  # 3 floats
     assert small_store.count() == 150
 
 
@@ -635,11 +637,56 @@ def test_memory_profile_breaks_ties_by_recency_and_use(store):
     assert got[0].score > got[1].score
 
 
-def test_zero_score_candidates_come_newest_first(store):
-    """No relevance at all (no hit, no query vector): recency then use order them."""
+def test_equal_scores_come_newest_first(store):
+    """Candidates the relevance lists cannot tell apart (no hit, the same similarity) in
+    the 'rrf' profile with recency and access off: recency then use order them."""
     store.add_many([dict(id=f"t{i}", content=f"plain words {i}", created_at=NOW - i * 1000,
                          accessed_at=NOW, access_count=i % 3, embedding=np.ones(DIM))
                     for i in range(8)])
-    got = store.recall("zzzz-nothing", limit=8, touch=False)
-    assert all(h.score == 0 for h in got)
+    got = store.recall("zzzz-nothing", limit=8, touch=False, qvec=np.ones(DIM), profile="rrf",
+                       weights={"recency": 0, "access": 0})
+    assert len({h.score for h in got}) == 1 and got[0].score > 0
     assert [h.id for h in got] == [f"t{i}" for i in range(8)]
+
+
+# ---- vectors the store cannot use (issue 11, item 6) ----
+
+def test_unusable_vectors_are_refused_where_the_extension_is_loaded(small_store):
+    n = small_store.count()
+    nan = np.ones(DIM, dtype="<f4")
+    nan[5] = np.nan
+    for blob, match in [(nan.tobytes(), "vec_cosine: argument 1 has NaN at index 5"),
+                        (np.full(DIM, np.inf, "<f4").tobytes(), "vec_cosine: argument 1 has"),
+                        (np.zeros(DIM, "<f4").tobytes(), "zero vector")]:
+        with pytest.raises(apsw.Error, match=match):
+            small_store.conn.execute(
+                "INSERT INTO episodes(id, content, embedding) VALUES ('bad', 'x', ?)", (blob,))
+        with pytest.raises(apsw.Error, match=match):
+            small_store.conn.execute("UPDATE episodes SET embedding = ? WHERE rowid = 1", (blob,))
+    assert small_store.count() == n
+
+
+def test_a_nan_vector_from_another_client_is_skipped_and_named(tmp_path):
+    """A client without the extension writes a NaN vector (the schema cannot check NaN
+    without it): every recall still works, leaves that row out of the vector list and
+    says which row; the other rows rank as before."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "nan.db"
+    with Store(path) as s:
+        s.add_many(make_episodes(80, rng))
+        q = rng.normal(size=DIM)
+        want = [h.id for h in s.recall("alpha", qvec=q, pool="all", limit=10, touch=False)]
+    bad = np.asarray(rng.normal(size=DIM), "<f4")
+    bad[5] = np.nan
+    other = apsw.Connection(str(path))  # no extension loaded
+    other.execute("UPDATE episodes SET embedding = ? WHERE id = ?", (bad.tobytes(), want[0]))
+    other.close()
+    with Store(path) as s:
+        rowid = s.get(want[0]).rowid
+        for pool in ("all", "recent"):
+            res = s.recall("alpha", qvec=q, pool=pool, limit=10, touch=False, force=True)
+            assert want[0] not in [h.id for h in res if h.vec_rank is not None]
+            assert len(res.warnings) == 1 and f"rowid {rowid}" in res.warnings[0]
+            assert "nan at index 5" in res.warnings[0].lower()
+        res = s.recall("alpha", qvec=q, pool="all", limit=10, touch=False, force=True)
+        assert [h.id for h in res if h.id != want[0]][:5] == want[1:6]

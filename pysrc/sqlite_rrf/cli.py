@@ -271,6 +271,8 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
         print(f"recall skipped: {result.reason}", file=sys.stderr)
     if result.touch_error:
         note(result.touch_error)
+    for warning in result.warnings:
+        note(warning)
     if args.json:
         keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank",
                 "access_rank", "similarity", "explain")

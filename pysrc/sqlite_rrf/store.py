@@ -116,6 +116,7 @@ class RecallResult(Sequence[RecallHit]):
     params: Dict[str, Any] = field(default_factory=dict)
     touched: bool = False
     touch_error: Optional[str] = None
+    warnings: List[str] = field(default_factory=list)
 
     @overload
     def __getitem__(self, i: int) -> RecallHit: ...
@@ -192,6 +193,7 @@ class Store:
         self.path = os.fspath(path)
         self.embedder = embedder
         self._last_qvec: Optional[np.ndarray] = None
+        self._bad_vectors: Dict[int, str] = {}  # rowid -> why its embedding is unusable
         self._pending_dim: Optional[int] = None
         self._writes = 0          # episodes written since the stopwords were checked
         self._check_due = 0       # check at the first write
@@ -215,11 +217,27 @@ class Store:
                 migrate(self.conn)
                 if self.meta("bm25_stopwords_rows") is None:
                     self._wrote(0)  # a database from before migration 0003, or still small
+            self._guard_vectors()
             if embedder is not None:
                 self._bind_model(embedder, remember=not self.readonly)
         except BaseException:
             self.conn.close()
             raise
+
+    def _guard_vectors(self) -> None:
+        """On this connection (it has the extension), refuse an embedding with NaN or
+        infinite values (vec_cosine's error names the index) or a zero norm, whoever writes
+        it through this connection: TEMP triggers, which exist for this connection only. The
+        schema itself checks what any client's write can be checked for without the
+        extension (the dimension)."""
+        for op in ("INSERT", "UPDATE OF embedding"):
+            name = "rrf_episodes_vector_" + op.split()[0].lower()
+            self.conn.execute(
+                f"CREATE TEMP TRIGGER IF NOT EXISTS {name} BEFORE {op} ON main.episodes "
+                "WHEN NEW.embedding IS NOT NULL BEGIN "
+                "SELECT CASE WHEN vec_cosine(NEW.embedding, NEW.embedding) IS NULL THEN "
+                "RAISE(ABORT, 'episodes.embedding: a zero vector (its cosine is undefined)') "
+                "END; END")
 
     def _check_schema_readable(self) -> None:
         """A read-only database cannot be migrated: it must be at this version already."""
@@ -772,7 +790,38 @@ class Store:
                 raise StoreError("pool_size: must be at least 1 for the 'knn' pool")
         bindings = dict(params, query=query, qvec=qblob)
         hits: List[RecallHit] = []
-        self.conn.execute("BEGIN")  # a read transaction: one snapshot, no write lock
+        warnings: List[str] = []
+        for attempt in range(2):
+            bindings["skip_vectors"] = (json.dumps(sorted(self._bad_vectors))
+                                        if self._bad_vectors else None)
+            try:
+                hits = self._run_recall(params, bindings)
+                break
+            except apsw.SQLError as e:
+                # a stored vector the statement cannot use (e.g. NaN written by a client
+                # without the extension): find such rows, leave them out, say which
+                if qblob is None or attempt or "vec_cosine:" not in str(e):
+                    raise
+                found = self._find_bad_vectors()
+                if not found:
+                    raise
+                self._bad_vectors.update(found)
+        for rowid, why in sorted(self._bad_vectors.items()):
+            warnings.append(f"episode rowid {rowid} has an embedding that cannot be used "
+                            f"({why}): it is left out of the vector list; rewrite its embedding "
+                            "(or set it to NULL and run `sqlite-rrf embed`)")
+        if qarr is not None:
+            self._last_qvec = qarr
+        touched, why = False, None
+        if touch and (hits or (session is not None and qarr is not None)):
+            touched, why = self._touch([h.rowid for h in hits], session, qarr)
+        return RecallResult(hits, query, params=params, touched=touched, touch_error=why,
+                            warnings=warnings)
+
+    def _run_recall(self, params: Dict[str, Any], bindings: Dict[str, Any]) -> List[RecallHit]:
+        """The statement in one read transaction (one snapshot, no write lock)."""
+        hits: List[RecallHit] = []
+        self.conn.execute("BEGIN")
         try:
             for row in self.conn.execute(recall_statement(params["pool"] or "recent"),
                                          bindings):
@@ -782,12 +831,32 @@ class Store:
             if not self.conn.getautocommit():
                 self.conn.execute("ROLLBACK")
             raise
-        if qarr is not None:
-            self._last_qvec = qarr
-        touched, why = False, None
-        if touch and (hits or (session is not None and qarr is not None)):
-            touched, why = self._touch([h.rowid for h in hits], session, qarr)
-        return RecallResult(hits, query, params=params, touched=touched, touch_error=why)
+        return hits
+
+    def _find_bad_vectors(self, chunk: int = 4096) -> Dict[int, str]:
+        """``{rowid: fault}`` of every stored embedding the recall cannot use: NaN or
+        infinite values, zero norm, or a size other than the database's dimension. Runs
+        only after a recall met one (it reads every embedding)."""
+        bad: Dict[int, str] = {}
+        dim = self.dim
+        after = -(2**63)
+        while True:
+            rows = self.conn.execute(
+                "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL AND rowid > ? "
+                "ORDER BY rowid LIMIT ?", (after, chunk)).fetchall()
+            if not rows:
+                return bad
+            after = rows[-1][0]
+            for rowid, blob in rows:
+                if not isinstance(blob, bytes) or len(blob) % 4 or not blob:
+                    bad[rowid] = "not a float32 blob"
+                    continue
+                v = np.frombuffer(blob, "<f4")
+                if dim is not None and v.size != dim:
+                    bad[rowid] = f"{v.size} values, the database holds {dim}"
+                elif not np.isfinite(v).all():
+                    i = int(np.flatnonzero(~np.isfinite(v))[0])
+                    bad[rowid] = f"{v[i]} at index {i}"
 
     #: How long a touch waits in all for the write lock before it gives up (seconds).
     TOUCH_PATIENCE = 30.0
@@ -884,7 +953,7 @@ class Store:
                     raise StoreError(f"weights: {name} must be a finite number >= 0, got {v!r}")
         return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
                 "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
-                "now": now,
+                "now": now, "skip_vectors": None,
                 "bm25_limit": bm25_limit, "w_bm25": w["bm25"], "w_vec": w["vector"],
                 "w_recency": w["recency"], "w_access": w["access"]}
 
