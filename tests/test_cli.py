@@ -946,3 +946,50 @@ def test_demo_first_hit_is_the_vault_episode(demo_run):
     vault, _ = _vault_episode_id()
     hits = parse_text(p.stdout)
     assert hits[0]["id"] == vault
+
+
+# ---- read-only media (issue 11, item 6) ----
+
+def _read_only_mount(src, mnt):
+    """Bind-mount ``src`` read-only at ``mnt``; False where this machine does not allow it."""
+    mnt.mkdir()
+    if shutil.which("mount") is None:
+        return False
+    p = subprocess.run(["mount", "--bind", str(src), str(mnt)], capture_output=True)
+    if p.returncode != 0:
+        return False
+    p = subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], capture_output=True)
+    if p.returncode != 0:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        return False
+    return True
+
+
+def test_a_database_on_read_only_media_recalls(tmp_path):
+    """A rollback-journal database on a read-only file system: `recall --no-touch` works
+    (no WAL switch, no migration lock), a touching recall works too and says why it did
+    not touch, a write fails with one line."""
+    src = tmp_path / "media"
+    src.mkdir()
+    db = src / "m.db"
+    ok(run("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
+           cwd=tmp_path))
+    ok(run("add", db, "The user prefers green tea", "--id", "b", cwd=tmp_path))
+    c = apsw.Connection(str(db))
+    c.execute("PRAGMA journal_mode = DELETE")
+    c.close()
+    assert not (src / "m.db-wal").exists()
+    mnt = tmp_path / "ro"
+    if not _read_only_mount(src, mnt):
+        pytest.skip("cannot bind-mount a read-only file system here")
+    try:
+        rodb = mnt / "m.db"
+        with pytest.raises(OSError):
+            (mnt / "probe").write_text("x")
+        hits, p = recall_json(rodb, "postgres credentials", "--no-touch", cwd=tmp_path)
+        assert hits[0]["id"] == "a" and "Traceback" not in p.stderr
+        hits, p = recall_json(rodb, "postgres credentials", cwd=tmp_path)
+        assert hits[0]["id"] == "a" and "read-only" in p.stderr and "not touched" in p.stderr
+        fails_clearly(run("add", rodb, "x", cwd=tmp_path), "read-only")
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)

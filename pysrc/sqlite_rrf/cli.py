@@ -101,6 +101,9 @@ def _open(args: argparse.Namespace, model: Optional[str] = None,
     _check_model_args(args)
     store = Store(args.db)
     try:
+        if model == "write" and store.readonly:
+            raise CliError(f"{args.db}: the database is read-only (read-only media or "
+                           "permissions): nothing can be added")
         if model is not None:
             if model == "recall" and store.dim is None and not getattr(args, "model", None):
                 if store.count():

@@ -514,6 +514,9 @@ class Store:
                          "kind = excluded.kind, metadata = excluded.metadata")
 
     def _write(self, sql: str, rows: List[Dict[str, Any]]) -> None:
+        if self.readonly:
+            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
+                             "nothing was written")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             if self._pending_dim is not None:  # the first vectors fix the dimension
