@@ -165,9 +165,11 @@ def test_store_recall_of_junk_with_embedder(estore):
 
 @pytest.mark.embed
 def test_store_recall_nul_only_query_behaves_like_an_empty_query(estore):
+    """Nothing to embed and no word to match: nothing is recalled (and nothing fails)."""
     estore.add("memory of the agent")
-    assert len(estore.recall("", force=True)) == 1
-    assert len(estore.recall("\x00\x00", force=True)) == 1
+    assert len(estore.recall("memory", force=True)) == 1
+    assert len(estore.recall("", force=True)) == 0
+    assert len(estore.recall("\x00\x00", force=True)) == 0
 
 
 # ---- the command line: one-line errors, never a traceback ----
