@@ -63,6 +63,52 @@
 **   B9. Errors of the FTS5 API are returned as bm25 returns them
 **       (sqlite3_result_error_code); no input crashes; no allocation failure
 **       is ignored.
+**
+** rrf_bm25_or(fts_table, n, text [, stopwords [, tokenize [, weight...]]]) ->
+** REAL: the same, for the OR query of text's words, on a scan of that query
+** without its stopwords. The MATCH expression must be
+** fts5_query(text, 'or', stopwords, tokenize); the value is bm25() of the whole
+** query, fts5_query(text), as if FTS5 had run that one.
+**  B10. The words: fts5q.c's plan (rrf_fts5_plan, Q2..Q14) gives the tokens of
+**       fts5_query(text) in order and which of them the MATCH expression drops
+**       (errors as fts5_query's, naming rrf_bm25_or). The MATCH expression must
+**       have as many phrases as the plan keeps (else an error), and every
+**       dropped token must give the table's own tokenizer (xTokenize) the term
+**       it gave tokenize (else an error: the two tokenizers differ). text,
+**       stopwords and tokenize must be the same on every row of a query.
+**  B11. Exact value: for every row scored exactly the result is, bit for bit,
+**       what bm25(fts_table [, weight...]) gives the row under MATCH
+**       fts5_query(text): B2's sum over the phrases of the whole query in their
+**       order, where a kept phrase has B2's IDF and frequency and a dropped one
+**       the IDF 1e-6 and the frequency of its term in the row's text, read
+**       with xColumnText and the table's tokenizer (the weight of the column
+**       for each occurrence, as xInst counts it).
+**       Contract: each stopword is in at least half of the rows, so that FTS5
+**       gives it that IDF (rrf_bm25_idf checks it; the recall statement drops
+**       only such words), and the index matches its text (FTS5's
+**       integrity-check passes). A row whose text has another number of tokens
+**       than the index's xColumnSize(-1), or another count of a kept phrase's
+**       term than xInst, is an error naming the row: its text is not what was
+**       indexed (a contentless table has no text: an error too).
+**  B12. Pruning as B3, with every bound raised by D = (dropped phrases) *
+**       1e-6 * (k1 + 1), the most the dropped phrases can add to a row's
+**       score; and a row whose exact kept part plus D, times (1 + 1e-9), is
+**       below the n-th best is pruned before its text is read. So the text of
+**       a row is read only when the row can still be among the n best.
+**  B13. Contract (B4 for the whole query): ORDER BY rrf_bm25_or(...) [, rowid]
+**       LIMIT m, m <= n, gives the rows and values of ORDER BY bm25() [, rowid]
+**       LIMIT m under MATCH fts5_query(text), provided that at least m rows of
+**       the scan have a value below -D: rows holding only dropped words are
+**       not in the scan, and their score is at most D. The recall statement
+**       checks that and otherwise runs the whole query.
+**
+** rrf_bm25_idf(fts_table [, phrase]) -> REAL: the IDF FTS5's bm25() gives
+** phrase `phrase` (default 0) of the current query.
+**  B14. Computed as B2 does (xQueryPhrase, xRowCount), except that counting
+**       stops as soon as the phrase is found in at least half of the rows: the
+**       IDF is then 1e-6 whatever the rest. Kept per query, so calling it on
+**       every row costs one count. phrase must be an integer from 0 to the
+**       number of phrases - 1, else an error naming the function.
 */
 #include <math.h>
 #include <string.h>
@@ -70,7 +116,6 @@
 #include "rrf_internal.h"
 SQLITE_EXTENSION_INIT3
 
-#define BM25_FN "rrf_bm25"
 #define BM25_MAX_SLOTS 8
 #define BM25_MAX_WEIGHT 1e290
 #define BM25_MARGIN (1.0 + 1e-9)
@@ -88,7 +133,9 @@ typedef struct Bm25Slot {
   double lastValue;
 } Bm25Slot;
 
-/* Per-query data (the auxdata of rrf_bm25 for one FTS5 scan). */
+typedef struct Bm25Or Bm25Or;
+
+/* Per-query data (the auxdata of rrf_bm25 or rrf_bm25_or for one FTS5 scan). */
 typedef struct Bm25Query {
   int nPhrase, nCol;
   double avgdl;
@@ -99,7 +146,10 @@ typedef struct Bm25Query {
   int pruneOk;        /* B5: the table and the API allow pruning */
   int nSlot;
   Bm25Slot *slots;
+  Bm25Or *or;         /* rrf_bm25_or: the whole query (B10) */
 } Bm25Query;
+
+static void or_free(Bm25Or *o);
 
 static void slot_free(Bm25Slot *s) {
   sqlite3_free(s->w);
@@ -110,6 +160,7 @@ static void slot_free(Bm25Slot *s) {
 static void query_free(void *p) {
   Bm25Query *q = (Bm25Query *)p;
   if (q == NULL) return;
+  or_free(q->or);
   while (q->slots) {
     Bm25Slot *s = q->slots;
     q->slots = s->next;
@@ -182,9 +233,11 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
 
 /* ---- n and the weights ---- */
 
-static void n_error(sqlite3_context *ctx, sqlite3_value *v) {
+static void n_error(sqlite3_context *ctx, const char *fn, sqlite3_value *v) {
   char *msg;
-  const char *head = "rrf_bm25: n must be a positive integer or NULL, got";
+  const char *head = strcmp(fn, "rrf_bm25") == 0
+                         ? "rrf_bm25: n must be a positive integer or NULL, got"
+                         : "rrf_bm25_or: n must be a positive integer or NULL, got";
   switch (sqlite3_value_type(v)) {
   case SQLITE_INTEGER:
     msg = sqlite3_mprintf("%s %lld", head, sqlite3_value_int64(v));
@@ -217,7 +270,7 @@ static int n_from_double(double d, sqlite3_int64 *n) {
 }
 
 /* B6: 0 with *n (0 for NULL), or 1 after reporting the error. */
-static int read_n(sqlite3_context *ctx, sqlite3_value *v, sqlite3_int64 *n) {
+static int read_n(sqlite3_context *ctx, const char *fn, sqlite3_value *v, sqlite3_int64 *n) {
   switch (sqlite3_value_type(v)) {
   case SQLITE_NULL:
     *n = 0;
@@ -252,7 +305,7 @@ static int read_n(sqlite3_context *ctx, sqlite3_value *v, sqlite3_int64 *n) {
   default:
     break;
   }
-  n_error(ctx, v);
+  n_error(ctx, fn, v);
   return 1;
 }
 
@@ -405,28 +458,331 @@ static int exact_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Quer
   return rc;
 }
 
-static void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                        int nVal, sqlite3_value **apVal) {
+/* ---- rrf_bm25_or: the whole query (B10..B13) ---- */
+
+#define BM25_OR_FN "rrf_bm25_or"
+#define BM25_DROP_IDF 1e-6 /* FTS5's IDF of a phrase in at least half of the rows */
+
+/* The whole query of rrf_bm25_or: its phrases, and the terms followed in the
+** text of a row (the dropped phrases' terms, and the kept one-term phrases'
+** terms for the check of B11). */
+struct Bm25Or {
+  char *args;         /* the text, stopwords and tokenize arguments it was made from */
+  int nArgs[3], tArgs[3]; /* their lengths and types (B10: the same on every row) */
+  int nFull;          /* phrases of the whole query */
+  int *aMap;          /* nFull: >= 0 a phrase of the MATCH; < 0 term -1 - aMap[i] (dropped) */
+  int nDrop;
+  double bDrop;       /* B12: D */
+  int nTerm;          /* distinct terms followed */
+  char **azTerm;
+  int *anTerm;
+  int *aSlot;         /* open addressing over the terms: index + 1, 0 empty */
+  unsigned mask;
+  int *aKeptTerm;     /* nPhrase: the term of a kept one-term phrase, or -1 */
+  double *aTermFreq;  /* nTerm: per row, the weighted count in the row's text */
+  int nTok;           /* per row: tokens of the text (as xColumnSize counts them) */
+  int colSize;        /* per column, while tokenizing */
+  double w;           /* the weight of the column being tokenized */
+};
+
+static void or_free(Bm25Or *o) {
+  if (o == NULL) return;
+  for (int i = 0; i < o->nTerm; i++) sqlite3_free(o->azTerm[i]);
+  sqlite3_free(o->args);
+  sqlite3_free(o->aMap);
+  sqlite3_free(o->azTerm);
+  sqlite3_free(o->anTerm);
+  sqlite3_free(o->aSlot);
+  sqlite3_free(o->aKeptTerm);
+  sqlite3_free(o->aTermFreq);
+  sqlite3_free(o);
+}
+
+static unsigned term_hash(const char *t, int n) {
+  unsigned h = 2166136261u;
+  for (int i = 0; i < n; i++) h = (h ^ (unsigned char)t[i]) * 16777619u;
+  return h;
+}
+
+/* The index of term t[0..n), or -1. */
+static int or_find(const Bm25Or *o, const char *t, int n) {
+  for (unsigned h = term_hash(t, n) & o->mask;; h = (h + 1) & o->mask) {
+    int k = o->aSlot[h] - 1;
+    if (k < 0) return -1;
+    if (o->anTerm[k] == n && memcmp(o->azTerm[k], t, (size_t)n) == 0) return k;
+  }
+}
+
+/* The index of term t[0..n), added if new (it takes t, sqlite3_malloc'd). */
+static int or_add(Bm25Or *o, char *t, int n) {
+  int k = or_find(o, t, n);
+  if (k >= 0) {
+    sqlite3_free(t);
+    return k;
+  }
+  unsigned h = term_hash(t, n) & o->mask;
+  while (o->aSlot[h]) h = (h + 1) & o->mask;
+  o->azTerm[o->nTerm] = t;
+  o->anTerm[o->nTerm] = n;
+  o->aSlot[h] = ++o->nTerm;
+  return o->nTerm - 1;
+}
+
+/* The table's tokenizer on one token: its single term, or none. */
+typedef struct OneTerm {
+  int n;      /* terms seen, up to 2 */
+  char *term; /* the first, sqlite3_malloc'd */
+  int nterm;
+} OneTerm;
+
+static int one_term_cb(void *p, int tflags, const char *t, int n, int start, int end) {
+  OneTerm *c = (OneTerm *)p;
+  (void)tflags;
+  (void)start;
+  (void)end;
+  if (c->n == 0) {
+    if (n < 0) n = 0;
+    c->term = sqlite3_malloc64((sqlite3_uint64)n + 1);
+    if (c->term == NULL) return SQLITE_NOMEM;
+    if (n) memcpy(c->term, t, (size_t)n);
+    c->term[n] = 0;
+    c->nterm = n;
+  }
+  if (c->n < 2) c->n++;
+  return SQLITE_OK;
+}
+
+/* An error message (sqlite3_mprintf'd; NULL: out of memory) on ctx; returns SQLITE_ERROR. */
+static int or_error(sqlite3_context *ctx, char *msg) {
+  if (msg == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return SQLITE_NOMEM;
+  }
+  sqlite3_result_error(ctx, msg, -1);
+  sqlite3_free(msg);
+  return SQLITE_ERROR;
+}
+
+/* B10: q->or from the arguments (text, stopwords, tokenize: argv[0..nArg)), on the
+** first call of the query; on later calls, check that they are the same.
+** SQLITE_OK, or an error code with the error set on ctx. */
+static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
+                  fts5_api *api, Bm25Query *q, sqlite3_value **argv, int nArg) {
+  const unsigned char *z[3] = {NULL, NULL, NULL};
+  int nz[3] = {0, 0, 0}, tz[3] = {0, 0, 0}, total = 0, rc = SQLITE_OK;
+  for (int i = 0; i < 3; i++) {
+    if (i >= nArg) continue;
+    tz[i] = sqlite3_value_type(argv[i]);
+    /* text: INTEGER and REAL are read as their text, as fts5_query reads them (Q6) */
+    if (tz[i] == SQLITE_TEXT || (i == 0 && (tz[i] == SQLITE_INTEGER || tz[i] == SQLITE_FLOAT))) {
+      z[i] = sqlite3_value_text(argv[i]);
+      nz[i] = sqlite3_value_bytes(argv[i]);
+      if (z[i] == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return SQLITE_NOMEM;
+      }
+      total += nz[i];
+    }
+  }
+  if (q->or) { /* B10: the same arguments as the first call */
+    const char *a = q->or->args;
+    for (int i = 0; i < 3; i++) {
+      if (tz[i] != q->or->tArgs[i] || nz[i] != q->or->nArgs[i] ||
+          (nz[i] && memcmp(a, z[i], (size_t)nz[i]) != 0))
+        return or_error(ctx, sqlite3_mprintf("rrf_bm25_or: text, stopwords and tokenize must be "
+                                             "the same on every row of a query"));
+      a += nz[i];
+    }
+    return SQLITE_OK;
+  }
+
+  RrfPlan *plan = NULL;
+  Bm25Or *o = NULL;
+  if (z[0] == NULL)
+    return or_error(ctx, sqlite3_mprintf("rrf_bm25_or: text must be TEXT, got %s",
+                                         rrf_type_name(argv[0])));
+  rc = rrf_fts5_plan(ctx, BM25_OR_FN, api, argv[0], nArg > 1 ? argv[1] : NULL,
+                     nArg > 2 ? argv[2] : NULL, &plan);
+  if (rc != SQLITE_OK) return rc; /* error set (fts5q.c's messages, naming rrf_bm25_or) */
+  int nkept = plan->ntok - plan->ndrop;
+  if (nkept != q->nPhrase && !(plan->ntok == 0 && q->nPhrase == 1)) {
+    rc = or_error(ctx, sqlite3_mprintf("rrf_bm25_or: the MATCH expression has %d phrases; "
+                                       "fts5_query(text, 'or', stopwords, tokenize) has %d",
+                                       q->nPhrase, nkept));
+    goto done;
+  }
+  o = sqlite3_malloc(sizeof *o);
+  if (o == NULL) goto nomem;
+  memset(o, 0, sizeof *o);
+  int ntok = plan->ntok, cap = 2 * (ntok + 1);
+  unsigned nslot = 16;
+  while (nslot < 2u * (unsigned)cap) nslot *= 2;
+  o->args = sqlite3_malloc64((sqlite3_uint64)total + 1);
+  o->aMap = sqlite3_malloc64(sizeof(int) * (size_t)(ntok + 1));
+  o->azTerm = sqlite3_malloc64(sizeof(char *) * (size_t)cap);
+  o->anTerm = sqlite3_malloc64(sizeof(int) * (size_t)cap);
+  o->aSlot = sqlite3_malloc64(sizeof(int) * nslot);
+  o->aKeptTerm = sqlite3_malloc64(sizeof(int) * (size_t)(q->nPhrase + 1));
+  o->aTermFreq = sqlite3_malloc64(sizeof(double) * (size_t)cap);
+  if (!o->args || !o->aMap || !o->azTerm || !o->anTerm || !o->aSlot || !o->aKeptTerm ||
+      !o->aTermFreq)
+    goto nomem;
+  memset(o->aSlot, 0, sizeof(int) * nslot);
+  o->mask = nslot - 1;
+  for (int i = 0, off = 0; i < 3; i++) {
+    o->tArgs[i] = tz[i];
+    o->nArgs[i] = nz[i];
+    if (nz[i]) memcpy(o->args + off, z[i], (size_t)nz[i]);
+    off += nz[i];
+  }
+  for (int i = 0; i < q->nPhrase; i++) o->aKeptTerm[i] = -1;
+  o->nFull = ntok;
+  for (int t = 0, kept = 0; t < ntok; t++) {
+    const RrfPlanTok *pt = &plan->tok[t];
+    OneTerm one = {0, NULL, 0};
+    int trc;
+    if (pt->drop || pt->nterm == 1 || pt->nterm < 0) {
+      /* the table's own tokenizer on the token (B10, B11) */
+      trc = pApi->xTokenize(pFts, (const char *)z[0] + pt->start, pt->len, &one, one_term_cb);
+      if (trc != SQLITE_OK) {
+        sqlite3_free(one.term);
+        rc = trc;
+        sqlite3_result_error_code(ctx, rc);
+        goto done;
+      }
+    }
+    if (pt->drop) {
+      if (one.n != 1 || one.nterm != pt->nbytes || memcmp(one.term, pt->term, (size_t)pt->nbytes)) {
+        char word[25]; /* the token, cut to 24 bytes at a character boundary */
+        const unsigned char *src = z[0] + pt->start;
+        int nw = pt->len > 24 ? 24 : pt->len;
+        while (nw > 0 && nw < pt->len && (src[nw] & 0xC0) == 0x80) nw--;
+        memcpy(word, src, (size_t)nw);
+        word[nw] = 0;
+        sqlite3_free(one.term);
+        rc = or_error(ctx, sqlite3_mprintf("rrf_bm25_or: tokenize is not the table's tokenizer: "
+                                           "the table makes another term of '%s'",
+                                           word));
+        goto done;
+      }
+      o->aMap[t] = -1 - or_add(o, one.term, one.nterm);
+      o->nDrop++;
+    } else {
+      if (one.n == 1) o->aKeptTerm[kept] = or_add(o, one.term, one.nterm);
+      else sqlite3_free(one.term);
+      o->aMap[t] = kept++;
+    }
+  }
+  o->bDrop = (double)o->nDrop * BM25_DROP_IDF * (k1 + 1.0);
+  q->or = o;
+  o = NULL;
+  goto done;
+nomem:
+  rc = SQLITE_NOMEM;
+  sqlite3_result_error_nomem(ctx);
+done:
+  or_free(o);
+  rrf_fts5_plan_free(plan);
+  return rc;
+}
+
+static int or_token_cb(void *p, int tflags, const char *t, int n, int start, int end) {
+  Bm25Or *o = (Bm25Or *)p;
+  (void)start;
+  (void)end;
+  /* xColumnSize counts a token unless it is colocated (fts5_storage.c) */
+  if ((tflags & FTS5_TOKEN_COLOCATED) == 0 || o->colSize == 0) o->colSize++;
+  if (n > 0 && t != NULL) {
+    int k = or_find(o, t, n);
+    if (k >= 0) o->aTermFreq[k] += o->w;
+  }
+  return SQLITE_OK;
+}
+
+#define OR_TEXT_LENGTH (-1) /* or_full_score: the text has another number of tokens */
+#define OR_TEXT_TERMS (-2)  /* or_full_score: the text has other counts of a kept term */
+
+/* B11: the whole query's score of the current row, whose kept phrases have the
+** frequencies q->aFreq and whose length is D: SQLITE_OK, an SQLite error code,
+** or OR_TEXT_LENGTH / OR_TEXT_TERMS when the text is not what was indexed. */
+static int or_full_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query *q,
+                         const double *w, int D, double *score) {
+  Bm25Or *o = q->or;
+  int rc = SQLITE_OK, i;
+  for (i = 0; i < o->nTerm; i++) o->aTermFreq[i] = 0.0;
+  o->nTok = 0;
+  for (i = 0; rc == SQLITE_OK && i < q->nCol; i++) {
+    const char *z = NULL;
+    int n = 0;
+    rc = pApi->xColumnText(pFts, i, &z, &n);
+    if (rc != SQLITE_OK) break;
+    o->colSize = 0;
+    o->w = w[i];
+    if (z != NULL && n > 0) rc = pApi->xTokenize(pFts, z, n, (void *)o, or_token_cb);
+    o->nTok += o->colSize;
+  }
+  if (rc != SQLITE_OK) return rc;
+  if (o->nTok != D) return OR_TEXT_LENGTH;
+  for (i = 0; i < q->nPhrase; i++) {
+    int k = o->aKeptTerm[i];
+    if (k >= 0 && memcmp(&o->aTermFreq[k], &q->aFreq[i], sizeof(double)) != 0)
+      return OR_TEXT_TERMS;
+  }
+  /* B2's sum, over the whole query's phrases in its order */
+  double sum = 0.0;
+  for (i = 0; i < o->nFull; i++) {
+    int m = o->aMap[i];
+    double idf = m >= 0 ? q->aIDF[m] : BM25_DROP_IDF;
+    double f = m >= 0 ? q->aFreq[m] : o->aTermFreq[-1 - m];
+    sum += idf * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * (double)D / q->avgdl)));
+  }
+  *score = sum;
+  return SQLITE_OK;
+}
+
+/* ---- the auxiliary functions ---- */
+
+#define KIND_BM25 0
+#define KIND_OR 1
+#define KIND_IDF 2
+
+typedef struct Bm25Fn {
+  int kind;
+  fts5_api *api;
+} Bm25Fn;
+
+static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
+                    int nVal, sqlite3_value **apVal, const Bm25Fn *fn) {
   Bm25Query *q = NULL;
   Bm25Slot *s = NULL;
   sqlite3_int64 n = 0, rowid, dlo = -1;
   double wStack[16], *w = wStack, score = 0.0;
-  int rc, i, D = 0, nW;
+  int rc, i, D = 0, nW, wFirst;
+  int isOr = fn->kind == KIND_OR;
+  const char *name = isOr ? BM25_OR_FN : "rrf_bm25";
 
-  if (nVal < 1) {
-    sqlite3_result_error(
-        ctx, "rrf_bm25: missing argument n; usage: rrf_bm25(fts_table, n [, weight ...])", -1);
+  if (nVal < (isOr ? 2 : 1)) {
+    sqlite3_result_error(ctx,
+                         isOr ? "rrf_bm25_or: missing arguments; usage: rrf_bm25_or(fts_table, n, "
+                                "text [, stopwords [, tokenize [, weight ...]]])"
+                              : "rrf_bm25: missing argument n; usage: rrf_bm25(fts_table, n "
+                                "[, weight ...])",
+                         -1);
     return;
   }
-  if (read_n(ctx, apVal[0], &n)) return;
+  if (read_n(ctx, name, apVal[0], &n)) return;
 
   rc = query_get(pApi, pFts, &q);
   if (rc != SQLITE_OK) {
     sqlite3_result_error_code(ctx, rc);
     return;
   }
+  if (isOr && q->or == NULL) { /* B10: made on the first call, checked on exact rows */
+    rc = or_get(pApi, pFts, ctx, fn->api, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
+    if (rc != SQLITE_OK) return; /* error set */
+  }
 
-  /* B7: the weights, as bm25 reads them. */
+  /* B7: the weights, as bm25 reads them (after tokenize for rrf_bm25_or). */
   if (q->nCol > (int)(sizeof wStack / sizeof wStack[0])) {
     w = (double *)sqlite3_malloc64((sqlite3_uint64)q->nCol * sizeof(double));
     if (w == NULL) {
@@ -434,8 +790,9 @@ static void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3
       return;
     }
   }
-  nW = nVal - 1;
-  for (i = 0; i < q->nCol; i++) w[i] = (nW > i) ? sqlite3_value_double(apVal[1 + i]) : 1.0;
+  wFirst = isOr ? 4 : 1;
+  nW = nVal - wFirst;
+  for (i = 0; i < q->nCol; i++) w[i] = (nW > i) ? sqlite3_value_double(apVal[wFirst + i]) : 1.0;
 
   if (n > 0 && q->pruneOk) {
     s = slot_get(q, n, w, &rc);
@@ -447,37 +804,66 @@ static void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3
     goto done;
   }
 
+  double bDrop = (isOr && q->or->nDrop > 0) ? q->or->bDrop * BM25_MARGIN : 0.0; /* B12 */
   if (s && s->prune && q->pruneOk) {
     double u;
     if (s->size >= s->n) {
       /* B3: the cheap bounds, while the heap holds n scores */
-      if (bound_presence(pApi, pFts, q, &u, &rc) && u < s->heap[0]) {
-        score = u;
+      if (bound_presence(pApi, pFts, q, &u, &rc) && u + bDrop < s->heap[0]) {
+        score = u + bDrop;
         goto pruned;
       }
       if (rc != SQLITE_OK) goto done;
     }
     rc = bound_positions(pApi, pFts, q, w, &u, &dlo);
     if (rc != SQLITE_OK) goto done;
-    if (s->size >= s->n && u < s->heap[0]) {
-      score = u;
+    if (s->size >= s->n && u + bDrop < s->heap[0]) {
+      score = u + bDrop;
       goto pruned;
     }
   }
 
+  if (isOr) { /* B10: the arguments of the first call */
+    rc = or_get(pApi, pFts, ctx, fn->api, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
+    if (rc != SQLITE_OK) {
+      rc = SQLITE_OK; /* error set */
+      goto done;
+    }
+  }
   rc = exact_score(pApi, pFts, q, w, &score, &D);
   if (rc != SQLITE_OK) goto done;
-  if (s) {
-    if (dlo >= 0) {
-      /* B5: the bounds must hold on the rows scored exactly */
-      if (D < 0 || (sqlite3_int64)D < dlo) q->pruneOk = 0;
-      for (i = 0; i < q->nPhrase; i++)
-        if (memcmp(&q->aFreq[i], &q->aBound[i], sizeof(double)) != 0) q->pruneOk = 0;
+  if (s && dlo >= 0) {
+    /* B5: the bounds must hold on the rows scored exactly */
+    if (D < 0 || (sqlite3_int64)D < dlo) q->pruneOk = 0;
+    for (i = 0; i < q->nPhrase; i++)
+      if (memcmp(&q->aFreq[i], &q->aBound[i], sizeof(double)) != 0) q->pruneOk = 0;
+  }
+  if (isOr && q->or->nDrop > 0) {
+    if (s && s->prune && q->pruneOk && s->size >= s->n) {
+      double u = (score + bDrop) * BM25_MARGIN; /* B12: before the text is read */
+      if (u < s->heap[0]) {
+        score = u;
+        goto pruned;
+      }
     }
-    if (s->prune && isfinite(score)) {
-      rc = heap_push(s, score);
-      if (rc != SQLITE_OK) goto done;
+    rc = or_full_score(pApi, pFts, q, w, D, &score); /* B11 */
+    if (rc == OR_TEXT_LENGTH || rc == OR_TEXT_TERMS) {
+      char *msg = rc == OR_TEXT_LENGTH
+                      ? sqlite3_mprintf("rrf_bm25_or: the text of row %lld has %d tokens, its FTS5 "
+                                        "index entry %d: rebuild the index",
+                                        (long long)rowid, q->or->nTok, D)
+                      : sqlite3_mprintf("rrf_bm25_or: the text of row %lld does not hold the terms "
+                                        "its FTS5 index entry holds: rebuild the index",
+                                        (long long)rowid);
+      rc = SQLITE_OK;
+      or_error(ctx, msg);
+      goto done;
     }
+    if (rc != SQLITE_OK) goto done;
+  }
+  if (s && s->prune && isfinite(score)) {
+    rc = heap_push(s, score);
+    if (rc != SQLITE_OK) goto done;
   }
 
 pruned:
@@ -493,7 +879,82 @@ done:
   if (w != wStack) sqlite3_free(w);
 }
 
+/* ---- rrf_bm25_idf (B14) ---- */
+
+typedef struct IdfCount {
+  sqlite3_int64 n, nRow;
+} IdfCount;
+
+static int idf_count_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserData) {
+  IdfCount *c = (IdfCount *)pUserData;
+  (void)pApi;
+  (void)pFts;
+  c->n++;
+  return 2 * c->n >= c->nRow ? SQLITE_DONE : SQLITE_OK; /* B14: the IDF is 1e-6 from here */
+}
+
+static void idf_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
+                   int nVal, sqlite3_value **apVal) {
+  int nPhrase = pApi->xPhraseCount(pFts), iPhrase = 0, rc;
+  if (nVal > 1) {
+    sqlite3_result_error(ctx, "rrf_bm25_idf: usage: rrf_bm25_idf(fts_table [, phrase])", -1);
+    return;
+  }
+  if (nVal == 1) {
+    sqlite3_int64 v = -1;
+    int t = sqlite3_value_numeric_type(apVal[0]);
+    if (t == SQLITE_INTEGER) v = sqlite3_value_int64(apVal[0]);
+    else if (t == SQLITE_FLOAT && floor(sqlite3_value_double(apVal[0])) == sqlite3_value_double(apVal[0]) &&
+             fabs(sqlite3_value_double(apVal[0])) < 1e9)
+      v = (sqlite3_int64)sqlite3_value_double(apVal[0]);
+    if (v < 0 || v >= nPhrase) {
+      or_error(ctx, sqlite3_mprintf("rrf_bm25_idf: phrase must be an integer from 0 to %d",
+                                    nPhrase - 1));
+      return;
+    }
+    iPhrase = (int)v;
+  }
+  double *cache = (double *)pApi->xGetAuxdata(pFts, 0);
+  if (cache == NULL) {
+    cache = (double *)sqlite3_malloc64(sizeof(double) * (size_t)(nPhrase > 0 ? nPhrase : 1));
+    if (cache == NULL) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    for (int i = 0; i < nPhrase; i++) cache[i] = NAN;
+    rc = pApi->xSetAuxdata(pFts, cache, sqlite3_free);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+  }
+  if (isnan(cache[iPhrase])) {
+    IdfCount c = {0, 0};
+    rc = pApi->xRowCount(pFts, &c.nRow);
+    if (rc == SQLITE_OK) rc = pApi->xQueryPhrase(pFts, iPhrase, (void *)&c, idf_count_cb);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+    double idf = log((c.nRow - c.n + 0.5) / (c.n + 0.5)); /* B2's formula */
+    if (idf <= 0.0) idf = 1e-6;
+    cache[iPhrase] = idf;
+  }
+  sqlite3_result_double(ctx, cache[iPhrase]);
+}
+
+static void aux_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
+                   int nVal, sqlite3_value **apVal) {
+  const Bm25Fn *fn = (const Bm25Fn *)pApi->xUserData(pFts);
+  if (fn->kind == KIND_IDF) idf_fn(pApi, pFts, ctx, nVal, apVal);
+  else bm25_fn(pApi, pFts, ctx, nVal, apVal, fn);
+}
+
 int rrf_bm25_register(sqlite3 *db, char **pzErrMsg) {
+  static const struct {
+    const char *name;
+    int kind;
+  } kFns[] = {{"rrf_bm25", KIND_BM25}, {BM25_OR_FN, KIND_OR}, {"rrf_bm25_idf", KIND_IDF}};
   fts5_api *api = NULL;
   sqlite3_stmt *st = NULL;
   int rc;
@@ -506,11 +967,18 @@ int rrf_bm25_register(sqlite3 *db, char **pzErrMsg) {
   sqlite3_step(st);
   rc = sqlite3_finalize(st);
   if (rc != SQLITE_OK || api == NULL || api->iVersion < 2) return SQLITE_OK;
-  rc = api->xCreateFunction(api, BM25_FN, NULL, rrf_bm25_fn, NULL);
-  if (rc != SQLITE_OK) {
-    *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", BM25_FN,
-                                sqlite3_errstr(rc));
-    return rc;
+  for (size_t i = 0; i < sizeof kFns / sizeof kFns[0]; i++) {
+    Bm25Fn *fn = (Bm25Fn *)sqlite3_malloc(sizeof *fn);
+    if (fn == NULL) return SQLITE_NOMEM;
+    fn->kind = kFns[i].kind;
+    fn->api = api;
+    rc = api->xCreateFunction(api, kFns[i].name, fn, aux_fn, sqlite3_free);
+    if (rc != SQLITE_OK) {
+      sqlite3_free(fn); /* FTS5 keeps it, and calls sqlite3_free, only on success */
+      *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", kFns[i].name,
+                                  sqlite3_errstr(rc));
+      return rc;
+    }
   }
   return SQLITE_OK;
 }

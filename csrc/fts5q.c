@@ -740,7 +740,8 @@ static Prune *prune_make(sqlite3_context *ctx, const char *fn, fts5_api *api, Pr
 int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_value *text,
                   sqlite3_value *stop, sqlite3_value *tokenize, RrfPlan **out) {
   *out = NULL;
-  if (sqlite3_value_type(text) != SQLITE_TEXT) {
+  int ttype = sqlite3_value_type(text);
+  if (ttype != SQLITE_TEXT && ttype != SQLITE_INTEGER && ttype != SQLITE_FLOAT) { /* Q6 */
     result_error(ctx, sqlite3_mprintf("%s: text must be TEXT, got %s", fn, rrf_type_name(text)));
     return SQLITE_ERROR;
   }

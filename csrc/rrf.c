@@ -6,7 +6,9 @@
 **   rrf_fuse(rank [, weight [, k]])          fuse.c   aggregate + window
 **   rrf_explain(list, rank [, weight [, k]]) fuse.c   aggregate + window
 **   fts5_query(text [, mode [, stopwords [, tokenize]]])  fts5q.c
-**   rrf_bm25(fts_table, n [, weight...])     bm25.c   FTS5 auxiliary function
+**   rrf_bm25(fts_table, n [, weight...])     bm25.c   FTS5 auxiliary functions
+**   rrf_bm25_or(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
+**   rrf_bm25_idf(fts_table [, phrase])
 **   rrf_version(), rrf_debug()               here
 **
 ** It is the only exported symbol; nothing here refers to Python, so the same

@@ -23,7 +23,8 @@
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
 --   :skip_vectors (none): a JSON array of rowids whose embedding is left out
 --
--- Needs the rrf extension (vec_cosine, rrf_fuse, rrf_explain, fts5_query).
+-- Needs the rrf extension (vec_cosine, rrf_fuse, rrf_explain, fts5_query, and the
+-- FTS5 auxiliary functions rrf_bm25, rrf_bm25_or, rrf_bm25_idf).
 WITH
 -- 0. Parameters with their defaults: the one place the defaults are written.
 params AS (
@@ -42,25 +43,65 @@ params AS (
          :min_similarity               AS min_similarity,
          coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 ),
--- 1. Full-text hits over ALL episodes, best bm25 first (FTS5's bm25 is negative:
---    lower is better). Raw text goes through fts5_query, so it never fails; it
---    drops the stopwords, terms found in half the episodes (sql/stopwords.sql),
---    which weigh nothing in bm25 but match nearly every row. rrf_bm25 is FTS5's
---    bm25, computed exactly for every row that can still make the top :bm25_limit.
+-- 1. Full-text hits over ALL episodes: FTS5 bm25()'s top :bm25_limit for the OR
+--    query of all the words of :query, fts5_query(:query), exactly: the rows, order
+--    and values of ORDER BY bm25(episodes_fts), rowid LIMIT :bm25_limit (bm25 is
+--    negative: lower is better), whatever wrote to the database and however old the
+--    hint below is. Raw text goes through fts5_query, so it never fails.
+--    1a. The query's words the index holds in at least half of its rows now: FTS5
+--        gives them its IDF floor, 1e-6, so they weigh (almost) nothing, yet they
+--        match nearly every row. rrf_bm25_idf counts until it knows. Only the words
+--        the hint names (rrf_meta 'bm25_stopwords', sql/stopwords.sql) are counted,
+--        every word when there is none: a stale hint costs time, never a row.
+bm25_stop AS MATERIALIZED (
+  SELECT coalesce(group_concat(json_extract(t.value, '$[1]'), ' '), '') AS words,
+         count(*) AS dropped
+  FROM json_each(fts5_query(:query, 'terms',
+                            (SELECT CASE WHEN typeof(value) = 'text' THEN value END
+                             FROM rrf_meta WHERE key = 'bm25_stopwords'),
+                            'porter unicode61')) AS t
+  WHERE (SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts
+         WHERE episodes_fts MATCH json_extract(t.value, '$[0]') LIMIT 1) = 1e-6
+),
+--    1b. The scan without those words. rrf_bm25_or gives every row it scores
+--        exactly the bm25() of the whole query (the dropped words counted in the
+--        row's text), and a bound to the rows that cannot make the top.
+bm25_top AS MATERIALIZED (
+  SELECT rowid,
+         rrf_bm25_or(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params),
+                     :query, s.words, 'porter unicode61') AS bm25_score
+  FROM bm25_stop AS s CROSS JOIN episodes_fts
+  WHERE episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
+                                    '""')
+  ORDER BY bm25_score, rowid
+  LIMIT (SELECT bm25_limit FROM params)
+),
+--    1c. That is the whole query's top when no word was dropped, or when
+--        :bm25_limit of its rows score more than the dropped words alone can give
+--        a row (2.2e-6 each at most): the rows it did not scan hold only those.
+bm25_exact AS MATERIALIZED (
+  SELECT s.dropped = 0
+         OR (p.bm25_limit >= 0
+             AND (SELECT count(*) FROM bm25_top
+                  WHERE bm25_score < -2.2000022e-6 * s.dropped) >= p.bm25_limit) AS exact
+  FROM bm25_stop AS s, params AS p
+),
+--    1d. The list: 1b, or else the whole query (bm25_exact is the outer loop, so
+--        the second scan never starts when 1b is exact).
 bm25 AS MATERIALIZED (
   SELECT rowid, bm25_score,
          dense_rank() OVER (ORDER BY bm25_score) AS bm25_rank
-  FROM (SELECT rowid,
-               rrf_bm25(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params))
-                 AS bm25_score
-        FROM episodes_fts
-        WHERE episodes_fts MATCH coalesce(
-                fts5_query(:query, 'or',
-                           (SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'),
-                           'porter unicode61'),
-                '""')
-        ORDER BY bm25_score, rowid
-        LIMIT (SELECT bm25_limit FROM params))
+  FROM (SELECT t.rowid, t.bm25_score FROM bm25_exact AS x, bm25_top AS t WHERE x.exact
+        UNION ALL
+        SELECT * FROM (
+          SELECT rowid,
+                 rrf_bm25(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params))
+                   AS bm25_score
+          FROM bm25_exact AS x CROSS JOIN episodes_fts
+          WHERE NOT x.exact
+            AND episodes_fts MATCH coalesce(fts5_query(:query), '""')
+          ORDER BY bm25_score, rowid
+          LIMIT (SELECT bm25_limit FROM params)))
 ),
 -- 2. The vector pool: 'recent' reads the partial index idx_episodes_accessed_at;
 --    'all' is every episode with an embedding. (`sqlite-rrf sql --pool knn`

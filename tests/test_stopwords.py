@@ -1,5 +1,10 @@
-"""The BM25 stopwords: sql/stopwords.sql, the Store's automatic refresh, and the recall
-statement that drops them (DESIGN departure: docs/design-departures.md)."""
+"""The BM25 stopword hint: sql/stopwords.sql, the Store's automatic refresh, and the recall
+statement that uses it (DESIGN departure: docs/design-departures.md).
+
+The hint (rrf_meta 'bm25_stopwords') only says which of a query's words the statement
+counts in the index at query time; the words still in half of the rows are left out of
+the scan, and the list is FTS5's bm25() over the whole query all the same (exhaustively
+tested in tests/test_bm25_exact.py)."""
 
 from __future__ import annotations
 
@@ -105,9 +110,10 @@ def bm25_hits(conn, query):
     return {h["id"]: (h["bm25_rank"], h["bm25_score"]) for h in got if h["bm25_rank"] is not None}
 
 
-def test_stopwords_are_dropped_from_the_bm25_list(big):
-    """Rows that match only stopwords are no BM25 hits; the rows that match the other
-    words keep FTS5's own bm25 order and (to 1e-4) scores."""
+def test_stopwords_are_left_out_of_the_scan_not_out_of_the_list(big):
+    """'the' and 'of' are in every row: the statement scans only the rows that hold
+    'omega', and its BM25 list is still bm25()'s over all three words, values included
+    (the dropped words' 1e-6 IDF counted in each row's text)."""
     conn = big.conn
     hits = bm25_hits(conn, "the omega of")
     assert len(hits) == 50
@@ -115,14 +121,30 @@ def test_stopwords_are_dropped_from_the_bm25_list(big):
         "SELECT e.id, bm25(episodes_fts) FROM episodes_fts JOIN episodes AS e "
         "ON e.rowid = episodes_fts.rowid WHERE episodes_fts MATCH '\"the\" OR \"omega\" OR \"of\"' "
         "ORDER BY bm25(episodes_fts), episodes_fts.rowid").fetchall()
+    assert len(old) == 1500  # the whole query matches every row
     content = dict(conn.execute("SELECT id, content FROM episodes"))
     assert all("omega" in content[i].split() for i in hits)
-    with_omega = [(i, sc) for i, sc in old if "omega" in content[i].split()]
-    assert len(with_omega) > 50 and len(old) == 1500  # the old query matched every row
-    assert set(hits) == {i for i, _ in with_omega[:50]}
-    # FTS5 gave 'the' and 'of' an IDF of 1e-6: without them each score moves by < 1e-4
-    for i, sc in with_omega[:50]:
-        assert hits[i][1] == pytest.approx(sc, abs=1e-4)
+    assert {i: sc for i, (_, sc) in hits.items()} == dict(old[:50])  # bit for bit
+    pruned = conn.execute("SELECT fts5_query('the omega of', 'or', ?, 'porter unicode61')",
+                          (" ".join(big.stopwords),)).fetchone()[0]
+    assert pruned == '"omega"'
+    assert conn.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?",
+                        (pruned,)).fetchone()[0] < 500
+
+
+def test_a_stale_hint_changes_no_list(big):
+    """A hint that names a rare word ('omega') or misses a common one ('the') gives the
+    same list; only the time changes."""
+    conn = big.conn
+    want = {q: bm25_hits(conn, q) for q in ("the omega of", "omega sigma", "the of xyzzy")}
+    saved = big.meta("bm25_stopwords")
+    try:
+        for stale in ("omega sigma", "of", "", "studi omega the of"):
+            conn.execute("UPDATE rrf_meta SET value = ? WHERE key = 'bm25_stopwords'", (stale,))
+            for q, w in want.items():
+                assert bm25_hits(conn, q) == w, (stale, q)
+    finally:
+        conn.execute("UPDATE rrf_meta SET value = ? WHERE key = 'bm25_stopwords'", (saved,))
 
 
 def test_a_query_of_stopwords_only_still_searches(big):

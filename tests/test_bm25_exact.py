@@ -1,0 +1,533 @@
+"""The BM25 list is exactly FTS5 bm25()'s top :bm25_limit (issue 11): the recall statement's
+``bm25`` CTE (sql/recall.sql 1a-1d), ``rrf_bm25_or`` and ``rrf_bm25_idf`` (csrc/bm25.c
+B10..B14).
+
+The reference is always FTS5 itself, in the same connection::
+
+    SELECT rowid, bm25(episodes_fts) FROM episodes_fts
+    WHERE episodes_fts MATCH fts5_query(:query)          -- the OR query of every word
+    ORDER BY bm25(episodes_fts), rowid LIMIT :bm25_limit
+
+and the statement's list must equal it row for row and value for value (``==`` on the
+floats: bit for bit), whatever the cached stopword hint says (fresh, stale, garbage or
+absent) and after any churn of plain SQL writes (INSERT, DELETE, UPDATE of the content) or
+of Store calls. The vocabulary is small, so equal scores and scores that differ only by
+the stopwords' 1e-6 IDF are common: ties are broken by rowid on both sides.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import subprocess
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import sqlite_rrf
+from sqlite_rrf.migrations import migrate
+from sqlite_rrf.resources import read_sql, statement_params
+from sqlite_rrf.store import Store
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE = ("SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
+             "WHERE episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') "
+             "ORDER BY bm25(episodes_fts), rowid LIMIT ?2")
+NOT_BUILTIN = "is not one of FTS5's built-in unicode61, ascii, porter, trigram"
+
+# Common words (most of them in half of the rows or more), middling ones, rare ones.
+COMMON = ["the", "of", "and", "a", "in"]
+MIDDLE = ["cat", "cats", "dog", "study", "studies", "running", "runs", "memory"]
+RARE = ["kubernetes", "orange", "vault", "zebra", "sqlite", "quartz", "nebula", "fjord"]
+VOCAB = COMMON + MIDDLE + RARE
+WEIGHTS = [30, 25, 20, 18, 15] + [4] * len(MIDDLE) + [1] * len(RARE)
+
+
+def bm25_cte() -> str:
+    """The recall statement up to its ``bm25`` CTE, selecting that CTE."""
+    sql = read_sql("recall.sql")
+    cut = sql.index("-- 2. The vector pool:")
+    head = sql[:cut].rstrip()
+    assert head.endswith("),")
+    return head[:-1] + "\nSELECT rowid, bm25_score, bm25_rank FROM bm25 ORDER BY bm25_score, rowid"
+
+
+CTE = bm25_cte()
+CTE_PARAMS = statement_params(CTE)
+
+
+def bm25_list(conn, query, limit=50):
+    """[(rowid, bm25_score)] of the statement's BM25 list, and checks its dense ranks."""
+    b = dict.fromkeys(CTE_PARAMS)
+    b.update(query=query, bm25_limit=limit)
+    rows = conn.execute(CTE, b).fetchall()
+    distinct = sorted({s for _, s, _ in rows})
+    assert [r for _, _, r in rows] == [distinct.index(s) + 1 for _, s, _ in rows]
+    return [(rowid, s) for rowid, s, _ in rows]
+
+
+def reference(conn, query, limit=50):
+    return conn.execute(REFERENCE, (query, limit)).fetchall()
+
+
+def assert_exact(conn, query, limits=(50,)):
+    for limit in limits:
+        got, want = bm25_list(conn, query, limit), reference(conn, query, limit)
+        assert got == want, (query, limit, got[:5], want[:5])
+
+
+def new_db(path=":memory:"):
+    c = apsw.Connection(str(path))
+    sqlite_rrf.load(c)
+    migrate(c)
+    return c
+
+
+def text(rng: random.Random, lo=1, hi=14) -> str:
+    return " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(lo, hi)))
+
+
+def fill(conn, n, rng, start=0):
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{start + i}", text(rng)) for i in range(n)])
+
+
+def refresh_hint(conn, min_rows=0):
+    conn.execute(read_sql("stopwords.sql"), {"min_rows": min_rows})
+
+
+def set_hint(conn, value):
+    conn.execute("INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', ?)", (value,))
+
+
+def hint(conn):
+    r = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()
+    return r[0][0] if r else None
+
+
+def stage(conn, query, cte, limit=50):
+    b = dict.fromkeys(statement_params(CTE))
+    b.update(query=query, bm25_limit=limit)
+    head = CTE[:CTE.rindex("SELECT rowid, bm25_score, bm25_rank FROM bm25")]
+    return conn.execute(head + f"SELECT * FROM {cte}", b).fetchall()
+
+
+QUERIES = ["the cat", "The Studies of cats", "kubernetes orange", "the xyzzy", "the of and a in",
+           "running dogs in the memory vault", "zebra", "", "*", "42", "the the THE cat cat",
+           "quartz nebula fjord of a", "cats and dogs and the study of running"]
+
+
+@pytest.fixture(scope="module")
+def db():
+    c = new_db()
+    fill(c, 1500, random.Random(1))
+    refresh_hint(c, min_rows=1000)
+    yield c
+    c.close()
+
+
+# ---------------------------------------------------------------- the statement's list
+
+
+def test_the_list_is_bm25s_top_for_every_query_and_limit(db):
+    assert {"the", "of"} <= set(hint(db).split())
+    for q in QUERIES:
+        assert_exact(db, q, limits=(1, 3, 50, 400, 5000))
+
+
+def test_stopwords_are_dropped_from_the_scan_and_the_values_stay_bm25s(db):
+    """The speed-up happens: the scan of 1b matches fewer rows than the whole query, yet
+    the list and its values are the whole query's (the words left out are counted in the
+    rows' text)."""
+    q = "the memory of cats"
+    (words, dropped), = stage(db, q, "bm25_stop")
+    assert set(words.split()) == {"the", "of"} and dropped == 2
+    pruned = db.execute("SELECT fts5_query(?, 'or', ?, 'porter unicode61')", (q, words)).fetchone()[0]
+    assert pruned == '"memory" OR "cats"'
+    count = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?"
+    n_pruned = db.execute(count, (pruned,)).fetchone()[0]
+    n_full = db.execute(count, (db.execute("SELECT fts5_query(?)", (q,)).fetchone()[0],)).fetchone()[0]
+    assert n_pruned < n_full // 2
+    assert stage(db, q, "bm25_exact") == [(1,)]  # 1b is the whole query's top
+    assert_exact(db, q, limits=(1, 50, n_pruned))
+    # the dropped words do change the values: bm25 over the pruned query alone differs
+    alone = db.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE episodes_fts MATCH ? "
+                       "ORDER BY bm25(episodes_fts), rowid LIMIT 50", (pruned,)).fetchall()
+    assert alone != reference(db, q)
+
+
+def test_ties_broken_by_the_stopwords_alone(tmp_path):
+    """Rows equal in every rare word, of the same length, that differ only in a stopword:
+    bm25() orders them by that stopword's 1e-6 IDF, and so must the list."""
+    c = new_db()
+    rows = [f"filler{i} x{i} w{i} z{i}" for i in range(40)]  # 'the' in none of them
+    rows += ["the zebra runs fast"] * 1 + ["a zebra runs fast"] * 1 + ["zebra zebra runs fast"]
+    rows += ["the the the the"] * 60  # 'the' in more than half of the rows
+    with c:
+        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)", [(f"r{i}", t) for i, t in
+                                                                         enumerate(rows)])
+    refresh_hint(c)
+    assert "the" in hint(c).split()
+    want = reference(c, "the zebra", 3)
+    # 'a zebra runs fast' (rowid 42) ties 'the zebra runs fast' (41) on zebra; 'the' breaks it
+    assert [r for r, _ in want][1:] == [41, 42]
+    assert want[1][1] < want[2][1] and want[2][1] - want[1][1] < 1e-5
+    assert_exact(c, "the zebra", limits=(1, 2, 3, 50))
+    assert_exact(c, "zebra the", limits=(3,))  # the phrase order of the sum follows the query
+
+
+def test_issue_case_stale_stopword_kubernetes(tmp_path):
+    """1,000 episodes, 600 of them about kubernetes: 'kubernet' becomes a stopword. 599 of
+    those are deleted and 599 others added, so the count does not move and the hint keeps
+    'kubernet'. The list must still be bm25()'s: the one episode left comes first."""
+    c = new_db()
+    rng = random.Random(11)
+    with c:
+        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                      [(f"k{i}", "kubernetes cluster " + text(rng, 1, 6)) for i in range(600)]
+                      + [(f"o{i}", text(rng, 1, 6).replace("kubernetes", "x")) for i in range(400)])
+    refresh_hint(c, min_rows=1000)
+    assert "kubernet" in hint(c).split()
+    with c:
+        c.execute("DELETE FROM episodes WHERE id IN (%s)" % ",".join(f"'k{i}'" for i in range(1, 600)))
+        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                      [(f"n{i}", text(rng, 1, 6).replace("kubernetes", "x")) for i in range(599)])
+    assert c.execute("SELECT count(*) FROM episodes").fetchone()[0] == 1000
+    assert "kubernet" in hint(c).split()  # stale: the count did not move
+    got = bm25_list(c, "kubernetes orange")
+    assert got and got[0][0] == c.execute("SELECT rowid FROM episodes WHERE id = 'k0'").fetchone()[0]
+    assert_exact(c, "kubernetes orange", limits=(1, 50))
+    assert_exact(c, "kubernetes", limits=(1, 50))
+    assert stage(c, "kubernetes orange", "bm25_stop") == [("", 0)]  # the check found it rare
+
+
+def test_issue_case_a_stopword_and_a_word_that_matches_nothing(db):
+    """'the xyzzy': 'the' is a stopword, 'xyzzy' matches nothing. The scan without 'the'
+    finds nothing, so the list falls back to the whole query: bm25()'s top 'the' rows."""
+    (words, dropped), = stage(db, "the xyzzy", "bm25_stop")
+    assert words == "the" and dropped == 1
+    assert stage(db, "the xyzzy", "bm25_top") == []
+    assert stage(db, "the xyzzy", "bm25_exact") == [(0,)]
+    got = bm25_list(db, "the xyzzy")
+    assert len(got) == 50
+    assert got == reference(db, "the xyzzy", 50)
+
+
+def test_fallback_when_too_few_rows_hold_a_kept_word(db):
+    rare = db.execute("SELECT rowid FROM episodes WHERE content LIKE '%zebra%'").fetchall()
+    assert 0 < len(rare) < 400
+    q = "zebra of the"
+    assert stage(db, q, "bm25_exact") == [(1,)]
+    assert_exact(db, q, limits=(len(rare), len(rare) + 1, 400))
+    b = dict.fromkeys(CTE_PARAMS)
+    b.update(query=q, bm25_limit=len(rare) + 1)
+    head = CTE[:CTE.rindex("SELECT rowid, bm25_score, bm25_rank FROM bm25")]
+    assert db.execute(head + "SELECT exact FROM bm25_exact", b).fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("value", [None, "", "the of", "the of and a in cat dog kubernet zzz",
+                                   "cat dog memori studi run", "\t the\n", 42, b"the", 1.5,
+                                   "x" * 10_000, " ".join(f"w{i}" for i in range(5000))])
+def test_any_hint_gives_the_same_list(db, value):
+    """The hint only chooses which words are counted: absent, empty, stale, wrong, huge or
+    of another type, the list is bm25()'s."""
+    old = hint(db)
+    try:
+        if value is None:
+            db.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
+        else:
+            set_hint(db, value)
+        for q in ("the memory of cats", "the xyzzy", "cat dog runs", "kubernetes the"):
+            assert_exact(db, q, limits=(1, 50))
+    finally:
+        set_hint(db, old)
+
+
+def test_no_hint_counts_every_word_and_still_drops_the_common_ones(db):
+    old = hint(db)
+    try:
+        db.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
+        (words, dropped), = stage(db, "the memory of cats", "bm25_stop")
+        assert set(words.split()) == {"the", "of"} and dropped == 2
+    finally:
+        set_hint(db, old)
+
+
+def test_a_bm25_limit_of_zero_or_below(db):
+    assert bm25_list(db, "the cat", 0) == []
+    # a negative LIMIT is no limit: every matching row, in bm25's order
+    got = bm25_list(db, "the cat", -1)
+    assert got == reference(db, "the cat", -1)
+    assert len(got) == db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
+                                  "fts5_query('the cat')").fetchone()[0]
+
+
+# ---------------------------------------------------------------- churn (hypothesis)
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), st.integers(1, 200), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("delete"), st.integers(1, 200), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("rewrite"), st.integers(1, 200), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("hint"), st.sampled_from(["refresh", "stale", "garbage", "none", "all"]),
+                  st.integers(0, 2**32 - 1)),
+    ),
+    min_size=1, max_size=8)
+QUERY = st.lists(st.sampled_from(VOCAB + ["The", "STUDIES", "xyzzy", "Kubernetes", "of"]),
+                 min_size=1, max_size=7).map(" ".join)
+
+
+def apply(conn, op, state):
+    kind, n, seed = op
+    rng = random.Random(seed)
+    if kind == "insert":
+        with conn:
+            conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                             [(f"h{state['next'] + i}", text(rng)) for i in range(n)])
+        state["next"] += n
+    elif kind == "delete":
+        ids = [r for (r,) in conn.execute("SELECT rowid FROM episodes")]
+        with conn:
+            conn.executemany("DELETE FROM episodes WHERE rowid = ?",
+                             [(r,) for r in rng.sample(ids, min(n, len(ids)))])
+    elif kind == "rewrite":
+        ids = [r for (r,) in conn.execute("SELECT rowid FROM episodes")]
+        with conn:
+            conn.executemany("UPDATE episodes SET content = ? WHERE rowid = ?",
+                             [(text(rng), r) for r in rng.sample(ids, min(n, len(ids)))])
+    elif n == "refresh":
+        refresh_hint(conn)
+    elif n == "stale":
+        set_hint(conn, " ".join(rng.sample(["the", "of", "cat", "kubernet", "zebra", "run"], 3)))
+    elif n == "garbage":
+        set_hint(conn, rng.choice([42, b"\x00the", "", "   ", "t h e"]))
+    elif n == "all":
+        set_hint(conn, " ".join(VOCAB + ["studi", "run", "memori"]))
+    else:
+        conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(start=st.integers(0, 400), ops=OPS, queries=st.lists(QUERY, min_size=1, max_size=4),
+       limit=st.sampled_from([1, 2, 5, 50]), seed=st.integers(0, 2**32 - 1))
+def test_property_the_list_equals_bm25_across_sql_churn(start, ops, queries, limit, seed):
+    c = new_db()
+    fill(c, start, random.Random(seed))
+    refresh_hint(c)
+    state = {"next": 0}
+    for op in ops:
+        apply(c, op, state)
+        for q in queries:
+            assert_exact(c, q, limits=(limit,))
+            (_, dropped), = stage(c, q, "bm25_stop", limit)
+            exact = stage(c, q, "bm25_exact", limit)[0][0]
+            event("no word dropped" if not dropped else
+                  "words dropped, the scan is exact" if exact else "words dropped, whole query")
+    c.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('integrity-check')")  # raises if it drifted
+    c.close()
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), queries=st.lists(QUERY, min_size=1, max_size=3))
+def test_property_the_list_equals_bm25_across_store_churn(tmp_path_factory, seed, queries):
+    rng = random.Random(seed)
+    path = tmp_path_factory.mktemp("storechurn") / "m.db"
+    with Store(path) as s:
+        s.add_many([dict(id=f"s{i}", content=text(rng)) for i in range(rng.randint(0, 300))])
+        for step in range(4):
+            ids = [r for (r,) in s.conn.execute("SELECT id FROM episodes")]
+            if ids and rng.random() < 0.5:
+                for i in rng.sample(ids, min(len(ids), rng.randint(1, 80))):
+                    s.delete(i)
+            s.add_many([dict(id=f"t{step}_{i}", content=text(rng)) for i in range(rng.randint(1, 120))])
+            ids = [r for (r,) in s.conn.execute("SELECT id FROM episodes")]
+            if ids and rng.random() < 0.5:
+                s.upsert(text(rng), id=rng.choice(ids))
+            if ids and rng.random() < 0.5:
+                s.update(rng.choice(ids), content=text(rng))
+            for q in queries:
+                assert_exact(s.conn, q, limits=(1, 50))
+
+
+# ---------------------------------------------------------------- rrf_bm25_idf (B14)
+
+
+def test_B14_idf_is_bm25s_formula_and_stops_at_half(db):
+    n_rows = db.execute("SELECT count(*) FROM episodes").fetchone()[0]
+    for word in VOCAB + ["xyzzy"]:
+        n = db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?", (f'"{word}"',)).fetchone()[0]
+        got = db.execute("SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts WHERE episodes_fts MATCH ? LIMIT 1",
+                         (f'"{word}"',)).fetchall()
+        if n == 0:
+            assert got == []
+            continue
+        idf = math.log((n_rows - n + 0.5) / (n + 0.5))
+        assert got[0][0] == (1e-6 if idf <= 0 else idf), word
+        assert (got[0][0] == 1e-6) == (2 * n >= n_rows), word
+
+
+def test_B14_phrase_argument_and_errors(db):
+    q = '"the" OR "zebra" OR "cat"'
+    rows = db.execute("SELECT rrf_bm25_idf(episodes_fts, 0), rrf_bm25_idf(episodes_fts, 1), "
+                      "rrf_bm25_idf(episodes_fts, 2), rrf_bm25_idf(episodes_fts) FROM episodes_fts "
+                      "WHERE episodes_fts MATCH ?", (q,)).fetchall()
+    assert len({r for r in rows}) == 1  # the same on every row
+    assert rows[0][0] == rows[0][3] == 1e-6 and rows[0][1] > rows[0][2] > 0
+    for bad in ("3", "-1", "0.5", "'x'", "NULL"):
+        with pytest.raises(apsw.SQLError, match=r"^rrf_bm25_idf: phrase must be an integer from 0 to 2$"):
+            db.execute(f"SELECT rrf_bm25_idf(episodes_fts, {bad}) FROM episodes_fts WHERE episodes_fts MATCH ?",
+                       (q,)).fetchall()
+    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_idf: usage: rrf_bm25_idf\(fts_table \[, phrase\]\)"):
+        db.execute("SELECT rrf_bm25_idf(episodes_fts, 0, 1) FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
+
+
+# ---------------------------------------------------------------- rrf_bm25_or (B10..B13)
+
+
+OR_SQL = ("SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM episodes_fts "
+          "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') ORDER BY s, rowid LIMIT ?4")
+
+
+def test_B11_B13_values_are_the_whole_querys_bm25(db):
+    """Without the rows that hold only a dropped word, ORDER BY rrf_bm25_or LIMIT m is the
+    whole query's ORDER BY bm25 LIMIT m, bit for bit (here the kept words hold enough rows)."""
+    for q, stop in (("the memory of cats", "the of"), ("cats of the study", "the"),
+                    ("dog runs", "the"), ("The Studies of cats", "")):
+        for n, m in ((50, 50), (50, 10), (7, 7), (1, 1)):
+            assert db.execute(OR_SQL, (q, n, stop, m)).fetchall() == reference(db, q, m)
+        # every row of the scan: exact, or pruned (below bm25 and worse than the n-th best)
+        full = dict(db.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE episodes_fts "
+                               "MATCH fts5_query(?)", (q,)).fetchall())
+        scan = db.execute("SELECT rowid, rrf_bm25_or(episodes_fts, 10, ?1, ?2, 'porter unicode61') "
+                          "FROM episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?2, "
+                          "'porter unicode61')", (q, stop)).fetchall()
+        nth = sorted(full[r] for r, _ in scan)[9]
+        exact = sum(v == full[r] for r, v in scan)
+        assert exact >= 10
+        for r, v in scan:
+            assert v == full[r] or (v < full[r] and v > nth), (r, v, full[r])
+
+
+def test_B10_errors(db):
+    match = "SELECT rrf_bm25_or(episodes_fts, 5, {args}) FROM episodes_fts WHERE episodes_fts MATCH {m}"
+    cases = [
+        ("'the cat', 'the', 'porter unicode61'", "'\"cat\" OR \"dog\"'",
+         "rrf_bm25_or: the MATCH expression has 2 phrases; fts5_query(text, 'or', stopwords, tokenize) has 1"),
+        ("'the cat', 'the', 'mytok'", "'\"cat\"'", "rrf_bm25_or: tokenizer 'mytok' " + NOT_BUILTIN),
+        ("'studies cat', 'studies', 'unicode61'", "'\"cat\"'",
+         "rrf_bm25_or: tokenize is not the table's tokenizer: the table makes another term of 'studies'"),
+        ("x'00', 'the', 'porter'", "'\"cat\"'", "rrf_bm25_or: text must be TEXT, got BLOB"),
+        ("'the cat', 3, 'porter'", "'\"cat\"'", "rrf_bm25_or: stopwords must be TEXT or NULL, got INTEGER"),
+    ]
+    for args, m, msg in cases:
+        with pytest.raises(apsw.SQLError) as e:
+            db.execute(match.format(args=args, m=m)).fetchall()
+        assert str(e.value).endswith(msg), str(e.value)
+    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or: missing arguments; usage: rrf_bm25_or\("):
+        db.execute("SELECT rrf_bm25_or(episodes_fts, 5) FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
+    with pytest.raises(apsw.SQLError, match="rrf_bm25_or: n must be a positive integer or NULL, got 0"):
+        db.execute("SELECT rrf_bm25_or(episodes_fts, 0, 'cat') FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
+    # 'the' is 'the' under unicode61 too: no error where the two tokenizers agree
+    assert db.execute(match.format(args="'the cat', 'the', 'unicode61'", m="'\"cat\"'")).fetchall()
+    # per-row text: refused on the rows it scores exactly
+    with pytest.raises(apsw.SQLError, match="rrf_bm25_or: text, stopwords and tokenize must be the same on every row"):
+        db.execute("SELECT rrf_bm25_or(episodes_fts, NULL, CASE WHEN rowid % 2 THEN 'cat' ELSE 'cat cat' END) "
+                   "FROM episodes_fts WHERE episodes_fts MATCH '\"cat\"'").fetchall()
+
+
+def test_B10_integers_are_read_as_text_like_fts5_query(db):
+    c = new_db()
+    with c:
+        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)", [(f"i{i}", f"item 42 number {i}")
+                                                                         for i in range(10)])
+    assert c.execute(OR_SQL, (42, 5, "", 5)).fetchall() == reference(c, "42", 5)
+    assert_exact(c, 42, limits=(5,))
+    c.close()
+
+
+def test_B11_text_that_is_not_the_index_is_an_error_naming_the_row(tmp_path):
+    """An index that does not match its text (written behind FTS5's back) is refused rather
+    than scored from the wrong text."""
+    c = new_db()
+    with c:
+        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                      [(f"a{i}", "the cat sat" if i % 2 else "the dog") for i in range(20)])
+    c.execute("DROP TRIGGER IF EXISTS episodes_fts_update")
+    for t in [r for (r,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                       "AND tbl_name = 'episodes' AND sql LIKE '%episodes_fts%'")]:
+        c.execute(f'DROP TRIGGER "{t}"')
+    c.execute("UPDATE episodes SET content = 'the cat sat on the mat today' WHERE rowid = 2")
+    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or: the text of row 2 has 7 tokens, its FTS5 "
+                                            r"index entry 3: rebuild the index"):
+        c.execute(OR_SQL, ("the cat", None, "the", 50)).fetchall()
+    c.execute("UPDATE episodes SET content = 'the cow sat' WHERE rowid = 2")
+    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or: the text of row 2 does not hold the terms"):
+        c.execute(OR_SQL, ("the cat", None, "the", 50)).fetchall()
+    c.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
+    assert_exact(c, "the cat", limits=(1, 10, 50))
+    c.close()
+
+
+def test_B11_weights_after_tokenize(db):
+    """A two-column table with column weights: the dropped words count with the weight of
+    their column, as bm25(t, w1, w2) counts them."""
+    c = apsw.Connection(":memory:")
+    sqlite_rrf.load(c)
+    c.execute("CREATE VIRTUAL TABLE t USING fts5(a, b, tokenize='porter unicode61')")
+    rng = random.Random(5)
+    with c:
+        c.executemany("INSERT INTO t(a, b) VALUES (?, ?)", [(text(rng, 1, 5), text(rng, 0, 12)) for _ in range(800)])
+    q, stop = "the memory of cats", "the of"
+    for w in ((1.0, 1.0), (2.0, 0.5), (0.0, 3.0)):
+        want = c.execute(f"SELECT rowid, bm25(t, {w[0]}, {w[1]}) AS s FROM t WHERE t MATCH fts5_query(?) "
+                         "ORDER BY s, rowid LIMIT 20", (q,)).fetchall()
+        got = c.execute(f"SELECT rowid, rrf_bm25_or(t, 20, ?1, ?2, 'porter unicode61', {w[0]}, {w[1]}) AS s "
+                        "FROM t WHERE t MATCH fts5_query(?1, 'or', ?2, 'porter unicode61') "
+                        "ORDER BY s, rowid LIMIT 20", (q, stop)).fetchall()
+        assert got == want, w
+    c.close()
+
+
+# ---------------------------------------------------------------- Debian's sqlite3 shell
+
+
+def test_the_bm25_cte_runs_in_the_sqlite3_shell(tmp_path):
+    shell = shutil.which("sqlite3") or ("/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None)
+    if shell is None:
+        pytest.skip("the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package")
+    path = tmp_path / "shell.db"
+    c = new_db(path)
+    fill(c, 1200, random.Random(3))
+    refresh_hint(c, min_rows=1000)
+    set_hint(c, "the of kubernet")  # partly stale: kubernet is rare
+    c.close()
+    (tmp_path / "bm25.sql").write_text(CTE + ";\n")
+    out = {}
+    for q in ("the memory of cats", "the xyzzy", "kubernetes the"):
+        script = "\n".join([
+            f".load {sqlite_rrf.loadable_path()}",
+            ".param init",
+            f".param set :query '{q}'",
+            ".param set :bm25_limit 20",
+            ".mode list",
+            ".separator ' '",
+            f".read {tmp_path / 'bm25.sql'}",
+        ])
+        r = subprocess.run([shell, "-batch", "-bail", str(path)], input=script, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and not r.stderr, r.stderr
+        out[q] = [(int(a), float(b)) for a, b, _ in (line.split() for line in r.stdout.splitlines())]
+    c = new_db(path)
+    for q, got in out.items():
+        want = reference(c, q, 20)
+        assert [r for r, _ in got] == [r for r, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-14)  # printed with 17 digits
+    c.close()
