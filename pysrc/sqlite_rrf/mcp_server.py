@@ -1,0 +1,400 @@
+"""``sqlite-rrf mcp DB``: the memory as a Model Context Protocol server over stdio.
+
+Built on the official MCP Python SDK (``pip install 'sqlite-rrf[mcp]'``, ``mcp>=2``), which
+this module imports only when the server runs, so the rest of the command line works
+without it. Tools: ``remember``, ``recall``, ``forget``, ``update``, ``stats``.
+
+Requirements (tests/test_mcp.py cites them):
+
+M1. Every tool's input schema is typed and every parameter described; the outputs are
+    structured (an output schema, ``structured_content``) as well as JSON text.
+M2. A fault is an MCP tool error (``is_error``) whose text carries the message the command
+    line gives for the same fault (the store's ``field: fault`` messages); the server goes on.
+M3. Nothing but the protocol is written to stdout. While the database and the model open,
+    file descriptor 1 points at stderr (so llama.cpp and any C library writing to it miss
+    the wire); while serving, the SDK's transport does the same, and each tool runs with
+    Python's ``sys.stdout`` sent to stderr. Logs and notes go to stderr.
+M4. The default scope is ``--scope``, else derived from the server's working directory as
+    the hook derives it (:func:`sqlite_rrf.hook.derive_scope`), so memories the agent
+    remembers are the ones the hook recalls. ``remember`` writes to it and ``recall``
+    searches it unless a call names another scope; ``'*'`` recalls every scope (and a
+    server started with ``--scope '*'`` remembers into ``''``, the shared memory).
+M5. ``recall`` touches its hits and is never held back by the topic gate: an agent's
+    explicit recall is answered (the gate is for the per-prompt hook).
+M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_RRF_MODEL``,
+    the database's, the default); without one the server works with the BM25, recency and
+    access lists and says so once on stderr. A database that does not exist is created.
+M7. One Store serves the tools, one call at a time (the SDK runs tools on worker threads).
+    Several servers may share one file: each one's writes are visible to the others'
+    recalls (SQLite's WAL; the store's busy timeout).
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tools' annotations, which
+# name classes local to build_server, as objects.
+import argparse
+import contextlib
+import os
+import sys
+from typing import Any, Iterator
+
+from .hook import ALL_SCOPES, derive_scope
+
+#: What to install for this command.
+INSTALL_HINT = "pip install 'sqlite-rrf[mcp]'"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The server's arguments (cli.py adds --model and --n-ctx)."""
+    p.add_argument("db", help="the memory database (created if it does not exist)")
+    p.add_argument("--scope", help="the tools' default scope: remember writes there and "
+                   "recall searches there unless a call names another ('' is the shared "
+                   "memory, '*' recalls every scope); default: derived from the working "
+                   "directory, the name of its git work tree's top directory, else of the "
+                   "directory")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="WARNING", dest="log_level",
+                   help="the SDK's logging on stderr (default WARNING; INFO logs each "
+                        "failed tool call)")
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 points at stderr inside the block (M3)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _open_store(args: argparse.Namespace) -> Any:
+    """The Store with the chosen model (M6); a read-only file is served for recall."""
+    from . import cli
+
+    try:
+        return cli._open(args, model="write", must_exist=False)
+    except cli.CliError as e:
+        if "read-only" not in str(e) or not os.path.exists(args.db):
+            raise
+    cli.note(f"{args.db} is read-only: recall works (without touching); remember, update "
+             "and forget will fail")
+    return cli._open(args, model="recall")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve ``args.db`` over stdio until the client closes the connection."""
+    from . import cli
+
+    try:
+        import anyio  # noqa: F401
+        import pydantic  # noqa: F401
+        from mcp.server.mcpserver import MCPServer  # noqa: F401
+    except ImportError as e:
+        raise cli.CliError(f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} "
+                           f"({e})") from None
+    scope = args.scope if args.scope is not None else derive_scope()
+    with _stdout_to_stderr():
+        store = _open_store(args)
+    try:
+        server = build_server(store, scope, log_level=args.log_level)
+        model = getattr(store.embedder, "model_spec", None) or getattr(
+            store.embedder, "model_name", None)
+        print(f"sqlite-rrf mcp: serving {args.db} over stdio (default scope {scope!r}, "
+              f"{'model ' + str(model) if model else 'no embedding model'})",
+              file=sys.stderr, flush=True)
+        server.run("stdio")
+    finally:
+        if store.embedder is not None and hasattr(store.embedder, "close"):
+            store.embedder.close()
+        store.close()
+    return 0
+
+
+def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> Any:
+    """An ``MCPServer`` whose tools work on ``store``; ``default_scope`` as in M4."""
+    import logging
+    import threading
+    import typing
+    from typing import Dict, List, Optional, Union
+
+    import apsw
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ToolAnnotations
+    from pydantic import BaseModel, ConfigDict, Field
+
+    from . import __version__, cli
+    from .store import IMPORTANCE, PROFILES, StoreError
+
+    Annotated = typing.Annotated
+    log = logging.getLogger("sqlite_rrf.mcp")
+    lock = threading.Lock()
+    write_scope = "" if default_scope == ALL_SCOPES else default_scope
+    read_scope = "every scope" if default_scope == ALL_SCOPES else repr(default_scope)
+
+    def call(tool: str, fn: Any) -> Any:
+        """Run ``fn`` on the store: one call at a time (M7), stdout to stderr (M3), faults
+        as tool errors with the CLI's messages (M2)."""
+        with lock, contextlib.redirect_stdout(sys.stderr):
+            try:
+                return fn()
+            except ToolError:
+                raise
+            except cli.CliError as e:
+                raise ToolError(str(e)) from None
+            except (StoreError, ValueError) as e:
+                raise ToolError(str(e)) from None
+            except (apsw.Error, OSError) as e:
+                raise ToolError(f"{store.path}: {type(e).__name__}: {e}") from None
+            except Exception as e:
+                if type(e).__name__ in ("MigrationError", "EmbeddingError"):
+                    raise ToolError(f"{store.path}: {e}") from None
+                log.exception("tool %s failed", tool)
+                raise ToolError(f"unexpected {type(e).__name__}: {e} (the traceback is on "
+                                "the server's stderr; please report it)") from None
+
+    def one_scope(scope: Optional[str]) -> str:
+        if scope == ALL_SCOPES:
+            raise ToolError(f"scope: {ALL_SCOPES!r} means every scope in a recall; an "
+                            "episode belongs to one scope ('' is the shared memory)")
+        return scope
+
+    def time_ms(value: Union[int, str, None], name: str) -> Optional[int]:
+        if value is None:
+            return None
+        return cli._time_arg(str(value), name)
+
+    # Choices and bounds are in the schemas (enum, minimum) for clients to see; the store
+    # enforces them, with the command line's messages (M2).
+
+    class Remembered(BaseModel):
+        id: str = Field(description="the episode's id")
+        scope: str = Field(description="the scope it was stored in")
+        embedded: bool = Field(description="whether it was embedded (false: no model; "
+                                           "BM25, recency and access still find it)")
+
+    class Hit(BaseModel):
+        id: str = Field(description="the episode's id")
+        content: str = Field(description="the episode's text")
+        score: float = Field(description="the fused score (higher is better)")
+        importance: str = Field(description="low, normal or high")
+        bm25_rank: Optional[int] = Field(description="rank in the BM25 list (1 = best); "
+                                                     "null: the text did not match")
+        vec_rank: Optional[int] = Field(description="rank in the vector list; null: not "
+                                                    "in it (no model, or outside the pool)")
+        recency_rank: Optional[int] = Field(description="rank by last access")
+        access_rank: Optional[int] = Field(description="rank by access count")
+        similarity: Optional[float] = Field(description="cosine with the query's embedding")
+        created_at: int = Field(description="ms since the epoch")
+        accessed_at: int = Field(description="ms since the epoch, before this recall")
+        access_count: int = Field(description="recalls that returned it, before this one")
+        explain: Optional[Dict[str, Any]] = Field(
+            default=None, description="each list's contribution (when explain was asked)")
+
+    class Recollection(BaseModel):
+        hits: List[Hit] = Field(description="best first")
+        scope: Optional[str] = Field(description="the scope searched; null: every scope")
+        warnings: List[str] = Field(description="what the recall could not do (e.g. touch "
+                                                "a read-only database)")
+
+    class EpisodeOut(BaseModel):
+        id: str
+        content: str
+        scope: str
+        kind: Optional[str]
+        importance: str
+        metadata: Optional[Any] = Field(description="the JSON stored with it")
+        created_at: int = Field(description="ms since the epoch")
+        accessed_at: int = Field(description="ms since the epoch")
+        access_count: int
+        embedded: bool = Field(description="whether it has an embedding")
+
+    class Forgotten(BaseModel):
+        id: str
+        existed: bool = Field(description="false: there was no episode with this id")
+
+    class Stats(BaseModel):
+        model_config = ConfigDict(extra="allow")  # and the rest of Store.stats()
+        path: str = Field(description="the database file")
+        episodes: int
+        with_embedding: int = Field(description="episodes that have an embedding")
+        by_scope: Dict[str, int] = Field(description="episodes per scope")
+        by_importance: Dict[str, int]
+        embedding_model: Optional[str] = Field(description="the database's model")
+        embedding_dim: Optional[int]
+        schema_version: int
+        model: Optional[str] = Field(description="the model this server embeds with; "
+                                                 "null: none (BM25, recency, access)")
+        default_scope: str = Field(description="the server's default scope")
+        version: str = Field(description="sqlite-rrf's version")
+
+    def episode_out(ep: Any) -> EpisodeOut:
+        d = ep.as_dict()
+        d["embedded"] = d.pop("embedding") is not None
+        d.pop("rowid")
+        return EpisodeOut(**d)
+
+    ScopeArg = Annotated[Optional[str], Field(
+        description=f"the memory to use: a project, a user; '' is the shared memory. "
+                    f"Default: the server's scope ({default_scope!r})")]
+    IdArg = Annotated[str, Field(description="the episode's id (as remember or recall "
+                                             "returned it)")]
+    KindArg = Annotated[Optional[str], Field(
+        description="free text classifying the episode, e.g. fact, decision, preference, "
+                    "todo")]
+    MetadataArg = Annotated[Optional[Dict[str, Any]], Field(
+        description="any JSON object stored with the episode (not searched)")]
+
+    instructions = (
+        "Long-term memory in one SQLite file (sqlite-rrf). `remember` stores a fact, "
+        "decision or preference worth keeping across sessions; `recall` finds the stored "
+        "episodes that best match a query (full-text BM25, embedding similarity, recency "
+        "and use, fused); `update` corrects one, `forget` deletes one, `stats` describes "
+        f"the memory. The default scope is {default_scope!r}"
+        + (" (every scope for recall, '' for remember)." if default_scope == ALL_SCOPES
+           else ": pass scope to use another, '' for the shared memory, '*' to recall "
+                "every scope."))
+
+    server = MCPServer("sqlite-rrf", version=__version__, instructions=instructions,
+                       log_level=log_level)  # type: ignore[arg-type]
+
+    @server.tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False))
+    def remember(
+        content: Annotated[str, Field(description="the text to remember, self-contained "
+                                                  "(it is found again by its words and "
+                                                  "meaning)")],
+        scope: ScopeArg = None,
+        kind: KindArg = None,
+        importance: Annotated[str, Field(
+            description="low, normal or high; high ranks it higher in recall",
+            json_schema_extra={"enum": list(IMPORTANCE)})] = "normal",
+        metadata: MetadataArg = None,
+        id: Annotated[Optional[str], Field(
+            description="the episode's id; default: a new one. An id that exists is an "
+                        "error (use update)")] = None,
+    ) -> Remembered:
+        """Store an episode in the memory; returns its id."""
+        s = write_scope if scope is None else one_scope(scope)
+
+        def go() -> Remembered:
+            eid = store.add(content, id=id, importance=importance, kind=kind,
+                            metadata=metadata, scope=s)
+            return Remembered(id=eid, scope=s, embedded=store.embedder is not None)
+
+        return call("remember", go)
+
+    @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=False,
+                                             destructive_hint=False, idempotent_hint=False))
+    def recall(
+        query: Annotated[str, Field(description="what to look for, in words")],
+        limit: Annotated[int, Field(description="how many episodes (default 3)",
+                                    json_schema_extra={"minimum": 1})] = 3,
+        scope: Annotated[Optional[str], Field(
+            description=f"only this scope; '' is the shared memory, '*' every scope. "
+                        f"Default: the server's scope ({read_scope})")] = None,
+        kind: Annotated[Optional[str], Field(description="only episodes of this kind")] = None,
+        since: Annotated[Union[int, str, None], Field(
+            description="only episodes created at or after this time: ms since the epoch, "
+                        "or an ISO 8601 date/time such as 2026-11-24 or 2026-11-24T09:30 "
+                        "(UTC unless it names a zone)")] = None,
+        until: Annotated[Union[int, str, None], Field(
+            description="only episodes created before this time (as since)")] = None,
+        profile: Annotated[Optional[str], Field(
+            description=f"the fusion profile, one of {', '.join(PROFILES)} (default "
+                        "memory)", json_schema_extra={"enum": [*PROFILES, None]})] = None,
+        explain: Annotated[bool, Field(
+            description="include each list's contribution to the score")] = False,
+    ) -> Recollection:
+        """The stored episodes that best match the query, best first, each with its
+        score and its rank in each list (BM25, vector, recency, access). The episodes
+        returned are marked as used (their access count goes up)."""
+        s = default_scope if scope is None else scope
+        store_scope = None if s == ALL_SCOPES else s
+
+        def go() -> Recollection:
+            since_ms, until_ms = time_ms(since, "since"), time_ms(until, "until")
+            result = store.recall(query, limit=limit, scope=store_scope, kind=kind,
+                                  since=since_ms, until=until_ms, profile=profile,
+                                  force=True)
+            hits = []
+            for h in result:
+                d = {k: getattr(h, k) for k in Hit.model_fields if k != "explain"}
+                hits.append(Hit(**d, explain=h.explain if explain else None))
+            warnings = list(result.warnings)
+            if result.touch_error:
+                warnings.append(result.touch_error)
+            return Recollection(hits=hits, scope=store_scope, warnings=warnings)
+
+        return call("recall", go)
+
+    @server.tool(annotations=ToolAnnotations(title="Forget", destructive_hint=True,
+                                             idempotent_hint=True))
+    def forget(id: IdArg) -> Forgotten:
+        """Delete the episode; says whether it existed."""
+        return call("forget", lambda: Forgotten(id=id, existed=store.delete(id)))
+
+    @server.tool(annotations=ToolAnnotations(title="Update", destructive_hint=True,
+                                             idempotent_hint=True))
+    def update(
+        id: IdArg,
+        content: Annotated[Optional[str], Field(
+            description="the new text (it is embedded again; the old text no longer "
+                        "matches). Default: unchanged")] = None,
+        importance: Annotated[Optional[str], Field(
+            description="low, normal or high. Default: unchanged",
+            json_schema_extra={"enum": [*IMPORTANCE, None]})] = None,
+        kind: Annotated[Optional[str], Field(
+            description="the new kind; '' clears it. Default: unchanged")] = None,
+        metadata: Annotated[Optional[Dict[str, Any]], Field(
+            description="the new metadata (replaces the old). Default: unchanged")] = None,
+        scope: Annotated[Optional[str], Field(
+            description="move it to this scope. Default: unchanged")] = None,
+    ) -> EpisodeOut:
+        """Change some fields of an episode; returns the episode as it now is."""
+        fields: Dict[str, Any] = {}
+        if content is not None:
+            fields["content"] = content
+        if importance is not None:
+            fields["importance"] = importance
+        if kind is not None:
+            fields["kind"] = kind or None
+        if metadata is not None:
+            fields["metadata"] = metadata
+        if scope is not None:
+            fields["scope"] = one_scope(scope)
+        return call("update", lambda: episode_out(store.update(id, **fields)))
+
+    @server.tool(annotations=ToolAnnotations(title="Memory statistics", read_only_hint=True))
+    def stats() -> Stats:
+        """Counts and facts about the memory: episodes (by scope and importance), how many
+        have embeddings, the model, the schema version, the server's default scope."""
+        def go() -> Stats:
+            st = store.stats()
+            st["by_scope"] = dict(store.conn.execute(
+                "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"
+            ).fetchall())
+            emb = store.embedder
+            st["model"] = (getattr(emb, "model_spec", None) or getattr(emb, "model_name", None)
+                           if emb is not None else None)
+            st["default_scope"] = default_scope
+            st["version"] = __version__
+            return Stats(**st)
+
+        return call("stats", go)
+
+    return server

@@ -1,0 +1,497 @@
+"""``sqlite-rrf mcp DB`` end to end: the MCP SDK's own client starts ``python -m sqlite_rrf
+mcp DB`` as a subprocess and calls its tools over stdio. M1..M7 are the requirements of
+pysrc/sqlite_rrf/mcp_server.py.
+
+One test uses the real GGUF model of tests/conftest.py ($SQLITE_RRF_MODEL); the others run
+where no model can be had (offline, an empty Hugging Face cache, no $SQLITE_RRF_MODEL)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
+
+import pytest
+
+pytest.importorskip("mcp.server.mcpserver", reason="the MCP SDK 2.x is not installed: "
+                    "pip install 'sqlite-rrf[mcp]'")
+
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+from sqlite_rrf.store import Store  # noqa: E402
+
+TOOLS = {"remember", "recall", "forget", "update", "stats"}
+
+
+def _model() -> Optional[str]:
+    path = os.environ.get("SQLITE_RRF_MODEL", "")
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return None
+    return path
+
+
+needs_model = pytest.mark.skipif(_model() is None, reason="needs the embedding model "
+                                 "(SQLITE_RRF_MODEL) and llama-cpp-python: pip install "
+                                 "'sqlite-rrf[embed]'")
+
+
+def no_model_env(tmp_path: Path) -> Dict[str, str]:
+    """The server's environment where no model can be had. (The SDK's client passes the
+    server only HOME, PATH and a few more, plus these.)"""
+    cache = tmp_path / "empty-hf-cache"
+    cache.mkdir(exist_ok=True)
+    return {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(cache)}
+
+
+def model_env() -> Dict[str, str]:
+    return {"SQLITE_RRF_MODEL": str(_model())}
+
+
+@contextlib.asynccontextmanager
+async def connect(db: Path, *args: str, env: Dict[str, str], errlog: Path,
+                  cwd: Optional[Path] = None) -> AsyncIterator[ClientSession]:
+    """A client session with a fresh server process serving ``db``."""
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "sqlite_rrf", "mcp", str(db), *args],
+                                   env=env, cwd=str(cwd) if cwd else None)
+    with open(errlog, "a", encoding="utf-8") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
+    """A tool's structured result; fails the test on a tool error."""
+    res = await session.call_tool(tool, arguments)
+    assert not res.is_error, f"{tool}({arguments}): {res.content}"
+    assert json.loads(res.content[0].text) == res.structured_content  # M1: both forms
+    return res.structured_content
+
+
+async def error(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """A tool error's text; fails the test when the call succeeds."""
+    res = await session.call_tool(tool, arguments)
+    assert res.is_error, f"{tool}({arguments}) should have failed: {res.structured_content}"
+    return " ".join(c.text for c in res.content)
+
+
+def cli_error(*argv: str, env: Optional[Dict[str, str]] = None) -> str:
+    """The command line's one-line message for a fault (without the `sqlite-rrf: `)."""
+    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", *argv], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert p.returncode != 0
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("sqlite-rrf: ")
+    return line[len("sqlite-rrf: "):]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# ---- M1: the tools and their schemas ----
+
+def test_tools_have_typed_described_schemas(tmp_path):
+    async def main() -> List[Any]:
+        async with connect(tmp_path / "m.db", env=no_model_env(tmp_path),
+                           errlog=tmp_path / "err.txt") as s:
+            return (await s.list_tools()).tools
+
+    tools = {t.name: t for t in run(main())}
+    assert set(tools) == TOOLS
+    required = {"remember": ["content"], "recall": ["query"], "forget": ["id"],
+                "update": ["id"], "stats": []}
+    for name, t in tools.items():
+        assert t.description and len(t.description) > 30, name
+        schema = t.input_schema
+        assert schema["type"] == "object"
+        assert sorted(schema.get("required", [])) == required[name], name
+        for pname, prop in schema["properties"].items():
+            assert prop.get("description"), f"{name}.{pname} has no description"
+            assert "type" in prop or "anyOf" in prop or "enum" in prop, f"{name}.{pname}"
+        assert t.output_schema and t.output_schema["type"] == "object", name
+    props = tools["recall"].input_schema["properties"]
+    assert set(props) == {"query", "limit", "scope", "kind", "since", "until", "profile",
+                          "explain"}
+    assert props["limit"]["type"] == "integer" and props["limit"]["minimum"] == 1
+    assert props["limit"]["default"] == 3
+    assert props["explain"]["type"] == "boolean"
+    assert {"memory", "rrf", "convex"} <= set(props["profile"]["enum"])
+    assert {a["type"] for a in props["since"]["anyOf"]} == {"integer", "string", "null"}
+    props = tools["remember"].input_schema["properties"]
+    assert set(props) == {"content", "scope", "kind", "importance", "metadata", "id"}
+    assert props["importance"]["enum"] == ["low", "normal", "high"]
+    assert {"type": "object", "additionalProperties": True} in props["metadata"]["anyOf"]
+    assert set(tools["update"].input_schema["properties"]) == {
+        "id", "content", "importance", "kind", "metadata", "scope"}
+    assert tools["stats"].annotations.read_only_hint is True
+    assert tools["forget"].annotations.destructive_hint is True
+    hit = tools["recall"].output_schema["$defs"]["Hit"]["properties"]
+    assert {"id", "content", "score", "bm25_rank", "vec_rank", "recency_rank", "access_rank",
+            "explain"} <= set(hit)
+
+
+# ---- remember, recall, update, forget, stats: with the model ----
+
+@needs_model
+def test_end_to_end_with_the_model(tmp_path):
+    db = tmp_path / "agent.db"
+    errlog = tmp_path / "err.txt"
+
+    async def main() -> None:
+        async with connect(db, "--scope", "shop", env=model_env(), errlog=errlog) as s:
+            r = await call(s, "remember", content="The shop's staging password rotates "
+                           "every Tuesday at noon.", kind="fact", importance="high",
+                           metadata={"source": "standup"}, id="pw")
+            assert r == {"id": "pw", "scope": "shop", "embedded": True}
+            await call(s, "remember", content="Invoices are generated by a nightly cron job.")
+            other = await call(s, "remember", content="The blog runs on a static site "
+                               "generator.", scope="blog")
+            assert other["scope"] == "blog" and len(other["id"]) == 32
+
+            got = await call(s, "recall", query="staging password rotation schedule")
+            assert got["scope"] == "shop" and got["warnings"] == []
+            top = got["hits"][0]
+            assert top["id"] == "pw" and top["bm25_rank"] == 1 and top["vec_rank"] == 1
+            assert top["similarity"] > 0.5 and top["importance"] == "high"
+            assert top["explain"] is None
+            assert top["access_count"] == 0
+            sim_before = top["similarity"]
+            # M5: the hits were touched; the same query again is answered (no topic gate)
+            again = await call(s, "recall", query="staging password rotation schedule",
+                               explain=True)
+            assert again["hits"][0]["id"] == "pw" and again["hits"][0]["access_count"] == 1
+            assert set(again["hits"][0]["explain"]) >= {"bm25", "vector"}
+
+            # the vector list: no word in common with the episode
+            got = await call(s, "recall", query="which scheduled task produces billing "
+                             "documents?")
+            best = next(h for h in got["hits"] if h["vec_rank"] == 1)
+            assert best["content"].startswith("Invoices") and best["bm25_rank"] is None
+
+            ep = await call(s, "update", id="pw", content="The cafeteria serves lasagna on "
+                            "Fridays.", kind="")
+            assert ep["content"].startswith("The cafeteria") and ep["embedded"] is True
+            assert ep["kind"] is None and ep["importance"] == "high"
+            assert ep["metadata"] == {"source": "standup"} and ep["scope"] == "shop"
+            assert ep["access_count"] >= 2  # its recalls so far
+            got = await call(s, "recall", query="staging password rotation schedule",
+                             limit=5)
+            old = [h for h in got["hits"] if h["id"] == "pw"]
+            assert not old or (old[0]["bm25_rank"] is None
+                               and old[0]["similarity"] < sim_before - 0.3)
+            got = await call(s, "recall", query="lasagna")
+            assert got["hits"][0]["id"] == "pw" and got["hits"][0]["bm25_rank"] == 1
+
+            st = await call(s, "stats")
+            assert st["episodes"] == 3 and st["with_embedding"] == 3
+            assert st["by_scope"] == {"blog": 1, "shop": 2}
+            assert st["model"] == _model() and st["embedding_dim"] == 384
+            assert st["default_scope"] == "shop" and st["schema_version"] >= 5
+
+            assert await call(s, "forget", id="pw") == {"id": "pw", "existed": True}
+            assert await call(s, "forget", id="pw") == {"id": "pw", "existed": False}
+            got = await call(s, "recall", query="lasagna")
+            assert all(h["id"] != "pw" for h in got["hits"])
+
+    run(main())
+    with Store(db) as store:  # what the server wrote is in the file
+        assert store.get("pw") is None and store.count() == 2
+    assert "model" in errlog.read_text()
+
+
+# ---- without a model ----
+
+def test_end_to_end_without_a_model(tmp_path):
+    db = tmp_path / "agent.db"
+    errlog = tmp_path / "err.txt"
+
+    async def main() -> None:
+        async with connect(db, "--scope", "", env=no_model_env(tmp_path), errlog=errlog) as s:
+            r = await call(s, "remember", content="Deploys go out on Tuesdays after the "
+                           "nightly Postgres backup.", id="deploys")
+            assert r == {"id": "deploys", "scope": "", "embedded": False}
+            await call(s, "remember", content="Postgres credentials are kept in Vault.",
+                       id="creds", kind="fact")
+            got = await call(s, "recall", query="postgres credentials")
+            assert got["hits"][0]["id"] == "creds"
+            assert all(h["vec_rank"] is None and h["similarity"] is None for h in got["hits"])
+            ep = await call(s, "update", id="deploys", content="Releases ship on Thursdays.")
+            assert ep["embedded"] is False
+            got = await call(s, "recall", query="nightly backup")
+            assert all(h["id"] != "deploys" or h["bm25_rank"] is None for h in got["hits"])
+            got = await call(s, "recall", query="releases thursdays")
+            assert got["hits"][0]["id"] == "deploys"
+            st = await call(s, "stats")
+            assert st["model"] is None and st["with_embedding"] == 0 and st["episodes"] == 2
+
+    run(main())
+    err = errlog.read_text()
+    assert "the vector list is off" in err
+    assert err.count("the vector list is off") == 1  # said once
+
+
+# ---- M2: faults are tool errors with the command line's messages ----
+
+def test_bad_arguments_are_tool_errors_with_the_cli_messages(tmp_path):
+    db = tmp_path / "agent.db"
+    env = no_model_env(tmp_path)
+    cli_env = dict(os.environ, **env)
+    cli_env.pop("SQLITE_RRF_MODEL", None)
+    subprocess.run([sys.executable, "-m", "sqlite_rrf", "add", str(db), "taken", "--id", "t"],
+                   check=True, capture_output=True, env=cli_env)
+
+    async def main() -> None:
+        async with connect(db, env=env, errlog=tmp_path / "err.txt") as s:
+            msg = await error(s, "remember", content=" \n ")
+            assert cli_error("add", str(db), " \n ", env=cli_env) in msg
+            msg = await error(s, "remember", content="again", id="t")
+            assert cli_error("add", str(db), "again", "--id", "t", env=cli_env) in msg
+            msg = await error(s, "recall", query="x", limit=0)
+            assert cli_error("recall", str(db), "x", "--limit", "0", env=cli_env) in msg
+            msg = await error(s, "recall", query="x", since="last tuesday")
+            cli = cli_error("recall", str(db), "x", "--since", "last tuesday", env=cli_env)
+            assert cli.replace("--since", "since") in msg
+            msg = await error(s, "remember", content="x", importance="urgent")
+            assert "importance: must be one of ('low', 'normal', 'high'), got 'urgent'" in msg
+            msg = await error(s, "recall", query="x", profile="best")
+            assert "profile: must be one of" in msg and "'best'" in msg
+            msg = await error(s, "update", id="nope", content="x")
+            assert "id: no episode with id 'nope'" in msg
+            msg = await error(s, "remember", content="x", scope="*")
+            assert "scope: '*' means every scope in a recall" in msg
+            msg = await error(s, "remember", content="x", metadata=[1, 2])
+            assert "metadata" in msg
+            msg = await error(s, "recall")
+            assert "query" in msg and "required" in msg.lower()
+            msg = await error(s, "recall", query="x", limit="many")
+            assert "limit" in msg
+            # the server goes on after the errors, and wrote nothing
+            st = await call(s, "stats")
+            assert st["episodes"] == 1
+
+    run(main())
+
+
+# ---- M3: nothing but the protocol on stdout ----
+
+NOISY_SERVER = textwrap.dedent("""
+    import os, sys
+    from sqlite_rrf import store
+    from sqlite_rrf.cli import main
+
+    def noisy(method):
+        def wrapper(*args, **kwargs):
+            print("python noise on stdout in", method.__name__)
+            os.write(1, b"C-level noise on fd 1\\n")
+            return method(*args, **kwargs)
+        return wrapper
+
+    store.Store.__init__ = noisy(store.Store.__init__)   # at start-up
+    store.Store.recall = noisy(store.Store.recall)       # while serving
+    sys.exit(main(["mcp"] + sys.argv[1:]))
+""")
+
+
+@needs_model
+def test_stdout_carries_only_the_protocol(tmp_path):
+    """Raw JSON-RPC over the pipes, with the model loading (llama.cpp) and code that
+    prints to stdout both at start-up and in a tool: every stdout line is a JSON-RPC
+    message, and the noise is on stderr."""
+    script = tmp_path / "noisy_server.py"
+    script.write_text(NOISY_SERVER)
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "remember", "arguments": {"content": "The VPN config is in "
+                                                                 "the wiki."}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "recall", "arguments": {"query": "vpn config"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "recall", "arguments": {"query": "x", "limit": -1}}},
+    ]
+    env = dict(os.environ, **model_env())
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "m.db")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    answers: Dict[int, Any] = {}
+    lines: List[bytes] = []
+    try:
+        for m in msgs:
+            proc.stdin.write(json.dumps(m).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in m:  # wait for the answer before the next request
+                while m["id"] not in answers:
+                    line = proc.stdout.readline()
+                    assert line, proc.stderr.read().decode()[-3000:]
+                    lines.append(line)
+                    msg = json.loads(line)
+                    answers[msg.get("id")] = msg
+        rest, err = proc.communicate(timeout=60)  # closes stdin: the server ends
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines += rest.splitlines(keepends=True)
+    for line in lines:
+        msg = json.loads(line)  # every line is JSON ...
+        assert msg["jsonrpc"] == "2.0"  # ... and JSON-RPC
+    assert answers[3]["result"]["structuredContent"]["hits"][0]["content"].startswith("The VPN")
+    assert answers[4]["result"]["isError"] is True
+    stderr = err.decode()
+    assert "python noise on stdout in __init__" in stderr
+    assert "python noise on stdout in recall" in stderr
+    assert stderr.count("C-level noise on fd 1") >= 2
+    assert proc.returncode == 0
+
+
+# ---- M4: the default scope ----
+
+def test_default_scope_is_derived_from_the_working_directory(tmp_path):
+    repo = tmp_path / "work" / "inventory"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pkg").mkdir()
+    db = tmp_path / "agent.db"
+    env = no_model_env(tmp_path)
+
+    async def main() -> None:
+        async with connect(db, env=env, errlog=tmp_path / "err.txt", cwd=repo / "pkg") as s:
+            r = await call(s, "remember", content="Stock counts sync from the warehouse API.")
+            assert r["scope"] == "inventory"
+            assert (await call(s, "stats"))["default_scope"] == "inventory"
+            await call(s, "remember", content="Warehouse API keys rotate monthly.", scope="")
+            got = await call(s, "recall", query="warehouse API")
+            assert got["scope"] == "inventory"
+            assert [h["content"][:5] for h in got["hits"]] == ["Stock"]
+            got = await call(s, "recall", query="warehouse API", scope="*")
+            assert got["scope"] is None and len(got["hits"]) == 2
+            got = await call(s, "recall", query="warehouse API", scope="")
+            assert [h["content"][:5] for h in got["hits"]] == ["Wareh"]
+        # a server started with --scope '*' recalls every scope, remembers into ''
+        async with connect(db, "--scope", "*", env=env, errlog=tmp_path / "err.txt") as s:
+            got = await call(s, "recall", query="warehouse API")
+            assert got["scope"] is None and len(got["hits"]) == 2
+            assert (await call(s, "remember", content="Shared note."))["scope"] == ""
+
+    run(main())
+    assert "default scope 'inventory'" in (tmp_path / "err.txt").read_text()
+
+
+def test_filters_kind_since_until(tmp_path):
+    db = tmp_path / "agent.db"
+    with Store(db) as s:
+        s.add("Postgres runs on port 5432.", id="old", kind="fact", created_at=1_000, scope="p")
+        s.add("Postgres was upgraded to 16.", id="new", kind="event",
+              created_at=1_795_000_000_000, scope="p")
+
+    async def main() -> None:
+        async with connect(db, "--scope", "p", env=no_model_env(tmp_path),
+                           errlog=tmp_path / "err.txt") as s:
+            async def hits(**kw: Any) -> List[str]:
+                return [h["id"] for h in (await call(s, "recall", query="postgres", **kw))["hits"]]
+
+            assert sorted(await hits()) == ["new", "old"]
+            assert await hits(kind="fact") == ["old"]
+            assert await hits(since="2020-01-01") == ["new"]
+            assert await hits(since=1_795_000_000_000) == ["new"]
+            assert await hits(until="2020-01-01T00:00Z") == ["old"]
+            assert await hits(kind="fact", since="2020-01-01") == []
+
+    run(main())
+
+
+# ---- M7: one call at a time in a server; several servers on one file ----
+
+def test_concurrent_calls_in_one_server(tmp_path):
+    async def main() -> None:
+        async with connect(tmp_path / "m.db", env=no_model_env(tmp_path),
+                           errlog=tmp_path / "err.txt") as s:
+            results = await asyncio.gather(
+                *[call(s, "remember", content=f"note number {i} about kafka", id=f"n{i}")
+                  for i in range(12)],
+                *[s.call_tool("recall", {"query": "kafka note", "limit": 20}) for _ in range(6)])
+            assert sorted(r["id"] for r in results[:12]) == sorted(f"n{i}" for i in range(12))
+            assert not any(r.is_error for r in results[12:])
+            got = await call(s, "recall", query="kafka note", limit=20)
+            assert len(got["hits"]) == 12
+
+    run(main())
+
+
+def test_two_servers_share_one_file(tmp_path):
+    db = tmp_path / "shared.db"
+    env = no_model_env(tmp_path)
+
+    async def main() -> None:
+        async with connect(db, "--scope", "team", env=env, errlog=tmp_path / "a.txt") as a, \
+                connect(db, "--scope", "team", env=env, errlog=tmp_path / "b.txt") as b:
+            await call(a, "remember", content="The on-call rota is in PagerDuty.", id="oncall")
+            got = await call(b, "recall", query="on-call rota")
+            assert [h["id"] for h in got["hits"]] == ["oncall"]
+            await call(b, "update", id="oncall", content="The on-call rota moved to Opsgenie.")
+            got = await call(a, "recall", query="opsgenie")
+            assert [h["id"] for h in got["hits"]] == ["oncall"]
+            assert got["hits"][0]["access_count"] == 1  # b's recall touched it
+            # both write at once
+            await asyncio.gather(*[call(x, "remember", content=f"{n} note {i} on kafka")
+                                   for i in range(8) for n, x in (("a", a), ("b", b))])
+            assert (await call(a, "stats"))["episodes"] == 17
+            assert await call(b, "forget", id="oncall") == {"id": "oncall", "existed": True}
+            got = await call(a, "recall", query="opsgenie")
+            assert got["hits"] == []
+
+    run(main())
+
+
+# ---- start-up faults and the missing extra ----
+
+def _run_cli(*argv: str, env: Dict[str, str], stdin: bytes = b"") -> Tuple[int, str, str]:
+    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", *argv], input=stdin,
+                       capture_output=True, timeout=120, env=env)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def test_a_file_that_is_not_a_database_stops_the_server_with_one_line(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a database\n" * 200)
+    env = dict(os.environ, **no_model_env(tmp_path))
+    env.pop("SQLITE_RRF_MODEL", None)
+    rc, out, err = _run_cli("mcp", str(bad), env=env)
+    assert rc == 1 and out == ""
+    assert err.strip().splitlines() == [f"sqlite-rrf: {bad}: NotADBError: file is not a database"]
+
+
+def test_without_the_extra_the_command_says_what_to_install(tmp_path):
+    fake = tmp_path / "no-mcp"
+    fake.mkdir()
+    (fake / "mcp.py").write_text("raise ImportError(\"No module named 'mcp'\")\n")
+    env = dict(os.environ, PYTHONPATH=str(fake))
+    rc, out, err = _run_cli("mcp", str(tmp_path / "m.db"), env=env)
+    assert rc == 1 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'sqlite-rrf[mcp]'" in lines[0]
+    assert not (tmp_path / "m.db").exists()
+    rc, out, err = _run_cli("--help", env=env)  # the rest of the CLI works without it
+    assert rc == 0 and "mcp" in out and "hook" in out
+
+
+def test_the_module_imports_no_sdk():
+    code = ("import sys; import sqlite_rrf.mcp_server, sqlite_rrf.cli; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('mcp', 'mcp_types', 'pydantic', 'anyio')))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr
