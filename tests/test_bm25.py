@@ -205,10 +205,16 @@ def test_B3_first_n_rows_visited_are_exact_in_both_directions(corpora):
 def test_B2_B7_weights_multi_column(corpora, table):
     ncols = 3 if table == "three" else 2
     q = QUERIES[table][0]
+    matched = corpora.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (q,)).fetchone()[0]
+    assert matched > 1000
     for weights in [(1.0,) * ncols, (2.0, 0.5, 10.0)[:ncols], (0.0, 1.0, 3.0)[:ncols],
                     (5,), (1.5, 2, 0.25, 7.0, 9.0)]:  # fewer and more weights than columns
-        assert check_query(corpora, table, q, 10, weights) >= 0
-        assert check_query(corpora, table, q, 10, weights, desc=True) >= 0
+        # B3 with weights: most rows cannot be among the 10 best and are pruned; the first
+        # 10 visited never are (so a pruning switched off, or one that prunes too early,
+        # fails here as well as in check_query's own row-by-row checks)
+        for desc in (False, True):
+            pruned = check_query(corpora, table, q, 10, weights, desc=desc)
+            assert matched // 2 < pruned <= matched - 10, (weights, desc, pruned, matched)
     # some weights make rows prune
     assert check_query(corpora, table, q, 5, (3.0, 0.5, 1.0)[:ncols]) > 0
 
@@ -278,8 +284,13 @@ def test_B4_external_content_table(db):
 
 def test_B4_small_tables_and_n_larger_than_the_matches(corpora):
     for q in ["w0", "w1 OR w2", "w299", "w0 AND w1 AND w2"]:
+        matched = corpora.execute("SELECT count(*) FROM small WHERE small MATCH ?", (q,)).fetchone()[0]
         for n in (1, 3, 40, 1000):
-            assert check_query(corpora, "small", q, n, ms=[1, min(n, 5), n]) >= 0
+            pruned = check_query(corpora, "small", q, n, ms=[1, min(n, 5), n])
+            if n >= matched:
+                assert pruned == 0, (q, n)  # B3: the heap never holds n scores, nothing is pruned
+            else:
+                assert 0 <= pruned <= matched - n, (q, n)
     # no match at all
     assert visit(corpora, "small", "rrf_bm25(small, 3)", "nosuchword") == []
 
