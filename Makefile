@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 CC     ?= gcc
-EXTRAS ?= test,embed,datasette
+EXTRAS ?= test,embed,datasette,mcp
 comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' pysrc/sqlite_rrf/_version.py)

@@ -132,7 +132,12 @@ def test_episodes_table_columns(tmp_path):
     assert set(cols) == {"rowid", "id", "content", "embedding", "created_at", "accessed_at",
                          "access_count", "importance", "kind", "metadata",
                          # 0002: the 'decay' profile's lifecycle multipliers, NULL = neutral
-                         "strength", "depth", "session_spread", "stability"}
+                         "strength", "depth", "session_spread", "stability",
+                         # 0005: the memory an episode belongs to ('' = the shared one)
+                         "scope"}
+    assert cols["scope"][3] == 1 and cols["scope"][4] == "''"  # NOT NULL DEFAULT ''
+    with pytest.raises(apsw.ConstraintError):
+        conn.execute("INSERT INTO episodes(id, content, scope) VALUES ('s', 'x', x'00')")
     assert all(cols[c][4] is None and cols[c][3] == 0
                for c in ("strength", "depth", "session_spread", "stability"))
     assert cols["rowid"][5] == 1 and cols["rowid"][2].upper() == "INTEGER"  # the rowid alias
@@ -151,10 +156,11 @@ def test_episodes_table_columns(tmp_path):
                      ("imp-" + good, good))
     with pytest.raises(apsw.ConstraintError):
         conn.execute("INSERT INTO episodes(id, content, importance) VALUES ('bad', 'x', 'urgent')")
-    # metadata must be JSON
+    # metadata is text (JSON written by the Store; the schema checks the type only, with
+    # innocuous functions, so that it works with trusted_schema=OFF: migration 0004)
     conn.execute("INSERT INTO episodes(id, content, metadata) VALUES ('md', 'x', '{\"a\": 1}')")
     with pytest.raises(apsw.ConstraintError):
-        conn.execute("INSERT INTO episodes(id, content, metadata) VALUES ('md2', 'x', '{nope')")
+        conn.execute("INSERT INTO episodes(id, content, metadata) VALUES ('md2', 'x', x'00ff')")
     # times default to "now" in integer milliseconds since the epoch
     t0 = int(time.time() * 1000)
     conn.execute("INSERT INTO episodes(id, content) VALUES ('t', 'x')")

@@ -184,7 +184,7 @@ def read_jsonl(path: str) -> tuple:
             if not isinstance(ep, dict):
                 raise CliError(f"{path}: line {n}: expected a JSON object; nothing was imported")
             unknown = set(ep) - {"id", "content", "embedding", "created_at", "accessed_at",
-                                 "access_count", "importance", "kind", "metadata"}
+                                 "access_count", "importance", "kind", "metadata", "scope"}
             if unknown:
                 raise CliError(f"{path}: line {n}: unknown field(s) {sorted(unknown)}; "
                                "nothing was imported")
@@ -219,11 +219,35 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     with _open(args, model="write", must_exist=False) as store:
         try:
-            eid = store.add(args.text, id=args.id, importance=args.importance, kind=args.kind)
+            eid = store.add(args.text, id=args.id, importance=args.importance, kind=args.kind,
+                            scope=args.scope)
         except StoreError as e:
             raise CliError(str(e)) from None
     print(eid)
     return 0
+
+
+def _time_arg(text: Optional[str], option: str) -> Optional[int]:
+    """A time option: milliseconds since the epoch, or an ISO 8601 date/time (UTC when it
+    names no zone)."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        v = int(text)
+        if abs(v) > 2**62:
+            raise CliError(f"{option}: {text} is out of range")
+        return v
+    import datetime as dt
+
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"{option}: expected milliseconds since the epoch or an ISO date such "
+                       f"as 2026-11-24 or 2026-11-24T09:30, got {text!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)
 
 
 def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
@@ -266,6 +290,10 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
                               bm25_limit=args.bm25_limit,
                               touch=not args.no_touch, force=args.force,
                               session=getattr(args, "session", None),
+                              scope=getattr(args, "scope", None),
+                              kind=getattr(args, "kind", None),
+                              since=_time_arg(getattr(args, "since", None), "--since"),
+                              until=_time_arg(getattr(args, "until", None), "--until"),
                               profile=args.profile, alpha=args.alpha,
                               min_similarity=args.min_similarity)
     except StoreError as e:
@@ -490,6 +518,11 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="do not mark the returned episodes as accessed")
     p.add_argument("--force", action="store_true", help="recall even if the topic gate says "
                    "the query repeats the previous one")
+    p.add_argument("--scope", help="only the episodes of this scope ('' is the shared one)")
+    p.add_argument("--kind", help="only the episodes of this kind")
+    p.add_argument("--since", metavar="TIME", help="only episodes created at or after TIME "
+                   "(ms since the epoch, or an ISO date/time, UTC)")
+    p.add_argument("--until", metavar="TIME", help="only episodes created before TIME")
     p.add_argument("--session", metavar="ID",
                    help="the caller's session: the topic gate compares the query with this "
                         "session's previous one (without it, a command line recall is never "
@@ -540,7 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--id")
     p.add_argument("--importance", choices=("low", "normal", "high"), default="normal")
-    p.add_argument("--kind")
+    p.add_argument("--kind", help="free text stored with the episode (recall --kind filters)")
+    p.add_argument("--scope", default="", help="the memory it belongs to: a project, a user "
+                   "(default '', the shared memory)")
     _add_model(p)
     p.set_defaults(func=cmd_add)
 
@@ -601,6 +636,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "episode; default 10)")
     _add_model(p)
     p.set_defaults(func=cmd_demo)
+
+    # The agents' ways in: their modules import their own dependencies (the mcp SDK) only
+    # when the command runs.
+    from . import hook, mcp_server
+
+    p = sub.add_parser("mcp", help="serve the memory to agents over the Model Context Protocol "
+                       "(stdio; needs the mcp extra)")
+    mcp_server.add_arguments(p)
+    _add_model(p)
+    p.set_defaults(func=mcp_server.run)
+
+    p = sub.add_parser("hook", help="an agent's prompt hook: read the hook's JSON on stdin, "
+                       "print the recollection as Markdown")
+    hook.add_arguments(p)
+    _add_model(p)
+    p.set_defaults(func=hook.run)
 
     from . import evaluate
 

@@ -30,7 +30,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from datasette import hookimpl
 
 from .loader import ExtensionLoadError, load, loadable_path
-from .resources import read_sql, recall_statement
+from .resources import _SQL_TOKEN_RE as _TOKEN_RE
+from .resources import read_sql, recall_statement, statement_params
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +66,6 @@ _INSTALL_HINT = (
     "(e.g. python.org's Windows installer, Homebrew's Python). See docs/datasette.md."
 )
 
-# One token of SQL that is not code (a comment or a quoted string), or a named
-# parameter: the substitution below rewrites parameters and leaves the rest alone.
-_TOKEN_RE = re.compile(
-    r"(--[^\n]*|/\*.*?\*/|'(?:''|[^'])*'|\"(?:\"\"|[^\"])*\")|(?<![:\w]):([A-Za-z_]\w*)",
-    re.DOTALL,
-)
-
-
 class DatasetteExtensionError(ExtensionLoadError):
     """The sqlite3 module that Datasette uses cannot load the rrf extension."""
 
@@ -88,16 +81,6 @@ def _wrap(name: str) -> str:
     if name in TEXT_PARAMS:
         return f"nullif(:{name}, '')"
     return f"json_extract('[' || nullif(trim(:{name}), '') || ']', '$[0]')"
-
-
-def statement_params(sql: str) -> List[str]:
-    """The named parameters of ``sql`` in order of first appearance (comments and
-    quoted strings skipped)."""
-    seen: Dict[str, None] = {}
-    for m in _TOKEN_RE.finditer(sql):
-        if m.group(2):
-            seen.setdefault(m.group(2))
-    return list(seen)
 
 
 def form_sql(sql: str) -> str:

@@ -445,8 +445,8 @@ def _stderr_isatty() -> bool:
         return False
 
 
-def _progress_bar(total: int, desc: str) -> Any:
+def _progress_bar(total: int, desc: str, unit: str = "text") -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="text", file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
 

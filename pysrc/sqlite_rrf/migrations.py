@@ -6,6 +6,11 @@ its own ``BEGIN IMMEDIATE … COMMIT`` together with its row in
 mid-migration leaves the database at the previous version. Re-running is a no-op;
 an applied file whose text changed is refused (checksum); a database migrated by a
 newer sqlite-rrf is refused.
+
+A migration may have a knn part, ``knn/NNNN_name.sql``: it runs right after the
+migration, in the same transaction, when the database has the knn index
+(``episodes_vec``, a sqlite-vec table), so the connection must have loaded
+sqlite-vec (a Store does so before migrating).
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
+import apsw
+
 from .resources import sql_dir
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_KNN_TABLE = "episodes_vec"
 
 _CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -43,6 +51,7 @@ class Migration:
     version: int
     name: str
     sql: str
+    knn_sql: Optional[str] = None  # knn/NNNN_name.sql: run too when episodes_vec exists
 
     @property
     def checksum(self) -> str:
@@ -59,7 +68,12 @@ def available(directory: Optional[str] = None) -> List[Migration]:
         if not m:
             continue
         with open(os.path.join(directory, fname), encoding="utf-8") as f:
-            found.append(Migration(int(m.group(1)), m.group(2), f.read()))
+            text = f.read()
+        knn_sql = None
+        if os.path.isfile(os.path.join(directory, "knn", fname)):
+            with open(os.path.join(directory, "knn", fname), encoding="utf-8") as f:
+                knn_sql = f.read()
+        found.append(Migration(int(m.group(1)), m.group(2), text, knn_sql))
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
         raise MigrationError(f"two migration files share a version number in {directory}")
@@ -103,6 +117,33 @@ def _check(done: dict, migrations: List[Migration]) -> None:
             )
 
 
+def _has_knn(conn: Any) -> bool:
+    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                             (_KNN_TABLE,)).fetchall())
+
+
+def _apply_knn_part(conn: Any, m: Migration) -> None:
+    """Run ``m``'s knn part. It may read every vector of the vec0 table right after the
+    migration rewrote episodes; sqlite-vec reads a vector out of a BLOB of ~1024, and
+    with SQLite's default 2 MB page cache, full of the rewrite's dirty pages, those reads
+    thrash (50,000 384-d vectors: 12.7 s, against 0.8 s with 64 MiB). So the part runs
+    with a 64 MiB cache; the connection's own size is restored afterwards."""
+    size = conn.execute("PRAGMA cache_size").fetchall()[0][0]
+    conn.execute("PRAGMA cache_size = -65536")
+    try:
+        conn.execute(m.knn_sql)
+    except apsw.SQLError as e:
+        if "no such module" not in str(e):
+            raise
+        raise MigrationError(
+            f"migration {m.version:04d}_{m.name} must update this database's knn index "
+            f"({_KNN_TABLE}) and needs sqlite-vec for it ({e}): load sqlite-vec into the "
+            "connection first (a Store does so by itself; pip install 'sqlite-rrf[knn]')"
+        ) from None
+    finally:
+        conn.execute(f"PRAGMA cache_size = {int(size)}")
+
+
 def migrate(conn: Any, migrations: Optional[List[Migration]] = None) -> List[int]:
     """Apply the pending migrations to ``conn`` (an :class:`apsw.Connection`); returns
     the versions applied (empty when the database was up to date)."""
@@ -122,6 +163,8 @@ def migrate(conn: Any, migrations: Optional[List[Migration]] = None) -> List[int
                 conn.execute("COMMIT")
                 continue
             conn.execute(m.sql)
+            if m.knn_sql is not None and _has_knn(conn):
+                _apply_knn_part(conn, m)
             conn.execute(
                 "INSERT INTO schema_migrations(version, name, checksum, applied_at) "
                 "VALUES (?, ?, ?, ?)",

@@ -5,7 +5,9 @@ an editable checkout."""
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
+from typing import List, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -49,3 +51,28 @@ def recall_statement(pool: str = "recent") -> str:
     fragment = "".join(line + "\n" for line in read_sql("pool_knn.sql").splitlines()
                        if not line.startswith("--"))
     return head + fragment + tail
+
+
+# a comment or a quoted string (group 1, skipped), or a named parameter :name (group 2)
+_SQL_TOKEN_RE = re.compile(
+    r"(--[^\n]*|/\*.*?\*/|'(?:''|[^'])*'|\"(?:\"\"|[^\"])*\")|(?<![:\w]):([A-Za-z_]\w*)",
+    re.DOTALL,
+)
+
+
+def statement_params(sql: str) -> List[str]:
+    """The named parameters (``:name``) of ``sql`` in order of first appearance,
+    comments and quoted strings skipped."""
+    seen: dict = {}
+    for m in _SQL_TOKEN_RE.finditer(sql):
+        if m.group(2):
+            seen.setdefault(m.group(2))
+    return list(seen)
+
+
+@lru_cache(maxsize=None)
+def recall_parameters(pool: str = "recent") -> Tuple[str, ...]:
+    """The names of the recall statement's parameters. A driver that binds by name from a
+    dict (apsw does) must bind every one: ``dict.fromkeys(recall_parameters())`` gives
+    them all as None, which means the statement's default."""
+    return tuple(statement_params(recall_statement(pool)))

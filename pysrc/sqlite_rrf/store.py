@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -45,6 +44,17 @@ IMPORTANCE = ("low", "normal", "high")
 Vector = Union[np.ndarray, Sequence[float], bytes]
 
 
+class _Unset:
+    """The default of :meth:`Store.update`'s fields: leave the field as it is."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: Leave a field as it is (:meth:`Store.update`).
+UNSET: Any = _Unset()
+
+
 class StoreError(ValueError):
     """Bad input to the store (the message names the field and the fault); nothing
     was written."""
@@ -69,6 +79,13 @@ class Episode:
     kind: Optional[str]
     metadata: Optional[Any]
     rowid: int
+    scope: str = ""
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The episode as a plain dict (the embedding as a list of floats, or None)."""
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["embedding"] = None if self.embedding is None else [float(x) for x in self.embedding]
+        return d
 
 
 @dataclass(frozen=True)
@@ -206,8 +223,6 @@ class Store:
             if self.path not in (":memory:", "") and not self.readonly:
                 self._wal()
             self.conn.execute("PRAGMA foreign_keys = ON")
-            # REPLACE fires the FTS delete trigger only with recursive triggers on.
-            self.conn.execute("PRAGMA recursive_triggers = ON")
             load(self.conn)
             if self.has_knn:  # before migrating: a migration may write to the vec0 index
                 self._load_sqlite_vec()
@@ -431,6 +446,13 @@ class Store:
             raise StoreError(f"kind: must be text, got {type(row['kind']).__name__}")
         if isinstance(row["kind"], str):
             _check_utf8(row["kind"], "kind")
+        scope = ep.get("scope")
+        if scope is None:
+            scope = ""
+        elif not isinstance(scope, str):
+            raise StoreError(f"scope: must be text, got {type(scope).__name__}")
+        _check_utf8(scope, "scope")
+        row["scope"] = scope
         for key in ("created_at", "accessed_at", "access_count"):
             v = ep.get(key)
             if v is None:
@@ -507,11 +529,13 @@ class Store:
         return rows
 
     _INSERT = ("INSERT INTO episodes(id, content, embedding, created_at, accessed_at, "
-               "access_count, importance, kind, metadata) VALUES (:id, :content, :embedding, "
-               ":created_at, :accessed_at, :access_count, :importance, :kind, :metadata)")
+               "access_count, importance, kind, metadata, scope) VALUES (:id, :content, "
+               ":embedding, :created_at, :accessed_at, :access_count, :importance, :kind, "
+               ":metadata, :scope)")
     _UPSERT = _INSERT + (" ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
                          "embedding = excluded.embedding, importance = excluded.importance, "
-                         "kind = excluded.kind, metadata = excluded.metadata")
+                         "kind = excluded.kind, metadata = excluded.metadata, "
+                         "scope = excluded.scope")
 
     def _write(self, sql: str, rows: List[Dict[str, Any]]) -> None:
         if self.readonly:
@@ -590,13 +614,14 @@ class Store:
     def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
             created_at: Optional[int] = None, accessed_at: Optional[int] = None,
             access_count: int = 0, importance: str = "normal", kind: Optional[str] = None,
-            metadata: Any = None) -> str:
+            metadata: Any = None, scope: str = "") -> str:
         """Add one episode; returns its id (a new uuid4 hex when not given). Without
-        ``embedding`` the store's embedder embeds ``content`` (if there is one)."""
+        ``embedding`` the store's embedder embeds ``content`` (if there is one). ``scope``
+        is the memory it belongs to (a project, a user; ``''``: the shared memory)."""
         return self.add_many([dict(id=id, content=content, embedding=embedding,
                                    created_at=created_at, accessed_at=accessed_at,
                                    access_count=access_count, importance=importance,
-                                   kind=kind, metadata=metadata)])[0]
+                                   kind=kind, metadata=metadata, scope=scope)])[0]
 
     def add_many(self, episodes: Iterable[Mapping[str, Any]], *,
                  progress: Optional[bool] = None, replace: bool = False,
@@ -616,14 +641,45 @@ class Store:
 
     def upsert(self, content: str, *, id: str, embedding: Optional[Vector] = None,
                importance: str = "normal", kind: Optional[str] = None,
-               metadata: Any = None, created_at: Optional[int] = None) -> str:
+               metadata: Any = None, created_at: Optional[int] = None,
+               scope: str = "") -> str:
         """Insert the episode ``id`` or replace its content, embedding, importance,
-        kind and metadata (its times and access count are kept)."""
+        kind, metadata and scope (its times and access count are kept)."""
         rows = self._prepare([dict(id=id, content=content, embedding=embedding,
                                    importance=importance, kind=kind, metadata=metadata,
-                                   created_at=created_at)], None)
+                                   created_at=created_at, scope=scope)], None)
         self._write(self._UPSERT, rows)
         return id
+
+    def update(self, id: str, *, content: Any = UNSET, importance: Any = UNSET,
+               kind: Any = UNSET, metadata: Any = UNSET, scope: Any = UNSET,
+               embedding: Any = UNSET) -> Episode:
+        """Change some fields of the episode ``id``; the others keep their values. Returns
+        the episode as it now is.
+
+        New ``content`` without an ``embedding`` is embedded by the store's embedder; with
+        none, the episode's old embedding (which described the old text) is dropped until
+        :meth:`embed_missing` fills it. ``kind=None`` / ``metadata=None`` clear those
+        fields. Raises :class:`StoreError` when there is no such episode or a value is
+        bad; nothing is written then.
+        """
+        old = self.get(id) if isinstance(id, str) else None
+        if old is None:
+            raise StoreError(f"id: no episode with id {id!r}")
+        new_content = old.content if content is UNSET else content
+        if embedding is UNSET:
+            embedding = old.embedding if new_content == old.content else None
+        ep = dict(id=id, content=new_content, embedding=embedding,
+                  importance=old.importance if importance is UNSET else importance,
+                  kind=old.kind if kind is UNSET else kind,
+                  metadata=old.metadata if metadata is UNSET else metadata,
+                  scope=old.scope if scope is UNSET else scope,
+                  created_at=old.created_at)
+        rows = self._prepare([ep], None)
+        self._write(self._UPSERT, rows)
+        got = self.get(id)
+        assert got is not None
+        return got
 
     def missing_embeddings(self) -> int:
         """How many episodes have no embedding (what :meth:`embed_missing` would fill)."""
@@ -648,14 +704,11 @@ class Store:
         total = self.missing_embeddings()
         if limit is not None:
             total = min(total, limit)
+        from .embed import _progress_bar, _stderr_isatty
+
         if progress is None:
-            from .embed import _stderr_isatty
             progress = total > 0 and _stderr_isatty()
-        bar = None
-        if progress:
-            from tqdm import tqdm
-            bar = tqdm(total=total, desc="embedding", unit="episode", file=sys.stderr,
-                       dynamic_ncols=True)
+        bar = _progress_bar(total, "embedding", unit="episode") if progress else None
         done, after = 0, 0
         try:
             while done < total:
@@ -705,13 +758,19 @@ class Store:
         """The episode ``id``, or None."""
         rows = self.conn.execute(
             "SELECT id, content, embedding, created_at, accessed_at, access_count, importance, "
-            "kind, metadata, rowid FROM episodes WHERE id = ?", (id,)).fetchall()
+            "kind, metadata, rowid, scope FROM episodes WHERE id = ?", (id,)).fetchall()
         if not rows:
             return None
-        (eid, content, emb, created, accessed, count, imp, kind, md, rowid) = rows[0]
-        return Episode(eid, content, None if emb is None else np.frombuffer(emb, "<f4").copy(),
-                       created, accessed, count, imp, kind,
-                       None if md is None else json.loads(md), rowid)
+        (eid, content, emb, created, accessed, count, imp, kind, md, rowid, scope) = rows[0]
+        vec = None
+        if isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
+            vec = np.frombuffer(emb, "<f4").copy()
+        try:
+            meta = None if md is None else json.loads(md)
+        except ValueError:
+            meta = md  # not JSON (written by another client): the text as it is
+        return Episode(eid, content, vec, created, accessed, count, imp, kind, meta, rowid,
+                       scope)
 
     def count(self) -> int:
         """How many episodes are stored."""
@@ -726,7 +785,9 @@ class Store:
                touch: bool = True, force: bool = False,
                qvec: Optional[Vector] = None, profile: Optional[str] = None,
                alpha: Optional[float] = None, min_similarity: Optional[float] = None,
-               now: Optional[int] = None, session: Optional[str] = None) -> RecallResult:
+               now: Optional[int] = None, session: Optional[str] = None,
+               scope: Optional[str] = None, kind: Optional[str] = None,
+               since: Optional[int] = None, until: Optional[int] = None) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement
         (``sql/recall.sql``): weighted RRF over BM25, vector similarity, recency and
         access lists.
@@ -740,7 +801,10 @@ class Store:
         RRF); ``alpha`` weighs cosine against BM25 in ``'convex'``; ``min_similarity``
         drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
         fixes the clock for ages. ``qvec`` gives the query vector instead of the
-        embedder's.
+        embedder's. ``scope``, ``kind``, ``since`` and ``until`` (ms, on ``created_at``;
+        ``since`` inclusive, ``until`` exclusive) keep only the episodes that match, in
+        both lists: the BM25 list is the best of the matching rows, the vector pool the
+        best or most recent of them.
 
         The statement runs in a read transaction, which never blocks a writer. Then
         ``touch`` marks the returned episodes accessed (``accessed_at = now``,
@@ -762,7 +826,8 @@ class Store:
         # cut, and make any undecodable character (a lone surrogate) U+FFFD
         query = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
         params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
-                                     alpha, min_similarity, now)
+                                     alpha, min_similarity, now, scope=scope, kind=kind,
+                                     since=since, until=until)
         qblob = None
         qarr = None
         if qvec is not None:
@@ -914,7 +979,9 @@ class Store:
                        pool_size: Optional[int], bm25_limit: Optional[int],
                        profile: Optional[str] = None, alpha: Optional[float] = None,
                        min_similarity: Optional[float] = None,
-                       now: Optional[int] = None) -> Dict[str, Any]:
+                       now: Optional[int] = None, *, scope: Optional[str] = None,
+                       kind: Optional[str] = None, since: Optional[int] = None,
+                       until: Optional[int] = None) -> Dict[str, Any]:
         """Validate recall options; returns the statement's bindings (None = default)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
             raise StoreError(f"limit: must be an integer from 1 to {MAX_COUNT}, got {limit!r}")
@@ -929,6 +996,13 @@ class Store:
         if now is not None and (isinstance(now, bool) or not isinstance(now, int)
                                 or abs(now) > 2**62):
             raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
+        for name, v in (("scope", scope), ("kind", kind)):
+            if v is not None and not isinstance(v, str):
+                raise StoreError(f"{name}: must be text, got {type(v).__name__}")
+        for name, v in (("since", since), ("until", until)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                                  or abs(v) > 2**62):
+                raise StoreError(f"{name}: must be an integer (ms since the epoch), got {v!r}")
         if pool is not None and pool not in POOL_MODES:
             raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
         for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
@@ -957,6 +1031,7 @@ class Store:
         return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
                 "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
                 "now": now, "skip_vectors": None,
+                "scope": scope, "kind": kind, "since": since, "until": until,
                 "bm25_limit": bm25_limit, "w_bm25": w["bm25"], "w_vec": w["vector"],
                 "w_recency": w["recency"], "w_access": w["access"]}
 
