@@ -35,14 +35,12 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
     list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute)."""
     if k is None:
         k = 30.0 if profile == "decay" else 60.0
-    # FTS5's own bm25() (the statement's rrf_bm25 must give the same top rows), over
-    # the query without the stored stopwords (fts5_query's pruning has its own tests)
-    stop = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()
+    # FTS5's own bm25() over the OR query of every word of the query (the statement's
+    # list must be exactly this, whatever its stopword speed-up drops)
     hits = conn.execute(
         "SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
-        "WHERE episodes_fts MATCH fts5_query(?, 'or', ?, 'porter unicode61') "
-        "ORDER BY bm25(episodes_fts), rowid LIMIT ?",
-        (query, stop[0][0] if stop else None, bm25_limit)).fetchall()
+        "WHERE episodes_fts MATCH fts5_query(?) "
+        "ORDER BY bm25(episodes_fts), rowid LIMIT ?", (query, bm25_limit)).fetchall()
     bm25_score = dict(hits)
     distinct = sorted(set(bm25_score.values()))  # dense ranks: equal scores share a rank
     bm25_rank = {rowid: distinct.index(v) + 1 for rowid, v in bm25_score.items()}
