@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", help="recall only this scope ('' is the shared memory, '*' "
                    "every scope); default: derived from the payload's cwd, the name of its "
                    "git work tree's top directory, else of the directory")
-    p.add_argument("--limit", type=int, default=3, metavar="N", help="how many episodes (default 3)")
+    p.add_argument("--limit", type=int, default=3, metavar="N", help="how many episodes, 1 to 100 (default 3)")
     p.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, dest="max_chars",
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "
