@@ -353,3 +353,32 @@ def test_no_model_or_sdk_is_imported_for_a_database_without_embeddings(plain_db,
                 if line.startswith("import time:")}
     assert "apsw" in imported  # the measurement can fail
     assert not imported & {"llama_cpp", "mcp", "pydantic", "huggingface_hub", "tqdm"}
+
+
+def test_a_database_on_read_only_media_is_recalled(tmp_path, project):
+    """The touch cannot be made there; the hook prints the recollection all the same."""
+    import shutil
+
+    import apsw
+
+    src = tmp_path / "media"
+    src.mkdir()
+    make_db(src / "m.db")
+    c = apsw.Connection(str(src / "m.db"))
+    c.execute("PRAGMA journal_mode = DELETE")
+    c.close()
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    mounted = shutil.which("mount") is not None and subprocess.run(
+        ["mount", "--bind", str(src), str(mnt)], capture_output=True).returncode == 0
+    try:
+        if not mounted or subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)],
+                                         capture_output=True).returncode:
+            pytest.skip("cannot bind-mount a read-only file system here")
+        rc, out, err = hook(mnt / "m.db", payload("postgres credentials", project),
+                            env=no_model_env(tmp_path))
+        assert rc == 0 and ids(out)[0] == "shop-db", (out, err)
+        assert "Traceback" not in err
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], capture_output=True)

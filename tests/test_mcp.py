@@ -495,3 +495,52 @@ def test_the_module_imports_no_sdk():
             "('mcp', 'mcp_types', 'pydantic', 'anyio')))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr
+
+
+# ---- a database on read-only media ----
+
+def _read_only_mount(src: Path, mnt: Path) -> bool:
+    """Bind-mount ``src`` read-only at ``mnt``; False where this machine does not allow it."""
+    import shutil
+
+    mnt.mkdir()
+    if shutil.which("mount") is None:
+        return False
+    if subprocess.run(["mount", "--bind", str(src), str(mnt)], capture_output=True).returncode:
+        return False
+    if subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)],
+                      capture_output=True).returncode:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        return False
+    return True
+
+
+def test_a_read_only_database_is_served_for_recall(tmp_path):
+    import apsw
+
+    src = tmp_path / "media"
+    src.mkdir()
+    with Store(src / "m.db") as s:
+        s.add("The VPN config is in the wiki.", id="vpn", scope="")
+    c = apsw.Connection(str(src / "m.db"))
+    c.execute("PRAGMA journal_mode = DELETE")  # no -wal/-shm needed to read it
+    c.close()
+    mnt = tmp_path / "ro"
+    if not _read_only_mount(src, mnt):
+        pytest.skip("cannot bind-mount a read-only file system here")
+    errlog = tmp_path / "err.txt"
+
+    async def main() -> None:
+        async with connect(mnt / "m.db", "--scope", "", env=no_model_env(tmp_path),
+                           errlog=errlog) as s:
+            got = await call(s, "recall", query="vpn config")
+            assert [h["id"] for h in got["hits"]] == ["vpn"]
+            assert any("read-only" in w and "not touched" in w for w in got["warnings"])
+            msg = await error(s, "remember", content="x")
+            assert "read-only" in msg and "nothing was written" in msg
+
+    try:
+        run(main())
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+    assert "is read-only: recall works" in errlog.read_text()
