@@ -480,6 +480,7 @@ struct Bm25Or {
   unsigned mask;
   int *aKeptTerm;     /* nPhrase: the term of a kept one-term phrase, or -1 */
   double *aTermFreq;  /* nTerm: per row, the weighted count in the row's text */
+  unsigned char first[32]; /* bitmap of the terms' first bytes: most tokens skip the hash */
   int nTok;           /* per row: tokens of the text (as xColumnSize counts them) */
   int colSize;        /* per column, while tokenizing */
   double w;           /* the weight of the column being tokenized */
@@ -525,6 +526,10 @@ static int or_add(Bm25Or *o, char *t, int n) {
   o->azTerm[o->nTerm] = t;
   o->anTerm[o->nTerm] = n;
   o->aSlot[h] = ++o->nTerm;
+  if (n > 0) {
+    unsigned char c0 = (unsigned char)t[0];
+    o->first[c0 >> 3] |= (unsigned char)(1u << (c0 & 7));
+  }
   return o->nTerm - 1;
 }
 
@@ -692,7 +697,8 @@ static int or_token_cb(void *p, int tflags, const char *t, int n, int start, int
   (void)end;
   /* xColumnSize counts a token unless it is colocated (fts5_storage.c) */
   if ((tflags & FTS5_TOKEN_COLOCATED) == 0 || o->colSize == 0) o->colSize++;
-  if (n > 0 && t != NULL) {
+  if (n > 0 && t != NULL &&
+      (o->first[(unsigned char)t[0] >> 3] >> ((unsigned char)t[0] & 7)) & 1) {
     int k = or_find(o, t, n);
     if (k >= 0) o->aTermFreq[k] += o->w;
   }

@@ -50,7 +50,7 @@ WEIGHTS = [30, 25, 20, 18, 15] + [4] * len(MIDDLE) + [1] * len(RARE)
 def bm25_cte() -> str:
     """The recall statement up to its ``bm25`` CTE, selecting that CTE."""
     sql = read_sql("recall.sql")
-    cut = sql.index("-- 2. The vector pool:")
+    cut = sql.index("\n-- 2. ") + 1  # the comment of the CTE after the BM25 list
     head = sql[:cut].rstrip()
     assert head.endswith("),")
     return head[:-1] + "\nSELECT rowid, bm25_score, bm25_rank FROM bm25 ORDER BY bm25_score, rowid"
