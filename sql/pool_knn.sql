@@ -2,10 +2,25 @@
 -- over ALL episodes, from the vec0 table episodes_vec (sql/knn.sql). It replaces
 -- the pool CTE of recall.sql (between its pool:begin and pool:end lines);
 -- `sqlite-rrf sql --pool knn` prints the whole statement. Needs :qvec and sqlite-vec.
+-- With a filter (:scope, :kind, :since, :until) the index cannot filter, so the
+-- pool is the :pool_size best by vec_cosine among the episodes that pass, exactly
+-- (only one of the two branches runs).
 pool AS MATERIALIZED (
   SELECT rowid
-  FROM episodes_vec
-  WHERE embedding MATCH :qvec
-    AND k = (SELECT pool_size FROM params)
-  ORDER BY distance
+  FROM (SELECT rowid, distance
+        FROM episodes_vec
+        WHERE embedding MATCH :qvec
+          AND k = (SELECT pool_size FROM params))
+  WHERE :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+  UNION ALL
+  SELECT rowid
+  FROM (SELECT e.rowid FROM episodes AS e
+        WHERE NOT (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
+          AND e.embedding IS NOT NULL
+          AND (:scope IS NULL OR e.scope = :scope)
+          AND (:kind IS NULL OR e.kind = :kind)
+          AND (:since IS NULL OR e.created_at >= :since)
+          AND (:until IS NULL OR e.created_at < :until)
+        ORDER BY vec_cosine(e.embedding, :qvec) DESC, e.rowid
+        LIMIT (SELECT pool_size FROM params))
 ),

@@ -22,6 +22,10 @@
 --   :alpha 0.5 ('convex')   :min_similarity (none): drop candidates that have no
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
 --   :skip_vectors (none): a JSON array of rowids whose embedding is left out
+--   :scope, :kind (none): only the episodes of that scope, of that kind
+--   :since, :until (none): only the episodes with :since <= created_at < :until (ms)
+--   The filters apply to both lists: the BM25 list is bm25()'s top over the rows
+--   that pass them, the vector pool the most recent (or all) of the rows that pass.
 --
 -- Needs the rrf extension (vec_cosine, rrf_fuse, rrf_explain, fts5_query, and the
 -- FTS5 auxiliary functions rrf_bm25, rrf_bm25_or, rrf_bm25_idf).
@@ -73,6 +77,17 @@ bm25_top AS MATERIALIZED (
   FROM bm25_stop AS s CROSS JOIN episodes_fts
   WHERE episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                     '""')
+    -- the filters, before the score: a row that fails them is never scored, so the
+    -- top is the top of the rows that pass. Scope and kind are seeks in their small
+    -- indexes (no read of the wide row); an unset filter costs nothing.
+    AND (:scope IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_scope
+                                   WHERE scope = :scope AND rowid = episodes_fts.rowid))
+    AND (:kind IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_kind
+                                  WHERE kind = :kind AND rowid = episodes_fts.rowid))
+    AND (:since IS NULL AND :until IS NULL
+         OR EXISTS (SELECT 1 FROM episodes WHERE rowid = episodes_fts.rowid
+                    AND created_at >= coalesce(:since, created_at)
+                    AND created_at < coalesce(:until, created_at + 1)))
   ORDER BY bm25_score, rowid
   LIMIT (SELECT bm25_limit FROM params)
 ),
@@ -100,17 +115,41 @@ bm25 AS MATERIALIZED (
           FROM bm25_exact AS x CROSS JOIN episodes_fts
           WHERE NOT x.exact
             AND episodes_fts MATCH coalesce(fts5_query(:query), '""')
+            -- the filters, as in 1b
+            AND (:scope IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_scope
+                                           WHERE scope = :scope AND rowid = episodes_fts.rowid))
+            AND (:kind IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_kind
+                                          WHERE kind = :kind AND rowid = episodes_fts.rowid))
+            AND (:since IS NULL AND :until IS NULL
+                 OR EXISTS (SELECT 1 FROM episodes WHERE rowid = episodes_fts.rowid
+                            AND created_at >= coalesce(:since, created_at)
+                            AND created_at < coalesce(:until, created_at + 1)))
           ORDER BY bm25_score, rowid
           LIMIT (SELECT bm25_limit FROM params)))
 ),
--- 2. The vector pool: 'recent' reads the partial index idx_episodes_accessed_at;
---    'all' is every episode with an embedding. (`sqlite-rrf sql --pool knn`
---    prints this statement with the 'knn' pool of sql/pool_knn.sql instead.)
+-- 2. The vector pool, of the episodes that pass the filters: 'recent' reads the
+--    partial index idx_episodes_accessed_at (idx_episodes_scope_accessed_at for a
+--    scope: only one of the two branches runs); 'all' is every episode with an
+--    embedding. (`sqlite-rrf sql --pool knn` prints this statement with the 'knn'
+--    pool of sql/pool_knn.sql instead.)
 -- pool:begin
 pool AS (
   SELECT rowid
   FROM (SELECT rowid FROM episodes
-        WHERE embedding IS NOT NULL
+        WHERE embedding IS NOT NULL AND :scope IS NULL
+          AND (:kind IS NULL OR kind = :kind)
+          AND (:since IS NULL OR created_at >= :since)
+          AND (:until IS NULL OR created_at < :until)
+        ORDER BY accessed_at DESC, rowid
+        LIMIT (SELECT pool_size FROM params))
+  WHERE (SELECT pool FROM params) = 'recent'
+  UNION ALL
+  SELECT rowid
+  FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_scope_accessed_at
+        WHERE embedding IS NOT NULL AND scope = :scope
+          AND (:kind IS NULL OR kind = :kind)
+          AND (:since IS NULL OR created_at >= :since)
+          AND (:until IS NULL OR created_at < :until)
         ORDER BY accessed_at DESC, rowid
         LIMIT (SELECT pool_size FROM params))
   WHERE (SELECT pool FROM params) = 'recent'
@@ -119,6 +158,10 @@ pool AS (
   -- not 'all' the scan of episodes never starts
   SELECT e.rowid FROM params AS p CROSS JOIN episodes AS e
   WHERE p.pool = 'all' AND e.embedding IS NOT NULL
+    AND (:scope IS NULL OR e.scope = :scope)
+    AND (:kind IS NULL OR e.kind = :kind)
+    AND (:since IS NULL OR e.created_at >= :since)
+    AND (:until IS NULL OR e.created_at < :until)
 ),
 -- pool:end
 -- 3. Candidates: the pool plus the BM25 hits it missed (UNION dedupes by rowid),

@@ -680,7 +680,7 @@ def _block_needs(body: str) -> Set[str]:
     first = next((l.strip() for l in body.splitlines() if l.strip()), "")
     m = re.match(r"#\s*needs:\s*(.+)$", first)
     needs = {x.strip() for x in m.group(1).split(",")} if m else set()
-    unknown = needs - {"model", "sqlite-vec"}
+    unknown = needs - {"model", "sqlite-vec", "mcp"}
     assert not unknown, f"unknown `# needs:` value(s) {sorted(unknown)}"
     return needs
 
@@ -693,7 +693,12 @@ def _missing(needs: Set[str]) -> Optional[str]:
         try:
             import sqlite_vec  # noqa: F401
         except ImportError:
-            return "needs sqlite-vec"
+            return "needs sqlite-vec: pip install 'sqlite-rrf[knn]'"
+    if "mcp" in needs:
+        try:
+            import mcp.server.mcpserver  # noqa: F401
+        except ImportError:
+            return "needs the MCP SDK 2.x: pip install 'sqlite-rrf[mcp]'"
     return None
 
 

@@ -259,13 +259,15 @@ def test_pool_query_uses_the_partial_index(tmp_path):
     _seed_for_plans(conn)
     with open(RECALL_SQL, encoding="utf-8") as f:
         pool = _pool_subquery(f.read())
-    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + pool, {"pool_size": 200})]
+    unset = {"scope": None, "kind": None, "since": None, "until": None}  # no filter
+    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + pool,
+                                       dict(unset, pool_size=200))]
     assert any("USING INDEX idx_episodes_accessed_at" in d
                or "USING COVERING INDEX idx_episodes_accessed_at" in d for d in plan), plan
     # the index order serves ORDER BY accessed_at DESC, rowid: no sort step
     assert not any("TEMP B-TREE" in d for d in plan), plan
     # and the subquery returns what its definition says
-    got = [r[0] for r in conn.execute(pool, {"pool_size": 5})]
+    got = [r[0] for r in conn.execute(pool, dict(unset, pool_size=5))]
     want = [r[0] for r in sorted(
         conn.execute("SELECT rowid, accessed_at FROM episodes WHERE embedding IS NOT NULL"),
         key=lambda r: (-r[1], r[0]))[:5]]

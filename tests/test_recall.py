@@ -16,6 +16,7 @@ import pytest
 
 import sqlite_rrf
 from sqlite_rrf.resources import read_sql
+from sqlite_rrf.resources import recall_parameters
 from sqlite_rrf.store import Store, StoreError
 
 DIM = 16
@@ -30,23 +31,34 @@ WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu 
 
 def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0.6, 0.4),
                      bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25"),
-                     profile="rrf", alpha=0.5, min_similarity=None, now=NOW):
+                     profile="rrf", alpha=0.5, min_similarity=None, now=NOW,
+                     scope=None, kind=None, since=None, until=None):
     """The fusion of DESIGN.md and docs/profiles.md computed in Python. Only the BM25
-    list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute)."""
+    list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute).
+    ``scope``, ``kind``, ``since``, ``until`` keep the episodes that pass them, in both
+    lists."""
     if k is None:
         k = 30.0 if profile == "decay" else 60.0
+    rows = {r[0]: r for r in conn.execute(
+        "SELECT rowid, id, embedding, created_at, accessed_at, access_count, importance, "
+        "strength, depth, session_spread, stability, scope, kind FROM episodes")}
+
+    def passes(r):
+        return ((scope is None or r[11] == scope) and (kind is None or r[12] == kind)
+                and (since is None or r[3] >= since) and (until is None or r[3] < until))
+
+    rows = {c: r for c, r in rows.items() if passes(r)}
     # FTS5's own bm25() over the OR query of every word of the query (the statement's
-    # list must be exactly this, whatever its stopword speed-up drops)
-    hits = conn.execute(
+    # list must be exactly this, whatever its stopword speed-up drops), the best
+    # bm25_limit of the rows that pass the filters
+    everything = conn.execute(
         "SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
         "WHERE episodes_fts MATCH fts5_query(?) "
-        "ORDER BY bm25(episodes_fts), rowid LIMIT ?", (query, bm25_limit)).fetchall()
+        "ORDER BY bm25(episodes_fts), rowid", (query,)).fetchall()
+    hits = [h for h in everything if h[0] in rows][:bm25_limit]
     bm25_score = dict(hits)
     distinct = sorted(set(bm25_score.values()))  # dense ranks: equal scores share a rank
     bm25_rank = {rowid: distinct.index(v) + 1 for rowid, v in bm25_score.items()}
-    rows = {r[0]: r for r in conn.execute(
-        "SELECT rowid, id, embedding, created_at, accessed_at, access_count, importance, "
-        "strength, depth, session_spread, stability FROM episodes")}
     with_emb = [r for r in rows.values() if r[2] is not None]
     if pool == "recent":
         pool_ids = [r[0] for r in sorted(with_emb, key=lambda r: (-r[4], r[0]))[:pool_size]]
@@ -152,11 +164,9 @@ def run_recall(conn, query, qvec, **params):
     """sql/recall.sql through apsw, as dicts."""
     names = ("id content score bm25_rank vec_rank recency_rank access_rank similarity "
              "bm25_score explain importance created_at accessed_at access_count rowid").split()
-    b = {"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
-         "pool": None, "pool_size": None, "bm25_limit": None, "limit": None, "k": None,
-         "w_bm25": None, "w_vec": None, "w_recency": None, "w_access": None,
-         "profile": "rrf", "alpha": None, "min_similarity": None, "now": NOW,
-         "skip_vectors": None}
+    b = dict.fromkeys(recall_parameters())  # every parameter, None = the default
+    b.update({"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
+              "profile": "rrf", "now": NOW})
     b.update(params)
     return [dict(zip(names, r)) for r in conn.execute(read_sql("recall.sql"), b)]
 
@@ -688,3 +698,61 @@ def test_a_nan_vector_from_another_client_is_skipped_and_named(tmp_path):
             assert "nan at index 5" in res.warnings[0].lower()
         res = s.recall("alpha", qvec=q, pool="all", limit=10, touch=False, force=True)
         assert [h.id for h in res if h.id != want[0]][:5] == want[1:6]
+
+
+# ---- filters: scope, kind, since, until (issue 12, item 2) ----
+
+@pytest.fixture(scope="module")
+def filter_db(tmp_path_factory):
+    """2,000 episodes: 1 % in scope 'tiny', the rest spread over two scopes and the
+    shared one; kinds and creation times spread so that every filter cuts."""
+    rng = np.random.default_rng(12)
+    eps = make_episodes(2000, rng)
+    for i, ep in enumerate(eps):
+        ep["scope"] = "tiny" if i % 100 == 7 else ("proj-a", "proj-b", "")[i % 3]
+        ep["kind"] = ("fact", "event", None)[i % 3 if i % 5 else 0]
+    s = Store(tmp_path_factory.mktemp("filters") / "f.db")
+    s.add_many(eps)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("filters", [
+    dict(scope="tiny"), dict(scope="proj-a"), dict(scope=""), dict(kind="fact"),
+    dict(since=1_700_000_000_000 + 6 * 10**9), dict(until=1_700_000_000_000 + 3 * 10**9),
+    dict(scope="proj-b", kind="event", since=1_700_000_000_000 + 2 * 10**9),
+    dict(scope="no-such-scope"),
+])
+@pytest.mark.parametrize("pool", ["recent", "all"])
+def test_filtered_recall_matches_the_reference(filter_db, filters, pool):
+    rng = np.random.default_rng(hash(str(sorted(filters.items()))) % 2**32)
+    for query in ("alpha beta", "gamma delta epsilon", "omega"):
+        q = rng.normal(size=DIM)
+        got = run_recall(filter_db.conn, query, q, limit=10, pool=pool, pool_size=20,
+                         bm25_limit=15, **filters)
+        want = reference_recall(filter_db.conn, query, q, limit=10, pool=pool, pool_size=20,
+                                bm25_limit=15, **filters)
+        assert_same(got, want)
+        ids = {h["id"] for h in got}
+        rows = {r[0]: r for r in filter_db.conn.execute(
+            "SELECT id, scope, kind, created_at FROM episodes")}
+        for i in ids:
+            _, sc, kd, created = rows[i]
+            assert filters.get("scope", sc) == sc and filters.get("kind", kd) == kd
+            assert created >= filters.get("since", created)
+            assert created < filters.get("until", created + 1)
+    if filters == dict(scope="no-such-scope"):
+        assert got == []
+
+
+def test_a_tiny_scope_gets_a_full_bm25_list(filter_db):
+    """The BM25 list is the top of the scope's rows, not the top of all rows filtered
+    afterwards: a 1 % scope still gets :bm25_limit hits when it has that many."""
+    hits = filter_db.recall("alpha", scope="tiny", limit=50, touch=False, profile="rrf",
+                            bm25_limit=10, force=True)
+    in_bm25 = [h for h in hits if h.bm25_rank is not None]
+    n_match = filter_db.conn.execute(
+        "SELECT count(*) FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid "
+        "WHERE episodes_fts MATCH 'alpha' AND e.scope = 'tiny'").fetchall()[0][0]
+    assert len(in_bm25) == min(10, n_match) > 0
+    assert all(h.id for h in hits)
