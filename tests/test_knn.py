@@ -115,3 +115,20 @@ def test_cli_knn_and_sql(tmp_path, store):
     assert p.returncode == 0 and "already present" in p.stdout
     p = subprocess.run(run + ["sql", "--pool", "knn"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout == recall_statement("knn")
+
+
+def test_knn_pool_with_a_filter_is_the_nearest_of_the_rows_that_pass(store):
+    """The index cannot filter, so with a scope (or kind/since/until) the knn form ranks
+    the rows that pass exactly: its pool is their :pool_size nearest."""
+    store.conn.execute("UPDATE episodes SET scope = 'p' WHERE rowid % 10 = 3")
+    q = np.random.default_rng(3).normal(size=DIM)
+    got = store.recall("nothing-matches", pool="knn", pool_size=7, limit=400, qvec=q,
+                       touch=False, force=True, scope="p")
+    rows = dict(store.conn.execute(
+        "SELECT rowid, embedding FROM episodes WHERE scope = 'p' AND embedding IS NOT NULL"))
+    sims = sorted(((float(np.frombuffer(b, "<f4") @ q / np.linalg.norm(np.frombuffer(b, "<f4"))
+                           / np.linalg.norm(q)), r) for r, b in rows.items()), reverse=True)
+    assert sorted(h.rowid for h in got) == sorted(r for _, r in sims[:7])
+    unfiltered = store.recall("nothing-matches", pool="knn", pool_size=7, limit=400, qvec=q,
+                              touch=False, force=True)
+    assert {h.rowid for h in unfiltered} != {h.rowid for h in got}
