@@ -78,16 +78,15 @@ bm25_top AS MATERIALIZED (
   WHERE episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                     '""')
     -- the filters, before the score: a row that fails them is never scored, so the
-    -- top is the top of the rows that pass. Scope and kind are seeks in their small
-    -- indexes (no read of the wide row); an unset filter costs nothing.
-    AND (:scope IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_scope
-                                   WHERE scope = :scope AND rowid = episodes_fts.rowid))
-    AND (:kind IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_kind
-                                  WHERE kind = :kind AND rowid = episodes_fts.rowid))
-    AND (:since IS NULL AND :until IS NULL
-         OR EXISTS (SELECT 1 FROM episodes WHERE rowid = episodes_fts.rowid
-                    AND created_at >= coalesce(:since, created_at)
-                    AND created_at < coalesce(:until, created_at + 1)))
+    -- top is the top of the rows that pass. One seek in the narrow index
+    -- idx_episodes_filters (no read of the wide row); no filter, no seek.
+    AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+         OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
+                    WHERE rowid = episodes_fts.rowid
+                      AND scope = coalesce(:scope, scope)
+                      AND (:kind IS NULL OR kind = :kind)
+                      AND created_at >= coalesce(:since, created_at)
+                      AND created_at < coalesce(:until, created_at + 1)))
   ORDER BY bm25_score, rowid
   LIMIT (SELECT bm25_limit FROM params)
 ),
@@ -116,14 +115,13 @@ bm25 AS MATERIALIZED (
           WHERE NOT x.exact
             AND episodes_fts MATCH coalesce(fts5_query(:query), '""')
             -- the filters, as in 1b
-            AND (:scope IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_scope
-                                           WHERE scope = :scope AND rowid = episodes_fts.rowid))
-            AND (:kind IS NULL OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_kind
-                                          WHERE kind = :kind AND rowid = episodes_fts.rowid))
-            AND (:since IS NULL AND :until IS NULL
-                 OR EXISTS (SELECT 1 FROM episodes WHERE rowid = episodes_fts.rowid
-                            AND created_at >= coalesce(:since, created_at)
-                            AND created_at < coalesce(:until, created_at + 1)))
+            AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+                 OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
+                            WHERE rowid = episodes_fts.rowid
+                              AND scope = coalesce(:scope, scope)
+                              AND (:kind IS NULL OR kind = :kind)
+                              AND created_at >= coalesce(:since, created_at)
+                              AND created_at < coalesce(:until, created_at + 1)))
           ORDER BY bm25_score, rowid
           LIMIT (SELECT bm25_limit FROM params)))
 ),

@@ -8,7 +8,6 @@ ALTER TABLE episodes ADD COLUMN scope TEXT NOT NULL DEFAULT '' CHECK (typeof(sco
 CREATE INDEX idx_episodes_scope_accessed_at
   ON episodes(scope, accessed_at DESC) WHERE embedding IS NOT NULL;
 
--- The BM25 list's filters: is row R in scope S (of kind K)? A seek in these small
--- indexes (their key ends with the rowid) answers without reading the wide row.
-CREATE INDEX idx_episodes_scope ON episodes(scope);
-CREATE INDEX idx_episodes_kind ON episodes(kind);
+-- The BM25 list's filters: does row R pass (scope, kind, created_at)? One seek in
+-- this narrow index answers without reading the wide row (its text and vector).
+CREATE INDEX idx_episodes_filters ON episodes(rowid, scope, kind, created_at);
