@@ -116,7 +116,8 @@ def _episodes():
                 created_at=NOW - (i * 3 + 1) * DAY,
                 accessed_at=NOW - ((i * 7) % 40 + 1) * DAY,
                 access_count=(i * 5) % 9,
-                importance="high" if i % 11 == 3 else "normal"))
+                importance="high" if i % 11 == 3 else "normal",
+                scope=theme if i % 2 else "", kind="note" if i % 3 else "fact"))
             i += 1
     return eps
 
@@ -197,7 +198,7 @@ def test_form_fields_are_the_statements_parameters():
     wrapped so that '' means NULL, and numbers are converted: a new parameter in
     recall.sql shows up here and must be classified (TEXT_PARAMS or numeric)."""
     q = plugin.canned_query()
-    assert q["params"][:4] == ["query", "limit", "profile", "qvec"]
+    assert q["params"][:7] == ["query", "limit", "scope", "kind", "since", "until", "profile"]
     assert set(q["params"]) == {
         "query", "qvec", "profile", "pool", "k", "w_bm25", "w_vec", "w_recency",
         "w_access", "bm25_limit", "pool_size", "limit", "alpha", "min_similarity", "now",
@@ -286,6 +287,19 @@ def test_recall_options_reach_the_statement(memory_db):
     assert_same(rows, hits)
     assert all(r["recency_rank"] is not None for r in rows)
     assert "recency" not in json.loads(rows[0]["explain"])  # weight 0: list off
+
+
+@needs_loading
+@pytest.mark.parametrize("filters", [dict(scope=next(iter(THEMES))), dict(kind="fact"),
+                                     dict(since=NOW - 30 * DAY, until=NOW - 5 * DAY)])
+def test_filters_reach_the_statement(memory_db, filters):
+    params = dict(query="memory sqlite bread", limit=20, profile="rrf", now=NOW,
+                  qvec=json.dumps(QVEC), _shape="array", **filters)
+    rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
+    hits = store_recall(memory_db, query="memory sqlite bread", limit=20, profile="rrf",
+                        qvec=QVEC, **filters)
+    assert rows and len(rows) < len(_episodes())
+    assert_same(rows, hits)
 
 
 @needs_loading

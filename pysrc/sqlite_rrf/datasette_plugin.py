@@ -37,10 +37,10 @@ log = logging.getLogger(__name__)
 
 #: Parameters of the recall statement that are text; every other parameter is a
 #: number (Datasette sends every form field as text, so numbers are converted).
-TEXT_PARAMS = frozenset({"query", "profile", "pool", "qvec"})
+TEXT_PARAMS = frozenset({"query", "profile", "pool", "qvec", "scope", "kind", "skip_vectors"})
 #: The form's first fields, in this order; the statement's other parameters follow
 #: in the order they appear in it.
-FORM_ORDER = ("query", "limit", "profile", "qvec", "pool")
+FORM_ORDER = ("query", "limit", "scope", "kind", "since", "until", "profile", "qvec", "pool")
 
 TITLE = "Recall (sqlite-rrf)"
 DESCRIPTION = (
