@@ -271,7 +271,9 @@ def test_wheel_contains_the_sql_the_typing_marker_and_the_sample(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = {n for n in z.namelist() if not n.endswith("/")}  # auditwheel adds directory entries
         recall = z.read("sqlite_rrf/sql/recall.sql").decode()
-    migrations = sorted(p.name for p in (REPO / "sql" / "migrations").glob("*.sql"))
+    # the migrations and their knn parts (sql/migrations/knn/)
+    migrations = sorted(p.relative_to(REPO / "sql" / "migrations").as_posix()
+                        for p in (REPO / "sql" / "migrations").rglob("*.sql"))
     assert migrations, "the checkout has no migrations?"
     want = {f"sqlite_rrf/{f}" for f in SQL_FILES}
     want |= {f"sqlite_rrf/sql/migrations/{name}" for name in migrations}
