@@ -151,6 +151,8 @@ loadable = Extension(
         "csrc/fts5q.c",
         "csrc/bm25.c",
         "csrc/kernels.c",
+        "csrc/quant.c",
+        "csrc/topk.c",
     ],
     include_dirs=["csrc", *SQLITE_INCLUDE],
     define_macros=[("SQLITE_RRF_VERSION", '"%s"' % VERSION)],

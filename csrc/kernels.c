@@ -210,10 +210,106 @@ static void dot3_neon(const void *pa, const void *pb, size_t n, double out[3]) {
 }
 #endif
 
-/* ---- run-time selection (K3) ---- */
+/* ---- Hamming distance (K5, K6) ---- */
+
+/* Population count of a 64-bit word, portable (SWAR). */
+static inline unsigned popcount64_swar(uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ULL);
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return (unsigned)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/* The scalar twin: 8-byte words read with memcpy (any alignment, K1), then the
+** last n % 8 bytes in one zero-padded word. */
+static unsigned long long hamming_from(const unsigned char *a, const unsigned char *b,
+                                       size_t i, size_t n) {
+  unsigned long long total = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    memcpy(&x, a + i, 8);
+    memcpy(&y, b + i, 8);
+    total += popcount64_swar(x ^ y);
+  }
+  if (i < n) {
+    uint64_t x = 0, y = 0;
+    memcpy(&x, a + i, n - i);
+    memcpy(&y, b + i, n - i);
+    total += popcount64_swar(x ^ y);
+  }
+  return total;
+}
+
+static unsigned long long hamming_scalar(const void *a, const void *b, size_t n) {
+  return hamming_from(a, b, 0, n);
+}
+
+#ifdef RRF_HAVE_AVX2
+/* AVX2: the popcount of each byte from a 16-entry table of nibble counts (vpshufb),
+** summed per 8 bytes with vpsadbw; then one 16-byte SSSE3 block; then scalar. */
+__attribute__((target("avx2"))) static unsigned long long hamming_avx2(const void *pa,
+                                                                       const void *pb,
+                                                                       size_t n) {
+  const unsigned char *a = pa, *b = pb;
+  const __m256i lut = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1,
+                                       1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+  const __m256i low = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+  __m256i acc = zero;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(a + i)),
+                                 _mm256_loadu_si256((const __m256i *)(const void *)(b + i)));
+    __m256i c = _mm256_add_epi8(_mm256_shuffle_epi8(lut, _mm256_and_si256(x, low)),
+                                _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), low)));
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(c, zero));
+  }
+  __m128i acc2 = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  if (i + 16 <= n) {
+    const __m128i lut2 = _mm256_castsi256_si128(lut), low2 = _mm256_castsi256_si128(low);
+    __m128i x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)(a + i)),
+                              _mm_loadu_si128((const __m128i *)(const void *)(b + i)));
+    __m128i c = _mm_add_epi8(_mm_shuffle_epi8(lut2, _mm_and_si128(x, low2)),
+                             _mm_shuffle_epi8(lut2, _mm_and_si128(_mm_srli_epi16(x, 4), low2)));
+    acc2 = _mm_add_epi64(acc2, _mm_sad_epu8(c, _mm_setzero_si128()));
+    i += 16;
+  }
+  unsigned long long total = (unsigned long long)_mm_cvtsi128_si64(acc2) +
+                             (unsigned long long)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc2, acc2));
+  return total + hamming_from(a, b, i, n);
+}
+#endif
+
+#ifdef RRF_HAVE_NEON
+/* NEON: vcnt per byte over 16-byte blocks, summed across the vector; then scalar. */
+static unsigned long long hamming_neon(const void *pa, const void *pb, size_t n) {
+  const unsigned char *a = pa, *b = pb;
+  unsigned long long total = 0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    uint8x16_t x = veorq_u8(vld1q_u8(a + i), vld1q_u8(b + i));
+    total += vaddlvq_u8(vcntq_u8(x));
+  }
+  return total + hamming_from(a, b, i, n);
+}
+#endif
+
+static rrf_hamming_fn hamming_of(int path) {
+  switch (path) {
+#ifdef RRF_HAVE_AVX2
+  case RRF_SIMD_AVX2: return hamming_avx2;
+#endif
+#ifdef RRF_HAVE_NEON
+  case RRF_SIMD_NEON: return hamming_neon;
+#endif
+  default: return hamming_scalar;
+  }
+}
+
+/* ---- run-time selection (K3, K6) ---- */
 
 static int g_path = -2; /* -2: not chosen yet; races are benign (same value) */
 static rrf_dot3_fn g_kernel = NULL; /* the kernel of g_path, once chosen */
+static rrf_hamming_fn g_hamming = NULL; /* the Hamming kernel of g_path (K6) */
 
 static rrf_dot3_fn kernel_of(int path) {
   switch (path) {
@@ -255,6 +351,7 @@ int rrf_simd_select(int path) {
   if (path == RRF_SIMD_AUTO) path = rrf_simd_best();
   if (!rrf_simd_supported(path)) return -1;
   g_kernel = kernel_of(path);
+  g_hamming = hamming_of(path);
   g_path = path;
   return path;
 }
@@ -320,4 +417,17 @@ void rrf_cosine_many(const float *q, const float *m, size_t rows, size_t dim, do
     f(q, m + r * dim, dim, s);
     out[r] = rrf_cosine_from_sums(s);
   }
+}
+
+rrf_hamming_fn rrf_hamming_kernel(int path) {
+  if (path == RRF_SIMD_AUTO) {
+    if (g_hamming == NULL) rrf_simd_select(RRF_SIMD_AUTO);
+    return g_hamming;
+  }
+  return rrf_simd_supported(path) ? hamming_of(path) : NULL;
+}
+
+unsigned long long rrf_hamming_bytes(const void *a, const void *b, size_t n, int path) {
+  rrf_hamming_fn f = rrf_hamming_kernel(path);
+  return f == NULL ? ~0ULL : f(a, b, n);
 }

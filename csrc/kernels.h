@@ -17,6 +17,16 @@
 **       every n: the result does not depend on the CPU or on SQLITE_RRF_SIMD,
 **       which is what lets vec_cosine be SQLITE_DETERMINISTIC. (A 32-bit x87
 **       build, whose doubles carry excess precision, has the scalar path only.)
+**
+** Hamming distance of bit codes (rrf_hamming, vec_signbits):
+**   K5. rrf_hamming_bytes counts the bits that differ between two n-byte arrays,
+**       read at any byte alignment (K1). Every path returns the exact count, so
+**       all paths agree on every input.
+**   K6. The Hamming path follows the SIMD path in force (K3, SQLITE_RRF_SIMD):
+**       scalar (64-bit words, SWAR popcount), avx2-fma (AVX2 vpshufb nibble-table
+**       popcount over 32-byte blocks, then SSSE3 over 16, then scalar; the path
+**       needs AVX2 only, which every CPU of the avx2-fma path has), neon (vcnt
+**       over 16-byte blocks, then scalar).
 */
 #ifndef SQLITE_RRF_KERNELS_H
 #define SQLITE_RRF_KERNELS_H
@@ -46,6 +56,16 @@ const char *rrf_simd_built(void);
 const char *rrf_simd_name(int path);
 /* Kernel for `path` (RRF_SIMD_AUTO = the path in force); NULL if unsupported. */
 rrf_dot3_fn rrf_dot3_kernel(int path);
+
+/* Bits that differ between two n-byte arrays (K5). */
+typedef unsigned long long (*rrf_hamming_fn)(const void *a, const void *b, size_t n);
+
+/* The Hamming kernel of `path` (RRF_SIMD_AUTO = the path in force); NULL if unsupported. */
+rrf_hamming_fn rrf_hamming_kernel(int path);
+
+/* Bits that differ between a and b (n bytes each) with the given path (K5, K6);
+** ~0ULL when the path is unsupported. */
+unsigned long long rrf_hamming_bytes(const void *a, const void *b, size_t n, int path);
 
 /* Cosine similarity of two n-element vectors with the given path.
 ** Returns NaN for a zero-norm vector or a non-finite element. */

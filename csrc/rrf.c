@@ -3,6 +3,8 @@
 **
 ** The entry point sqlite3_rrf_init registers (DESIGN.md, "The extension"):
 **   vec_cosine(a, b)                         vec.c
+**   vec_signbits(v), rrf_hamming(a, b)       quant.c
+**   rrf_topk(k, score, value)                topk.c   aggregate
 **   rrf_fuse(rank [, weight [, k]])          fuse.c   aggregate + window
 **   rrf_explain(list, rank [, weight [, k]]) fuse.c   aggregate + window
 **   fts5_query(text [, mode [, stopwords [, tokenize]]])  fts5q.c
@@ -136,7 +138,8 @@ static const struct {
   int nargs;
   xfunc fn;
 } kScalars[] = {
-    {"vec_cosine", 2, rrf_vec_cosine}, {"fts5_query", 1, rrf_fts5_query},
+    {"vec_cosine", 2, rrf_vec_cosine}, {"vec_signbits", 1, rrf_vec_signbits},
+    {"rrf_hamming", 2, rrf_hamming_sql}, {"fts5_query", 1, rrf_fts5_query},
     {"fts5_query", 2, rrf_fts5_query}, {"fts5_query", 3, rrf_fts5_query},
     {"fts5_query", 4, rrf_fts5_query}, {"rrf_version", 0, rrf_version},
     {"rrf_debug", 0, rrf_debug},
@@ -195,6 +198,14 @@ int sqlite3_rrf_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *p
                                   sqlite3_errmsg(db));
       return rc;
     }
+  }
+  /* plain aggregates (not window functions) */
+  rc = sqlite3_create_function_v2(db, "rrf_topk", 3, AGG_FLAGS, 0, 0, rrf_topk_step,
+                                  rrf_topk_final, 0);
+  if (rc != SQLITE_OK) {
+    *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", "rrf_topk",
+                                sqlite3_errmsg(db));
+    return rc;
   }
   /* FTS5 auxiliary functions (bm25.c); a SQLite without FTS5 loads without them */
   return rrf_bm25_register(db, pzErrMsg);

@@ -12,6 +12,31 @@
 
 void rrf_vec_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
+/* A parsed JSON vector, owned; cached as auxdata when the argument is constant. */
+typedef struct RrfJsonVec {
+  size_t n;
+  float v[1];
+} RrfJsonVec;
+
+/* One vector argument, viewed as n little-endian float32 values at `data`. */
+typedef struct RrfVecArg {
+  const void *data;
+  size_t n;
+  RrfJsonVec *parsed; /* non-NULL when parsed by this call: the caller hands it to
+                      ** sqlite3_set_auxdata(ctx, i, parsed, sqlite3_free) */
+} RrfVecArg;
+
+/* Read argv[i] as a vector for function `fn` (vec.c V1, V4: a float32 BLOB read in
+** place, or a JSON array, cached per statement when constant). Returns 0, or 1 with
+** the error, naming fn and argument i + 1, set on ctx. The caller handles NULL. */
+int rrf_vec_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int i, RrfVecArg *out);
+
+void rrf_vec_signbits(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void rrf_hamming_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+
+void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void rrf_topk_final(sqlite3_context *ctx);
+
 void rrf_fuse_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_fuse_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_fuse_value(sqlite3_context *ctx);

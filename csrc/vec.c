@@ -24,18 +24,8 @@
 #include "rrf_internal.h"
 SQLITE_EXTENSION_INIT3
 
-/* A parsed JSON vector, owned; cached as auxdata when the argument is constant. */
-typedef struct JsonVec {
-  size_t n;
-  float v[1];
-} JsonVec;
 
 /* One argument, viewed as n little-endian float32 values at `data`. */
-typedef struct VecArg {
-  const void *data;
-  size_t n;
-  JsonVec *parsed; /* non-NULL when parsed by this call (to be cached or freed) */
-} VecArg;
 
 static const double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
@@ -115,23 +105,23 @@ static size_t skip_ws(const unsigned char *s, size_t len, size_t i) {
   return i;
 }
 
-/* Parse a JSON array of numbers into a new JsonVec. Returns NULL and sets
+/* Parse a JSON array of numbers into a new RrfJsonVec. Returns NULL and sets
 ** *err (sqlite3_mprintf'd) on failure; *nomem on allocation failure. */
-static JsonVec *json_vec_parse(const unsigned char *s, size_t len, int argi, char **err,
-                               int *nomem) {
+static RrfJsonVec *json_vec_parse(const char *fn, const unsigned char *s, size_t len, int argi,
+                               char **err, int *nomem) {
   size_t i = skip_ws(s, len, 0), cap = 0, n = 0;
-  JsonVec *jv = NULL;
+  RrfJsonVec *jv = NULL;
   if (i >= len || s[i] != '[') {
-    *err = sqlite3_mprintf("vec_cosine: argument %d is malformed JSON at offset %llu: "
+    *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
                            "expected '['",
-                           argi, (unsigned long long)i);
+                           fn, argi, (unsigned long long)i);
     return NULL;
   }
   /* Upper bound of the element count: commas + 1. */
   for (size_t j = i; j < len; j++)
     if (s[j] == ',') cap++;
   cap++;
-  jv = sqlite3_malloc64(sizeof(JsonVec) + cap * sizeof(float));
+  jv = sqlite3_malloc64(sizeof(RrfJsonVec) + cap * sizeof(float));
   if (jv == NULL) {
     *nomem = 1;
     return NULL;
@@ -140,11 +130,11 @@ static JsonVec *json_vec_parse(const unsigned char *s, size_t len, int argi, cha
   if (i < len && s[i] == ']') {
     i = skip_ws(s, len, i + 1);
     if (i == len) {
-      *err = sqlite3_mprintf("vec_cosine: argument %d is an empty vector", argi);
+      *err = sqlite3_mprintf("%s: argument %d is an empty vector", fn, argi);
     } else {
-      *err = sqlite3_mprintf("vec_cosine: argument %d is malformed JSON at offset %llu: "
+      *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
                              "unexpected text after ']'",
-                             argi, (unsigned long long)i);
+                             fn, argi, (unsigned long long)i);
     }
     sqlite3_free(jv);
     return NULL;
@@ -153,17 +143,17 @@ static JsonVec *json_vec_parse(const unsigned char *s, size_t len, int argi, cha
     double d;
     size_t at = i;
     if (json_number(s, len, &i, &d)) {
-      *err = sqlite3_mprintf("vec_cosine: argument %d is malformed JSON at offset %llu: "
+      *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
                              "expected a number",
-                             argi, (unsigned long long)at);
+                             fn, argi, (unsigned long long)at);
       sqlite3_free(jv);
       return NULL;
     }
     float f = (float)d;
     if (!isfinite(f)) {
-      *err = sqlite3_mprintf("vec_cosine: argument %d has an element out of float32 range "
+      *err = sqlite3_mprintf("%s: argument %d has an element out of float32 range "
                              "at index %llu",
-                             argi, (unsigned long long)n);
+                             fn, argi, (unsigned long long)n);
       sqlite3_free(jv);
       return NULL;
     }
@@ -176,17 +166,17 @@ static JsonVec *json_vec_parse(const unsigned char *s, size_t len, int argi, cha
     if (i < len && s[i] == ']') {
       i = skip_ws(s, len, i + 1);
       if (i != len) {
-        *err = sqlite3_mprintf("vec_cosine: argument %d is malformed JSON at offset %llu: "
+        *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
                                "unexpected text after ']'",
-                               argi, (unsigned long long)i);
+                               fn, argi, (unsigned long long)i);
         sqlite3_free(jv);
         return NULL;
       }
       break;
     }
-    *err = sqlite3_mprintf("vec_cosine: argument %d is malformed JSON at offset %llu: "
+    *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
                            "expected ',' or ']'",
-                           argi, (unsigned long long)i);
+                           fn, argi, (unsigned long long)i);
     sqlite3_free(jv);
     return NULL;
   }
@@ -195,9 +185,9 @@ static JsonVec *json_vec_parse(const unsigned char *s, size_t len, int argi, cha
 }
 
 /* Fill *out from argv[i] (V1, V4). Returns 0, or 1 with the error reported. */
-static int vec_arg(sqlite3_context *ctx, sqlite3_value *v, int i, VecArg *out) {
+int rrf_vec_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int i, RrfVecArg *out) {
   int argi = i + 1;
-  JsonVec *cached = sqlite3_get_auxdata(ctx, i);
+  RrfJsonVec *cached = sqlite3_get_auxdata(ctx, i);
   out->parsed = NULL;
   if (cached) {
     out->data = cached->v;
@@ -209,8 +199,8 @@ static int vec_arg(sqlite3_context *ctx, sqlite3_value *v, int i, VecArg *out) {
     const void *p = sqlite3_value_blob(v);
     int bytes = sqlite3_value_bytes(v);
     if (bytes == 0) {
-      char *msg = sqlite3_mprintf("vec_cosine: argument %d is an empty vector", argi);
-      sqlite3_result_error(ctx, msg ? msg : "vec_cosine: empty vector", -1);
+      char *msg = sqlite3_mprintf("%s: argument %d is an empty vector", fn, argi);
+      sqlite3_result_error(ctx, msg ? msg : "empty vector", -1);
       sqlite3_free(msg);
       return 1;
     }
@@ -219,10 +209,10 @@ static int vec_arg(sqlite3_context *ctx, sqlite3_value *v, int i, VecArg *out) {
       return 1;
     }
     if (bytes % 4 != 0) {
-      char *msg = sqlite3_mprintf("vec_cosine: argument %d is a blob of %d bytes, "
+      char *msg = sqlite3_mprintf("%s: argument %d is a blob of %d bytes, "
                                   "not a multiple of 4 (float32)",
-                                  argi, bytes);
-      sqlite3_result_error(ctx, msg ? msg : "vec_cosine: bad blob length", -1);
+                                  fn, argi, bytes);
+      sqlite3_result_error(ctx, msg ? msg : "bad blob length", -1);
       sqlite3_free(msg);
       return 1;
     }
@@ -239,7 +229,7 @@ static int vec_arg(sqlite3_context *ctx, sqlite3_value *v, int i, VecArg *out) {
       sqlite3_result_error_nomem(ctx);
       return 1;
     }
-    JsonVec *jv = json_vec_parse(s, (size_t)bytes, argi, &err, &nomem);
+    RrfJsonVec *jv = json_vec_parse(fn, s, (size_t)bytes, argi, &err, &nomem);
     if (jv == NULL) {
       if (nomem || err == NULL) sqlite3_result_error_nomem(ctx);
       else sqlite3_result_error(ctx, err, -1);
@@ -252,10 +242,10 @@ static int vec_arg(sqlite3_context *ctx, sqlite3_value *v, int i, VecArg *out) {
     return 0;
   }
   default: {
-    char *msg = sqlite3_mprintf("vec_cosine: argument %d must be a float32 BLOB or a JSON "
+    char *msg = sqlite3_mprintf("%s: argument %d must be a float32 BLOB or a JSON "
                                 "array, got %s",
-                                argi, rrf_type_name(v));
-    sqlite3_result_error(ctx, msg ? msg : "vec_cosine: wrong argument type", -1);
+                                fn, argi, rrf_type_name(v));
+    sqlite3_result_error(ctx, msg ? msg : "wrong argument type", -1);
     sqlite3_free(msg);
     return 1;
   }
@@ -263,8 +253,8 @@ static int vec_arg(sqlite3_context *ctx, sqlite3_value *v, int i, VecArg *out) {
 }
 
 /* Report the first NaN/Inf element of a, then b (V4). */
-static void report_nonfinite(sqlite3_context *ctx, const VecArg *a, const VecArg *b) {
-  const VecArg *args[2] = {a, b};
+static void report_nonfinite(sqlite3_context *ctx, const RrfVecArg *a, const RrfVecArg *b) {
+  const RrfVecArg *args[2] = {a, b};
   for (int k = 0; k < 2; k++) {
     const unsigned char *p = args[k]->data;
     for (size_t i = 0; i < args[k]->n; i++) {
@@ -283,15 +273,15 @@ static void report_nonfinite(sqlite3_context *ctx, const VecArg *a, const VecArg
 }
 
 void rrf_vec_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  VecArg a = {0}, b = {0};
+  RrfVecArg a = {0}, b = {0};
   (void)argc;
   /* V2 */
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) {
     sqlite3_result_null(ctx);
     return;
   }
-  if (vec_arg(ctx, argv[0], 0, &a)) goto finish;
-  if (vec_arg(ctx, argv[1], 1, &b)) goto finish;
+  if (rrf_vec_arg(ctx, "vec_cosine", argv[0], 0, &a)) goto finish;
+  if (rrf_vec_arg(ctx, "vec_cosine", argv[1], 1, &b)) goto finish;
   if (a.n != b.n) {
     char *msg = sqlite3_mprintf("vec_cosine: dimension mismatch: %llu vs %llu",
                                 (unsigned long long)a.n, (unsigned long long)b.n);
