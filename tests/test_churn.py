@@ -1,0 +1,144 @@
+"""The churn soak's short form (tests/soak/churn.py; ``make churn`` runs the full one:
+20,000 episodes, 100,000 operations, 25 checkpoints). Issue 11, item 7.
+
+A memory of 1,500 episodes goes through 5,000 operations from the Store and from the
+Debian sqlite3 shell without the rrf extension (recursive_triggers OFF), with 4
+checkpoints (and one before the first operation). Each checkpoint checks FTS5's
+integrity-check (plain and rank = 1), PRAGMA quick_check, that the episodes table is
+what the writes should have left, that the recall statement's BM25 list equals FTS5's
+bm25() over the OR query of every word (top bm25_limit, ids in order, ties by rowid),
+and that Store.recall of profile 'rrf' equals tests/test_recall.py's reference.
+
+The controls show that the checks can fail: an index that disagrees with its
+content, a table that is not what the writes left, a BM25 list that is not bm25()'s,
+a recall that is not the reference's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.which("sqlite3")
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(SHELL is None, reason="the sqlite3 shell is not installed")]
+
+
+def _churn():
+    spec = importlib.util.spec_from_file_location("rrf_churn",
+                                                  os.path.join(HERE, "soak", "churn.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SHELL_KINDS = ("insert", "insert_or_replace_id", "insert_or_replace_rowid", "replace_into",
+               "upsert", "update_content", "update_rowid", "update_or_replace_rowid",
+               "update_embedding", "delete", "delete_many")
+STORE_KINDS = ("add", "add_many", "upsert", "upsert_new", "delete", "recall_touch")
+
+
+def test_short_churn(tmp_path, capsys):
+    churn = _churn()
+    report = churn.run(episodes=1500, ops=5000, checkpoints=4, seed=1, quiet=True,
+                       workdir=str(tmp_path / "churn"))
+    with capsys.disabled():
+        print()
+        churn.print_report(report)
+    assert report["mismatches"] == {}, report["mismatch_examples"]
+    assert report["failure_count"] == 0, report["failures"]
+    assert report["ok"]
+    # it did what it claims: both clients, every kind of write, the checks it counts
+    assert report["ops"] >= 5000
+    assert report["ops_by_client"]["shell"] > 1000 and report["ops_by_client"]["store"] > 1000
+    for kind in SHELL_KINDS:
+        assert report["ops_by_kind"].get("shell:" + kind, 0) > 0, kind
+    for kind in STORE_KINDS:
+        assert report["ops_by_kind"].get("store:" + kind, 0) > 0, kind
+    checked = report["checked"]
+    assert checked["checkpoints"] == 5
+    for k in ("fts_integrity", "fts_integrity_rank1", "quick_check", "model_checks"):
+        assert checked[k] == 5, k
+    assert checked["bm25_queries"] == 5 * 12 and checked["bm25_rows"] > 1000
+    assert checked["reference_recalls"] == 5 * 4
+    assert report["episodes_end"] > 1000
+
+
+def _small(churn, tmp_path, **kw):
+    args = churn.make_args(episodes=1200, ops=0, checkpoints=1, seed=3, quiet=True,
+                           workdir=str(tmp_path / "c"), **kw)
+    c = churn.Churn(args)
+    c.populate()
+    c.checkpoint(0)
+    assert not c.mismatch, c.examples
+    return c
+
+
+def test_the_checks_find_an_index_that_disagrees_with_its_content(tmp_path):
+    """A row indexed with words its text does not hold (written to the index alone)."""
+    churn = _churn()
+    c = _small(churn, tmp_path)
+    rowid = c.store.conn.execute("SELECT min(rowid) FROM episodes").fetchall()[0][0]
+    c.store.conn.execute("INSERT INTO episodes_fts(rowid, content) VALUES (?, 'strayword')",
+                         (rowid,))
+    c.checkpoint(1)
+    assert c.mismatch["fts_integrity_rank1"] == 1
+    c.store.close()
+
+
+def test_the_checks_find_a_table_that_is_not_what_the_writes_left(tmp_path):
+    churn = _churn()
+    c = _small(churn, tmp_path)
+    c.store.conn.execute("UPDATE episodes SET content = 'changed behind the model' "
+                         "WHERE rowid = (SELECT min(rowid) FROM episodes)")
+    c.store.conn.execute("DELETE FROM episodes WHERE rowid = (SELECT max(rowid) FROM episodes)")
+    c.checkpoint(1)
+    assert c.mismatch["model"] == 1
+    assert "1 episodes missing" in c.examples[-1] and "1 with other content" in c.examples[-1]
+    c.store.close()
+
+
+def test_the_checks_find_a_bm25_list_or_a_recall_that_differs(tmp_path, monkeypatch):
+    """Store.recall that loses its last hit: the BM25 list and the reference differ."""
+    churn = _churn()
+    c = _small(churn, tmp_path)
+    real = type(c.store).recall
+
+    def lossy(self, *a, **kw):
+        res = real(self, *a, **kw)
+        if len(res.hits) > 1:
+            res.hits.pop()
+        return res
+
+    monkeypatch.setattr(type(c.store), "recall", lossy)
+    c.checkpoint(1)
+    assert c.mismatch["bm25_list"] > 0
+    assert c.mismatch["reference"] > 0
+    c.store.close()
+
+
+def test_a_stale_stopword_hint_never_changes_the_bm25_list(tmp_path):
+    """The issue's kubernetes case at small scale: rrf_meta names a word that was common
+    once ('kubernet') and is rare now; the BM25 list is still bm25()'s, and a stopword
+    with a word in no episode still finds the stopword's rows."""
+    churn = _churn()
+    c = _small(churn, tmp_path)
+    conn = c.store.conn
+    conn.execute("INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', "
+                 "'kubernet of the')")
+    c.store.add("kubernetes orange rollout", id="k1", embedding=c.vec())
+    c.model.put("k1", "kubernetes orange rollout", c.store.get("k1").embedding.tobytes())
+    before = sum(c.mismatch.values())
+    for q, n in (("kubernetes orange", 50), ("kubernetes", 10), ("the xylophonist", 50),
+                 ("the of", 200)):
+        c.check_bm25(q, n)
+    assert sum(c.mismatch.values()) == before, c.examples
+    hits = c.store.recall("kubernetes orange", touch=False, pool_size=0)
+    assert [h.id for h in hits][:1] == ["k1"]
+    assert len(c.store.recall("the xylophonist", touch=False, pool_size=0, limit=20)) == 20
+    c.store.close()
