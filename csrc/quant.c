@@ -30,8 +30,13 @@
 #include "rrf_internal.h"
 SQLITE_EXTENSION_INIT3
 
-static void error_fmt(sqlite3_context *ctx, const char *fallback, char *msg) {
-  sqlite3_result_error(ctx, msg ? msg : fallback, -1);
+/* Report msg (sqlite3_mprintf'd; NULL when that ran out of memory) and free it. */
+static void error_fmt(sqlite3_context *ctx, char *msg) {
+  if (msg == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_error(ctx, msg, -1);
   sqlite3_free(msg);
 }
 
@@ -58,8 +63,7 @@ void rrf_vec_signbits(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       memcpy(&f, p + 4 * i, sizeof f); /* H7: any alignment */
       if (!isfinite(f)) {
         sqlite3_free(out);
-        error_fmt(ctx, "vec_signbits: non-finite element",
-                  sqlite3_mprintf("vec_signbits: argument 1 has %s at index %llu",
+        error_fmt(ctx, sqlite3_mprintf("vec_signbits: argument 1 has %s at index %llu",
                                   isnan(f) ? "NaN" : "Inf", (unsigned long long)i));
         goto finish;
       }
@@ -74,16 +78,14 @@ finish:
 /* argv[i] as a non-empty BLOB (H5). Returns 0, or 1 with the error set. */
 static int code_arg(sqlite3_context *ctx, sqlite3_value *v, int i, const void **p, int *n) {
   if (sqlite3_value_type(v) != SQLITE_BLOB) {
-    error_fmt(ctx, "rrf_hamming: wrong argument type",
-              sqlite3_mprintf("rrf_hamming: argument %d must be a BLOB, got %s", i + 1,
+    error_fmt(ctx, sqlite3_mprintf("rrf_hamming: argument %d must be a BLOB, got %s", i + 1,
                               rrf_type_name(v)));
     return 1;
   }
   *p = sqlite3_value_blob(v);
   *n = sqlite3_value_bytes(v);
   if (*n == 0) {
-    error_fmt(ctx, "rrf_hamming: empty BLOB",
-              sqlite3_mprintf("rrf_hamming: argument %d is an empty BLOB", i + 1));
+    error_fmt(ctx, sqlite3_mprintf("rrf_hamming: argument %d is an empty BLOB", i + 1));
     return 1;
   }
   if (*p == NULL) {
@@ -104,8 +106,7 @@ void rrf_hamming_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   if (code_arg(ctx, argv[0], 0, &a, &na) || code_arg(ctx, argv[1], 1, &b, &nb)) return;
   if (na != nb) {
-    error_fmt(ctx, "rrf_hamming: length mismatch",
-              sqlite3_mprintf("rrf_hamming: length mismatch: %d vs %d bytes", na, nb));
+    error_fmt(ctx, sqlite3_mprintf("rrf_hamming: length mismatch: %d vs %d bytes", na, nb));
     return;
   }
   /* H6: the kernel chosen at load time */

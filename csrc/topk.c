@@ -29,6 +29,7 @@
 **       the extension); not a window function.
 */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +83,11 @@ static void sift_up(TopkEntry *h, size_t i) {
 
 static void topk_error(sqlite3_context *ctx, TopkCtx *p, char *msg) {
   p->failed = 1;
-  sqlite3_result_error(ctx, msg ? msg : "rrf_topk: bad argument", -1);
+  if (msg == NULL) { /* sqlite3_mprintf ran out of memory */
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_error(ctx, msg, -1);
   sqlite3_free(msg);
 }
 
@@ -167,6 +172,35 @@ void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
 }
 
+/* T4: a finite double as JSON that reads back as the same double: C's "%.17g"
+** (correctly rounded by the C libraries this builds with; SQLite's own printf is
+** not, before 3.43, for large exponents), with the locale's decimal separator,
+** whatever its bytes, written as '.', and ".0" added to a whole number so that
+** the score stays a REAL. */
+static void append_real(sqlite3_str *out, double v) {
+  char buf[64], clean[64];
+  size_t j = 0;
+  int point = 0;
+  snprintf(buf, sizeof buf, "%.17g", v);
+  for (size_t i = 0; buf[i] && j < sizeof clean - 3; i++) {
+    char c = buf[i];
+    if ((c >= '0' && c <= '9') || c == '-' || c == '+') {
+      clean[j++] = c;
+    } else if (c == 'e' || c == 'E') {
+      clean[j++] = 'e';
+      point = 1;
+    } else if (!point) { /* the first byte of the decimal separator */
+      clean[j++] = '.';
+      point = 1;
+    }
+  }
+  if (!point) {
+    clean[j++] = '.';
+    clean[j++] = '0';
+  }
+  sqlite3_str_append(out, clean, (int)j);
+}
+
 static int cmp_entries(const void *x, const void *y) {
   const TopkEntry *a = x, *b = y;
   return better(a, b) ? -1 : (better(b, a) ? 1 : 0);
@@ -187,7 +221,9 @@ void rrf_topk_final(sqlite3_context *ctx) {
     if (e->isint) {
       sqlite3_str_appendf(out, "%s[%lld,%lld]", i ? "," : "", e->value, e->iscore);
     } else {
-      sqlite3_str_appendf(out, "%s[%lld,%!.17g]", i ? "," : "", e->value, e->score); /* T4 */
+      sqlite3_str_appendf(out, "%s[%lld,", i ? "," : "", e->value);
+      append_real(out, e->score); /* T4 */
+      sqlite3_str_appendchar(out, 1, ']');
     }
   }
   sqlite3_str_appendchar(out, 1, ']');

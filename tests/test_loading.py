@@ -29,8 +29,11 @@ SO_SUFFIX = {"win32": ".dll", "darwin": ".dylib"}.get(sys.platform, ".so")
 SO_PATH = sqlite_rrf.loadable_path() + SO_SUFFIX
 
 EXPECTED = {
-    # (name, narg): type ('s' scalar, 'w' aggregate usable as a window function)
+    # (name, narg): type ('s' scalar, 'a' aggregate, 'w' aggregate usable as a window function)
     ("vec_cosine", 2): "s",
+    ("vec_signbits", 1): "s",
+    ("rrf_hamming", 2): "s",
+    ("rrf_topk", 3): "a",
     ("fts5_query", 1): "s",
     ("fts5_query", 2): "s",
     ("fts5_query", 3): "s",
@@ -101,7 +104,8 @@ def test_flags_scalars_deterministic_innocuous_aggregates_innocuous():
     )}
     rows = c.execute(
         "SELECT name, narg, type, flags FROM pragma_function_list "
-        "WHERE name IN ('vec_cosine','fts5_query','rrf_version','rrf_debug','rrf_fuse','rrf_explain')"
+        "WHERE name IN ('vec_cosine','fts5_query','rrf_version','rrf_debug','rrf_fuse','rrf_explain',"
+        "'vec_signbits','rrf_hamming','rrf_topk')"
     ).fetchall()
     assert len(rows) == len([k for k in EXPECTED if not k[0].startswith("rrf_bm25")])
     for name, narg, type_, flags in rows:

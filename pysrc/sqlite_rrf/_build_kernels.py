@@ -1,5 +1,6 @@
 """cffi builder for ``sqlite_rrf._kernels``: the cosine kernels of csrc/kernels.c
-made callable from Python on numpy arrays (used by :mod:`sqlite_rrf.kernels`)."""
+made callable from Python on numpy arrays (used by :mod:`sqlite_rrf.kernels`), and
+the Hamming kernels (``rrf_hamming_bytes``, used by tests/test_hamming.py)."""
 
 import os
 
@@ -19,6 +20,7 @@ ffibuilder.cdef(
     double rrf_cosine(const float *a, const float *b, size_t n, int path);
     void rrf_cosine_many(const float *q, const float *m, size_t rows, size_t dim,
                          double *out, int path);
+    unsigned long long rrf_hamming_bytes(const void *a, const void *b, size_t n, int path);
     """
 )
 ffibuilder.set_source(
