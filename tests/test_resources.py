@@ -143,8 +143,17 @@ def many_recalls(path: str, n: int, sample_every: int = 1000) -> Dict[str, Any]:
 
 
 def large_dbs() -> Dict[int, str]:
+    """The cached benchmark databases built for the current schema (their file name ends
+    with bench_recall's schema key; older ones are left for make bench to replace)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_recall_for_resources", os.path.join(HERE, "bench", "bench_recall.py"))
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+    key = br.schema_key()
     out = {}
-    for p in glob.glob(os.path.join(CACHE, "recall_*_d*_s*_*.db")):
+    for p in glob.glob(os.path.join(CACHE, f"recall_*_d*_s*_{key}.db")):
         try:
             out[int(os.path.basename(p).split("_")[1])] = p
         except ValueError:
@@ -153,21 +162,11 @@ def large_dbs() -> Dict[int, str]:
 
 
 def open_readonly_store(path: str) -> Any:
-    """A Store on ``path`` opened read-only (``mode=ro``): the benchmark caches are
-    never written. Store() itself would switch to WAL and migrate, so the Store is
-    assembled around the read-only connection (the recall path is unchanged)."""
-    import apsw
-
-    import sqlite_rrf
+    """A Store on ``path`` opened read-only: the benchmark caches are never written."""
     from sqlite_rrf.store import Store
 
-    conn = apsw.Connection(f"file:{path}?mode=ro",
-                           flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-    conn.set_busy_timeout(10_000)
-    sqlite_rrf.load(conn)
-    store = object.__new__(Store)
-    store.path, store.conn, store.embedder = path, conn, None
-    store._last_qvec, store._pending_dim = None, None
+    store = Store(path, readonly=True)
+    assert store.readonly
     return store
 
 

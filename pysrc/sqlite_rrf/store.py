@@ -206,7 +206,7 @@ class Store:
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, embedder: Any = None,
-                 busy_timeout_ms: int = 10_000) -> None:
+                 busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
         self.path = os.fspath(path)
         self.embedder = embedder
         self._last_qvec: Optional[np.ndarray] = None
@@ -214,7 +214,10 @@ class Store:
         self._pending_dim: Optional[int] = None
         self._writes = 0          # episodes written since the stopwords were checked
         self._check_due = 0       # check at the first write
-        self.conn = apsw.Connection(self.path)
+        if readonly:  # never writes, not even the WAL switch; the file must exist
+            self.conn = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
+        else:
+            self.conn = apsw.Connection(self.path)
         try:
             self.conn.set_busy_timeout(busy_timeout_ms)
             #: True when the file can only be read (read-only media or permissions): recall
