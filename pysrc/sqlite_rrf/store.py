@@ -550,6 +550,7 @@ class Store:
                 self.conn.execute("INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
                                   (self._pending_dim,))
             self.conn.executemany(sql, rows)
+            self._merge_index()
             self.conn.execute("COMMIT")
         except BaseException as e:
             if not self.conn.getautocommit():
@@ -559,6 +560,17 @@ class Store:
                                  "replace=True (or upsert()) replaces it") from None
             raise
         self._wrote(len(rows))
+
+    #: Work done on the FTS5 index's segments after each write (FTS5's 'merge' command,
+    #: in pages): the index does no merging by itself (migration 0006).
+    MERGE_PAGES = 500
+
+    def _merge_index(self) -> None:
+        """Merge some of the full-text index's segments, in the caller's transaction.
+        Migration 0006 turns FTS5's automatic merging off (FTS5 before SQLite 3.44 can
+        merge this index wrongly), so the Store, whose SQLite merges right, does it."""
+        self.conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('merge', ?)",
+                          (self.MERGE_PAGES,))
 
     # ---- BM25 stopwords (sql/stopwords.sql) ----
 
@@ -753,6 +765,8 @@ class Store:
         with self.conn:
             self.conn.execute("DELETE FROM episodes WHERE id = ?", (id,))
             gone = self.conn.changes() > 0
+            if gone:
+                self._merge_index()
         if gone:
             self._wrote(1)
         return gone
