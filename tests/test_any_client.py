@@ -27,6 +27,11 @@ What is tested:
   recursive_triggers OFF and ON, with and without the knn index;
 - random sequences of such writes: a seeded one through the shell, with an
   integrity-check after every statement, and hypothesis-driven ones through apsw;
+- writes that collide on the rowid, the id or both (the churn soak's ``UPDATE OR
+  REPLACE episodes SET rowid = 2837 WHERE id = 's88'`` in small), each under every OR
+  clause and as REPLACE INTO, through the shell and through apsw, with an
+  integrity-check after each; and the fact the triggers rely on there: FTS5 over a
+  content table ignores the writer's OR REPLACE in SQLite 3.40 and 3.54 alike;
 - a client without sqlite-vec on a knn database is refused every write whole;
 - migration 0004 repairs the drift the old schema let in (FTS5 and episodes_vec)
   and keeps every row's rowid and values; a knn database cannot be migrated by a
@@ -1065,3 +1070,112 @@ def test_content_of_any_type_is_indexed_and_unindexed_alike(recursive):
         check_consistent(c)
     assert c.execute(
         "SELECT count(*) FROM episodes WHERE typeof(content) = 'blob'").fetchall() == [(0,)]
+
+
+# ---------------------------------------------------------------- the writer's OR clause
+
+@needs_shell
+def test_external_content_fts5_ignores_the_writers_or_replace():
+    """SQLite hands the writer's OR clause to the statements inside the triggers, so
+    under INSERT / UPDATE OR REPLACE the triggers' ``INSERT INTO episodes_fts(rowid,
+    content)`` runs as OR REPLACE. An FTS5 table over a content table would then first
+    delete the rowid's entry by reading the content table (already the new text) and
+    remove words that were never indexed. It does not: FTS5 honours the conflict mode
+    only for a table that stores its own content, in SQLite 3.40 (the shell) and in
+    the SQLite apsw bundles alike. The triggers rely on it; this pins it. The control:
+    the same steps on an FTS5 table with its own content do go through REPLACE."""
+    steps = ("CREATE TABLE t(x);"
+             "CREATE VIRTUAL TABLE f USING fts5(x, content='t');"
+             "INSERT INTO t(rowid, x) VALUES (1, 'a b');"
+             "INSERT INTO f(rowid, x) VALUES (1, 'a b');"
+             "INSERT INTO f(f, rowid, x) VALUES ('delete', 1, 'a b');"
+             "UPDATE t SET x = 'c d';"
+             "INSERT OR REPLACE INTO f(rowid, x) VALUES (1, 'c d');"
+             "INSERT INTO f(f, rank) VALUES ('integrity-check', 1);"
+             "SELECT rowid FROM f WHERE f MATCH 'c';")
+    out = subprocess.run([SHELL, "-batch", ":memory:", steps], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and not out.stderr and out.stdout.split() == ["1"], out
+    c = apsw.Connection(":memory:")
+    assert [r for (r,) in c.execute(steps)] == [1]
+    # control: with its own content, OR REPLACE replaces (a plain INSERT would fail)
+    for run in (lambda sql: subprocess.run([SHELL, "-batch", ":memory:", sql],
+                                           capture_output=True, text=True, timeout=60).stdout,
+                lambda sql: "\n".join(str(r) for (r,) in apsw.Connection(":memory:").execute(sql))):
+        assert run("CREATE VIRTUAL TABLE g USING fts5(x);"
+                   "INSERT INTO g(rowid, x) VALUES (1, 'a b');"
+                   "INSERT OR REPLACE INTO g(rowid, x) VALUES (1, 'c d');"
+                   "SELECT count(*) FROM g WHERE g MATCH 'a OR c';").split() == ["1"]
+
+
+#: writes that collide with other rows on the rowid, the id or both (the template has
+#: episodes a..e at rowids 1..5; b, c and e have vectors), each run under every OR
+#: clause. The first is the churn soak's ``UPDATE OR REPLACE episodes SET rowid = 2837
+#: WHERE id = 's88'`` in small.
+OR_CLAUSES = ("", "OR REPLACE ", "OR IGNORE ", "OR FAIL ", "OR ABORT ", "OR ROLLBACK ")
+COLLIDING_WRITES = (
+    "UPDATE {c}episodes SET rowid = 2 WHERE id = 'a'",
+    "UPDATE {c}episodes SET rowid = 3 WHERE id = 'b'",
+    "UPDATE {c}episodes SET id = 'b' WHERE id = 'a'",
+    "UPDATE {c}episodes SET content = 'cat fish' WHERE id = 'a'",
+    "UPDATE {c}episodes SET rowid = 2, content = 'moved cat' WHERE id = 'a'",
+    "UPDATE {c}episodes SET id = 'c', rowid = 2 WHERE id = 'a'",
+    "UPDATE {c}episodes SET id = 'b', content = 'renamed tree' WHERE id = 'c'",
+    f"UPDATE {{c}}episodes SET rowid = 3, embedding = {V1} WHERE id = 'a'",
+    "UPDATE {c}episodes SET rowid = rowid + 1",
+    "UPDATE {c}episodes SET rowid = 6 - rowid WHERE rowid IN (1, 5)",
+    "INSERT {c}INTO episodes(rowid, id, content) VALUES (2, 'n', 'tree cat')",
+    "INSERT {c}INTO episodes(id, content) VALUES ('b', 'tree cat')",
+    "INSERT {c}INTO episodes(rowid, id, content) VALUES (2, 'c', 'two rows go')",
+    "INSERT {c}INTO episodes(rowid, id, content) VALUES (3, 'c', 'same row new text')",
+    f"INSERT {{c}}INTO episodes(rowid, id, content, embedding) VALUES (1, 'n', 'vault', {V2})",
+    "INSERT {c}INTO episodes(rowid, id, content) "
+    "SELECT rowid, id || 'x', content || ' dog' FROM episodes",
+    "INSERT {c}INTO episodes(id, content) VALUES ('n', 'kept bird'), ('a', 'collides')",
+    "INSERT {c}INTO episodes(id, content) VALUES ('a', 'x') "
+    "ON CONFLICT(id) DO UPDATE SET rowid = 2",
+)
+COLLISION_CASES = [w.format(c=c) for w in COLLIDING_WRITES for c in OR_CLAUSES] + [
+    "REPLACE INTO episodes(rowid, id, content) VALUES (2, 'n', 'tree cat')",
+    "REPLACE INTO episodes(rowid, id, content) VALUES (2, 'c', 'two rows go')",
+    "REPLACE INTO episodes(id, content) VALUES ('b', 'bird')",
+]
+
+
+@needs_shell
+@pytest.mark.parametrize("knn", [False, pytest.param(True, marks=needs_vec)], ids=["fts", "knn"])
+@pytest.mark.parametrize("sql", COLLISION_CASES, ids=[s[:70] for s in COLLISION_CASES])
+def test_colliding_writes_under_every_or_clause_in_the_shell_and_apsw(tmp_path, sql, knn):
+    """Each colliding write, under each OR clause, through the Debian 3.40 shell and
+    through apsw (each with FTS5's integrity-check after it): both clients meet the
+    same refusal (or none) as a table without the index triggers, leave the same rows,
+    and leave the indexes right."""
+    template = _template(knn)
+    # the reference: the same write on the same table without the index triggers
+    ref = _copy_template(template, knn)
+    without_index_triggers(ref)
+    want = outcome(ref, sql)
+    # apsw (SQLite 3.54)
+    c = _copy_template(template, knn)
+    assert outcome(c, sql) == want
+    fts_integrity(c)
+    check_consistent(c)
+    assert same_rows(c) == same_rows(ref)
+    # the shell (SQLite 3.40), on a file copy of the same template
+    db = tmp_path / "shell.db"
+    shutil.copy(template, db)
+    errors, problems = shell_session(db, [sql], vec=knn)
+    assert problems == []
+    assert (0 in errors) == (want != "ok"), (errors, want)
+    if want != "ok":
+        assert want.split(": ", 1)[1] in errors[0]
+    s = plain(db, vec=knn)
+    assert same_rows(s) == same_rows(ref)
+    check_consistent(s)
+    # a later ordinary write from either client is still right
+    shell_ok(db, "INSERT INTO episodes(id, content) VALUES ('later', 'cat tree');\n"
+                 "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
+             vec=knn)
+    s.execute("INSERT INTO episodes(id, content, embedding) VALUES ('after', 'tree', ?)",
+              (VECS[1],))
+    check_consistent(s)
