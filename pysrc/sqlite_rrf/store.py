@@ -549,8 +549,10 @@ class Store:
             if self._pending_dim is not None:  # the first vectors fix the dimension
                 self.conn.execute("INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
                                   (self._pending_dim,))
+            self._merging(True)
             self.conn.executemany(sql, rows)
             self._merge_index()
+            self._merging(False)
             self.conn.execute("COMMIT")
         except BaseException as e:
             if not self.conn.getautocommit():
@@ -571,6 +573,14 @@ class Store:
         merge this index wrongly), so the Store, whose SQLite merges right, does it."""
         self.conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('merge', ?)",
                           (self.MERGE_PAGES,))
+
+    def _merging(self, on: bool) -> None:
+        """Inside the Store's own write transaction, let FTS5 merge as it writes (FTS5
+        writes a segment per statement of the index triggers; without merging, a large
+        batch would run out of segment numbers), and turn it off again before the commit,
+        so that other clients, which may run an older FTS5, never merge (migration 0006)."""
+        self.conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('automerge', ?)",
+                          (4 if on else 0,))
 
     # ---- BM25 stopwords (sql/stopwords.sql) ----
 
@@ -763,10 +773,12 @@ class Store:
     def delete(self, id: str) -> bool:
         """Delete the episode ``id``; True if it existed."""
         with self.conn:
+            self._merging(True)
             self.conn.execute("DELETE FROM episodes WHERE id = ?", (id,))
             gone = self.conn.changes() > 0
             if gone:
                 self._merge_index()
+            self._merging(False)
         if gone:
             self._wrote(1)
         return gone
