@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import apsw
 import numpy as np
@@ -24,6 +24,25 @@ import sqlite_rrf
 SHARED_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 if SHARED_MODEL.is_file():
     os.environ.setdefault("SQLITE_RRF_MODEL", str(SHARED_MODEL))
+
+
+def embedding_model() -> "Optional[str]":
+    """The embedding model the tests embed with ($SQLITE_RRF_MODEL, when that file and
+    llama-cpp-python are both there), or None."""
+    path = os.environ.get("SQLITE_RRF_MODEL", "")
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return None
+    return path
+
+
+#: Skips a test that embeds when the model or the embed extra is missing.
+needs_model = pytest.mark.skipif(embedding_model() is None, reason="needs the embedding model "
+                                 "(SQLITE_RRF_MODEL) and llama-cpp-python: pip install "
+                                 "'sqlite-rrf[embed]'")
 
 
 def fill_hf_cache(cache_dir: Path, spec: str, source: Path,

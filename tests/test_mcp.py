@@ -30,20 +30,7 @@ from sqlite_rrf.store import Store  # noqa: E402
 TOOLS = {"remember", "recall", "forget", "update", "stats"}
 
 
-def _model() -> Optional[str]:
-    path = os.environ.get("SQLITE_RRF_MODEL", "")
-    if not path or not os.path.isfile(path):
-        return None
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return None
-    return path
-
-
-needs_model = pytest.mark.skipif(_model() is None, reason="needs the embedding model "
-                                 "(SQLITE_RRF_MODEL) and llama-cpp-python: pip install "
-                                 "'sqlite-rrf[embed]'")
+from conftest import embedding_model as _model, needs_model  # noqa: E402
 
 
 def no_model_env(tmp_path: Path) -> Dict[str, str]:
