@@ -115,13 +115,17 @@ CHILD_FLAG = "--_child"
 K, W_BM25, W_VEC, W_RECENCY, W_ACCESS = 60.0, 1.0, 1.0, 0.6, 0.4
 BM25_LIMIT, POOL_SIZE, LIMIT = 50, 200, 3
 
-#: The product's BM25 query: the ``bm25`` CTE's inner query -- stopwords dropped by
-#: fts5_query, FTS5's bm25 computed by rrf_bm25 (exact for every row that can make the
-#: top :bm25_limit).
-BM25_SQL = ("SELECT rowid, rrf_bm25(episodes_fts, :bm25_limit) AS bm25_score FROM episodes_fts "
-            "WHERE episodes_fts MATCH coalesce(fts5_query(:query, 'or', "
-            "(SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'), 'porter unicode61'), "
-            "'\"\"') ORDER BY bm25_score, rowid LIMIT :bm25_limit")
+#: The product's BM25 list: the statement's own CTEs up to ``bm25`` (bm25()'s exact top
+#: :bm25_limit over every word, the stopword hint only a speed-up), read alone.
+def _bm25_list_sql() -> str:
+    from sqlite_rrf.resources import read_sql
+
+    text = read_sql("recall.sql")
+    head = text[:text.index("\n-- 2. ")]
+    return head.rstrip().rstrip(",") + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
+
+
+BM25_SQL = _bm25_list_sql()
 #: The old way's BM25 query, as an application writes it with FTS5 alone: every word
 #: of the query, FTS5's bm25() on every matching row.
 BM25_OLD_SQL = ("SELECT rowid, bm25(episodes_fts) AS bm25_score FROM episodes_fts "
@@ -424,8 +428,16 @@ def method_a(conn, sql: str, query: str, qvec: bytes, profile: Optional[str] = P
                                              profile=profile)).fetchall()
 
 
+def bm25_bindings(sql: str, query: str) -> Dict[str, Any]:
+    """The BM25 query's parameters: every name of ``sql`` (NULL = the statement's default),
+    the query and the limit."""
+    b: Dict[str, Any] = dict.fromkeys(statement_params(sql))
+    b.update(query=query, bm25_limit=BM25_LIMIT)
+    return b
+
+
 def method_c(conn, query: str, bm25_sql: str = BM25_SQL) -> list:
-    return conn.execute(bm25_sql, {"query": query, "bm25_limit": BM25_LIMIT}).fetchall()
+    return conn.execute(bm25_sql, bm25_bindings(bm25_sql, query)).fetchall()
 
 
 def _dense_ranks(values: Sequence[Any], reverse: bool = True) -> Dict[Any, int]:
@@ -453,7 +465,7 @@ def method_b(conn, query: str, qvec: bytes, bm25_sql: str = BM25_OLD_SQL,
     the BM25 top 50)."""
     conn.execute("BEGIN")  # one snapshot for the four reads, as a correct app would
     try:
-        hits = conn.execute(bm25_sql, {"query": query, "bm25_limit": BM25_LIMIT}).fetchall()
+        hits = conn.execute(bm25_sql, bm25_bindings(bm25_sql, query)).fetchall()
         pool = conn.execute(POOL_SQL, {"pool_size": POOL_SIZE}).fetchall()
         in_pool = {r[0] for r in pool}
         missed = [rid for rid, _ in hits if rid not in in_pool]
@@ -857,8 +869,9 @@ def child_time(cfg: dict) -> dict:
         plans["a:" + v] = explain_plan(conn, variant_sqls[v], queries[0])
 
     # how many rows the fusion works on, and how many rows the MATCH scores
-    cand_sql = ("WITH " + ",\n".join(b for n, b in split_ctes(sql_a)[0]
-                                     if n in ("params", "bm25", "pool", "candidates"))
+    ctes = split_ctes(sql_a)[0]
+    upto = [n for n, _ in ctes].index("candidates") + 1
+    cand_sql = ("WITH " + ",\n".join(b for _, b in ctes[:upto])
                 + "\nSELECT (SELECT count(*) FROM candidates), (SELECT count(*) FROM bm25)")
     counts = [conn.execute(cand_sql, recall_bindings(t, v, names=pnames)).fetchall()[0]
               for _, t, v in queries]
@@ -1158,7 +1171,7 @@ def report(result: dict, variants: List[str]) -> None:
     print("(a-c, b-c: ms each adds to the product's BM25 query; fusion = (b-c)/(a-c); "
           "check: (b:ours) = (a) on every query)")
     print()
-    print("The BM25 query: the product's (stopwords dropped, rrf_bm25) vs the old way's "
+    print("The BM25 query: the product's (the statement's bm25 CTEs: bm25()'s exact top, the stopword hint a speed-up) vs the old way's "
           "(every word, FTS5's bm25() on every match); median ms, wall")
     hdr = (f"{'N':>9} {'(c) ours':>9} {'(c:old)':>9} {'old/ours':>8} {'rows ours':>10} "
            f"{'rows old':>9} {'(b:ours)':>9} {'b:ours/a':>8}  agreement of (b) with (a)")
