@@ -734,12 +734,12 @@ class Store:
         if progress is None:
             progress = total > 0 and _stderr_isatty()
         bar = _progress_bar(total, "embedding", unit="episode") if progress else None
-        done, after = 0, 0
+        seen, embedded, after = 0, 0, 0
         try:
-            while done < total:
+            while seen < total:
                 rows = self.conn.execute(
                     "SELECT rowid, content FROM episodes WHERE embedding IS NULL AND rowid > ? "
-                    "ORDER BY rowid LIMIT ?", (after, min(batch_size, total - done))).fetchall()
+                    "ORDER BY rowid LIMIT ?", (after, min(batch_size, total - seen))).fetchall()
                 if not rows:
                     break
                 after = rows[-1][0]
@@ -754,21 +754,25 @@ class Store:
                     self.conn.execute(
                         "INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
                         (len(blobs[0][0]) // 4,))
-                    self.conn.executemany(
-                        "UPDATE episodes SET embedding = ? WHERE rowid = ? AND content = ? "
-                        "AND embedding IS NULL", blobs)
+                    written = 0
+                    for blob in blobs:
+                        self.conn.execute(
+                            "UPDATE episodes SET embedding = ? WHERE rowid = ? AND content = ? "
+                            "AND embedding IS NULL", blob)
+                        written += self.conn.changes()
                     self.conn.execute("COMMIT")
                 except BaseException:
                     if not self.conn.getautocommit():
                         self.conn.execute("ROLLBACK")
                     raise
-                done += len(rows)
+                seen += len(rows)
+                embedded += written
                 if bar is not None:
                     bar.update(len(rows))
         finally:
             if bar is not None:
                 bar.close()
-        return done
+        return embedded
 
     def delete(self, id: str) -> bool:
         """Delete the episode ``id``; True if it existed."""
