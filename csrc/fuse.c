@@ -1,6 +1,7 @@
 /*
 ** rrf_fuse(rank [, weight [, k]]) -> REAL           aggregate and window function
 ** rrf_explain(list, rank [, weight [, k]]) -> TEXT  aggregate and window function
+** rrf_sum(k, rank1, weight1 [, rank2, weight2 ...]) -> REAL   scalar
 **
 ** Requirements (DESIGN.md, "The extension"; tests cite them as F1..F8):
 **   F1. rrf_fuse returns the sum of weight / (k + rank) over the rows of the group.
@@ -21,6 +22,12 @@
 **       list name that are not are replaced by \ufffd. A JSON longer than the
 **       connection's SQLITE_LIMIT_LENGTH is an error naming the function.
 **   F8. rrf_explain's list must be TEXT (a NULL list with a NULL rank is skipped).
+**   F9. rrf_sum is rrf_fuse over the (rank, weight) pairs of one row, with one k:
+**       the same checks (F4), the same NULL rules (F2, F3, F5) and the same exact
+**       sum, so it returns the same double as rrf_fuse over rows holding those
+**       pairs. It takes an odd number of arguments, at least 3 and at most 127.
+**       It lets a statement score each candidate in one expression instead of
+**       a GROUP BY over one row per list.
 */
 #include <math.h>
 #include <string.h>
@@ -437,4 +444,33 @@ void rrf_explain_final(sqlite3_context *ctx) {
     for (sqlite3_int64 i = p->head; i < p->n; i++) sqlite3_free(p->rows[i].list);
     sqlite3_free(p->rows);
   }
+}
+
+/* ---- rrf_sum (F9) ---- */
+
+void rrf_sum_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  ExactSum sum;
+  int n = 0;
+  if (argc < 3 || argc % 2 == 0) {
+    sqlite3_result_error(ctx, "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])",
+                         -1);
+    return;
+  }
+  memset(&sum, 0, sizeof(sum));
+  for (int i = 1; i < argc; i += 2) {
+    double rank, weight, k;
+    sqlite3_value *args[3] = {argv[i], argv[i + 1], argv[0]};
+    int c = fuse_args(ctx, "rrf_sum", 3, args, &rank, &weight, &k);
+    if (c < 0) return;
+    if (c == 0) continue;
+    exact_add(&sum, weight / (k + rank), 1);
+    n++;
+  }
+  if (n == 0) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  double v = exact_value(&sum);
+  if (!isfinite(v)) overflow_error(ctx, "rrf_sum");
+  else sqlite3_result_double(ctx, v);
 }

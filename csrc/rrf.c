@@ -142,7 +142,7 @@ static const struct {
     {"rrf_hamming", 2, rrf_hamming_sql}, {"fts5_query", 1, rrf_fts5_query},
     {"fts5_query", 2, rrf_fts5_query}, {"fts5_query", 3, rrf_fts5_query},
     {"fts5_query", 4, rrf_fts5_query}, {"rrf_version", 0, rrf_version},
-    {"rrf_debug", 0, rrf_debug},
+    {"rrf_debug", 0, rrf_debug}, {"rrf_sum", -1, rrf_sum_func},
 };
 
 static const struct {

@@ -41,6 +41,7 @@ void rrf_fuse_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_fuse_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_fuse_value(sqlite3_context *ctx);
 void rrf_fuse_final(sqlite3_context *ctx);
+void rrf_sum_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
 void rrf_explain_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_explain_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv);

@@ -716,3 +716,46 @@ def test_F4_property_out_of_range_always_errors(mconn, bad_rank, bad_weight):
         mconn.execute("SELECT rrf_fuse(1, ?)", (bad_weight,)).fetchall()
     with pytest.raises(apsw.SQLError, match=r"^rrf_explain: k must be >= 0, got -"):
         mconn.execute("SELECT rrf_explain('x', 1, 1, ?)", (bad_weight,)).fetchall()
+
+
+# ---------------------------------------------------------------- rrf_sum (F9)
+
+ranks_st = st.one_of(st.none(), st.integers(1, 10**6), st.floats(1, 1e6))
+weights_st = st.one_of(st.none(), st.floats(0, 1e3))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(k=st.one_of(st.none(), st.floats(0, 1e4)),
+       pairs=st.lists(st.tuples(ranks_st, weights_st), min_size=1, max_size=8))
+def test_F9_rrf_sum_is_rrf_fuse_over_one_rows_pairs(conn, k, pairs):
+    args = [k]
+    for r, w in pairs:
+        args += [r, w]
+    got = one(conn, f"SELECT rrf_sum({', '.join('?' * len(args))})", args)
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS f9(r, w)")
+    conn.execute("DELETE FROM f9")
+    conn.executemany("INSERT INTO f9 VALUES (?, ?)", pairs)
+    agg = one(conn, "SELECT rrf_fuse(r, w, ?) FROM f9", (k,))
+    assert got == agg  # the same double: the same exact sum
+    want = ref_fuse([(r, w, k) for r, w in pairs])
+    assert got == approx_or_none(want)
+
+
+@pytest.mark.parametrize("sql, msg", [
+    ("SELECT rrf_sum(60, 1)", "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])"),
+    ("SELECT rrf_sum(60)", "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])"),
+    ("SELECT rrf_sum(60, 0, 1)", "rrf_sum: rank must be >= 1 (ranks are 1-based), got 0"),
+    ("SELECT rrf_sum(60, 1, -1)", "rrf_sum: weight must be >= 0, got -1"),
+    ("SELECT rrf_sum(-1, 1, 1)", "rrf_sum: k must be >= 0, got -1"),
+    ("SELECT rrf_sum('x', 1, 1)", "rrf_sum: k must be a number, got TEXT"),
+    ("SELECT rrf_sum(60, 1, 1, X'00', 1)", "rrf_sum: rank must be a number, got BLOB"),
+    ("SELECT rrf_sum(0, 1, 1e308, 1, 1e308)", "rrf_sum: the sum of contributions overflows a double (weights too large)"),
+])
+def test_F9_rrf_sum_errors_name_the_function_and_the_fault(conn, sql, msg):
+    with sql_error(msg):
+        conn.execute(sql).fetchall()
+
+
+def test_F9_rrf_sum_null_when_no_pair_contributes(conn):
+    assert one(conn, "SELECT rrf_sum(60, NULL, 1, NULL, 0.5)") is None
+    assert one(conn, "SELECT rrf_sum(NULL, 1, NULL)") == 1 / 61
