@@ -1,0 +1,15 @@
+"""Evaluation on BEIR-layout collections (``sqlite-rrf eval``), one concern per module:
+
+* :mod:`.beir` — reading a collection (corpus, queries, qrels, embedding caches);
+* :mod:`.metrics` — nDCG@k, recall@k, MRR@k and their means over a split;
+* :mod:`.cached_store` — the collection loaded into a Store, cached on disk;
+* :mod:`.runs` — the named sets of recall parameters that are measured;
+* :mod:`.workers` — the queries sent through ``Store.recall``, in worker processes or not;
+* :mod:`.runner` — :func:`~sqlite_rrf.evaluation.runner.evaluate`, which ties them together;
+* :mod:`.report` — the table and the plot;
+* :mod:`.progress` — the progress bars;
+* :mod:`.cli` — the ``sqlite-rrf eval`` command.
+
+:mod:`sqlite_rrf.evaluate` gathers their public names in one place. Importing this
+package imports none of its modules.
+"""
