@@ -1,4 +1,4 @@
-"""The evaluation module (sqlite_rrf.evaluate): metrics against hand-computed values and
+"""The evaluation (sqlite_rrf.evaluate and the sqlite_rrf.evaluation package): metrics against hand-computed values and
 an independent brute-force reference, BEIR loading and its errors, the cached store,
 an end-to-end evaluation on a tiny collection whose rankings are obvious, and the
 ``eval`` command's JSON.
@@ -472,8 +472,8 @@ def test_evaluate_end_to_end(tiny, tmp_path):
     # RRF: d3 (BM25 1st, vector 2nd) beats d4 (vector 1st only).
     assert runs["rrf"] == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}
     # One run per profile (the rrf profile with recency/access 0 is the rrf run).
-    from sqlite_rrf import store as store_mod
-    profiles = [p for p in getattr(store_mod, "PROFILES", ()) if p != "rrf"]
+    from sqlite_rrf.store import PROFILES
+    profiles = [p for p in PROFILES if p != "rrf"]
     assert list(runs)[3:] == profiles
     for p in profiles:
         w = res["params"][p]["weights"]
@@ -525,9 +525,6 @@ def test_evaluate_in_two_processes_gives_the_same(tiny, tmp_path):
 
 def test_knn_pool_covering_the_corpus_matches_all(tiny, tmp_path):
     pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
-    from sqlite_rrf import store as store_mod
-    if "knn" not in getattr(store_mod, "POOL_MODES", ()):
-        pytest.skip("this store has no 'knn' pool")
     db = tmp_path / "k.db"
     full = ev.evaluate(tiny, runs=["rrf"], progress=False, db_path=db, per_query=True)
     knn = ev.evaluate(tiny, runs=["rrf"], progress=False, db_path=db, knn=True, per_query=True,
@@ -553,15 +550,6 @@ def test_plot_and_table(tiny, tmp_path):
 # ---------------------------------------------------------------------------------------
 # The command line
 # ---------------------------------------------------------------------------------------
-
-def _eval_is_wired() -> bool:
-    from sqlite_rrf import cli
-    parser = cli.build_parser()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return "eval" in action.choices
-    return False
-
 
 def _check_json_shape(out: dict) -> None:
     assert set(out) >= {"runs", "split", "queries", "corpus", "notes"}
@@ -607,9 +595,6 @@ def _has_matplotlib() -> bool:
 
 
 def test_cli_eval_json_subprocess(tiny, tmp_path):
-    if not _eval_is_wired():
-        pytest.skip("`eval` is not registered in cli.build_parser yet (test_run_cli_json "
-                    "covers the command through evaluate.add_parser)")
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"),
                SQLITE_RRF_MODEL=str(tmp_path / "no-model.gguf"))
     p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "eval", str(tiny), "--json"],
@@ -619,6 +604,56 @@ def test_cli_eval_json_subprocess(tiny, tmp_path):
     p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "eval", str(tmp_path / "none")],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 1 and p.stderr.count("\n") == 1 and "not a directory" in p.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# The modules: what sqlite_rrf.evaluate offers, what importing costs
+# ---------------------------------------------------------------------------------------
+
+def test_run_parameters_are_store_recalls_keywords():
+    # RUN_PARAMETERS is written out (the evaluation does not inspect the store); it must
+    # stay the keyword parameters of Store.recall that a run may set.
+    import inspect
+
+    from sqlite_rrf.store import Store
+    fixed = {"self", "query", "limit", "touch", "force", "qvec"}
+    assert ev.RUN_PARAMETERS == tuple(p for p in inspect.signature(Store.recall).parameters
+                                      if p not in fixed)
+
+
+def test_runs_are_made_when_asked_for():
+    from sqlite_rrf.store import PROFILES
+    assert list(ev.RUNS) == ["bm25", "vector", "rrf"] + [p for p in PROFILES if p != "rrf"]
+    assert ev.RUNS == ev.available_runs()
+    assert ev.RUNS["memory"].params["now"] == ev.EVAL_EPOCH_MS
+    with pytest.raises(AttributeError, match="no attribute 'NOPE'"):
+        getattr(ev, "NOPE")
+
+
+def test_evaluate_keeps_its_public_names():
+    # Scripts import these from sqlite_rrf.evaluate; each is the evaluation package's own.
+    from sqlite_rrf.evaluation import beir, cached_store, cli, metrics, report, runner, runs
+    homes = {"load_beir": beir, "BeirData": beir, "BeirFormatError": beir,
+             "ndcg_at_k": metrics, "recall_at_k": metrics, "mrr_at_k": metrics,
+             "score_run": metrics, "build_store": cached_store, "EvalCacheError": cached_store,
+             "EVAL_EPOCH_MS": cached_store, "evaluate": runner, "available_runs": runs,
+             "RunSpec": runs, "BASELINE_RUNS": runs, "TUNED": runs, "format_table": report,
+             "plot": report, "PUBLISHED_SCIFACT": report, "add_parser": cli, "run_cli": cli}
+    for name, module in homes.items():
+        assert getattr(ev, name) is getattr(module, name), name
+    assert set(homes) <= set(ev.__all__) and "RUNS" in ev.__all__
+
+
+def test_the_eval_command_line_imports_nothing_heavy():
+    # Building the command line's parser must not import the evaluation, the store or numpy.
+    code = ("import sys, argparse; from sqlite_rrf.evaluation import cli; "
+            "cli.add_parser(argparse.ArgumentParser().add_subparsers()); "
+            "print(sorted(m for m in ('numpy', 'apsw', 'sqlite_rrf.store', "
+            "'sqlite_rrf.evaluation.runner') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------------------------------
