@@ -226,6 +226,36 @@ def test_many_recalls_keep_memory_flat(tmp_path, capsys):
     assert abs(r["sqlite_heap_end"] - r["sqlite_heap_after_warmup"]) < 256 * 1024, r
 
 
+def test_open_readonly_store_reads_and_never_writes(tmp_path):
+    # The large-database test runs only where `make bench` left its databases; the way it
+    # opens them (a real Store, read-only) is checked here on a small one, every time.
+    import numpy as np
+
+    from sqlite_rrf.store import Store, StoreError
+
+    path = str(tmp_path / "ro.db")
+    rng = np.random.default_rng(3)
+    qvec = rng.standard_normal(DIM)
+    with Store(path) as store:
+        store.add_many([dict(id=f"e{i}", content=f"memory agent tok{i}",
+                             embedding=rng.standard_normal(DIM)) for i in range(8)])
+        want = [(h.id, h.score) for h in store.recall("memory agent tok3", limit=5, touch=False,
+                                                       force=True, qvec=qvec)]
+    with open(path, "rb") as f:
+        before = f.read()
+    store = open_readonly_store(path)
+    try:
+        got = [(h.id, h.score) for h in store.recall("memory agent tok3", limit=5, force=True,
+                                                      qvec=qvec)]
+        with pytest.raises(StoreError, match="read-only"):
+            store.add("a write")
+    finally:
+        store.close()
+    assert got == want and len(got) == 5
+    with open(path, "rb") as f:       # (SQLite may make the -wal and -shm files of a
+        assert f.read() == before      # WAL database, read-only or not)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n,pool,bound", [(100_000, "recent", LARGE_BOUND_MB),
                                           (1_000_000, "recent", LARGE_BOUND_MB)])
