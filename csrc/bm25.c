@@ -120,6 +120,9 @@ SQLITE_EXTENSION_INIT3
 #define BM25_MAX_WEIGHT 1e290
 #define BM25_MARGIN (1.0 + 1e-9)
 
+static const double k1 = 1.2; /* constant "k1" from the BM25 formula */
+static const double b = 0.75; /* constant "b" from the BM25 formula */
+
 /* One (n, weights) combination used in the query: its heap of best scores. */
 typedef struct Bm25Slot {
   struct Bm25Slot *next;
@@ -131,6 +134,11 @@ typedef struct Bm25Slot {
   int haveLast;     /* value of the row last seen (B8) */
   sqlite3_int64 lastRowid;
   double lastValue;
+  /* rrf_bm25_or_seeded (B15): the rows whose lower bound was pushed, by rowid */
+  sqlite3_int64 *aSeedRow; /* open addressing: nSeedSlot entries, SEED_EMPTY = free */
+  double *aSeedVal;        /* the lower bound of each */
+  sqlite3_int64 nSeedSlot;
+  int seeded;              /* the pre-pass ran (or was skipped) */
 } Bm25Slot;
 
 typedef struct Bm25Or Bm25Or;
@@ -143,6 +151,10 @@ typedef struct Bm25Query {
   double *aFreq;      /* nPhrase: frequencies as bm25 computes them (xInst) */
   double *aBound;     /* nPhrase: frequencies from xPhraseFirst/xPhraseNext */
   int *aColEnd;       /* nCol: largest offset + 1 seen in each column */
+  int *aOrder;        /* nPhrase: the phrases by decreasing IDF (B3: U1's order of checks) */
+  sqlite3_int64 *aHit; /* nPhrase: the rows each phrase matches */
+  int seed;           /* rrf_bm25_or_seeded: its slots run B15's pre-pass */
+  double *aSuffix;    /* nPhrase + 1: aSuffix[k] = sum of IDF * (k1 + 1) over aOrder[k..] */
   int pruneOk;        /* B5: the table and the API allow pruning */
   int nSlot;
   Bm25Slot *slots;
@@ -151,7 +163,23 @@ typedef struct Bm25Query {
 
 static void or_free(Bm25Or *o);
 
+#ifdef BM25_STATS /* a profiling build: rows per path, printed when a query ends */
+#include <stdio.h>
+static long bm25_stats[5];
+#define BM25_STAT(i) (bm25_stats[i]++)
+static void stats_print(void) {
+  fprintf(stderr, "bm25: rows %ld, pruned U1 %ld, U2 %ld, kept part %ld, text read %ld\n",
+          bm25_stats[0], bm25_stats[1], bm25_stats[2], bm25_stats[3], bm25_stats[4]);
+  memset(bm25_stats, 0, sizeof bm25_stats);
+}
+#else
+#define BM25_STAT(i) ((void)0)
+#define stats_print() ((void)0)
+#endif
+
 static void slot_free(Bm25Slot *s) {
+  sqlite3_free(s->aSeedRow);
+  sqlite3_free(s->aSeedVal);
   sqlite3_free(s->w);
   sqlite3_free(s->heap);
   sqlite3_free(s);
@@ -160,6 +188,7 @@ static void slot_free(Bm25Slot *s) {
 static void query_free(void *p) {
   Bm25Query *q = (Bm25Query *)p;
   if (q == NULL) return;
+  stats_print();
   or_free(q->or);
   while (q->slots) {
     Bm25Slot *s = q->slots;
@@ -188,8 +217,8 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
     int i;
     if (nPhrase < 0) nPhrase = 0;
     if (nCol < 0) nCol = 0;
-    nByte = (sqlite3_int64)sizeof(Bm25Query) + (sqlite3_int64)nPhrase * 3 * sizeof(double) +
-            (sqlite3_int64)nCol * sizeof(int);
+    nByte = (sqlite3_int64)sizeof(Bm25Query) + ((sqlite3_int64)nPhrase * 5 + 1) * sizeof(double) +
+            ((sqlite3_int64)nCol + nPhrase) * sizeof(int);
     q = (Bm25Query *)sqlite3_malloc64((sqlite3_uint64)nByte);
     if (q == NULL) return SQLITE_NOMEM;
     memset(q, 0, (size_t)nByte);
@@ -198,7 +227,10 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
     q->aIDF = (double *)&q[1];
     q->aFreq = &q->aIDF[nPhrase];
     q->aBound = &q->aFreq[nPhrase];
-    q->aColEnd = (int *)&q->aBound[nPhrase];
+    q->aSuffix = &q->aBound[nPhrase];
+    q->aHit = (sqlite3_int64 *)&q->aSuffix[nPhrase + 1];
+    q->aColEnd = (int *)&q->aHit[nPhrase];
+    q->aOrder = &q->aColEnd[nCol];
 
     /* The average document length of the table. */
     rc = pApi->xRowCount(pFts, &nRow);
@@ -213,10 +245,23 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
         double idf = log((nRow - nHit + 0.5) / (nHit + 0.5));
         if (idf <= 0.0) idf = 1e-6;
         q->aIDF[i] = idf;
+        q->aHit[i] = nHit;
       }
     }
 
     if (rc == SQLITE_OK) {
+      /* B3: U1's checks, the phrase that weighs most first (insertion sort: few phrases) */
+      for (i = 0; i < nPhrase; i++) {
+        int j = i;
+        while (j > 0 && q->aIDF[q->aOrder[j - 1]] < q->aIDF[i]) {
+          q->aOrder[j] = q->aOrder[j - 1];
+          j--;
+        }
+        q->aOrder[j] = i;
+      }
+      q->aSuffix[nPhrase] = 0.0;
+      for (i = nPhrase - 1; i >= 0; i--)
+        q->aSuffix[i] = q->aSuffix[i + 1] + q->aIDF[q->aOrder[i]] * (k1 + 1.0);
       q->pruneOk = pApi->iVersion >= 2 && isfinite(q->avgdl) && q->avgdl > 0.0;
       for (i = 0; i < nPhrase; i++)
         if (!(isfinite(q->aIDF[i]) && q->aIDF[i] > 0.0)) q->pruneOk = 0;
@@ -235,9 +280,8 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
 
 static void n_error(sqlite3_context *ctx, const char *fn, sqlite3_value *v) {
   char *msg;
-  const char *head = strcmp(fn, "rrf_bm25") == 0
-                         ? "rrf_bm25: n must be a positive integer or NULL, got"
-                         : "rrf_bm25_or: n must be a positive integer or NULL, got";
+  char head[80];
+  sqlite3_snprintf((int)sizeof head, head, "%s: n must be a positive integer or NULL, got", fn);
   switch (sqlite3_value_type(v)) {
   case SQLITE_INTEGER:
     msg = sqlite3_mprintf("%s %lld", head, sqlite3_value_int64(v));
@@ -311,6 +355,8 @@ static int read_n(sqlite3_context *ctx, const char *fn, sqlite3_value *v, sqlite
 
 /* ---- the heap of the best exact scores (B8) ---- */
 
+static void heap_raise(Bm25Slot *s, sqlite3_int64 i, double score);
+
 static int heap_push(Bm25Slot *s, double score) {
   sqlite3_int64 i;
   if (s->size < s->n) {
@@ -332,19 +378,23 @@ static int heap_push(Bm25Slot *s, double score) {
     }
     s->heap[i] = score;
   } else if (score > s->heap[0]) {
-    i = 0;
-    for (;;) { /* sift down */
-      sqlite3_int64 l = 2 * i + 1, r = l + 1, m = i;
-      double v = score;
-      if (l < s->size && s->heap[l] < v) { m = l; v = s->heap[l]; }
-      if (r < s->size && s->heap[r] < v) m = r;
-      if (m == i) break;
-      s->heap[i] = s->heap[m];
-      i = m;
-    }
-    s->heap[i] = score;
+    heap_raise(s, 0, score);
   }
   return SQLITE_OK;
+}
+
+/* heap[i] := score, which is not below it: sift down. */
+static void heap_raise(Bm25Slot *s, sqlite3_int64 i, double score) {
+  for (;;) { /* sift down */
+    sqlite3_int64 l = 2 * i + 1, r = l + 1, m = i;
+    double v = score;
+    if (l < s->size && s->heap[l] < v) { m = l; v = s->heap[l]; }
+    if (r < s->size && s->heap[r] < v) m = r;
+    if (m == i) break;
+    s->heap[i] = s->heap[m];
+    i = m;
+  }
+  s->heap[i] = score;
 }
 
 /* The slot for these arguments: found, made, or NULL when too many exist
@@ -381,8 +431,6 @@ static Bm25Slot *slot_get(Bm25Query *q, sqlite3_int64 n, const double *w, int *r
 
 /* ---- the scores ---- */
 
-static const double k1 = 1.2; /* constant "k1" from the BM25 formula */
-static const double b = 0.75; /* constant "b" from the BM25 formula */
 
 /* The bm25 sum of fts5Bm25Function for frequencies aFreq and length D. */
 static double bm25_sum(const Bm25Query *q, const double *aFreq, double D) {
@@ -395,20 +443,29 @@ static double bm25_sum(const Bm25Query *q, const double *aFreq, double D) {
   return score;
 }
 
-/* U1 of B3: 1 and *u when computed. */
+/* U1 of B3, checked phrase by phrase (MaxScore): the phrases that weigh most
+** first, and after each check the bound with every phrase not yet checked
+** counted as present. 1 with *u (the bound plus bDrop, below thr) as soon as
+** that falls below thr: most rows hold only common words and are pruned after
+** one or two checks. 0 when the row cannot be pruned so (or on an error: *rc). */
 static int bound_presence(const Fts5ExtensionApi *pApi, Fts5Context *pFts, const Bm25Query *q,
-                          double *u, int *rc) {
-  double sum = 0.0;
-  int i;
-  for (i = 0; i < q->nPhrase; i++) {
+                          double thr, double bDrop, double *u, int *rc) {
+  double present = 0.0;
+  int k;
+  for (k = 0; k < q->nPhrase; k++) {
     Fts5PhraseIter it;
-    int col = -1;
+    int i = q->aOrder[k], col = -1;
+    double bound;
     *rc = pApi->xPhraseFirstColumn(pFts, i, &it, &col);
     if (*rc != SQLITE_OK) return 0;
-    if (col >= 0) sum += q->aIDF[i] * (k1 + 1.0);
+    if (col >= 0) present += q->aIDF[i] * (k1 + 1.0);
+    bound = (present + q->aSuffix[k + 1]) * BM25_MARGIN + bDrop;
+    if (bound < thr) {
+      *u = bound;
+      return 1;
+    }
   }
-  *u = sum * BM25_MARGIN;
-  return 1;
+  return 0;
 }
 
 /* U2 of B3: the frequencies into q->aBound, the length bound into *dlo. */
@@ -458,9 +515,124 @@ static int exact_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Quer
   return rc;
 }
 
+
+/* ---- rrf_bm25_or_seeded: the pre-pass of B15 ---- */
+
+#define SEED_EMPTY ((sqlite3_int64)0x8000000000000000ULL) /* LLONG_MIN: a free entry */
+#define SEED_MAX_N 1024      /* n above this: no pre-pass */
+#ifndef SEED_BUDGET
+#define SEED_BUDGET 1024 /* rows read by the pre-pass, at most (or 4 n) */
+#endif
+#define SEED_MARGIN (1.0 - 1e-9)
+
+typedef struct SeedCtx {
+  const Bm25Query *q;
+  Bm25Slot *s;
+  const double *w;
+  int iPhrase;
+  int bad; /* a row whose length or instances cannot be read: no seeds */
+} SeedCtx;
+
+static sqlite3_int64 *seed_find(const Bm25Slot *s, sqlite3_int64 rowid) {
+  sqlite3_uint64 mask = (sqlite3_uint64)s->nSeedSlot - 1;
+  sqlite3_uint64 h = ((sqlite3_uint64)rowid * 0x9E3779B97F4A7C15ULL) >> 17;
+  for (h &= mask;; h = (h + 1) & mask)
+    if (s->aSeedRow[h] == rowid || s->aSeedRow[h] == SEED_EMPTY) return &s->aSeedRow[h];
+}
+
+/* One row of a seed phrase (a one-phrase query: its phrase is 0): its term of
+** the bm25 sum, as B2 computes it, added to the row's lower bound. */
+static int seed_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserData) {
+  SeedCtx *c = (SeedCtx *)pUserData;
+  const Bm25Query *q = c->q;
+  int rc, nInst = 0, nTok = 0, i;
+  double f = 0.0;
+  sqlite3_int64 rowid = pApi->xRowid(pFts), *slot;
+  rc = pApi->xInstCount(pFts, &nInst);
+  for (i = 0; rc == SQLITE_OK && i < nInst; i++) {
+    int ip, ic, io;
+    rc = pApi->xInst(pFts, i, &ip, &ic, &io);
+    if (rc == SQLITE_OK && (ip != 0 || ic < 0 || ic >= q->nCol)) rc = SQLITE_CORRUPT;
+    if (rc == SQLITE_OK) f += c->w[ic];
+  }
+  if (rc == SQLITE_OK) rc = pApi->xColumnSize(pFts, -1, &nTok);
+  if (rc != SQLITE_OK || nTok < 0 || rowid == SEED_EMPTY) {
+    c->bad = 1;
+    return SQLITE_DONE; /* stops this phrase; the seeds are dropped */
+  }
+  double term = q->aIDF[c->iPhrase] * ((f * (k1 + 1.0)) /
+                                       (f + k1 * (1 - b + b * (double)nTok / q->avgdl)));
+  slot = seed_find(c->s, rowid);
+  if (*slot == SEED_EMPTY) {
+    *slot = rowid;
+    c->s->aSeedVal[slot - c->s->aSeedRow] = 0.0;
+  }
+  c->s->aSeedVal[slot - c->s->aSeedRow] += term;
+  return SQLITE_OK;
+}
+
+/* B15: before the scan's first row, the rarest phrases' rows (at most
+** max(SEED_BUDGET, 4 n) rows in all) each get a lower bound of their score:
+** the sum of those phrases' terms of the bm25 sum (the other terms are >= 0),
+** times SEED_MARGIN; the heap starts with the n best of them. A row of the
+** seeds is never pushed again (so the heap holds one value per row). */
+static int seed_slot(const Fts5ExtensionApi *pApi, Fts5Context *pFts, const Bm25Query *q,
+                     Bm25Slot *s) {
+  sqlite3_int64 budget, total = 0, nSlot = 16, i;
+  int order[64], nSeed = 0, rc = SQLITE_OK;
+  SeedCtx c;
+  s->seeded = 1;
+  if (s->n > SEED_MAX_N || q->nPhrase <= 0) return SQLITE_OK;
+  budget = 4 * s->n > SEED_BUDGET ? 4 * s->n : SEED_BUDGET;
+  /* the phrases by increasing number of rows, while they fit in the budget */
+  for (;;) {
+    int best = -1;
+    for (int p = 0; p < q->nPhrase; p++) {
+      int taken = 0;
+      for (int k = 0; k < nSeed; k++) taken |= order[k] == p;
+      if (!taken && (best < 0 || q->aHit[p] < q->aHit[best])) best = p;
+    }
+    if (best < 0 || nSeed == (int)(sizeof order / sizeof order[0]) ||
+        total + q->aHit[best] > budget)
+      break;
+    order[nSeed++] = best;
+    total += q->aHit[best];
+  }
+  if (nSeed == 0 || total == 0) return SQLITE_OK;
+  while (nSlot < 2 * total) nSlot *= 2;
+  s->aSeedRow = (sqlite3_int64 *)sqlite3_malloc64((sqlite3_uint64)nSlot * sizeof(sqlite3_int64));
+  s->aSeedVal = (double *)sqlite3_malloc64((sqlite3_uint64)nSlot * sizeof(double));
+  if (s->aSeedRow == NULL || s->aSeedVal == NULL) return SQLITE_NOMEM;
+  for (i = 0; i < nSlot; i++) s->aSeedRow[i] = SEED_EMPTY;
+  s->nSeedSlot = nSlot;
+  c.q = q;
+  c.s = s;
+  c.w = s->w;
+  c.bad = 0;
+  for (int k = 0; rc == SQLITE_OK && !c.bad && k < nSeed; k++) {
+    c.iPhrase = order[k];
+    rc = pApi->xQueryPhrase(pFts, order[k], (void *)&c, seed_cb);
+  }
+  if (rc != SQLITE_OK || c.bad) {
+    sqlite3_free(s->aSeedRow);
+    sqlite3_free(s->aSeedVal);
+    s->aSeedRow = NULL;
+    s->aSeedVal = NULL;
+    s->nSeedSlot = 0;
+    return rc;
+  }
+  for (i = 0; rc == SQLITE_OK && i < nSlot; i++) {
+    if (s->aSeedRow[i] == SEED_EMPTY) continue;
+    s->aSeedVal[i] *= SEED_MARGIN;
+    if (isfinite(s->aSeedVal[i])) rc = heap_push(s, s->aSeedVal[i]);
+  }
+  return rc;
+}
+
 /* ---- rrf_bm25_or: the whole query (B10..B13) ---- */
 
 #define BM25_OR_FN "rrf_bm25_or"
+#define BM25_SEEDED_FN "rrf_bm25_or_seeded"
 #define BM25_DROP_IDF 1e-6 /* FTS5's IDF of a phrase in at least half of the rows */
 
 /* The whole query of rrf_bm25_or: its phrases, and the terms followed in the
@@ -572,7 +744,7 @@ static int or_error(sqlite3_context *ctx, char *msg) {
 ** first call of the query; on later calls, check that they are the same.
 ** SQLITE_OK, or an error code with the error set on ctx. */
 static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                  fts5_api *api, Bm25Query *q, sqlite3_value **argv, int nArg) {
+                  fts5_api *api, const char *fn, Bm25Query *q, sqlite3_value **argv, int nArg) {
   const unsigned char *z[3] = {NULL, NULL, NULL};
   int nz[3] = {0, 0, 0}, tz[3] = {0, 0, 0}, total = 0, rc = SQLITE_OK;
   for (int i = 0; i < 3; i++) {
@@ -594,8 +766,8 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
     for (int i = 0; i < 3; i++) {
       if (tz[i] != q->or->tArgs[i] || nz[i] != q->or->nArgs[i] ||
           (nz[i] && memcmp(a, z[i], (size_t)nz[i]) != 0))
-        return or_error(ctx, sqlite3_mprintf("rrf_bm25_or: text, stopwords and tokenize must be "
-                                             "the same on every row of a query"));
+        return or_error(ctx, sqlite3_mprintf("%s: text, stopwords and tokenize must be "
+                                             "the same on every row of a query", fn));
       a += nz[i];
     }
     return SQLITE_OK;
@@ -604,16 +776,16 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
   RrfPlan *plan = NULL;
   Bm25Or *o = NULL;
   if (z[0] == NULL)
-    return or_error(ctx, sqlite3_mprintf("rrf_bm25_or: text must be TEXT, got %s",
+    return or_error(ctx, sqlite3_mprintf("%s: text must be TEXT, got %s", fn,
                                          rrf_type_name(argv[0])));
-  rc = rrf_fts5_plan(ctx, BM25_OR_FN, api, argv[0], nArg > 1 ? argv[1] : NULL,
+  rc = rrf_fts5_plan(ctx, fn, api, argv[0], nArg > 1 ? argv[1] : NULL,
                      nArg > 2 ? argv[2] : NULL, &plan);
   if (rc != SQLITE_OK) return rc; /* error set (fts5q.c's messages, naming rrf_bm25_or) */
   int nkept = plan->ntok - plan->ndrop;
   if (nkept != q->nPhrase && !(plan->ntok == 0 && q->nPhrase == 1)) {
-    rc = or_error(ctx, sqlite3_mprintf("rrf_bm25_or: the MATCH expression has %d phrases; "
+    rc = or_error(ctx, sqlite3_mprintf("%s: the MATCH expression has %d phrases; "
                                        "fts5_query(text, 'or', stopwords, tokenize) has %d",
-                                       q->nPhrase, nkept));
+                                       fn, q->nPhrase, nkept));
     goto done;
   }
   o = sqlite3_malloc(sizeof *o);
@@ -665,9 +837,9 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
         memcpy(word, src, (size_t)nw);
         word[nw] = 0;
         sqlite3_free(one.term);
-        rc = or_error(ctx, sqlite3_mprintf("rrf_bm25_or: tokenize is not the table's tokenizer: "
+        rc = or_error(ctx, sqlite3_mprintf("%s: tokenize is not the table's tokenizer: "
                                            "the table makes another term of '%s'",
-                                           word));
+                                           fn, word));
         goto done;
       }
       o->aMap[t] = -1 - or_add(o, one.term, one.nterm);
@@ -751,6 +923,7 @@ static int or_full_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Qu
 #define KIND_BM25 0
 #define KIND_OR 1
 #define KIND_IDF 2
+#define KIND_SEEDED 3
 
 typedef struct Bm25Fn {
   int kind;
@@ -764,16 +937,16 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
   sqlite3_int64 n = 0, rowid, dlo = -1;
   double wStack[16], *w = wStack, score = 0.0;
   int rc, i, D = 0, nW, wFirst;
-  int isOr = fn->kind == KIND_OR;
-  const char *name = isOr ? BM25_OR_FN : "rrf_bm25";
+  int isOr = fn->kind == KIND_OR || fn->kind == KIND_SEEDED;
+  const char *name = fn->kind == KIND_SEEDED ? BM25_SEEDED_FN : isOr ? BM25_OR_FN : "rrf_bm25";
 
   if (nVal < (isOr ? 2 : 1)) {
-    sqlite3_result_error(ctx,
-                         isOr ? "rrf_bm25_or: missing arguments; usage: rrf_bm25_or(fts_table, n, "
-                                "text [, stopwords [, tokenize [, weight ...]]])"
-                              : "rrf_bm25: missing argument n; usage: rrf_bm25(fts_table, n "
-                                "[, weight ...])",
-                         -1);
+    char *msg = isOr ? sqlite3_mprintf("%s: missing arguments; usage: %s(fts_table, n, "
+                                       "text [, stopwords [, tokenize [, weight ...]]])",
+                                       name, name)
+                     : sqlite3_mprintf("rrf_bm25: missing argument n; usage: rrf_bm25(fts_table, n "
+                                       "[, weight ...])");
+    or_error(ctx, msg);
     return;
   }
   if (read_n(ctx, name, apVal[0], &n)) return;
@@ -783,8 +956,9 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
     sqlite3_result_error_code(ctx, rc);
     return;
   }
+  if (fn->kind == KIND_SEEDED) q->seed = 1;
   if (isOr && q->or == NULL) { /* B10: made on the first call, checked on exact rows */
-    rc = or_get(pApi, pFts, ctx, fn->api, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
+    rc = or_get(pApi, pFts, ctx, fn->api, name, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
     if (rc != SQLITE_OK) return; /* error set */
   }
 
@@ -803,7 +977,12 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
   if (n > 0 && q->pruneOk) {
     s = slot_get(q, n, w, &rc);
     if (rc != SQLITE_OK) goto done;
+    if (s && q->seed && s->prune && !s->seeded) {
+      rc = seed_slot(pApi, pFts, q, s); /* B15 */
+      if (rc != SQLITE_OK) goto done;
+    }
   }
+  BM25_STAT(0);
   rowid = pApi->xRowid(pFts);
   if (s && s->haveLast && s->lastRowid == rowid) { /* B8: same row again */
     sqlite3_result_double(ctx, s->lastValue);
@@ -815,8 +994,9 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
     double u;
     if (s->size >= s->n) {
       /* B3: the cheap bounds, while the heap holds n scores */
-      if (bound_presence(pApi, pFts, q, &u, &rc) && u + bDrop < s->heap[0]) {
-        score = u + bDrop;
+      if (bound_presence(pApi, pFts, q, s->heap[0], bDrop, &u, &rc)) {
+        score = u;
+        BM25_STAT(1);
         goto pruned;
       }
       if (rc != SQLITE_OK) goto done;
@@ -825,12 +1005,13 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
     if (rc != SQLITE_OK) goto done;
     if (s->size >= s->n && u + bDrop < s->heap[0]) {
       score = u + bDrop;
+      BM25_STAT(2);
       goto pruned;
     }
   }
 
   if (isOr) { /* B10: the arguments of the first call */
-    rc = or_get(pApi, pFts, ctx, fn->api, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
+    rc = or_get(pApi, pFts, ctx, fn->api, name, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
     if (rc != SQLITE_OK) {
       rc = SQLITE_OK; /* error set */
       goto done;
@@ -849,23 +1030,46 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
       double u = (score + bDrop) * BM25_MARGIN; /* B12: before the text is read */
       if (u < s->heap[0]) {
         score = u;
+        BM25_STAT(3);
         goto pruned;
       }
     }
+    BM25_STAT(4);
     rc = or_full_score(pApi, pFts, q, w, D, &score); /* B11 */
     if (rc == OR_TEXT_LENGTH || rc == OR_TEXT_TERMS) {
       char *msg = rc == OR_TEXT_LENGTH
-                      ? sqlite3_mprintf("rrf_bm25_or: the text of row %lld has %d tokens, its FTS5 "
+                      ? sqlite3_mprintf("%s: the text of row %lld has %d tokens, its FTS5 "
                                         "index entry %d: rebuild the index",
-                                        (long long)rowid, q->or->nTok, D)
-                      : sqlite3_mprintf("rrf_bm25_or: the text of row %lld does not hold the terms "
+                                        name, (long long)rowid, q->or->nTok, D)
+                      : sqlite3_mprintf("%s: the text of row %lld does not hold the terms "
                                         "its FTS5 index entry holds: rebuild the index",
-                                        (long long)rowid);
+                                        name, (long long)rowid);
       rc = SQLITE_OK;
       or_error(ctx, msg);
       goto done;
     }
     if (rc != SQLITE_OK) goto done;
+  }
+  if (s && s->nSeedSlot) { /* B15: a row of the seeds */
+    sqlite3_int64 *slot = seed_find(s, rowid);
+    if (*slot == rowid) {
+      if (!(score >= s->aSeedVal[slot - s->aSeedRow])) {
+        or_error(ctx, sqlite3_mprintf("%s: row %lld scores below its bound: the MATCH expression "
+                                      "must be fts5_query(text, 'or', stopwords, tokenize)",
+                                      name, (long long)rowid));
+        goto done;
+      }
+      /* its bound, if still in the heap (or another row's equal value: the
+      ** same values either way), becomes its score; else it is pushed */
+      double v = s->aSeedVal[slot - s->aSeedRow];
+      sqlite3_int64 j = 0;
+      s->aSeedVal[slot - s->aSeedRow] = -INFINITY;
+      while (j < s->size && s->heap[j] != v) j++;
+      if (j < s->size) {
+        heap_raise(s, j, score);
+        goto pruned;
+      }
+    }
   }
   if (s && s->prune && isfinite(score)) {
     rc = heap_push(s, score);
@@ -960,7 +1164,8 @@ int rrf_bm25_register(sqlite3 *db, char **pzErrMsg) {
   static const struct {
     const char *name;
     int kind;
-  } kFns[] = {{"rrf_bm25", KIND_BM25}, {BM25_OR_FN, KIND_OR}, {"rrf_bm25_idf", KIND_IDF}};
+  } kFns[] = {{"rrf_bm25", KIND_BM25}, {BM25_OR_FN, KIND_OR}, {"rrf_bm25_idf", KIND_IDF},
+                 {BM25_SEEDED_FN, KIND_SEEDED}};
   fts5_api *api = NULL;
   sqlite3_stmt *st = NULL;
   int rc;
