@@ -13,11 +13,13 @@
 --                 'weighted' the score blend RRF replaces: 0.5 relevance + 0.3 recency
 --                          + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25
 --                 'convex' :alpha * min-max cosine + (1 - :alpha) * min-max BM25
---   :pool         'recent' (the :pool_size most recently accessed episodes) or
---                 'all' (every episode with an embedding; exact); the 'knn' form of
---                 this statement (sql/pool_knn.sql) takes sqlite-vec's nearest
---                 :pool_size over all episodes
---   :pool_size 200   :bm25_limit 50   :limit 3   :k 60 (30 for 'decay')
+--   :pool         the vector pool: 'recent' (the :pool_size most recently accessed
+--                 episodes), 'all' (the :pool_size nearest to :qvec of all episodes,
+--                 exactly: one scan of the vectors), 'quantized' (the same, found
+--                 through 1-bit codes: the :pool_size * :oversample nearest by
+--                 Hamming distance, rescored exactly); a statement made for 'knn'
+--                 (`sqlite-rrf sql --pool knn`) takes sqlite-vec's nearest
+--   :pool_size 200   :oversample 20   :bm25_limit 50   :limit 3   :k 60 (30 for 'decay')
 --   :w_bm25 1.0  :w_vec 1.0  :w_recency 0.6  :w_access 0.4   (weight 0 = list off)
 --   :alpha 0.5 ('convex')   :min_similarity (none): drop candidates that have no
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
@@ -27,8 +29,11 @@
 --   The filters apply to both lists: the BM25 list is bm25()'s top over the rows
 --   that pass them, the vector pool the most recent (or all) of the rows that pass.
 --
--- Needs the rrf extension (vec_cosine, rrf_fuse, rrf_explain, fts5_query, and the
--- FTS5 auxiliary functions rrf_bm25, rrf_bm25_or, rrf_bm25_idf).
+-- Needs the rrf extension (vec_cosine, vec_signbits, rrf_hamming, rrf_topk, rrf_sum,
+-- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
+-- rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
+-- stage, pool and profile; python -m sqlite_rrf.statements --write): sqlite-rrf's
+-- Store runs the statement of one pool and one profile made from the same fragments.
 WITH
 -- 0. Parameters with their defaults: the one place the defaults are written.
 params AS (
@@ -42,6 +47,7 @@ params AS (
          coalesce(:bm25_limit, 50)     AS bm25_limit,
          coalesce(:pool_size, 200)     AS pool_size,
          coalesce(:pool, 'recent')     AS pool,
+         coalesce(:oversample, 20)     AS oversample,
          coalesce(:limit, 3)           AS result_limit,
          coalesce(:alpha, 0.5)         AS alpha,
          :min_similarity               AS min_similarity,
@@ -125,13 +131,11 @@ bm25 AS MATERIALIZED (
           ORDER BY bm25_score, rowid
           LIMIT (SELECT bm25_limit FROM params)))
 ),
--- 2. The vector pool, of the episodes that pass the filters: 'recent' reads the
---    partial index idx_episodes_accessed_at (idx_episodes_scope_accessed_at for a
---    scope: only one of the two branches runs); 'all' is every episode with an
---    embedding. (`sqlite-rrf sql --pool knn` prints this statement with the 'knn'
---    pool of sql/pool_knn.sql instead.)
--- pool:begin
-pool AS (
+-- 2. The vector pool 'recent': the :pool_size most recently accessed episodes with
+--    an embedding that pass the filters, from the partial index
+--    idx_episodes_accessed_at (idx_episodes_scope_accessed_at for a scope: only one
+--    of the two branches runs).
+pool_recent AS (
   SELECT rowid
   FROM (SELECT rowid FROM episodes
         WHERE embedding IS NOT NULL AND :scope IS NULL
@@ -140,7 +144,6 @@ pool AS (
           AND (:until IS NULL OR created_at < :until)
         ORDER BY accessed_at DESC, rowid
         LIMIT (SELECT pool_size FROM params))
-  WHERE (SELECT pool FROM params) = 'recent'
   UNION ALL
   SELECT rowid
   FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_scope_accessed_at
@@ -150,18 +153,80 @@ pool AS (
           AND (:until IS NULL OR created_at < :until)
         ORDER BY accessed_at DESC, rowid
         LIMIT (SELECT pool_size FROM params))
-  WHERE (SELECT pool FROM params) = 'recent'
-  UNION ALL
-  -- params is the outer loop (CROSS JOIN fixes the order), so when the pool is
-  -- not 'all' the scan of episodes never starts
-  SELECT e.rowid FROM params AS p CROSS JOIN episodes AS e
-  WHERE p.pool = 'all' AND e.embedding IS NOT NULL
-    AND (:scope IS NULL OR e.scope = :scope)
-    AND (:kind IS NULL OR e.kind = :kind)
-    AND (:since IS NULL OR e.created_at >= :since)
-    AND (:until IS NULL OR e.created_at < :until)
 ),
--- pool:end
+-- 2. The vector pool 'all': the :pool_size episodes nearest to :qvec by cosine, of
+--    every episode with an embedding that passes the filters, exactly, in one scan
+--    of the narrow table episodes_vectors (migration 0007: vectors only, no text)
+--    that keeps the best :pool_size in a bounded heap (rrf_topk; ties: smaller
+--    rowid). No query vector, no scan.
+pool_all AS (
+  SELECT j.value ->> 0 AS rowid
+  FROM json_each((
+    SELECT rrf_topk(min(p.pool_size, 1000000), vec_cosine(v.embedding, :qvec), v.rowid)
+    FROM params AS p CROSS JOIN episodes_vectors AS v
+    WHERE :qvec IS NOT NULL AND p.pool_size > 0
+      -- stored vectors the statement cannot use (see 4.)
+      AND (:skip_vectors IS NULL
+           OR v.rowid NOT IN (SELECT value FROM json_each(:skip_vectors)))
+      -- the filters: one seek in idx_episodes_filters per row; no filter, no seek
+      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+           OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
+                      WHERE rowid = v.rowid
+                        AND scope = coalesce(:scope, scope)
+                        AND (:kind IS NULL OR kind = :kind)
+                        AND created_at >= coalesce(:since, created_at)
+                        AND created_at < coalesce(:until, created_at + 1))))) AS j
+),
+-- 2. The vector pool 'quantized': the same :pool_size nearest episodes as 'all',
+--    found in two stages. 2a. the :pool_size * :oversample (20) episodes whose
+--    1-bit sign codes (episodes_codes, migration 0007: 48 bytes for 384
+--    dimensions) are nearest to the query's by Hamming distance (rrf_hamming,
+--    vec_signbits; ties: smaller rowid), plus every episode whose code is still
+--    pending (written by a client without the extension: scored exactly, so it
+--    is never missed); 2b. of those, the :pool_size best by exact cosine.
+pool_codes AS MATERIALIZED (
+  SELECT j.value ->> 0 AS rowid
+  FROM json_each((
+    SELECT rrf_topk(min(p.pool_size * p.oversample, 1000000),
+                    -rrf_hamming(c.code, vec_signbits(:qvec)), c.rowid)
+    FROM params AS p CROSS JOIN episodes_codes AS c
+    WHERE :qvec IS NOT NULL AND p.pool_size > 0 AND c.code IS NOT NULL
+      -- the filters, as in 1b
+      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+           OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
+                      WHERE rowid = c.rowid
+                        AND scope = coalesce(:scope, scope)
+                        AND (:kind IS NULL OR kind = :kind)
+                        AND created_at >= coalesce(:since, created_at)
+                        AND created_at < coalesce(:until, created_at + 1))))) AS j
+  UNION ALL
+  SELECT c.rowid
+  FROM params AS p CROSS JOIN episodes_codes AS c INDEXED BY idx_episodes_codes_pending
+  WHERE :qvec IS NOT NULL AND p.pool_size > 0 AND c.code IS NULL
+    AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+         OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
+                    WHERE rowid = c.rowid
+                      AND scope = coalesce(:scope, scope)
+                      AND (:kind IS NULL OR kind = :kind)
+                      AND created_at >= coalesce(:since, created_at)
+                      AND created_at < coalesce(:until, created_at + 1)))
+),
+pool_quantized AS (
+  SELECT j.value ->> 0 AS rowid
+  FROM json_each((
+    SELECT rrf_topk(min((SELECT pool_size FROM params), 1000000),
+                    vec_cosine(v.embedding, :qvec), v.rowid)
+    FROM pool_codes AS q CROSS JOIN episodes_vectors AS v ON v.rowid = q.rowid
+    WHERE :skip_vectors IS NULL
+       OR v.rowid NOT IN (SELECT value FROM json_each(:skip_vectors)))) AS j
+),
+pool AS (
+  SELECT s.rowid FROM params AS x CROSS JOIN pool_recent AS s WHERE x.pool = 'recent'
+  UNION ALL
+  SELECT s.rowid FROM params AS x CROSS JOIN pool_all AS s WHERE x.pool = 'all'
+  UNION ALL
+  SELECT s.rowid FROM params AS x CROSS JOIN pool_quantized AS s WHERE x.pool = 'quantized'
+),
 -- 3. Candidates: the pool plus the BM25 hits it missed (UNION dedupes by rowid),
 --    so an old episode that matches the words is never dropped.
 candidates AS (
@@ -175,7 +240,7 @@ candidates AS (
 --    candidates below :min_similarity.
 scored AS MATERIALIZED (
   SELECT *
-  FROM (SELECT e.rowid, e.created_at, e.access_count,
+  FROM (SELECT e.rowid, e.created_at, e.access_count, e.importance,
                CASE WHEN e.rowid NOT IN (SELECT value FROM json_each(:skip_vectors))
                     THEN vec_cosine(e.embedding, :qvec) END AS similarity,
                b.bm25_score, b.bm25_rank,
@@ -190,56 +255,24 @@ scored AS MATERIALIZED (
      OR similarity >= (SELECT min_similarity FROM params)
 ),
 -- 5. One rank per list (1 = best; dense, so equal values share a rank; absent from
---    a list = NULL), and the min-max normalised scores the blend profiles use.
+--    a list = NULL).
 ranked AS MATERIALIZED (
-  SELECT rowid, similarity, bm25_score, bm25_rank, age_days, access_count,
+  SELECT rowid, similarity, bm25_score, bm25_rank, age_days, access_count, importance,
          CASE WHEN similarity IS NOT NULL THEN
            dense_rank() OVER (PARTITION BY similarity IS NULL ORDER BY similarity DESC)
          END AS vec_rank,
          dense_rank() OVER (ORDER BY created_at DESC)   AS recency_rank,
-         dense_rank() OVER (ORDER BY access_count DESC) AS access_rank,
-         -- cosine scaled to [0, 1] over the candidates (0 where there is none)
-         coalesce((similarity - min(similarity) OVER ())
-                  / nullif(max(similarity) OVER () - min(similarity) OVER (), 0), 
-                  CASE WHEN similarity IS NOT NULL THEN 1.0 END, 0.0) AS cos_norm,
-         -- bm25 scaled to [0, 1] over the hits, best = 1; a lone hit gets 0.5
-         CASE WHEN bm25_score IS NULL THEN 0.0
-              ELSE coalesce((max(bm25_score) OVER () - bm25_score)
-                            / nullif(max(bm25_score) OVER () - min(bm25_score) OVER (), 0),
-                            0.5) END AS bm25_norm,
-         max(access_count) OVER () AS max_access_count
+         dense_rank() OVER (ORDER BY access_count DESC) AS access_rank
   FROM scored
 ),
--- 6. The four lists as rows; a list whose weight is 0 contributes nothing.
-lists AS (
-  SELECT rowid, 'bm25' AS list, bm25_rank AS rank, (SELECT w_bm25 FROM params) AS weight
-  FROM ranked
-  UNION ALL
-  SELECT rowid, 'vector', vec_rank, (SELECT w_vec FROM params) FROM ranked
-  UNION ALL
-  SELECT rowid, 'recency', recency_rank, (SELECT w_recency FROM params) FROM ranked
-  UNION ALL
-  SELECT rowid, 'access', access_rank, (SELECT w_access FROM params) FROM ranked
-),
--- 7. Weighted RRF per candidate: over all four lists (rrf4) and over the two
---    relevance lists (rrf2), with the explanation of the lists the profile fuses.
-fused AS (
-  SELECT l.rowid,
-         rrf_fuse(CASE WHEN l.weight > 0 THEN l.rank END, l.weight, p.k) AS rrf4,
-         rrf_fuse(CASE WHEN l.weight > 0 AND l.list IN ('bm25', 'vector') THEN l.rank END,
-                  l.weight, p.k) AS rrf2,
-         rrf_explain(l.list,
-                     CASE WHEN l.weight > 0 AND (p.profile != 'memory'
-                                                 OR l.list IN ('bm25', 'vector'))
-                          THEN l.rank END,
-                     l.weight, p.k) AS explain
-  FROM lists AS l, params AS p
-  GROUP BY l.rowid
-),
--- 8. The 'memory' profile's bound: the largest multiplier that keeps every
---    candidate that is not first in all enabled relevance lists below one that is:
---    best = (w_b + w_v)/(k+1), runner-up <= best - min(w)(1/(k+1) - 1/(k+2)).
-bound AS (
+-- 6. Profile 'memory' (docs/profiles.md): RRF over the two relevance lists, times
+--    a bounded multiplier from recency and use. The bound m is the largest that
+--    keeps every candidate that is not first in all enabled relevance lists below
+--    one that is: best = (w_b + w_v)/(k+1), runner-up <= best - min(w)(1/(k+1) -
+--    1/(k+2)). The multiplier is 1 + m * (the weighted mean of the recency and
+--    access RRF terms, each scaled so that rank 1 gives 1). High importance adds
+--    1/(k+1) - 1/(k+11), as if the episode had moved from rank 11 to rank 1.
+memory_bound AS (
   SELECT CASE WHEN best > 0 AND best > runner_up THEN 0.99 * (best / runner_up - 1) ELSE 0 END
            AS max_boost
   FROM (SELECT best, best - w_min * (1.0 / (k + 1) - 1.0 / (k + 2)) AS runner_up
@@ -248,75 +281,166 @@ bound AS (
                           ELSE max(w_bm25, w_vec) END AS w_min
               FROM params))
 ),
--- 9. 'memory': 1 + max_boost * (the weighted mean of the recency and access RRF
---    terms, each scaled so that rank 1 gives 1).
-tiebreak AS (
-  SELECT r.rowid,
-         1 + b.max_boost * coalesce(
-               (p.w_recency * (p.k + 1) / (p.k + r.recency_rank)
-                + p.w_access * (p.k + 1) / (p.k + r.access_rank))
-               / nullif(p.w_recency + p.w_access, 0), 0) AS multiplier
-  FROM ranked AS r, params AS p, bound AS b
+score_memory AS (
+  SELECT rowid, coalesce(rrf2, 0) * multiplier + boost AS score, boost, multiplier,
+         NULL AS cos_norm, NULL AS bm25_norm
+  FROM (SELECT r.rowid,
+               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
+                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec) AS rrf2,
+               1 + b.max_boost * coalesce(
+                     (p.w_recency * (p.k + 1) / (p.k + r.recency_rank)
+                      + p.w_access * (p.k + 1) / (p.k + r.access_rank))
+                     / nullif(p.w_recency + p.w_access, 0), 0) AS multiplier,
+               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
+                    ELSE 0 END AS boost
+        FROM ranked AS r, params AS p, memory_bound AS b)
 ),
--- 10. The score of each profile; high importance adds 1/(k+1) - 1/(k+11) to the
---    RRF profiles (shown in explain as "importance") and floors relevance at 0.3
---    in 'weighted'.
-final AS (
-  SELECT f.rowid, e.importance,
-         CASE WHEN e.importance = 'high' AND p.profile IN ('memory', 'rrf', 'decay')
-              THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11) ELSE 0 END AS boost,
+-- 6. Profile 'rrf' (DESIGN.md): weighted RRF over all four lists; a list whose
+--    weight is 0 contributes nothing. High importance adds 1/(k+1) - 1/(k+11).
+score_rrf AS (
+  SELECT rowid, coalesce(rrf4, 0) + boost AS score, boost, NULL AS multiplier,
+         NULL AS cos_norm, NULL AS bm25_norm
+  FROM (SELECT r.rowid,
+               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
+                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec,
+                       CASE WHEN p.w_recency > 0 THEN r.recency_rank END, p.w_recency,
+                       CASE WHEN p.w_access > 0 THEN r.access_rank END, p.w_access) AS rrf4,
+               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
+                    ELSE 0 END AS boost
+        FROM ranked AS r, params AS p)
+),
+-- 6. Profile 'decay': four-list RRF (k 30 unless :k) times 1 + 0.3 exp(-age_days/30)
+--    and the lifecycle multipliers (NULL = 1). High importance adds 1/(k+1) - 1/(k+11).
+score_decay AS (
+  SELECT rowid, coalesce(rrf4, 0) * (1 + 0.3 * exp(-age_days / 30.0))
+                * coalesce(strength, 1) * coalesce(depth, 1)
+                * coalesce(session_spread, 1) * coalesce(stability, 1) + boost AS score,
+         boost, NULL AS multiplier, NULL AS cos_norm, NULL AS bm25_norm
+  FROM (SELECT r.rowid, r.age_days, e.strength, e.depth, e.session_spread, e.stability,
+               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
+                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec,
+                       CASE WHEN p.w_recency > 0 THEN r.recency_rank END, p.w_recency,
+                       CASE WHEN p.w_access > 0 THEN r.access_rank END, p.w_access) AS rrf4,
+               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
+                    ELSE 0 END AS boost
+        FROM ranked AS r CROSS JOIN episodes AS e ON e.rowid = r.rowid, params AS p)
+),
+-- 6. Profile 'weighted': the score blend RRF replaces, 0.5 relevance + 0.3 recency
+--    + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25 (floored at 0.3 for high
+--    importance). bm25 is scaled to [0, 1] over the hits, best = 1; a lone hit (or
+--    all tied) gets 0.5, no hit 0.
+score_weighted AS (
+  SELECT rowid,
+         0.5 * max(0.7 * coalesce(similarity, 0) + 0.3 * bm25_norm,
+                   CASE WHEN importance = 'high' THEN 0.3 ELSE 0 END)
+         + 0.3 * exp(-0.6931471805599453 / 30 * max(age_days, 0))
+         + 0.2 * (access_count + 1.0) / (max_access_count + 1.0) AS score,
+         0 AS boost, NULL AS multiplier, NULL AS cos_norm, bm25_norm
+  FROM (SELECT rowid, similarity, importance, age_days, access_count,
+               CASE WHEN bm25_score IS NULL THEN 0.0
+                    ELSE coalesce((max(bm25_score) OVER () - bm25_score)
+                                  / nullif(max(bm25_score) OVER () - min(bm25_score) OVER (), 0),
+                                  0.5) END AS bm25_norm,
+               max(access_count) OVER () AS max_access_count
+        FROM ranked)
+),
+-- 6. Profile 'convex': :alpha * min-max cosine + (1 - :alpha) * min-max BM25, both
+--    scaled to [0, 1] over the candidates (cosine: 0 where there is none, 1 when
+--    all are equal; bm25: best hit 1, a lone hit 0.5, no hit 0).
+score_convex AS (
+  SELECT n.rowid, p.alpha * n.cos_norm + (1 - p.alpha) * n.bm25_norm AS score,
+         0 AS boost, NULL AS multiplier, n.cos_norm, n.bm25_norm
+  FROM (SELECT rowid,
+               coalesce((similarity - min(similarity) OVER ())
+                        / nullif(max(similarity) OVER () - min(similarity) OVER (), 0),
+                        CASE WHEN similarity IS NOT NULL THEN 1.0 END, 0.0) AS cos_norm,
+               CASE WHEN bm25_score IS NULL THEN 0.0
+                    ELSE coalesce((max(bm25_score) OVER () - bm25_score)
+                                  / nullif(max(bm25_score) OVER () - min(bm25_score) OVER (), 0),
+                                  0.5) END AS bm25_norm
+        FROM ranked) AS n, params AS p
+),
+scores AS (
+  SELECT s.* FROM params AS x CROSS JOIN score_memory AS s WHERE x.profile = 'memory'
+  UNION ALL
+  SELECT s.* FROM params AS x CROSS JOIN score_rrf AS s WHERE x.profile = 'rrf'
+  UNION ALL
+  SELECT s.* FROM params AS x CROSS JOIN score_decay AS s WHERE x.profile = 'decay'
+  UNION ALL
+  SELECT s.* FROM params AS x CROSS JOIN score_weighted AS s WHERE x.profile = 'weighted'
+  UNION ALL
+  SELECT s.* FROM params AS x CROSS JOIN score_convex AS s WHERE x.profile = 'convex'
+),
+-- 7. The best :limit candidates by the profile's score (scores); ties broken by
+--    similarity, then recency, use, rowid. Nothing to match (no BM25 hit and no
+--    query vector): no episode, not the most recent.
+top AS MATERIALIZED (
+  SELECT s.rowid, s.score, s.boost, s.multiplier, s.cos_norm, s.bm25_norm,
+         r.bm25_rank, r.vec_rank, r.recency_rank, r.access_rank, r.similarity,
+         r.bm25_score, r.age_days, r.access_count
+  FROM scores AS s JOIN ranked AS r ON r.rowid = s.rowid
+  WHERE :qvec IS NOT NULL OR EXISTS (SELECT 1 FROM bm25)
+  ORDER BY s.score DESC, r.similarity IS NULL, r.similarity DESC, r.recency_rank,
+           r.access_rank, s.rowid
+  LIMIT (SELECT result_limit FROM params)
+),
+-- The returned rows once per list (the four lists, with rank and weight), for the
+-- explanations (which read top through this CTE only).
+top_lists AS (
+  SELECT t.*, l.list,
+         CASE l.list WHEN 'bm25' THEN t.bm25_rank WHEN 'vector' THEN t.vec_rank
+                     WHEN 'recency' THEN t.recency_rank ELSE t.access_rank END AS rank,
+         CASE l.list WHEN 'bm25' THEN p.w_bm25 WHEN 'vector' THEN p.w_vec
+                     WHEN 'recency' THEN p.w_recency ELSE p.w_access END AS weight
+  FROM top AS t, params AS p,
+       (SELECT 'bm25' AS list UNION ALL SELECT 'vector' UNION ALL SELECT 'recency'
+        UNION ALL SELECT 'access') AS l
+),
+-- 8. The returned rows with the profile's explanation: for the RRF profiles each
+--    list's rank, weight and contribution ('memory': the two relevance lists, and
+--    its multiplier), for the blends their inputs. (One CTE for every profile: a
+--    handful of rows, and a statement that chooses its profile at run time stays
+--    within SQLite's limits on nested queries.)
+explain AS (
+  SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank, l.access_rank,
+         l.similarity, l.bm25_score,
          CASE p.profile
-           WHEN 'rrf' THEN coalesce(f.rrf4, 0)
-           WHEN 'decay' THEN coalesce(f.rrf4, 0) * (1 + 0.3 * exp(-r.age_days / 30.0))
-                * coalesce(e.strength, 1) * coalesce(e.depth, 1)
-                * coalesce(e.session_spread, 1) * coalesce(e.stability, 1)
-           WHEN 'weighted' THEN
-                0.5 * max(0.7 * coalesce(r.similarity, 0) + 0.3 * r.bm25_norm,
-                          CASE WHEN e.importance = 'high' THEN 0.3 ELSE 0 END)
-              + 0.3 * exp(-0.6931471805599453 / 30 * max(r.age_days, 0))
-              + 0.2 * (r.access_count + 1.0) / (r.max_access_count + 1.0)
-           WHEN 'convex' THEN p.alpha * r.cos_norm + (1 - p.alpha) * r.bm25_norm
-           ELSE -- 'memory': recency and access as a bounded tie-breaking multiplier
-                coalesce(f.rrf2, 0) * r_mult.multiplier
-         END AS base,
-         CASE WHEN p.profile = 'memory' THEN json_set(coalesce(f.explain, '{}'),
-                '$.recency_access', json_object('multiplier', r_mult.multiplier))
-              WHEN p.profile IN ('rrf', 'decay') THEN f.explain
-              WHEN p.profile = 'weighted' THEN json_object(
-                'similarity', r.similarity, 'bm25_norm', r.bm25_norm,
-                'age_days', r.age_days, 'access_count', r.access_count)
-              ELSE json_object('cos_norm', r.cos_norm, 'bm25_norm', r.bm25_norm,
-                               'alpha', p.alpha)
+           WHEN 'memory' THEN json_set(
+             coalesce(rrf_explain(l.list, CASE WHEN l.weight > 0
+                                                    AND l.list IN ('bm25', 'vector')
+                                               THEN l.rank END, l.weight, p.k), '{}'),
+             '$.recency_access', json_object('multiplier', l.multiplier))
+           WHEN 'weighted' THEN json_object('similarity', l.similarity,
+                                            'bm25_norm', l.bm25_norm,
+                                            'age_days', l.age_days,
+                                            'access_count', l.access_count)
+           WHEN 'convex' THEN json_object('cos_norm', l.cos_norm, 'bm25_norm', l.bm25_norm,
+                                          'alpha', p.alpha)
+           ELSE rrf_explain(l.list, CASE WHEN l.weight > 0 THEN l.rank END, l.weight, p.k)
          END AS explain
-  FROM fused AS f
-  JOIN ranked AS r ON r.rowid = f.rowid
-  JOIN episodes AS e ON e.rowid = f.rowid
-  JOIN tiebreak AS r_mult ON r_mult.rowid = f.rowid
-  CROSS JOIN params AS p
+  FROM top_lists AS l, params AS p
+  GROUP BY l.rowid
 )
--- 11. Top :limit by score; ties broken by similarity, then recency, use, rowid.
+-- 9. The returned rows (explain: top's rows with the profile's explanation), best
+--    first, with high importance's boost added to the explanation.
 SELECT e.id,
        e.content,
-       coalesce(x.base, 0) + x.boost AS score,
-       r.bm25_rank,
-       r.vec_rank,
-       r.recency_rank,
-       r.access_rank,
-       r.similarity,
-       r.bm25_score,
-       CASE WHEN x.boost > 0
-            THEN json_set(coalesce(x.explain, '{}'), '$.importance', json_object('boost', x.boost))
-            ELSE x.explain END AS explain,
+       t.score,
+       t.bm25_rank,
+       t.vec_rank,
+       t.recency_rank,
+       t.access_rank,
+       t.similarity,
+       t.bm25_score,
+       CASE WHEN t.boost > 0
+            THEN json_set(coalesce(t.explain, '{}'), '$.importance', json_object('boost', t.boost))
+            ELSE t.explain END AS explain,
        e.importance,
        e.created_at,
        e.accessed_at,
        e.access_count,
        e.rowid
-FROM final AS x
-JOIN ranked AS r ON r.rowid = x.rowid
-JOIN episodes AS e ON e.rowid = x.rowid
--- nothing to match (no BM25 hit and no query vector): no episode, not the most recent
-WHERE :qvec IS NOT NULL OR EXISTS (SELECT 1 FROM bm25)
-ORDER BY score DESC, r.similarity IS NULL, r.similarity DESC, r.recency_rank,
-         r.access_rank, e.rowid
-LIMIT (SELECT result_limit FROM params);
+FROM explain AS t
+JOIN episodes AS e ON e.rowid = t.rowid
+ORDER BY t.score DESC, t.similarity IS NULL, t.similarity DESC, t.recency_rank,
+         t.access_rank, t.rowid;

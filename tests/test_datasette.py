@@ -201,7 +201,8 @@ def test_form_fields_are_the_statements_parameters():
     assert q["params"][:7] == ["query", "limit", "scope", "kind", "since", "until", "profile"]
     assert set(q["params"]) == {
         "query", "qvec", "profile", "pool", "k", "w_bm25", "w_vec", "w_recency",
-        "w_access", "bm25_limit", "pool_size", "limit", "alpha", "min_similarity", "now",
+        "w_access", "bm25_limit", "pool_size", "oversample", "limit", "alpha", "min_similarity",
+        "now",
         "skip_vectors", "scope", "kind", "since", "until"}
     code = "\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
     for name in q["params"]:

@@ -46,7 +46,7 @@ def ids(result):
 def test_knn_equals_all_when_the_pool_covers_the_corpus(store, profile):
     q = np.random.default_rng(1).normal(size=DIM)
     kw = dict(limit=100, qvec=q, touch=False, force=True, profile=profile)
-    exact = store.recall("alpha beta3", pool="all", **kw)
+    exact = store.recall("alpha beta3", pool="all", pool_size=400, **kw)
     knn = store.recall("alpha beta3", pool="knn", pool_size=400, **kw)
     assert ids(knn) == ids(exact)
     assert [h.score for h in knn] == pytest.approx([h.score for h in exact], rel=1e-12)
@@ -100,10 +100,11 @@ def test_reopened_store_loads_sqlite_vec_itself(store):
 
 
 def test_knn_statement_is_recall_sql_with_the_knn_pool():
-    plain, knn = recall_statement("recent"), recall_statement("knn")
+    plain, knn = recall_statement(), recall_statement("knn")
     assert plain == read_sql("recall.sql")
-    assert "episodes_vec" in knn and "episodes_vec" not in plain
-    assert knn.split("pool AS")[0] == plain.split("-- pool:begin")[0]
+    assert "FROM episodes_vec\n" in knn and "FROM episodes_vec\n" not in plain
+    # the same fragments but the pool: the BM25 list before it, the fusion after it
+    assert knn.split("-- 2. The vector pool")[0] == plain.split("-- 2. The vector pool")[0]
     assert knn.split("-- 3. Candidates")[1] == plain.split("-- 3. Candidates")[1]
 
 

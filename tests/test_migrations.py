@@ -227,7 +227,7 @@ def test_partial_index_on_accessed_at(tmp_path):
 def _pool_subquery(sql: str) -> str:
     """The 'recent' pool's inner SELECT, cut out of recall.sql, with the params
     lookup replaced by a named parameter."""
-    m = re.search(r"\bpool\s+AS\s*\(", sql, re.I)
+    m = re.search(r"\bpool_recent\s+AS\s*\(", sql, re.I)
     assert m, "recall.sql has no pool CTE"
     start = sql.index("(SELECT", m.end())
     depth = 0

@@ -32,7 +32,7 @@ WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu 
 def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0.6, 0.4),
                      bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25"),
                      profile="rrf", alpha=0.5, min_similarity=None, now=NOW,
-                     scope=None, kind=None, since=None, until=None):
+                     scope=None, kind=None, since=None, until=None, oversample=20):
     """The fusion of DESIGN.md and docs/profiles.md computed in Python. Only the BM25
     list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute).
     ``scope``, ``kind``, ``since``, ``until`` keep the episodes that pass them, in both
@@ -60,10 +60,31 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
     distinct = sorted(set(bm25_score.values()))  # dense ranks: equal scores share a rank
     bm25_rank = {rowid: distinct.index(v) + 1 for rowid, v in bm25_score.items()}
     with_emb = [r for r in rows.values() if r[2] is not None]
+    qf = None if qvec is None else np.asarray(qvec, "<f4")
+
+    def cosine(r):
+        v = np.frombuffer(r[2], "<f4").astype(np.float64)
+        q64 = qf.astype(np.float64)
+        return float(v @ q64 / (np.linalg.norm(v) * np.linalg.norm(q64)))
+
+    def nearest(rs, n):  # the n best by cosine; ties: smaller rowid
+        return sorted(rs, key=lambda r: (-cosine(r), r[0]))[:n]
+
     if pool == "recent":
         pool_ids = [r[0] for r in sorted(with_emb, key=lambda r: (-r[4], r[0]))[:pool_size]]
-    else:
-        pool_ids = [r[0] for r in with_emb]
+    elif qf is None or pool_size == 0:
+        pool_ids = []  # 'all' and 'quantized' are the nearest to the query vector
+    elif pool == "all":
+        pool_ids = [r[0] for r in nearest(with_emb, pool_size)]
+    else:  # 'quantized': nearest by the Hamming distance of sign codes, then by cosine
+        qcode = np.packbits(qf > 0, bitorder="little")
+
+        def hamming(r):
+            code = np.packbits(np.frombuffer(r[2], "<f4") > 0, bitorder="little")
+            return int(np.unpackbits(code ^ qcode).sum())
+
+        short = sorted(with_emb, key=lambda r: (hamming(r), r[0]))[:pool_size * oversample]
+        pool_ids = [r[0] for r in nearest(short, pool_size)]
     cands = set()
     if "pool" in candidates_from:
         cands |= set(pool_ids)
@@ -238,8 +259,9 @@ def test_below_pool_size_equals_python_fusion(small_store, seed):
 
 @pytest.mark.parametrize("params", [
     dict(k=10.0), dict(k=0.0), dict(w=(0.0, 1.0, 0.6, 0.4)), dict(w=(1.0, 0.0, 0.0, 0.0)),
-    dict(w=(2.0, 0.5, 0.0, 1.5)), dict(pool="all"), dict(pool_size=20),
-    dict(pool_size=0), dict(bm25_limit=5), dict(bm25_limit=0),
+    dict(w=(2.0, 0.5, 0.0, 1.5)), dict(pool="all"), dict(pool="all", pool_size=20),
+    dict(pool="quantized"), dict(pool="quantized", pool_size=10, oversample=3),
+    dict(pool_size=20), dict(pool_size=0), dict(bm25_limit=5), dict(bm25_limit=0),
 ])
 def test_parameters_equal_python_fusion(tmp_path, params):
     """Every parameter of the statement does what the reference does, at 400 episodes."""
@@ -265,9 +287,9 @@ def test_defaults_are_the_designs(small_store):
     cte = re.search(r"\nparams AS \((.*?)\n\),", read_sql("recall.sql"), re.S).group(1)
     names = set(re.findall(r":(\w+)", cte))
     params = small_store.conn.execute(cte, dict.fromkeys(names)).fetchall()[0]
-    assert params[:10] == ("memory", 60.0, 1.0, 1.0, 0.6, 0.4, 50, 200, "recent", 3)
-    assert params[10:12] == (0.5, None)  # alpha, min_similarity
-    assert abs(params[12] - time.time() * 1000) < 60_000  # now
+    assert params[:9] == ("memory", 60.0, 1.0, 1.0, 0.6, 0.4, 50, 200, "recent")
+    assert params[9:13] == (20, 3, 0.5, None)  # oversample, limit, alpha, min_similarity
+    assert abs(params[13] - time.time() * 1000) < 60_000  # now
     rng = np.random.default_rng(3)
     qvec = rng.normal(size=DIM)
     assert len(run_recall(small_store.conn, "alpha", qvec)) == 3
@@ -539,6 +561,7 @@ def profile_db(tmp_path_factory):
 @pytest.mark.parametrize("params", [
     {}, dict(k=5.0), dict(w=(2.0, 0.5, 1.0, 3.0)), dict(w=(1.0, 1.0, 0.0, 0.0)),
     dict(w=(0.0, 1.0, 0.6, 0.4)), dict(pool="all"), dict(pool_size=30),
+    dict(pool="quantized", pool_size=30, oversample=2),
     dict(min_similarity=0.2), dict(alpha=0.8), dict(bm25_limit=3),
 ])
 def test_profiles_equal_python_reference(profile_db, profile, params):
@@ -756,3 +779,31 @@ def test_a_tiny_scope_gets_a_full_bm25_list(filter_db):
         "WHERE episodes_fts MATCH 'alpha' AND e.scope = 'tiny'").fetchall()[0][0]
     assert len(in_bm25) == min(10, n_match) > 0
     assert all(h.id for h in hits)
+
+
+def test_each_pool_and_profile_statement_equals_the_shipped_one(tmp_path):
+    """The statement Store runs for one pool and one profile (composed from the same
+    fragments) returns exactly what sql/recall.sql returns with :pool and :profile
+    bound, explanations included."""
+    from sqlite_rrf.statements import POOLS, PROFILES, recall_statement
+    from sqlite_rrf.resources import statement_params
+
+    rng = np.random.default_rng(5)
+    with Store(tmp_path / "s.db") as s:
+        s.add_many(make_episodes(300, rng))
+        shipped = read_sql("recall.sql")
+        assert shipped == recall_statement()
+        for query, qvec in (("alpha omega", rng.normal(size=DIM)), ("sigma", None),
+                            ("", rng.normal(size=DIM))):
+            qblob = None if qvec is None else np.asarray(qvec, "<f4").tobytes()
+            for pool in POOLS:
+                for profile in PROFILES:
+                    b = {"query": query, "qvec": qblob, "pool": pool, "profile": profile,
+                         "limit": 25, "pool_size": 40, "oversample": 2, "now": NOW}
+                    own = recall_statement(pool, profile)
+                    got = s.conn.execute(own, {n: b.get(n) for n in statement_params(own)}
+                                         ).fetchall()
+                    want = s.conn.execute(shipped, {n: b.get(n) for n in
+                                                    statement_params(shipped)}).fetchall()
+                    assert got == want, (pool, profile, query)
+                    assert len(got) > 0 or not query.strip() and qvec is None

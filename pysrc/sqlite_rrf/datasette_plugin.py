@@ -43,15 +43,25 @@ TEXT_PARAMS = frozenset({"query", "profile", "pool", "qvec", "scope", "kind", "s
 FORM_ORDER = ("query", "limit", "scope", "kind", "since", "until", "profile", "qvec", "pool")
 
 TITLE = "Recall (sqlite-rrf)"
-DESCRIPTION = (
-    "Hybrid recall over the episodes table: BM25, vector similarity, recency and "
-    "access fused by weighted Reciprocal Rank Fusion (sql/recall.sql). Empty fields "
-    "take the statement's defaults: limit 3, profile memory (or rrf, decay, weighted, "
-    "convex), pool recent (or all), k 60, weights w_bm25 1, w_vec 1, w_recency 0.6, "
-    "w_access 0.4. qvec is optional: the query embedding as a JSON array such as "
-    "[0.1, -0.2, ...]; without it the vector list is empty. Numbers are JSON numbers. "
-    "Read-only: recalling here does not mark episodes accessed."
-)
+def _description() -> str:
+    """The canned query's description, with the statement's own defaults."""
+    from .statements import POOLS, PROFILES, recall_defaults
+
+    d = recall_defaults()
+    others = ", ".join(p for p in PROFILES if p != d["profile"])
+    pools = ", ".join(p for p in POOLS if p != d["pool"])
+    return (
+        "Hybrid recall over the episodes table: BM25, vector similarity, recency and "
+        "access fused by weighted Reciprocal Rank Fusion (sql/recall.sql). Empty fields "
+        f"take the statement's defaults: limit {d['result_limit']}, profile {d['profile']} "
+        f"(or {others}), pool {d['pool']} (or {pools}), k {d['k']:g}, weights "
+        f"w_bm25 {d['w_bm25']:g}, w_vec {d['w_vec']:g}, w_recency {d['w_recency']:g}, "
+        f"w_access {d['w_access']:g}. qvec is optional: the query embedding as a JSON "
+        "array such as [0.1, -0.2, ...]; without it the vector list is empty. Numbers are "
+        "JSON numbers. Read-only: recalling here does not mark episodes accessed."
+    )
+
+
 KNN_DESCRIPTION = (
     "The recall statement with the 'knn' pool: sqlite-vec's nearest pool_size "
     "episodes over the whole table (episodes_vec) instead of the most recently "
@@ -106,11 +116,11 @@ def form_params(sql: str) -> List[str]:
 def canned_query(pool: str = "recent") -> Dict[str, Any]:
     """The canned query definition for the recall statement (``pool='knn'``: its
     knn form), as Datasette's ``queries`` metadata takes it."""
-    sql = recall_statement(pool)
+    sql = recall_statement("knn") if pool == "knn" else recall_statement()
     return {
         "sql": form_sql(sql),
         "title": TITLE if pool != "knn" else TITLE + " — knn pool",
-        "description": DESCRIPTION if pool != "knn" else KNN_DESCRIPTION,
+        "description": _description() if pool != "knn" else KNN_DESCRIPTION,
         "params": form_params(sql),
         "hide_sql": True,
     }

@@ -38,19 +38,11 @@ def data_path(name: str) -> str:
     return os.path.join(_HERE, "data", name)
 
 
-@lru_cache(maxsize=None)
-def recall_statement(pool: str = "recent") -> str:
-    """The recall statement; for ``pool='knn'`` its pool CTE is replaced by the
-    sqlite-vec KNN pool of ``sql/pool_knn.sql`` (one source for both forms)."""
-    sql = read_sql("recall.sql")
-    if pool != "knn":
-        return sql
-    begin, end = "-- pool:begin\n", "-- pool:end\n"
-    head, rest = sql.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    fragment = "".join(line + "\n" for line in read_sql("pool_knn.sql").splitlines()
-                       if not line.startswith("--"))
-    return head + fragment + tail
+def recall_statement(pool: str = None, profile: str = None) -> str:  # type: ignore[assignment]
+    """The recall statement (see :func:`sqlite_rrf.statements.recall_statement`)."""
+    from .statements import recall_statement as compose
+
+    return compose(pool, profile)
 
 
 # a comment or a quoted string (group 1, skipped), or a named parameter :name (group 2)
@@ -71,7 +63,7 @@ def statement_params(sql: str) -> List[str]:
 
 
 @lru_cache(maxsize=None)
-def recall_parameters(pool: str = "recent") -> Tuple[str, ...]:
+def recall_parameters(pool: str = None) -> Tuple[str, ...]:  # type: ignore[assignment]
     """The names of the recall statement's parameters. A driver that binds by name from a
     dict (apsw does) must bind every one: ``dict.fromkeys(recall_parameters())`` gives
     them all as None, which means the statement's default."""

@@ -23,7 +23,8 @@ import numpy as np
 
 from .loader import load
 from .migrations import migrate
-from .resources import read_sql, recall_statement
+from .resources import read_sql
+from .statements import POOL_MODES, PROFILES, recall_defaults, recall_statement
 
 #: Queries are cut to this many characters before they are embedded and searched.
 MAX_QUERY_CHARS = 6000
@@ -33,10 +34,6 @@ MAX_COUNT = 2**31 - 1
 #: The topic gate: a recall is skipped when the query's embedding has a cosine
 #: above this with the previous recalled query's (unless forced).
 TOPIC_GATE_COSINE = 0.85
-#: Pool modes of the recall statement ('knn' needs :meth:`Store.enable_knn`).
-POOL_MODES = ("recent", "all", "knn")
-#: Fusion profiles of the recall statement (docs/profiles.md); the first is the default.
-PROFILES = ("memory", "rrf", "decay", "weighted", "convex")
 #: Names of the four fused lists, in the order of ``weights`` tuples.
 LISTS = ("bm25", "vector", "recency", "access")
 IMPORTANCE = ("low", "normal", "high")
@@ -236,6 +233,9 @@ class Store:
                 if self.meta("bm25_stopwords_rows") is None:
                     self._wrote(0)  # a database from before migration 0003, or still small
             self._guard_vectors()
+            self._code_vectors()
+            if not self.readonly:
+                self.fill_codes()
             if embedder is not None:
                 self._bind_model(embedder, remember=not self.readonly)
         except BaseException:
@@ -256,6 +256,63 @@ class Store:
                 "SELECT CASE WHEN vec_cosine(NEW.embedding, NEW.embedding) IS NULL THEN "
                 "RAISE(ABORT, 'episodes.embedding: a zero vector (its cosine is undefined)') "
                 "END; END")
+
+    def _code_vectors(self) -> None:
+        """On this connection, give every new or changed vector its sign code at once
+        (migration 0007's triggers, plain SQL for every client, leave it pending): a TEMP
+        trigger, like :meth:`_guard_vectors`'s, so the codes written through a Store are
+        never pending."""
+        self.conn.execute(
+            "CREATE TEMP TRIGGER IF NOT EXISTS rrf_episodes_code AFTER INSERT ON main.episodes_codes "
+            "WHEN NEW.code IS NULL BEGIN "
+            "UPDATE main.episodes_codes SET code = (SELECT vec_signbits(v.embedding) "
+            "FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid) WHERE rowid = NEW.rowid; "
+            "END")
+
+    #: Pending sign codes computed per transaction by :meth:`fill_codes`.
+    CODES_BATCH = 20_000
+
+    def fill_codes(self) -> int:
+        """Compute the sign codes that are pending (vectors written by a client without
+        the extension, or by the migration that made the codes table) and return how many
+        were written. A vector that cannot be used (NaN, infinite, wrong size) keeps a
+        pending code: the quantized pool scores pending rows exactly, and the recall
+        leaves such vectors out with a warning. Each batch is its own transaction."""
+        if self.readonly:
+            return 0
+        written = 0
+        after = -(2**63)
+        dim = self.dim
+        while True:
+            # read and write in one transaction: a vector rewritten meanwhile cannot get
+            # the code of its old value
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self.conn.execute(
+                    "SELECT c.rowid, v.embedding FROM episodes_codes AS c "
+                    "INDEXED BY idx_episodes_codes_pending "
+                    "JOIN episodes_vectors AS v ON v.rowid = c.rowid "
+                    "WHERE c.code IS NULL AND c.rowid > ? ORDER BY c.rowid LIMIT ?",
+                    (after, self.CODES_BATCH)).fetchall()
+                updates = []
+                for rowid, blob in rows:
+                    if not isinstance(blob, bytes) or not blob or len(blob) % 4:
+                        continue
+                    v = np.frombuffer(blob, "<f4")
+                    if (dim is not None and v.size != dim) or not np.isfinite(v).all():
+                        continue
+                    updates.append((np.packbits(v > 0, bitorder="little").tobytes(), rowid))
+                self.conn.executemany("UPDATE episodes_codes SET code = ? WHERE rowid = ?",
+                                      updates)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if not self.conn.getautocommit():
+                    self.conn.execute("ROLLBACK")
+                raise
+            if not rows:
+                return written
+            after = rows[-1][0]
+            written += len(updates)
 
     def _check_schema_readable(self) -> None:
         """A read-only database cannot be migrated: it must be at this version already."""
@@ -820,14 +877,17 @@ class Store:
                alpha: Optional[float] = None, min_similarity: Optional[float] = None,
                now: Optional[int] = None, session: Optional[str] = None,
                scope: Optional[str] = None, kind: Optional[str] = None,
-               since: Optional[int] = None, until: Optional[int] = None) -> RecallResult:
+               since: Optional[int] = None, until: Optional[int] = None,
+               oversample: Optional[int] = None) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement
         (``sql/recall.sql``): weighted RRF over BM25, vector similarity, recency and
         access lists.
 
         ``weights`` is ``(bm25, vector, recency, access)`` or a dict with those keys
         (defaults 1.0, 1.0, 0.6, 0.4; 0 turns a list off); ``k`` defaults to 60,
-        ``pool`` to ``'recent'`` (``'all'`` scores every episode), ``pool_size`` to 200,
+        ``pool`` to ``'recent'`` (:data:`POOL_MODES`: ``'all'`` takes the ``pool_size``
+        nearest of all episodes exactly, ``'quantized'`` the same through 1-bit codes,
+        ``oversample`` times as many candidates rescored), ``pool_size`` to 200,
         ``bm25_limit`` to 50 — the statement's own defaults. ``profile`` chooses the
         fusion (:data:`PROFILES`; default ``'memory'``: RRF of BM25 and vector with
         recency and access as a bounded tie-breaker; ``'rrf'`` is DESIGN.md's four-list
@@ -860,7 +920,7 @@ class Store:
         query = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
         params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
                                      alpha, min_similarity, now, scope=scope, kind=kind,
-                                     since=since, until=until)
+                                     since=since, until=until, oversample=oversample)
         qblob = None
         qarr = None
         if qvec is not None:
@@ -924,8 +984,10 @@ class Store:
         hits: List[RecallHit] = []
         self.conn.execute("BEGIN")
         try:
-            for row in self.conn.execute(recall_statement(params["pool"] or "recent"),
-                                         bindings):
+            defaults = recall_defaults()
+            sql = recall_statement(params["pool"] or defaults["pool"],
+                                   params["profile"] or defaults["profile"])
+            for row in self.conn.execute(sql, bindings):
                 hits.append(RecallHit(*row[:9], json.loads(row[9]) if row[9] else {}, *row[10:]))
             self.conn.execute("COMMIT")
         except BaseException:
@@ -1014,7 +1076,8 @@ class Store:
                        min_similarity: Optional[float] = None,
                        now: Optional[int] = None, *, scope: Optional[str] = None,
                        kind: Optional[str] = None, since: Optional[int] = None,
-                       until: Optional[int] = None) -> Dict[str, Any]:
+                       until: Optional[int] = None,
+                       oversample: Optional[int] = None) -> Dict[str, Any]:
         """Validate recall options; returns the statement's bindings (None = default)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
             raise StoreError(f"limit: must be an integer from 1 to {MAX_COUNT}, got {limit!r}")
@@ -1042,6 +1105,10 @@ class Store:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)
                                   or not 0 <= v <= MAX_COUNT):
                 raise StoreError(f"{name}: must be an integer from 0 to {MAX_COUNT}, got {v!r}")
+        if oversample is not None and (isinstance(oversample, bool)
+                                       or not isinstance(oversample, int)
+                                       or not 1 <= oversample <= 10_000):
+            raise StoreError(f"oversample: must be an integer from 1 to 10000, got {oversample!r}")
         if k is not None and (not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0):
             raise StoreError(f"k: must be a finite number >= 0, got {k!r}")
         w: Dict[str, Optional[float]] = dict.fromkeys(LISTS)
@@ -1065,7 +1132,7 @@ class Store:
                 "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
                 "now": now, "skip_vectors": None,
                 "scope": scope, "kind": kind, "since": since, "until": until,
-                "bm25_limit": bm25_limit, "w_bm25": w["bm25"], "w_vec": w["vector"],
+                "bm25_limit": bm25_limit, "oversample": oversample, "w_bm25": w["bm25"], "w_vec": w["vector"],
                 "w_recency": w["recency"], "w_access": w["access"]}
 
     # ---- stats ----

@@ -1,11 +1,11 @@
--- The 'knn' vector pool: sqlite-vec's exact nearest :pool_size episodes by cosine
--- over ALL episodes, from the vec0 table episodes_vec (sql/knn.sql). It replaces
--- the pool CTE of recall.sql (between its pool:begin and pool:end lines);
--- `sqlite-rrf sql --pool knn` prints the whole statement. Needs :qvec and sqlite-vec.
+-- 2. The vector pool 'knn': sqlite-vec's exact nearest :pool_size episodes by
+--    cosine over ALL episodes, from the vec0 table episodes_vec (sql/knn.sql).
+--    `sqlite-rrf sql --pool knn` prints a statement with it. Needs :qvec and
+--    sqlite-vec.
 -- With a filter (:scope, :kind, :since, :until) the index cannot filter, so the
 -- pool is the :pool_size best by vec_cosine among the episodes that pass, exactly
 -- (only one of the two branches runs).
-pool AS MATERIALIZED (
+pool_knn AS MATERIALIZED (
   SELECT rowid
   FROM (SELECT rowid, distance
         FROM episodes_vec
@@ -23,4 +23,4 @@ pool AS MATERIALIZED (
           AND (:until IS NULL OR e.created_at < :until)
         ORDER BY vec_cosine(e.embedding, :qvec) DESC, e.rowid
         LIMIT (SELECT pool_size FROM params))
-),
+)

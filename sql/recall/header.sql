@@ -1,0 +1,36 @@
+-- sqlite-rrf recall: one statement, hybrid retrieval over the episodes table.
+--
+-- Parameters (all named; NULL or unbound means the default given in `params`):
+--   :query        the user's text (searched with FTS5 through fts5_query)
+--   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
+--   :profile      how the lists are fused (docs/profiles.md):
+--                 'memory' (default) RRF of BM25 and vector, times a bounded
+--                          recency/access multiplier that can reorder near-ties but
+--                          never outvote a first place in both relevance lists
+--                 'rrf'    DESIGN.md's four-list weighted RRF
+--                 'decay'  four-list RRF (k 30) times 1 + 0.3 exp(-age_days/30) and
+--                          the lifecycle multipliers (NULL = 1)
+--                 'weighted' the score blend RRF replaces: 0.5 relevance + 0.3 recency
+--                          + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25
+--                 'convex' :alpha * min-max cosine + (1 - :alpha) * min-max BM25
+--   :pool         the vector pool: 'recent' (the :pool_size most recently accessed
+--                 episodes), 'all' (the :pool_size nearest to :qvec of all episodes,
+--                 exactly: one scan of the vectors), 'quantized' (the same, found
+--                 through 1-bit codes: the :pool_size * :oversample nearest by
+--                 Hamming distance, rescored exactly); a statement made for 'knn'
+--                 (`sqlite-rrf sql --pool knn`) takes sqlite-vec's nearest
+--   :pool_size 200   :oversample 20   :bm25_limit 50   :limit 3   :k 60 (30 for 'decay')
+--   :w_bm25 1.0  :w_vec 1.0  :w_recency 0.6  :w_access 0.4   (weight 0 = list off)
+--   :alpha 0.5 ('convex')   :min_similarity (none): drop candidates that have no
+--   BM25 hit and a similarity below it   :now (current time, ms): for ages
+--   :skip_vectors (none): a JSON array of rowids whose embedding is left out
+--   :scope, :kind (none): only the episodes of that scope, of that kind
+--   :since, :until (none): only the episodes with :since <= created_at < :until (ms)
+--   The filters apply to both lists: the BM25 list is bm25()'s top over the rows
+--   that pass them, the vector pool the most recent (or all) of the rows that pass.
+--
+-- Needs the rrf extension (vec_cosine, vec_signbits, rrf_hamming, rrf_topk, rrf_sum,
+-- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
+-- rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
+-- stage, pool and profile; python -m sqlite_rrf.statements --write): sqlite-rrf's
+-- Store runs the statement of one pool and one profile made from the same fragments.

@@ -1,0 +1,16 @@
+-- 6. Profile 'convex': :alpha * min-max cosine + (1 - :alpha) * min-max BM25, both
+--    scaled to [0, 1] over the candidates (cosine: 0 where there is none, 1 when
+--    all are equal; bm25: best hit 1, a lone hit 0.5, no hit 0).
+score_convex AS (
+  SELECT n.rowid, p.alpha * n.cos_norm + (1 - p.alpha) * n.bm25_norm AS score,
+         0 AS boost, NULL AS multiplier, n.cos_norm, n.bm25_norm
+  FROM (SELECT rowid,
+               coalesce((similarity - min(similarity) OVER ())
+                        / nullif(max(similarity) OVER () - min(similarity) OVER (), 0),
+                        CASE WHEN similarity IS NOT NULL THEN 1.0 END, 0.0) AS cos_norm,
+               CASE WHEN bm25_score IS NULL THEN 0.0
+                    ELSE coalesce((max(bm25_score) OVER () - bm25_score)
+                                  / nullif(max(bm25_score) OVER () - min(bm25_score) OVER (), 0),
+                                  0.5) END AS bm25_norm
+        FROM ranked) AS n, params AS p
+)

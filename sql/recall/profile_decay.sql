@@ -1,0 +1,16 @@
+-- 6. Profile 'decay': four-list RRF (k 30 unless :k) times 1 + 0.3 exp(-age_days/30)
+--    and the lifecycle multipliers (NULL = 1). High importance adds 1/(k+1) - 1/(k+11).
+score_decay AS (
+  SELECT rowid, coalesce(rrf4, 0) * (1 + 0.3 * exp(-age_days / 30.0))
+                * coalesce(strength, 1) * coalesce(depth, 1)
+                * coalesce(session_spread, 1) * coalesce(stability, 1) + boost AS score,
+         boost, NULL AS multiplier, NULL AS cos_norm, NULL AS bm25_norm
+  FROM (SELECT r.rowid, r.age_days, e.strength, e.depth, e.session_spread, e.stability,
+               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
+                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec,
+                       CASE WHEN p.w_recency > 0 THEN r.recency_rank END, p.w_recency,
+                       CASE WHEN p.w_access > 0 THEN r.access_rank END, p.w_access) AS rrf4,
+               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
+                    ELSE 0 END AS boost
+        FROM ranked AS r CROSS JOIN episodes AS e ON e.rowid = r.rowid, params AS p)
+)

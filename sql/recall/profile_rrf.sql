@@ -1,0 +1,14 @@
+-- 6. Profile 'rrf' (DESIGN.md): weighted RRF over all four lists; a list whose
+--    weight is 0 contributes nothing. High importance adds 1/(k+1) - 1/(k+11).
+score_rrf AS (
+  SELECT rowid, coalesce(rrf4, 0) + boost AS score, boost, NULL AS multiplier,
+         NULL AS cos_norm, NULL AS bm25_norm
+  FROM (SELECT r.rowid,
+               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
+                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec,
+                       CASE WHEN p.w_recency > 0 THEN r.recency_rank END, p.w_recency,
+                       CASE WHEN p.w_access > 0 THEN r.access_rank END, p.w_access) AS rrf4,
+               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
+                    ELSE 0 END AS boost
+        FROM ranked AS r, params AS p)
+)
