@@ -184,12 +184,23 @@ def check_consistent(conn) -> None:
         assert lengths <= {4 * dim[0][0]}, (lengths, dim)
     else:
         assert not lengths
+    emb = dict(conn.execute("SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"))
     if has_knn(conn):
         vec = dict(conn.execute("SELECT rowid, embedding FROM episodes_vec"))
-        emb = dict(conn.execute(
-            "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"))
         assert vec == emb, (sorted(set(vec) ^ set(emb)),
                             sorted(r for r in set(vec) & set(emb) if vec[r] != emb[r]))
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episodes_codes'").fetchall():
+        # migration 0007: the narrow copy holds every embedding, and a code is either
+        # pending (NULL) or the sign code of the embedding it sits beside, never stale
+        narrow = dict(conn.execute("SELECT rowid, embedding FROM episodes_vectors"))
+        assert narrow == emb, (sorted(set(narrow) ^ set(emb)),
+                               sorted(r for r in set(narrow) & set(emb) if narrow[r] != emb[r]))
+        codes = dict(conn.execute("SELECT rowid, code FROM episodes_codes"))
+        assert set(codes) == set(emb), sorted(set(codes) ^ set(emb))
+        for r, code in codes.items():
+            if code is not None:
+                want = np.packbits(np.frombuffer(emb[r], "<f4") > 0, bitorder="little")
+                assert code == want.tobytes(), r
 
 
 def dump(conn) -> List[tuple]:
@@ -495,6 +506,48 @@ def test_control_check_consistent_sees_a_stale_vector_and_a_stale_displaced_row(
         check_consistent(c)
     c.execute("ROLLBACK")
     check_consistent(c)
+
+
+def test_control_check_consistent_sees_narrow_tables_that_drift(tmp_path):
+    """Migration 0007's tables: a vector the narrow copy missed, a stale code, a
+    code row too many are each caught; a pending (NULL) code is fine."""
+    db = new_store(tmp_path / "n.db")
+    c = plain(db)
+    check_consistent(c)
+    assert c.execute("SELECT count(*) FROM episodes_codes WHERE code IS NOT NULL"
+                     ).fetchall()[0][0] > 0  # the Store computed the codes
+    for sql in ("DELETE FROM episodes_vectors WHERE rowid = (SELECT min(rowid) FROM episodes_vectors)",
+                "UPDATE episodes_codes SET code = zeroblob(length(code)) WHERE rowid = "
+                "(SELECT min(rowid) FROM episodes_codes)",
+                "INSERT INTO episodes_codes(rowid, code) VALUES (999999, NULL)"):
+        c.execute("BEGIN")
+        c.execute(sql)
+        with pytest.raises(AssertionError):
+            check_consistent(c)
+        c.execute("ROLLBACK")
+    c.execute("UPDATE episodes_codes SET code = NULL")
+    check_consistent(c)
+
+
+def test_store_fills_the_codes_another_client_left_pending(tmp_path):
+    """A write without the extension leaves the code pending; the next Store opened
+    on the file computes it, equal to vec_signbits."""
+    db = new_store(tmp_path / "p.db")
+    c = plain(db)
+    c.execute("UPDATE episodes SET embedding = ? WHERE id = 'e3'", (f32([-1.0] * DIM),))
+    assert c.execute("SELECT code FROM episodes_codes WHERE rowid = "
+                     "(SELECT rowid FROM episodes WHERE id = 'e3')").fetchall() == [(None,)]
+    c.close()
+    s = Store(str(db))
+    try:
+        assert s.conn.execute("SELECT count(*) FROM episodes_codes WHERE code IS NULL"
+                              ).fetchall() == [(0,)]
+        assert s.conn.execute(
+            "SELECT count(*) FROM episodes_codes AS c JOIN episodes_vectors AS v USING (rowid) "
+            "WHERE c.code IS NOT vec_signbits(v.embedding)").fetchall() == [(0,)]
+        check_consistent(s.conn)
+    finally:
+        s.close()
 
 
 # ---------------------------------------------------------------- the issue's cases
