@@ -25,7 +25,11 @@
 **       and no xInst. Bounds, cheapest first:
 **         U1 = sum over the phrases present in the row of IDF * (k1 + 1)
 **              (presence from xPhraseFirstColumn; each term of bm25 is below
-**              IDF * (k1 + 1) whatever the frequency and D);
+**              IDF * (k1 + 1) whatever the frequency and D). The phrases are
+**              checked by decreasing IDF, and after each check the sum with
+**              every phrase not yet checked counted as present (>= U1) is
+**              compared already: most rows hold only common words and are
+**              pruned after one or two checks (MaxScore);
 **         U2 = the bm25 sum with each phrase's frequency summed over
 **              xPhraseFirst/xPhraseNext (the same position lists xInst merges)
 **              and D replaced by a lower bound of the row's length: the sum over
@@ -101,6 +105,23 @@
 **       the scan have a value below -D: rows holding only dropped words are
 **       not in the scan, and their score is at most D. The recall statement
 **       checks that and otherwise runs the whole query.
+**
+** rrf_bm25_or_seeded(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
+** -> REAL: rrf_bm25_or, with a heap that is full before the scan starts.
+**  B15. Seeds: on its first call with a given (n, weights), n <= 1024, the
+**       phrases of the MATCH expression with the fewest rows are read with
+**       xQueryPhrase (by increasing row count, while their rows add up to at
+**       most max(1024, 4 n)); each of their rows gets a lower bound of its
+**       score, the sum of those phrases' terms of B2's sum (the other terms are
+**       >= 0; xInst and xColumnSize of the phrase's own query), times
+**       1 - 1e-9. The heap starts with the n best bounds, so B3's pruning starts
+**       at the scan's first row: the bounds are of n distinct rows, each at most
+**       its row's score. When the scan scores a row of the seeds exactly, that
+**       value replaces the row's bound in the heap (or is pushed if the bound
+**       was dropped); it is never pushed twice. A row's exact score below its
+**       bound is an error naming the row (the MATCH expression is then not an OR
+**       of the phrases: the contract of B10). So B3's "the first n rows visited
+**       are exact" does not hold; B4/B13 do, and so do the values of B11.
 **
 ** rrf_bm25_idf(fts_table [, phrase]) -> REAL: the IDF FTS5's bm25() gives
 ** phrase `phrase` (default 0) of the current query.
@@ -521,7 +542,7 @@ static int exact_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Quer
 #define SEED_EMPTY ((sqlite3_int64)0x8000000000000000ULL) /* LLONG_MIN: a free entry */
 #define SEED_MAX_N 1024      /* n above this: no pre-pass */
 #ifndef SEED_BUDGET
-#define SEED_BUDGET 1024 /* rows read by the pre-pass, at most (or 4 n) */
+#define SEED_BUDGET 1024 /* rows read by the pre-pass, at most (or 4 n): B15 */
 #endif
 #define SEED_MARGIN (1.0 - 1e-9)
 

@@ -16,8 +16,10 @@ in ``ORDER BY rowid DESC`` order (a MATERIALIZED CTE keeps the visiting order).
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -282,15 +284,48 @@ def test_B4_external_content_table(db):
     check_query(db, "fx", "w0 OR w5 OR w17 OR w120", 20, desc=True)
 
 
+def must_prune(conn, table, query, n, desc=False):
+    """The rows B3 obliges rrf_bm25(table, n) to prune, by a plain-Python U1: a row visited after
+    the first n whose U1 (the sum over the query's words present in it of IDF * (k1 + 1), with
+    a margin far above B3's) is below the n-th best bm25 score of the rows visited before it
+    (pruned rows are below that n-th best too, so it is the heap's minimum). Single-word
+    phrases only."""
+    words = sorted(set(re.findall(r"w\d+", query)))
+    total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    has, idf = {}, {}
+    for w in words:
+        has[w] = {r for (r,) in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (w,))}
+        x = math.log((total - len(has[w]) + 0.5) / (len(has[w]) + 0.5))
+        idf[w] = x if x > 0 else 1e-6
+    rows = visit(conn, table, f"bm25({table})", query, desc)
+    forced, best = set(), []
+    for i, (rowid, value) in enumerate(rows):
+        u1 = sum(idf[w] * 2.2 for w in words if rowid in has[w])
+        if i >= n and u1 * (1 + 1e-6) < sorted(best, reverse=True)[n - 1]:
+            forced.add(rowid)
+        best.append(-value)
+    return forced
+
+
 def test_B4_small_tables_and_n_larger_than_the_matches(corpora):
-    for q in ["w0", "w1 OR w2", "w299", "w0 AND w1 AND w2"]:
+    forced_total = 0
+    for q in ["w0", "w1 OR w2", "w0 OR w7 OR w40", "w299", "w0 AND w1 AND w2"]:
         matched = corpora.execute("SELECT count(*) FROM small WHERE small MATCH ?", (q,)).fetchone()[0]
         for n in (1, 3, 40, 1000):
-            pruned = check_query(corpora, "small", q, n, ms=[1, min(n, 5), n])
-            if n >= matched:
-                assert pruned == 0, (q, n)  # B3: the heap never holds n scores, nothing is pruned
-            else:
-                assert 0 <= pruned <= matched - n, (q, n)
+            for desc in (False, True):
+                pruned = check_query(corpora, "small", q, n, desc=desc, ms=[1, min(n, 5), n])
+                if n >= matched:
+                    assert pruned == 0, (q, n)  # B3: the heap never holds n scores, nothing is pruned
+                    continue
+                # B3: every row whose U1 is below the n-th best so far is pruned (and check_query
+                # showed that every pruned row may be); the first n rows never are
+                exact = dict(visit(corpora, "small", "bm25(small)", q, desc))
+                mine = dict(visit(corpora, "small", f"rrf_bm25(small, {n})", q, desc))
+                forced = must_prune(corpora, "small", q, n, desc)
+                assert {r for r in forced if mine[r] == exact[r]} == set(), (q, n, desc)
+                assert len(forced) <= pruned <= matched - n, (q, n, desc)
+                forced_total += len(forced)
+    assert forced_total >= 20  # the check above is not vacuous
     # no match at all
     assert visit(corpora, "small", "rrf_bm25(small, 3)", "nosuchword") == []
 

@@ -531,3 +531,164 @@ def test_the_bm25_cte_runs_in_the_sqlite3_shell(tmp_path):
         assert [r for r, _ in got] == [r for r, _ in want]
         assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-14)  # printed with 17 digits
     c.close()
+
+
+# ---------------------------------------------------------------- rrf_bm25_or_seeded (B15)
+
+SEEDED_SQL = OR_SQL.replace("rrf_bm25_or(", "rrf_bm25_or_seeded(")
+#: The statement's BM25 list with the seeded scan in 1b (tests/bench/bench_bm25.py's NEW_BM25_SQL
+#: shape): the only change is the function 1b calls.
+SEEDED_CTE = CTE.replace("rrf_bm25_or(episodes_fts,", "rrf_bm25_or_seeded(episodes_fts,")
+
+
+def seeded_list(conn, query, limit=50):
+    b = dict.fromkeys(CTE_PARAMS)
+    b.update(query=query, bm25_limit=limit)
+    return [(r, s) for r, s, _ in conn.execute(SEEDED_CTE, b).fetchall()]
+
+
+def scan(conn, fn, q, stop, n, desc=False, table="episodes_fts"):
+    """[(rowid, value)] of ``fn`` over the scan without the stopwords, in visiting order."""
+    order = " ORDER BY rowid DESC" if desc else ""
+    return conn.execute(f"SELECT rowid, {fn}({table}, {n}, ?1, ?2, 'porter unicode61') FROM {table} "
+                        f"WHERE {table} MATCH fts5_query(?1, 'or', ?2, 'porter unicode61'){order}",
+                        (q, stop)).fetchall()
+
+
+def whole_query(conn, q, table="episodes_fts"):
+    return dict(conn.execute(f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH fts5_query(?)",
+                             (q,)).fetchall())
+
+
+def test_B15_the_statement_with_the_seeded_scan_is_bm25s_top(db):
+    assert SEEDED_CTE.count("rrf_bm25_or_seeded(") == 1
+    for q in QUERIES:
+        for limit in (1, 3, 50, 400, 5000):
+            assert seeded_list(db, q, limit) == reference(db, q, limit), (q, limit)
+
+
+def test_B15_rows_are_exact_or_pruned_and_the_top_is_bm25s(db):
+    """Every row of the seeded scan is exact, or pruned (below bm25 and worse than the n-th
+    best), in both visiting orders; ORDER BY ... LIMIT m, m <= n, is bm25's top m."""
+    for q, stop in (("the memory of cats", "the of"), ("cats of the study", "the"),
+                    ("dog runs zebra", "the"), ("The Studies of cats kubernetes", ""),
+                    ("quartz nebula fjord of a", "of a")):
+        for n, m in ((50, 50), (50, 10), (7, 7), (1, 1)):
+            assert db.execute(SEEDED_SQL, (q, n, stop, m)).fetchall() == reference(db, q, m), (q, n)
+        full = whole_query(db, q)
+        for n in (1, 10, 50):
+            for desc in (False, True):
+                rows = scan(db, "rrf_bm25_or_seeded", q, stop, n, desc)
+                assert [r for r, _ in rows] == sorted((r for r, _ in rows), reverse=desc)
+                nth = sorted(full[r] for r, _ in rows)[min(n, len(rows)) - 1]
+                assert sum(v == full[r] for r, v in rows) >= min(n, len(rows))
+                for r, v in rows:
+                    assert v == full[r] or (v < full[r] and v > nth), (q, n, desc, r, v, full[r])
+
+
+def test_B15_the_heap_is_full_before_the_first_row(db):
+    """rrf_bm25_or scores its first n rows exactly (its heap fills from the scan);
+    rrf_bm25_or_seeded prunes from the scan's first rows on (the rarest word's rows filled
+    its heap), and so scores fewer rows exactly."""
+    q, stop, n = "the memory of cats zebra", "the of", 5
+    full = whole_query(db, q)
+    plain = scan(db, "rrf_bm25_or", q, stop, n)
+    seeded = scan(db, "rrf_bm25_or_seeded", q, stop, n)
+    assert [r for r, _ in plain] == [r for r, _ in seeded]
+    assert all(v == full[r] for r, v in plain[:n])
+    assert sum(v != full[r] for r, v in seeded[:n]) >= 1
+    exact_plain = sum(v == full[r] for r, v in plain)
+    exact_seeded = sum(v == full[r] for r, v in seeded)
+    assert exact_seeded < exact_plain, (exact_seeded, exact_plain)
+    # the n best rows are exact in both, and they are the same
+    assert sorted(plain, key=lambda t: (t[1], t[0]))[:n] == sorted(seeded, key=lambda t: (t[1], t[0]))[:n]
+
+
+def test_B15_no_pre_pass_above_1024_or_for_null_n(db):
+    """n above 1024: no seeds (the first n rows visited are exact); NULL n: bm25 everywhere."""
+    q, stop = "the memory of cats zebra", "the of"
+    full = whole_query(db, q)
+    rows = scan(db, "rrf_bm25_or_seeded", q, stop, 1025)
+    assert all(v == full[r] for r, v in rows[:1025])
+    rows = scan(db, "rrf_bm25_or_seeded", q, stop, "NULL")
+    assert all(v == full[r] for r, v in rows)
+    assert db.execute(SEEDED_SQL, (q, 2000, stop, 200)).fetchall() == reference(db, q, 200)
+
+
+def test_B15_weights(db):
+    c = apsw.Connection(":memory:")
+    sqlite_rrf.load(c)
+    c.execute("CREATE VIRTUAL TABLE t USING fts5(a, b, tokenize='porter unicode61')")
+    rng = random.Random(7)
+    with c:
+        c.executemany("INSERT INTO t(a, b) VALUES (?, ?)", [(text(rng, 1, 5), text(rng, 0, 12)) for _ in range(1500)])
+    q, stop = "the memory of cats zebra", "the of"
+    for w in ((1.0, 1.0), (2.0, 0.5), (0.0, 3.0), (7.0, 0.0)):
+        for m in (1, 20):
+            want = c.execute(f"SELECT rowid, bm25(t, {w[0]}, {w[1]}) AS s FROM t WHERE t MATCH fts5_query(?) "
+                             f"ORDER BY s, rowid LIMIT {m}", (q,)).fetchall()
+            got = c.execute(f"SELECT rowid, rrf_bm25_or_seeded(t, 20, ?1, ?2, 'porter unicode61', {w[0]}, {w[1]}) "
+                            "AS s FROM t WHERE t MATCH fts5_query(?1, 'or', ?2, 'porter unicode61') "
+                            f"ORDER BY s, rowid LIMIT {m}", (q, stop)).fetchall()
+            assert got == want, (w, m)
+    c.close()
+
+
+def test_B15_errors_name_the_function(db):
+    match = ("SELECT rrf_bm25_or_seeded(episodes_fts, 5, {args}) FROM episodes_fts "
+             "WHERE episodes_fts MATCH {m}")
+    cases = [
+        ("'the cat', 'the', 'porter unicode61'", "'\"cat\" OR \"dog\"'",
+         "rrf_bm25_or_seeded: the MATCH expression has 2 phrases; fts5_query(text, 'or', stopwords, "
+         "tokenize) has 1"),
+        ("x'00', 'the', 'porter'", "'\"cat\"'", "rrf_bm25_or_seeded: text must be TEXT, got BLOB"),
+        ("'the cat', 3, 'porter'", "'\"cat\"'",
+         "rrf_bm25_or_seeded: stopwords must be TEXT or NULL, got INTEGER"),
+        ("'studies cat', 'studies', 'unicode61'", "'\"cat\"'",
+         "rrf_bm25_or_seeded: tokenize is not the table's tokenizer: the table makes another term of "
+         "'studies'"),
+    ]
+    for args, m, msg in cases:
+        with pytest.raises(apsw.SQLError) as e:
+            db.execute(match.format(args=args, m=m)).fetchall()
+        assert str(e.value).endswith(msg), str(e.value)
+    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or_seeded: missing arguments; usage: "
+                                            r"rrf_bm25_or_seeded\(fts_table, n, text"):
+        db.execute("SELECT rrf_bm25_or_seeded(episodes_fts, 5) FROM episodes_fts "
+                   "WHERE episodes_fts MATCH 'cat'").fetchall()
+    for bad, shown in (("0", "0"), ("1.5", "1.5"), ("'x'", "TEXT 'x'")):
+        with pytest.raises(apsw.SQLError, match=f"^rrf_bm25_or_seeded: n must be a positive integer or "
+                                                f"NULL, got {shown}$"):
+            db.execute(f"SELECT rrf_bm25_or_seeded(episodes_fts, {bad}, 'cat') FROM episodes_fts "
+                       "WHERE episodes_fts MATCH 'cat'").fetchall()
+
+
+def test_B15_a_match_that_is_not_the_or_query_is_refused_on_a_seeded_row():
+    """NEAR keeps fewer instances of a phrase than the phrase's own query: a seeded row then
+    scores below its bound, which is the error of B15 (the contract of B10 is broken). (With
+    n = 2 the heap would be full of seeds and row 1 pruned instead: such a MATCH is outside
+    the contract, which only this check can catch, and only on the rows it scores.)"""
+    c = new_db()
+    rows = ["zebra zebra zebra cat zebra"] + [f"cat dog {i}" for i in range(60)] + ["zebra dog"] * 3
+    with c:
+        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)", [(f"n{i}", t) for i, t in enumerate(rows)])
+    with pytest.raises(apsw.SQLError, match=r"^rrf_bm25_or_seeded: row 1 scores below its bound"):
+        c.execute("SELECT rrf_bm25_or_seeded(episodes_fts, 5, 'cat zebra', '', 'porter unicode61') "
+                  "FROM episodes_fts WHERE episodes_fts MATCH 'NEAR(cat zebra, 0)'").fetchall()
+    c.close()
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(start=st.integers(0, 400), ops=OPS, queries=st.lists(QUERY, min_size=1, max_size=4),
+       limit=st.sampled_from([1, 2, 5, 50]), seed=st.integers(0, 2**32 - 1))
+def test_property_B15_the_seeded_list_equals_bm25_across_sql_churn(start, ops, queries, limit, seed):
+    c = new_db()
+    fill(c, start, random.Random(seed))
+    refresh_hint(c)
+    state = {"next": 0}
+    for op in ops:
+        apply(c, op, state)
+        for q in queries:
+            assert seeded_list(c, q, limit) == reference(c, q, limit), (q, limit)
+    c.close()
