@@ -1,7 +1,7 @@
-"""The evaluation (sqlite_rrf.evaluate and the sqlite_rrf.evaluation package): metrics against hand-computed values and
-an independent brute-force reference, BEIR loading and its errors, the cached store,
-an end-to-end evaluation on a tiny collection whose rankings are obvious, and the
-``eval`` command's JSON.
+"""The evaluation (sqlite_rrf.evaluate and the sqlite_rrf.evaluation package): metrics
+against hand-computed values and an independent brute-force reference, BEIR loading and
+its errors, the cached store, an end-to-end evaluation on a tiny collection whose rankings
+are obvious, the ``eval`` command's JSON, and what the modules offer and import.
 
 Everything here runs on a five-document collection written to ``tmp_path`` with cached
 (hand-made, 8-dimensional) embeddings; only the test marked ``embed`` loads the GGUF

@@ -113,7 +113,8 @@ def evaluate(data_dir: PathLike, runs: Optional[Iterable[str]] = None, split: st
                 spec = specs[name]
                 kwargs = dict(spec.params)
                 kwargs.update(profile_params.get(name, {}))
-                used[name] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()}
+                used[name] = {k: (list(v) if isinstance(v, tuple) else v)
+                              for k, v in kwargs.items()}
                 queries = [(qid, qtext, qvecs[qi] if spec.vector else None)
                            for qi, (qid, qtext) in enumerate(zip(data.query_ids, data.query_texts))]
                 rankings: Dict[str, List[str]] = {}
