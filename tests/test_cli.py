@@ -993,3 +993,73 @@ def test_a_database_on_read_only_media_recalls(tmp_path):
         fails_clearly(run("add", rodb, "x", cwd=tmp_path), "read-only")
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+# ---- the parser: words and imports ----
+
+def _subparsers():
+    import argparse
+
+    from sqlite_rrf import cli
+
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+def test_every_positional_argument_has_help():
+    missing = [f"{name} {a.dest}" for name, p in _subparsers().items() for a in p._actions
+               if not a.option_strings and not a.help]
+    assert missing == []
+
+
+def test_help_names_every_profile_without_pointing_at_files():
+    from sqlite_rrf.cli import PROFILE_SUMMARIES
+    from sqlite_rrf.store import PROFILES
+
+    assert list(PROFILE_SUMMARIES) == list(PROFILES)
+    (profile,) = [a for a in _subparsers()["recall"]._actions if "--profile" in a.option_strings]
+    for name, what in PROFILE_SUMMARIES.items():
+        assert f"{name}: {what}" in profile.help
+    # The wheel ships no docs/: no help may send the user there.
+    for name, p in _subparsers().items():
+        for a in p._actions:
+            assert "docs/" not in (a.help or ""), (name, a.dest, a.help)
+
+
+def test_recall_choices_are_the_stores():
+    # The command line names the pools and profiles without importing the store.
+    from sqlite_rrf import store
+
+    choices = {a.dest: a.choices for a in _subparsers()["recall"]._actions}
+    assert tuple(choices["pool"]) == store.POOL_MODES
+    assert tuple(choices["profile"]) == store.PROFILES
+
+
+HEAVY = ("numpy", "apsw", "sqlite_rrf.store", "sqlite_rrf.embed", "llama_cpp",
+         "sqlite_rrf.evaluation.runner")
+
+
+def _imported_by(tmp_path, *args):
+    """The HEAVY modules that ``sqlite-rrf ARGS`` imports (stdout: the command's, last line:
+    the modules)."""
+    code = ("import sys\nfrom sqlite_rrf.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\nsys.exit(rc)\n")
+    e = dict(os.environ, HF_HUB_OFFLINE="1")
+    e.pop("SQLITE_RRF_MODEL", None)
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=str(tmp_path),
+                       env=e, capture_output=True, text=True, timeout=120)
+    ok(p)
+    return json.loads(p.stdout.splitlines()[-1].replace("'", '"'))
+
+
+def test_a_command_imports_only_what_it_runs(tmp_path):
+    for args in (["--help"], ["recall", "--help"], ["eval", "--help"], ["path"], ["sql"]):
+        assert _imported_by(tmp_path, *args) == [], args
+    db = tmp_path / "m.db"
+    ok(run("import", db, "-", cwd=tmp_path,
+           stdin='{"id": "a", "content": "postgres credentials in the vault"}\n'))
+    # A database without embeddings recalls without the embedder or the evaluation.
+    assert _imported_by(tmp_path, "recall", db, "postgres") == ["apsw", "numpy",
+                                                                 "sqlite_rrf.store"]

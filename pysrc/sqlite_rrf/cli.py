@@ -6,6 +6,11 @@ Commands: ``init``, ``import``, ``add``, ``recall``, ``embed``, ``stats``, ``sto
 ``$SQLITE_RRF_MODEL``, else the database's own, else the default
 (:data:`sqlite_rrf.models.DEFAULT_MODEL`). Without any model, ``add``, ``import``,
 ``recall`` and ``demo`` work with the BM25, recency and access lists and say so once.
+
+A command imports what it runs and no more: the parser of every command is built on each
+run, from light modules only (:mod:`sqlite_rrf.statements` names the pools and
+profiles), and the store, numpy, the embedder and the evaluation are imported by the
+commands that use them.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any, List, Optional, Sequence
 
 from . import __version__, loadable_path
 from .resources import data_path, recall_statement
-from .store import POOL_MODES, PROFILES
+from .statements import POOL_MODES, PROFILES
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -416,7 +421,8 @@ def _check_demo_db(path: str, sample_ids: set) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The main job: a fresh demo database, the packaged sample, a hybrid recall."""
+    """Make a fresh demo database from the packaged sample episodes and show one hybrid
+    recall of it, with each list's contribution explained."""
     import time
 
     from .store import Store
@@ -498,6 +504,20 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 # ---- parser ----
 
+DB_HELP = "the memory database (an SQLite file)"
+DB_HELP_CREATED = "the memory database (an SQLite file; created if it does not exist)"
+#: What each fusion profile does, in a line: ``--profile``'s help (the wheel ships no docs).
+PROFILE_SUMMARIES = {
+    "memory": "RRF of BM25 and vector, with recency and use only breaking near-ties",
+    "rrf": "weighted RRF of all four lists (BM25, vector, recency, access)",
+    "decay": "four-list RRF boosted for recent episodes, times the episodes' lifecycle "
+             "multipliers",
+    "weighted": "a blend of relevance (cosine and normalised BM25), an age decay and use",
+    "convex": "alpha times the normalised cosine plus (1 - alpha) times the normalised "
+              "BM25 score",
+}
+
+
 def _add_model(p: argparse.ArgumentParser) -> None:
     from .models import DEFAULT_MODEL, DEFAULT_N_CTX
 
@@ -539,7 +559,8 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="weights of the bm25, vector, recency and access lists "
                         "(default 1,1,0.6,0.4)")
     p.add_argument("--profile", choices=PROFILES, default=None,
-                   help="fusion profile (default memory; see docs/profiles.md)")
+                   help="fusion profile (default memory): " + "; ".join(
+                       f"{name}: {what}" for name, what in PROFILE_SUMMARIES.items()))
     p.add_argument("--alpha", type=float, default=None,
                    help="convex profile: weight of the cosine against BM25 (default 0.5)")
     p.add_argument("--min-similarity", type=float, default=None, dest="min_similarity",
@@ -556,11 +577,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("init", help="create or migrate a memory database")
-    p.add_argument("db")
+    p.add_argument("db", help="the memory database to create, or to bring to the current "
+                   "schema")
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("import", help="import episodes from a JSONL file (one per line)")
-    p.add_argument("db")
+    p.add_argument("db", help=DB_HELP_CREATED)
     p.add_argument("file", help="JSONL: id, content, optional embedding (JSON array), "
                    "created_at, accessed_at (ms since the epoch), access_count, importance; "
                    "- for stdin")
@@ -569,9 +591,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("add", help="add one episode")
-    p.add_argument("db")
-    p.add_argument("text")
-    p.add_argument("--id")
+    p.add_argument("db", help=DB_HELP_CREATED)
+    p.add_argument("text", help="the episode's text")
+    p.add_argument("--id", help="the episode's id (a new one is made when not given)")
     p.add_argument("--importance", choices=("low", "normal", "high"), default="normal")
     p.add_argument("--kind", help="free text stored with the episode (recall --kind filters)")
     p.add_argument("--scope", default="", help="the memory it belongs to: a project, a user "
@@ -580,21 +602,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("recall", help="the top episodes for a query")
-    p.add_argument("db")
-    p.add_argument("query")
+    p.add_argument("db", help=DB_HELP)
+    p.add_argument("query", help="what to recall, in plain words")
     _add_recall_options(p)
     _add_model(p)
     p.set_defaults(func=cmd_recall)
 
     p = sub.add_parser("stats", help="counts and facts about a database")
-    p.add_argument("db")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help="print them as a JSON object")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("stopwords", help="recompute and print the BM25 stopwords (terms in "
                        "at least half of the episodes, dropped from queries)")
-    p.add_argument("db")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help="print them as a JSON object")
     p.set_defaults(func=cmd_stopwords)
 
     p = sub.add_parser("path", help="print the loadable extension's path (for .load)")
@@ -606,12 +628,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("knn", help="add the sqlite-vec index for --pool knn")
-    p.add_argument("db")
+    p.add_argument("db", help=DB_HELP)
     p.set_defaults(func=cmd_knn)
 
     p = sub.add_parser("embed", help="embed the episodes that have no embedding (batched, "
                        "resumable)")
-    p.add_argument("db", help="the memory database")
+    p.add_argument("db", help=DB_HELP)
     p.add_argument("--batch-size", type=int, default=64, dest="batch_size",
                    help="episodes per batch; each batch is written all or nothing (default 64)")
     _add_model(p)
@@ -624,13 +646,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "the default model)")
     p.set_defaults(func=cmd_model)
 
-    p = sub.add_parser("demo", help="a demo database with the sample episodes, and a hybrid "
-                       "recall with explanations")
+    p = sub.add_parser("demo", help="make a demo database from the packaged sample episodes "
+                       "and show one hybrid recall of it, each list's part explained")
     p.add_argument("db", nargs="?", default=DEMO_DB,
                    help=f"where the demo database goes (default {DEMO_DB}); an existing file "
                         "is replaced only if the demo made it")
-    p.add_argument("--query", default=DEMO_QUERY)
-    p.add_argument("--limit", type=int, default=3)
+    p.add_argument("--query", default=DEMO_QUERY, help="the query of the demo's recall")
+    p.add_argument("--limit", type=int, default=3, help="how many episodes it shows")
     p.add_argument("--pool-size", type=int, default=10, dest="pool_size",
                    help="the recent pool (small, so the sample shows BM25 rescuing an old "
                         "episode; default 10)")
@@ -653,14 +675,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model(p)
     p.set_defaults(func=hook.run)
 
-    from . import evaluate
+    from .evaluation import cli as evaluation_cli
 
-    evaluate.add_parser(sub)
+    evaluation_cli.add_parser(sub)
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command line; returns the exit status."""
+def _known_error(e: Exception) -> Optional[str]:
+    """The one-line report of an error the command line expects (bad input; a database,
+    extension or model it cannot use), or None for a fault of ours. The error classes
+    are imported here, on the error path, so that a command imports only what it runs."""
     import apsw
 
     from .embed import EmbeddingError
@@ -668,29 +692,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .migrations import MigrationError
     from .store import StoreError
 
+    if isinstance(e, (StoreError, MigrationError, ExtensionLoadError, EmbeddingError)):
+        return str(e)
+    if isinstance(e, (apsw.Error, OSError)):
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except CliError as e:
         print(f"sqlite-rrf: {e}", file=sys.stderr)
         return EXIT_ERROR
-    except (StoreError, MigrationError, ExtensionLoadError, EmbeddingError) as e:
-        where = f"{args.db}: " if getattr(args, "db", None) else ""
-        print(f"sqlite-rrf: {where}{e}", file=sys.stderr)
-        return EXIT_ERROR
     except BrokenPipeError:  # e.g. `sqlite-rrf stats DB --json | head`
         return 0
-    except (apsw.Error, OSError) as e:
-        where = f"{args.db}: " if getattr(args, "db", None) else ""
-        print(f"sqlite-rrf: {where}{type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
         print("sqlite-rrf: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # a fault of ours: one line, unless SQLITE_RRF_DEBUG asks for more
-        if os.environ.get("SQLITE_RRF_DEBUG"):
-            raise
+    except Exception as e:
         where = f"{args.db}: " if getattr(args, "db", None) else ""
+        known = _known_error(e)
+        if known is not None:
+            print(f"sqlite-rrf: {where}{known}", file=sys.stderr)
+            return EXIT_ERROR
+        if os.environ.get("SQLITE_RRF_DEBUG"):  # a fault of ours: one line, unless asked
+            raise
         print(f"sqlite-rrf: {where}unexpected {type(e).__name__}: {e} (set SQLITE_RRF_DEBUG=1 "
               "for the traceback, and please report it)", file=sys.stderr)
         return EXIT_ERROR
