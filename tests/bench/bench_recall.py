@@ -27,11 +27,13 @@ In one run, for each size N:
 3. in a child process per size, with the database opened as ``Store`` opens it (WAL,
    extension loaded, default page cache), runs one warm-up round and then times, per
    query and interleaved (wall clock and the thread's CPU time):
-   (a) ``sql/recall.sql``, read once per run: pool ``recent``, profile ``rrf`` when the
-       statement has ``:profile`` (DESIGN.md's four-list RRF, what (b) reproduces),
-       every other parameter NULL = its default; the SELECT only (no touch, no
-       transaction). The statement's own default profile is timed too
-       (``a:default-profile``), unchecked;
+   (a) the statement ``Store`` runs for pool ``recent`` and profile ``rrf``,
+       ``recall_statement('recent', 'rrf')`` (DESIGN.md's four-list RRF, what (b)
+       reproduces), every other parameter NULL = its default; the SELECT only (no touch,
+       no transaction). Also timed: the shipped run-time-choosing ``sql/recall.sql`` with
+       the same bindings (``a:shipped``, checked against (a)) and the statement's default
+       profile (``a:default-profile``: ``recall_statement('recent', <default>)``,
+       unchecked);
    (b) the old way in application code: the BM25 query as an application writes it with
        FTS5 alone (``MATCH fts5_query(...)``, FTS5's ``bm25()`` on every matching row,
        ``LIMIT 50``), the pool query (200 most recently accessed with embeddings, blobs
@@ -42,6 +44,11 @@ In one run, for each size N:
        ``rrf_bm25``), which must return exactly (a)'s rows;
    (c) the BM25 query alone (the ``bm25`` CTE's query: the product's); (c:old) the old
        way's BM25 query alone.
+   The prepare of each statement is timed too (``--prepare-rounds`` runs, uncached:
+   ``Connection.execute(sql, explain=1, can_cache=False)``, which prepares and returns
+   before any row is read): (a), every (pool, default profile) statement Store can run
+   without sqlite-vec, the shipped ``sql/recall.sql`` and the statement before the
+   composition (``git show c9de0b7:sql/recall.sql``, when git can show it).
    The warm-up round's results are CHECKED: (b:ours) against (a) on every query (same ids in
    the same order, scores, similarities and BM25 scores within 1e-9, same four ranks).
    The child also records SQLite's heap high water (``apsw.memory_high_water``) and
@@ -52,7 +59,8 @@ In one run, for each size N:
 5. prints the tables -- median latency of (a), (b), (c), a/b, b/a, a/c, what (a) and (b)
    add to (c), build time, peak memory -- and the targets at 100k (``b/a >= 3``,
    ``a/c <= 1.25``); writes ``tests/bench/out/recall.json`` and ``recall.png`` (latency
-   vs N, log-log).
+   vs N, log-log); and the fusion target at every size: (a) <= 1.1x (b:ours), preparing
+   (a) <= 2 ms.
 
 ``--variant NAME[,NAME]`` (or ``all``) also times prototype rewrites of the statement
 (``VARIANTS``: the pool CTE before its fix, another pool fix, an explain ablation);
@@ -109,6 +117,9 @@ TOLERANCE = 1e-9
 TARGET_SPEEDUP = 3.0  # (a) at least 3x faster than (b), at 100k
 TARGET_OVER_BM25 = 1.25  # (a) at most 1.25x (c), at 100k
 TARGET_SIZE = 100_000
+TARGET_OVER_B_OURS = 1.1  # (a) at most 1.1x (b:ours), at every size (issue 13)
+TARGET_PREPARE_MS = 2.0  # preparing (a) at most 2 ms (issue 13)
+OLD_STATEMENT_COMMIT = "c9de0b7"  # sql/recall.sql before the statements were composed
 CHILD_FLAG = "--_child"
 
 # The defaults of sql/recall.sql, restated for the application-code pipeline (b).
@@ -140,10 +151,60 @@ WINNERS_SQL = "SELECT rowid, id, content FROM episodes WHERE rowid IN ({})"
 
 # ---------------------------------------------------------------- helpers
 
+#: The fusion (b) reproduces: DESIGN.md's four-list weighted RRF. When recall.sql has a
+#: ``:profile`` parameter, (a) runs with this profile so that (b) can be checked against it.
+PROFILE = "rrf"
+
 
 def recall_sql() -> str:
+    """The shipped run-time-choosing statement, ``sql/recall.sql``."""
     with open(os.path.join(sql_dir(), "recall.sql"), encoding="utf-8") as f:
         return f.read()
+
+
+def store_sql(pool: str = "recent", profile: Optional[str] = PROFILE) -> str:
+    """The statement Store runs for ``pool`` and ``profile`` (None: the default profile)."""
+    from sqlite_rrf.statements import recall_defaults, recall_statement
+
+    return recall_statement(pool, profile or recall_defaults()["profile"])
+
+
+def old_statement() -> Optional[str]:
+    """``sql/recall.sql`` as of OLD_STATEMENT_COMMIT (None when git cannot show it)."""
+    try:
+        proc = subprocess.run(["git", "show", f"{OLD_STATEMENT_COMMIT}:sql/recall.sql"],
+                              cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def prepare_statements(sql_a: str) -> Dict[str, Optional[str]]:
+    """The statements whose prepare is timed: (a), each (pool, default profile) statement
+    Store runs without sqlite-vec, the shipped one, the one before the composition."""
+    from sqlite_rrf.statements import POOLS as STORE_POOLS
+    from sqlite_rrf.statements import recall_defaults
+
+    default_profile = recall_defaults()["profile"]
+    out: Dict[str, Optional[str]] = {"a: recent/rrf": sql_a}
+    out.update({f"{p}/{default_profile}": store_sql(p, None) for p in STORE_POOLS})
+    out["shipped sql/recall.sql"] = recall_sql()
+    out[f"old recall.sql ({OLD_STATEMENT_COMMIT})"] = old_statement()
+    return out
+
+
+def prepare_ms(conn, sql: str, rounds: int) -> dict:
+    """Median and min ms of preparing ``sql`` (uncached; EXPLAIN mode, so the first step
+    returns the first opcode, not a row of the statement)."""
+    b = dict.fromkeys(statement_params(sql))
+    ts = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        cur = conn.execute(sql, b, can_cache=False, explain=1)
+        ts.append((time.perf_counter() - t0) * 1e3)
+        cur.close()
+    return {"median_ms": statistics.median(ts), "min_ms": min(ts), "chars": len(sql)}
 
 
 def schema_key() -> str:
@@ -394,10 +455,6 @@ def load_queries(n: int) -> List[Tuple[str, str, bytes]]:
 
 # ---------------------------------------------------------------- the three methods
 
-
-#: The fusion (b) reproduces: DESIGN.md's four-list weighted RRF. When recall.sql has a
-#: ``:profile`` parameter, (a) runs with this profile so that (b) can be checked against it.
-PROFILE = "rrf"
 
 
 @functools.lru_cache(maxsize=64)
@@ -772,12 +829,17 @@ def child_time(cfg: dict) -> dict:
         # the old way's BM25 query alone
         "c:old": lambda q, v: method_c(conn, q, BM25_OLD_SQL),
     }
-    if "profile" in pnames:  # the statement's own default profile, unchecked
-        methods["a:default-profile"] = lambda q, v: method_a(conn, sql_a, q, v, profile=None)
+    sql_shipped = recall_sql()
+    sql_default = store_sql("recent", None)
+    # the shipped run-time-choosing statement, same bindings: checked against (a)
+    methods["a:shipped"] = lambda q, v: method_a(conn, sql_shipped, q, v)
+    # the statement of the default profile, unchecked
+    methods["a:default-profile"] = lambda q, v: method_a(conn, sql_default, q, v, profile=None)
     # the fusion alone: an empty query matches nothing, so no full-text work (pool only)
     methods["a@empty"] = lambda q, v: method_a(conn, sql_a, "", v)
     methods["b@empty"] = lambda q, v: method_b(conn, "", v, dense_bm25=bm25_dense)
-    checks: List[Tuple[str, str]] = [("b:ours", "a"), ("b@empty", "a@empty")]  # must agree
+    checks: List[Tuple[str, str]] = [("b:ours", "a"), ("b@empty", "a@empty"),
+                                     ("a:shipped", "a")]  # must agree
     # (variant, original): how often they agree
     agreement: List[Tuple[str, str]] = [("b", "a"), ("c:old", "c")]
     variant_sqls: Dict[str, str] = {}
@@ -805,7 +867,7 @@ def child_time(cfg: dict) -> dict:
     mismatches: Dict[str, List[str]] = {}
     for name, ref in checks:
         for qid, _, _ in queries:
-            ablated = name.startswith("a:") and VARIANTS[name[2:]].no_explain
+            ablated = name[2:] in VARIANTS and VARIANTS[name[2:]].no_explain
             diff = compare(results[ref][qid], results[name][qid], explain=not ablated)
             if diff:
                 mismatches.setdefault(name, []).append(f"query {qid}: " + "; ".join(diff))
@@ -844,6 +906,10 @@ def child_time(cfg: dict) -> dict:
                 cpu[name].append((c1 - c0) * 1e3)
                 per_query[name].setdefault(qid, []).append((t1 - t0) * 1e3)
                 per_query_cpu[name].setdefault(qid, []).append((c1 - c0) * 1e3)
+
+    # the prepare of each statement (uncached)
+    prepare = {label: prepare_ms(conn, text, cfg["prepare_rounds"])
+               for label, text in prepare_statements(sql_a).items() if text}
 
     # per-CTE cumulative timings of (a) (and of the first variant's statement)
     stages: Dict[str, List[dict]] = {}
@@ -920,6 +986,7 @@ def child_time(cfg: dict) -> dict:
         "per_query_median_cpu_ms": {m: {q: statistics.median(v)
                                         for q, v in per_query_cpu[m].items()} for m in names},
         "mismatches": mismatches,
+        "prepare": prepare,
         "checks": [f"{m} vs {r}" for m, r in checks],
         "agreement": agree,
         "stages": stages,
@@ -990,6 +1057,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="per-CTE timings only up to this size (default 200000: slow and noisy "
                          "beyond)")
     ap.add_argument("--no-rss", action="store_true", help="skip the per-method RSS children")
+    ap.add_argument("--prepare-rounds", type=int, default=50,
+                    help="uncached prepares per statement (default 50)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the cached databases")
     ap.add_argument("--cache-dir", default=os.path.join(OUT_DIR, "cache"),
                     help="where the built databases are kept (default tests/bench/out/cache)")
@@ -1008,7 +1077,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("--repeat, --queries and --sizes must be positive")
 
     t_start = time.perf_counter()
-    sql_a = recall_sql()  # read once: every size runs the same text
+    sql_a = store_sql()  # the statement Store runs: pool 'recent', profile 'rrf'
+
     skipped = {}
     for v in list(variants):
         try:
@@ -1054,7 +1124,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"({build['db_bytes'] / 1e6:.0f} MB; build {build['build_s']:.1f} s, "
               f"peak RSS {build['build_peak_rss_mb']:.0f} MB)", flush=True)
         cfg = {"db": path, "queries": args.queries, "repeat": args.repeat, "variants": variants,
-               "stages": not args.no_stages and n <= args.stages_max_n, "sql": sql_a}
+               "stages": not args.no_stages and n <= args.stages_max_n, "sql": sql_a,
+               "prepare_rounds": max(1, args.prepare_rounds)}
         timeout = 1800 + 0.05 * n * args.repeat * (1 + len(variants))
         res = run_child(["time", json.dumps(cfg)], timeout=timeout)
         rss = {}
@@ -1283,6 +1354,18 @@ def report(result: dict, variants: List[str]) -> None:
                   f"({r['candidates']['min']}-{r['candidates']['max']}); rows matching the BM25 "
                   f"query median {r['bm25_matching_rows']['c']['median']:,.0f} of {r['n']:,}")
 
+    print()
+    print(f"Issue 13, target 4 (every size): (a) <= {TARGET_OVER_B_OURS:g}x (b:ours); preparing "
+          f"(a) <= {TARGET_PREPARE_MS:g} ms (uncached, median)")
+    for line in fusion_target_lines(results):
+        print("  " + line)
+    if results and results[0].get("prepare"):
+        print("  prepare (uncached, median / min ms, statement chars), per size: ")
+        for r in results:
+            print(f"    N={r['n']:,}: " + "; ".join(
+                f"{k} {v['median_ms']:.2f} / {v['min_ms']:.2f} ({v['chars']:,})"
+                for k, v in r["prepare"].items()))
+
     t = result["targets"]
     print()
     if not t["evaluated"]:
@@ -1298,6 +1381,26 @@ def report(result: dict, variants: List[str]) -> None:
               f" (cpu {c['speedup_b_over_a']:.2f}x, paired cpu {pc['speedup_b_over_a']:.2f}x);  "
               f"a/c {w['a_over_c']:.2f}x{'' if w['a_over_c_met'] else ' NOT MET'} "
               f"(cpu {c['a_over_c']:.2f}x, paired cpu {pc['a_over_c']:.2f}x)")
+
+
+def fusion_target_lines(results: List[dict]) -> List[str]:
+    """Issue 13's target 4 per size: (a) / (b:ours) (wall, cpu, paired cpu) and the prepare."""
+    out = []
+    for r in results:
+        m = r["methods"]
+        w = m["a"]["median_ms"] / m["b:ours"]["median_ms"]
+        c = m["a"]["median_cpu_ms"] / m["b:ours"]["median_cpu_ms"]
+        pa, pb = r["per_query_median_cpu_ms"]["a"], r["per_query_median_cpu_ms"]["b:ours"]
+        pc = statistics.median(pa[q] / pb[q] for q in pa)
+        line = (f"N={r['n']:,}: (a) {m['a']['median_ms']:.2f} ms = {w:.2f}x (b:ours) "
+                f"{m['b:ours']['median_ms']:.2f} ms (cpu {c:.2f}x, paired cpu {pc:.2f}x) -- "
+                f"{'met' if w <= TARGET_OVER_B_OURS else 'NOT MET'}")
+        prep = r.get("prepare", {}).get("a: recent/rrf")
+        if prep:
+            line += (f"; prepare (a) {prep['median_ms']:.2f} ms -- "
+                     f"{'met' if prep['median_ms'] <= TARGET_PREPARE_MS else 'NOT MET'}")
+        out.append(line)
+    return out
 
 
 def plot(result: dict, path: str) -> Optional[str]:
