@@ -72,6 +72,7 @@ bench: ## run the benchmarks in tests/bench (not part of the tests; BENCH_SIZES 
 	$(PY) tests/bench/bench_vec_cosine.py
 	$(PY) tests/bench/bench_recall.py --sizes $(BENCH_SIZES)
 	$(PY) tests/bench/bench_scale.py --sizes $(BENCH_SIZES)
+	$(PY) tests/bench/bench_bm25.py --sizes $(BENCH_SIZES)
 	$(PY) tests/bench/bench_filters.py
 	$(PY) tests/bench/bench_hook.py
 
