@@ -160,7 +160,7 @@ pool_recent AS (
 --    that keeps the best :pool_size in a bounded heap (rrf_topk; ties: smaller
 --    rowid). No query vector, no scan.
 pool_all AS (
-  SELECT j.value ->> 0 AS rowid
+  SELECT json_extract(j.value, '$[0]') AS rowid
   FROM json_each((
     SELECT rrf_topk(min(p.pool_size, 1000000), vec_cosine(v.embedding, :qvec), v.rowid)
     FROM params AS p CROSS JOIN episodes_vectors AS v
@@ -185,7 +185,7 @@ pool_all AS (
 --    pending (written by a client without the extension: scored exactly, so it
 --    is never missed); 2b. of those, the :pool_size best by exact cosine.
 pool_codes AS MATERIALIZED (
-  SELECT j.value ->> 0 AS rowid
+  SELECT json_extract(j.value, '$[0]') AS rowid
   FROM json_each((
     SELECT rrf_topk(min(p.pool_size * p.oversample, 1000000),
                     -rrf_hamming(c.code, vec_signbits(:qvec)), c.rowid)
@@ -212,7 +212,7 @@ pool_codes AS MATERIALIZED (
                       AND created_at < coalesce(:until, created_at + 1)))
 ),
 pool_quantized AS (
-  SELECT j.value ->> 0 AS rowid
+  SELECT json_extract(j.value, '$[0]') AS rowid
   FROM json_each((
     SELECT rrf_topk(min((SELECT pool_size FROM params), 1000000),
                     vec_cosine(v.embedding, :qvec), v.rowid)

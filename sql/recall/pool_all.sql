@@ -4,7 +4,7 @@
 --    that keeps the best :pool_size in a bounded heap (rrf_topk; ties: smaller
 --    rowid). No query vector, no scan.
 pool_all AS (
-  SELECT j.value ->> 0 AS rowid
+  SELECT json_extract(j.value, '$[0]') AS rowid
   FROM json_each((
     SELECT rrf_topk(min(p.pool_size, 1000000), vec_cosine(v.embedding, :qvec), v.rowid)
     FROM params AS p CROSS JOIN episodes_vectors AS v

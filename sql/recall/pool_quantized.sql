@@ -6,7 +6,7 @@
 --    pending (written by a client without the extension: scored exactly, so it
 --    is never missed); 2b. of those, the :pool_size best by exact cosine.
 pool_codes AS MATERIALIZED (
-  SELECT j.value ->> 0 AS rowid
+  SELECT json_extract(j.value, '$[0]') AS rowid
   FROM json_each((
     SELECT rrf_topk(min(p.pool_size * p.oversample, 1000000),
                     -rrf_hamming(c.code, vec_signbits(:qvec)), c.rowid)
@@ -33,7 +33,7 @@ pool_codes AS MATERIALIZED (
                       AND created_at < coalesce(:until, created_at + 1)))
 ),
 pool_quantized AS (
-  SELECT j.value ->> 0 AS rowid
+  SELECT json_extract(j.value, '$[0]') AS rowid
   FROM json_each((
     SELECT rrf_topk(min((SELECT pool_size FROM params), 1000000),
                     vec_cosine(v.embedding, :qvec), v.rowid)
