@@ -131,7 +131,10 @@
 **       every row costs one count. phrase must be an integer from 0 to the
 **       number of phrases - 1, else an error naming the function.
 */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rrf_internal.h"
@@ -165,6 +168,13 @@ typedef struct Bm25Slot {
 typedef struct Bm25Or Bm25Or;
 
 /* Per-query data (the auxdata of rrf_bm25 or rrf_bm25_or for one FTS5 scan). */
+/* rrf_bm25_or_top's pass 1 (B16): the rowids of a phrase's rows. */
+typedef struct RowList RowList;
+struct RowList {
+  sqlite3_int64 *a;
+  sqlite3_int64 n, cap;
+};
+
 typedef struct Bm25Query {
   int nPhrase, nCol;
   double avgdl;
@@ -180,6 +190,8 @@ typedef struct Bm25Query {
   int nSlot;
   Bm25Slot *slots;
   Bm25Or *or;         /* rrf_bm25_or: the whole query (B10) */
+  struct RowList *aList; /* rrf_bm25_or_top: nPhrase lists of rowids (B16) */
+  char *topJson;      /* rrf_bm25_or_top: its result (B16) */
 } Bm25Query;
 
 static void or_free(Bm25Or *o);
@@ -209,6 +221,11 @@ static void slot_free(Bm25Slot *s) {
 static void query_free(void *p) {
   Bm25Query *q = (Bm25Query *)p;
   if (q == NULL) return;
+  if (q->aList) {
+    for (int i = 0; i < q->nPhrase; i++) sqlite3_free(q->aList[i].a);
+    sqlite3_free(q->aList);
+  }
+  sqlite3_free(q->topJson);
   stats_print();
   or_free(q->or);
   while (q->slots) {
@@ -228,7 +245,22 @@ static int count_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUser
 }
 
 /* fts5Bm25GetData of fts5_aux.c, plus the buffers the bounds need. */
-static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query **out) {
+/* rrf_bm25_or_top's pass 1 (B16): count the rows of a phrase, and keep their rowids. */
+static int collect_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserData) {
+  RowList *l = (RowList *)pUserData;
+  if (l->n == l->cap) {
+    sqlite3_int64 cap = l->cap ? 2 * l->cap : 256;
+    sqlite3_int64 *a = (sqlite3_int64 *)sqlite3_realloc64(l->a, (sqlite3_uint64)cap * sizeof(*a));
+    if (a == NULL) return SQLITE_NOMEM;
+    l->a = a;
+    l->cap = cap;
+  }
+  l->a[l->n++] = pApi->xRowid(pFts);
+  return SQLITE_OK;
+}
+
+static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query **out,
+                     RowList *aList) {
   int rc = SQLITE_OK;
   Bm25Query *q = (Bm25Query *)pApi->xGetAuxdata(pFts, 0);
   if (q == NULL) {
@@ -261,7 +293,12 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
     /* An IDF for each phrase, exactly as bm25 computes it. */
     for (i = 0; rc == SQLITE_OK && i < nPhrase; i++) {
       sqlite3_int64 nHit = 0;
-      rc = pApi->xQueryPhrase(pFts, i, (void *)&nHit, count_cb);
+      if (aList) { /* B16: the rowids too */
+        rc = pApi->xQueryPhrase(pFts, i, (void *)&aList[i], collect_cb);
+        nHit = aList[i].n;
+      } else {
+        rc = pApi->xQueryPhrase(pFts, i, (void *)&nHit, count_cb);
+      }
       if (rc == SQLITE_OK) {
         double idf = log((nRow - nHit + 0.5) / (nHit + 0.5));
         if (idf <= 0.0) idf = 1e-6;
@@ -939,17 +976,502 @@ static int or_full_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Qu
   return SQLITE_OK;
 }
 
+
 /* ---- the auxiliary functions ---- */
 
 #define KIND_BM25 0
 #define KIND_OR 1
 #define KIND_IDF 2
 #define KIND_SEEDED 3
+#define KIND_TOP 4
 
 typedef struct Bm25Fn {
   int kind;
   fts5_api *api;
 } Bm25Fn;
+
+/* ---- rrf_bm25_or_top: the whole top in one call (B16) ---- */
+
+#define BM25_TOP_FN "rrf_bm25_or_top"
+/* A row admitted by pass 2 (B16): its frequencies are in TopPass.f. */
+typedef struct TopCand {
+  sqlite3_int64 rowid;
+  double acc;   /* the terms read so far: a lower bound of the kept part */
+  double k;     /* the kept phrases' exact sum (B2) */
+  double full;  /* the whole query's score, once known */
+  int D;        /* xColumnSize(-1) */
+  int state;    /* 2 computed, 3 text wanted, 4 full known */
+} TopCand;
+
+typedef struct RowU {
+  sqlite3_int64 rowid;
+  double u;
+} RowU;
+
+typedef struct TopPass {
+  Bm25Query *q;
+  const double *w;
+  RowU *rows;       /* every row of the scan, by rowid, with its U1 */
+  int *map;         /* dense rowids: rowid - mapLo -> its row (or -1); else NULL */
+  sqlite3_int64 mapLo, mapN;
+  int *adm;         /* per row: -1 unseen, -2 rejected, else its TopCand */
+  sqlite3_int64 nRow, ptr, last;
+  TopCand *c;       /* the admitted rows */
+  double *f;        /* their frequencies, nPhrase each */
+  sqlite3_int64 nc, cap;
+  int iPhrase, mode; /* mode 2: admit and read frequencies; 3: the text */
+  int prune;
+  double theta;     /* a lower bound of the n-th best score */
+  double bDrop;
+  sqlite3_int64 n, nextTheta;
+  double *tmp;      /* scratch for the n-th best: 2 * cap */
+  sqlite3_int64 remaining;
+  int textErr;      /* OR_TEXT_LENGTH or OR_TEXT_TERMS on row errRow */
+  sqlite3_int64 errRow;
+} TopPass;
+
+static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, double *heap);
+
+/* The index of rowid in t->rows, or -1 (rows by increasing rowid; the calls come
+** in that order too, else a binary search). */
+static sqlite3_int64 top_find(TopPass *t, sqlite3_int64 rowid) {
+  if (t->map) {
+    sqlite3_uint64 off = (sqlite3_uint64)rowid - (sqlite3_uint64)t->mapLo;
+    return off < (sqlite3_uint64)t->mapN ? t->map[off] : -1;
+  }
+  if (rowid < t->last) {
+    sqlite3_int64 lo = 0, hi = t->nRow;
+    while (lo < hi) {
+      sqlite3_int64 mid = lo + (hi - lo) / 2;
+      if (t->rows[mid].rowid < rowid) lo = mid + 1;
+      else hi = mid;
+    }
+    t->ptr = lo;
+  }
+  t->last = rowid;
+  sqlite3_int64 lo = t->ptr, n = t->nRow, step = 1, hi;
+  const RowU *rows = t->rows;
+  if (lo < n && rows[lo].rowid < rowid) { /* gallop, then a binary search */
+    while (lo + step < n && rows[lo + step].rowid < rowid) {
+      lo += step;
+      step *= 2;
+    }
+    hi = lo + step < n ? lo + step : n;
+    lo++;
+    while (lo < hi) {
+      sqlite3_int64 mid = lo + (hi - lo) / 2;
+      if (rows[mid].rowid < rowid) lo = mid + 1;
+      else hi = mid;
+    }
+  }
+  t->ptr = lo;
+  return lo < n && rows[lo].rowid == rowid ? lo : -1;
+}
+
+/* theta: the n-th best of the admitted rows' lower bounds. */
+static void top_theta(TopPass *t) {
+  if (!t->prune || t->nc < t->n) return;
+  for (sqlite3_int64 i = 0; i < t->nc; i++) t->tmp[i] = t->c[i].acc * (1.0 - 1e-9);
+  double th = nth_largest(t->tmp, t->nc, t->n, t->tmp + t->cap);
+  if (th > t->theta) t->theta = th;
+  t->nextTheta = 2 * t->nc;
+}
+
+static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserData) {
+  TopPass *t = (TopPass *)pUserData;
+  Bm25Query *q = t->q;
+  int nP = q->nPhrase, rc = SQLITE_OK;
+  sqlite3_int64 r = top_find(t, pApi->xRowid(pFts));
+  if (r < 0) return SQLITE_OK;
+  if (t->mode == 2) {
+    int a = t->adm[r], nInst = 0;
+    double f = 0.0;
+    if (a == -2) return SQLITE_OK;
+    if (a == -1) { /* the row's first phrase: admitted if its U1 reaches theta */
+      if (t->prune && t->rows[r].u * BM25_MARGIN + t->bDrop < t->theta) {
+        t->adm[r] = -2;
+        return SQLITE_OK;
+      }
+      if (t->nc == t->cap) {
+        sqlite3_int64 cap = t->cap ? 2 * t->cap : 1024;
+        TopCand *c = (TopCand *)sqlite3_realloc64(t->c, (sqlite3_uint64)cap * sizeof(TopCand));
+        if (c) t->c = c;
+        double *fv = (double *)sqlite3_realloc64(t->f, (sqlite3_uint64)cap * (sqlite3_uint64)(nP ? nP : 1) * sizeof(double));
+        if (fv) t->f = fv;
+        double *tmp = (double *)sqlite3_realloc64(t->tmp, (sqlite3_uint64)cap * 2 * sizeof(double));
+        if (tmp) t->tmp = tmp;
+        if (!c || !fv || !tmp) return SQLITE_NOMEM;
+        t->cap = cap;
+      }
+      a = (int)t->nc++;
+      t->adm[r] = a;
+      memset(&t->c[a], 0, sizeof(TopCand));
+      t->c[a].rowid = t->rows[r].rowid;
+      memset(&t->f[(sqlite3_int64)a * nP], 0, sizeof(double) * (size_t)nP);
+      rc = pApi->xColumnSize(pFts, -1, &t->c[a].D);
+      if (rc != SQLITE_OK) return rc;
+      if (t->c[a].D < 0) t->prune = 0; /* B5: no length, no bound: every row is admitted */
+    }
+    rc = pApi->xInstCount(pFts, &nInst);
+    for (int j = 0; rc == SQLITE_OK && j < nInst; j++) {
+      int ip, ic, io;
+      rc = pApi->xInst(pFts, j, &ip, &ic, &io);
+      if (rc == SQLITE_OK && (ip != 0 || ic < 0 || ic >= q->nCol)) rc = SQLITE_CORRUPT;
+      if (rc == SQLITE_OK) f += t->w[ic];
+    }
+    if (rc != SQLITE_OK) return rc;
+    TopCand *c = &t->c[a];
+    t->f[(sqlite3_int64)a * nP + t->iPhrase] = f;
+    c->acc += q->aIDF[t->iPhrase] *
+              ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * (double)c->D / q->avgdl)));
+    if (t->nc >= t->nextTheta) top_theta(t);
+  } else if (t->mode == 3) {
+    int a = t->adm[r];
+    if (a < 0 || t->c[a].state != 3) return SQLITE_OK;
+    TopCand *c = &t->c[a];
+    double score = 0.0;
+    memcpy(q->aFreq, &t->f[(sqlite3_int64)a * nP], sizeof(double) * (size_t)nP);
+    rc = or_full_score(pApi, pFts, q, t->w, c->D, &score);
+    if (rc == OR_TEXT_LENGTH || rc == OR_TEXT_TERMS) {
+      t->textErr = rc;
+      t->errRow = c->rowid;
+      return SQLITE_ERROR;
+    }
+    c->full = score;
+    c->state = 4;
+    if (rc == SQLITE_OK && --t->remaining == 0) return SQLITE_DONE;
+  }
+  return rc;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  sqlite3_int64 x = *(const sqlite3_int64 *)a, y = *(const sqlite3_int64 *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The final order: the best score first (bm25 ascending), then the rowid. */
+static int cmp_final(const void *a, const void *b) {
+  const TopCand *x = *(const TopCand *const *)a, *y = *(const TopCand *const *)b;
+  if (x->full > y->full) return -1;
+  if (x->full < y->full) return 1;
+  return x->rowid < y->rowid ? -1 : x->rowid > y->rowid;
+}
+
+static int cmp_rowu(const void *a, const void *b) {
+  sqlite3_int64 x = ((const RowU *)a)->rowid, y = ((const RowU *)b)->rowid;
+  return x < y ? -1 : x > y;
+}
+
+/* The n-th largest of v[0..nv) (n >= 1), or -INFINITY when nv < n. */
+static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, double *heap) {
+  sqlite3_int64 size = 0;
+  if (nv < n) return -INFINITY;
+  for (sqlite3_int64 i = 0; i < nv; i++) {
+    double x = v[i];
+    if (size < n) {
+      sqlite3_int64 j = size++;
+      while (j > 0 && x < heap[(j - 1) / 2]) {
+        heap[j] = heap[(j - 1) / 2];
+        j = (j - 1) / 2;
+      }
+      heap[j] = x;
+    } else if (x > heap[0]) {
+      sqlite3_int64 j = 0;
+      for (;;) {
+        sqlite3_int64 l = 2 * j + 1, r = l + 1, m = j;
+        double mv = x;
+        if (l < size && heap[l] < mv) { m = l; mv = heap[l]; }
+        if (r < size && heap[r] < mv) m = r;
+        if (m == j) break;
+        heap[j] = heap[m];
+        j = m;
+      }
+      heap[j] = x;
+    }
+  }
+  return heap[0];
+}
+
+/* B16: every row of the scan with its U1, by increasing rowid, from pass 1's lists. */
+static int top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, int **map, sqlite3_int64 *mapLo,
+                    sqlite3_int64 *mapN) {
+  sqlite3_int64 total = 0, lo = 0, hi = 0, n = 0;
+  int first = 1;
+  for (int p = 0; p < q->nPhrase; p++) {
+    RowList *l = &q->aList[p];
+    int sorted = 1;
+    for (sqlite3_int64 i = 1; i < l->n; i++) sorted &= l->a[i - 1] < l->a[i];
+    if (!sorted) qsort(l->a, (size_t)l->n, sizeof(sqlite3_int64), cmp_i64);
+    if (l->n > 0) {
+      if (first || l->a[0] < lo) lo = l->a[0];
+      if (first || l->a[l->n - 1] > hi) hi = l->a[l->n - 1];
+      first = 0;
+    }
+    total += l->n;
+  }
+  *out = NULL;
+  *nOut = 0;
+  *map = NULL;
+  if (total == 0) return SQLITE_OK;
+  sqlite3_uint64 range = (sqlite3_uint64)hi - (sqlite3_uint64)lo + 1;
+  if (range <= (sqlite3_uint64)(8 * total) + (1u << 20) && range <= (1u << 28)) {
+    /* dense rowids: one slot per rowid */
+    double *acc = (double *)sqlite3_malloc64(range * sizeof(double));
+    if (acc == NULL) return SQLITE_NOMEM;
+    memset(acc, 0, range * sizeof(double));
+    for (int p = 0; p < q->nPhrase; p++) {
+      double u = q->aIDF[p] * (k1 + 1.0);
+      RowList *l = &q->aList[p];
+      for (sqlite3_int64 i = 0; i < l->n; i++) acc[l->a[i] - lo] += u > 0.0 ? u : 1e-300;
+    }
+    for (sqlite3_uint64 r = 0; r < range; r++) n += acc[r] != 0.0;
+    RowU *rows = (RowU *)sqlite3_malloc64((sqlite3_uint64)n * sizeof(RowU));
+    int *m = (int *)sqlite3_malloc64(range * sizeof(int)); /* rowid - lo -> row, or -1 */
+    if (rows == NULL || m == NULL || n > INT_MAX) {
+      sqlite3_free(acc);
+      sqlite3_free(rows);
+      sqlite3_free(m);
+      return SQLITE_NOMEM;
+    }
+    n = 0;
+    for (sqlite3_uint64 r = 0; r < range; r++) {
+      m[r] = acc[r] != 0.0 ? (int)n : -1;
+      if (acc[r] != 0.0) {
+        rows[n].rowid = lo + (sqlite3_int64)r;
+        rows[n++].u = acc[r];
+      }
+    }
+    sqlite3_free(acc);
+    *out = rows;
+    *nOut = n;
+    *map = m;
+    *mapLo = lo;
+    *mapN = (sqlite3_int64)range;
+    return SQLITE_OK;
+  }
+  /* sparse rowids: sort every (rowid, term bound) and add up equal rowids */
+  RowU *all = (RowU *)sqlite3_malloc64((sqlite3_uint64)total * sizeof(RowU));
+  if (all == NULL) return SQLITE_NOMEM;
+  for (int p = 0; p < q->nPhrase; p++) {
+    double u = q->aIDF[p] * (k1 + 1.0);
+    for (sqlite3_int64 i = 0; i < q->aList[p].n; i++) {
+      all[n].rowid = q->aList[p].a[i];
+      all[n++].u = u;
+    }
+  }
+  qsort(all, (size_t)n, sizeof(RowU), cmp_rowu);
+  sqlite3_int64 m = 0;
+  for (sqlite3_int64 i = 0; i < n; i++) {
+    if (m > 0 && all[m - 1].rowid == all[i].rowid) all[m - 1].u += all[i].u;
+    else all[m++] = all[i];
+  }
+  *out = all;
+  *nOut = m;
+  return SQLITE_OK;
+}
+
+/* B16: rrf_bm25_or_top's result (sqlite3_malloc'd JSON) into *json; SQLITE_OK, an
+** error code (error set on ctx when it is SQLITE_ERROR from here). */
+static int top_compute(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
+                       Bm25Query *q, const double *w, sqlite3_int64 n, int prune, char **json) {
+  sqlite3_int64 i;
+  TopCand **fin = NULL;
+  int rc, nP = q->nPhrase;
+  int nDrop = q->or->nDrop;
+  TopPass t;
+  int order[256];
+  *json = NULL;
+  memset(&t, 0, sizeof t);
+  t.q = q;
+  t.w = w;
+  t.n = n;
+  t.bDrop = nDrop > 0 ? q->or->bDrop * BM25_MARGIN : 0.0;
+  rc = top_rows(q, &t.rows, &t.nRow, &t.map, &t.mapLo, &t.mapN);
+  if (rc != SQLITE_OK) return rc;
+  /* the phrases by increasing number of rows: the rarest weigh most (MaxScore) */
+  int nOrd = nP < 256 ? nP : 256;
+  for (int a = 0; a < nOrd; a++) {
+    int j = a;
+    while (j > 0 && q->aList[order[j - 1]].n > q->aList[a].n) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = a;
+  }
+  t.adm = (int *)sqlite3_malloc64((sqlite3_uint64)(t.nRow ? t.nRow : 1) * sizeof(int));
+  if (t.adm == NULL) goto nomem;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    /* pass 2: each row at its first phrase is admitted (its length read) or not for good */
+    for (i = 0; i < t.nRow; i++) t.adm[i] = -1;
+    t.nc = 0;
+    t.prune = attempt == 0 ? prune : 0;
+    t.theta = -INFINITY;
+    t.nextTheta = n;
+    t.mode = 2;
+    for (int a = 0; rc == SQLITE_OK && a < nP; a++) {
+      t.iPhrase = a < nOrd ? order[a] : a;
+      t.ptr = 0;
+      t.last = INT64_MIN;
+      rc = pApi->xQueryPhrase(pFts, t.iPhrase, (void *)&t, top_cb);
+      if (rc == SQLITE_OK) top_theta(&t);
+    }
+    if (rc != SQLITE_OK) goto done;
+    if (t.prune || !prune || attempt == 1) break;
+    /* a row without a length switched the bounds off: again, admitting every row */
+  }
+  /* the kept part, exactly (B2); theta from it */
+  for (i = 0; i < t.nc; i++) {
+    t.c[i].k = bm25_sum(q, &t.f[i * nP], (double)t.c[i].D);
+    t.c[i].state = 2;
+    t.c[i].acc = nDrop > 0 ? t.c[i].k : t.c[i].k / (1.0 - 1e-9); /* top_theta's margin */
+  }
+  if (t.prune) {
+    t.theta = -INFINITY;
+    top_theta(&t);
+  } else {
+    t.theta = -INFINITY;
+  }
+  /* the whole query's score: the kept part, or with the dropped words read from the text */
+  sqlite3_int64 nFin = 0;
+  for (i = 0; i < t.nc; i++) {
+    TopCand *c = &t.c[i];
+    if (c->k * BM25_MARGIN + t.bDrop < t.theta) continue; /* cannot be among the n best */
+    if (nDrop > 0) {
+      c->state = 3;
+      t.remaining++;
+    } else {
+      c->full = c->k;
+      c->state = 4;
+    }
+    nFin++;
+  }
+#ifdef BM25_STATS
+  fprintf(stderr, "top: rows %lld, admitted %lld, text %lld\n", (long long)t.nRow, (long long)t.nc,
+          (long long)t.remaining);
+#endif
+  if (t.remaining > 0) {
+    t.mode = 3;
+    for (int a = 0; rc == SQLITE_OK && t.remaining > 0 && a < nP; a++) {
+      t.ptr = 0;
+      t.last = INT64_MIN;
+      rc = pApi->xQueryPhrase(pFts, a < nOrd ? order[a] : a, (void *)&t, top_cb);
+    }
+    if (t.textErr) {
+      char *msg = t.textErr == OR_TEXT_LENGTH
+                      ? sqlite3_mprintf("%s: the text of row %lld has %d tokens, its FTS5 index "
+                                        "entry another number: rebuild the index",
+                                        BM25_TOP_FN, (long long)t.errRow, q->or->nTok)
+                      : sqlite3_mprintf("%s: the text of row %lld does not hold the terms its FTS5 "
+                                        "index entry holds: rebuild the index",
+                                        BM25_TOP_FN, (long long)t.errRow);
+      rc = or_error(ctx, msg);
+      goto done;
+    }
+    if (rc != SQLITE_OK) goto done;
+    if (t.remaining > 0) {
+      rc = SQLITE_CORRUPT;
+      goto done;
+    }
+  }
+  fin = (TopCand **)sqlite3_malloc64((sqlite3_uint64)(nFin ? nFin : 1) * sizeof(TopCand *));
+  if (fin == NULL) goto nomem;
+  nFin = 0;
+  for (i = 0; i < t.nc; i++)
+    if (t.c[i].state == 4) fin[nFin++] = &t.c[i];
+  qsort(fin, (size_t)nFin, sizeof(TopCand *), cmp_final);
+  sqlite3_str *str = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(str, 1, '[');
+  for (i = 0; i < nFin && i < n; i++) {
+    double v = -1.0 * fin[i]->full;
+    if (i) sqlite3_str_appendchar(str, 1, ',');
+    if (isnan(v)) sqlite3_str_appendf(str, "[%lld,null]", (long long)fin[i]->rowid);
+    else if (isinf(v)) sqlite3_str_appendf(str, "[%lld,%s]", (long long)fin[i]->rowid,
+                                           v > 0 ? "9e999" : "-9e999");
+    else sqlite3_str_appendf(str, "[%lld,%!.17g]", (long long)fin[i]->rowid, v);
+  }
+  sqlite3_str_appendchar(str, 1, ']');
+  rc = sqlite3_str_errcode(str);
+  *json = sqlite3_str_finish(str);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(*json);
+    *json = NULL;
+  }
+  goto done;
+nomem:
+  rc = SQLITE_NOMEM;
+done:
+  sqlite3_free(t.rows);
+  sqlite3_free(t.map);
+  sqlite3_free(t.adm);
+  sqlite3_free(t.c);
+  sqlite3_free(t.f);
+  sqlite3_free(t.tmp);
+  sqlite3_free(fin);
+  return rc;
+}
+
+static void top_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
+                   int nVal, sqlite3_value **apVal, const Bm25Fn *fn) {
+  Bm25Query *q = (Bm25Query *)pApi->xGetAuxdata(pFts, 0);
+  sqlite3_int64 n = 0;
+  double wStack[16], *w = wStack;
+  int rc = SQLITE_OK, prune;
+  if (nVal < 2) {
+    sqlite3_result_error(ctx, BM25_TOP_FN ": missing arguments; usage: " BM25_TOP_FN
+                              "(fts_table, n, text [, stopwords [, tokenize [, weight ...]]])", -1);
+    return;
+  }
+  if (read_n(ctx, BM25_TOP_FN, apVal[0], &n)) return;
+  if (n == 0) n = INT64_MAX; /* NULL: every row */
+  if (q == NULL) {
+    int nPhrase = pApi->xPhraseCount(pFts);
+    RowList *aList = (RowList *)sqlite3_malloc64(sizeof(RowList) * (size_t)(nPhrase > 0 ? nPhrase : 1));
+    if (aList == NULL) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    memset(aList, 0, sizeof(RowList) * (size_t)(nPhrase > 0 ? nPhrase : 1));
+    rc = query_get(pApi, pFts, &q, aList);
+    if (q) q->aList = aList;
+    else {
+      for (int i = 0; i < nPhrase; i++) sqlite3_free(aList[i].a);
+      sqlite3_free(aList);
+    }
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+  }
+  /* B10: the plan on the first call, the same arguments on the others */
+  rc = or_get(pApi, pFts, ctx, fn->api, BM25_TOP_FN, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
+  if (rc != SQLITE_OK) return; /* error set */
+  if (q->topJson == NULL) {
+    if (q->aList == NULL) { /* the query's data was made without the lists */
+      sqlite3_result_error(ctx, BM25_TOP_FN ": cannot share its FTS5 query", -1);
+      return;
+    }
+    if (q->nCol > (int)(sizeof wStack / sizeof wStack[0])) {
+      w = (double *)sqlite3_malloc64((sqlite3_uint64)q->nCol * sizeof(double));
+      if (w == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+      }
+    }
+    int nW = nVal - 4;
+    prune = q->pruneOk;
+    for (int i = 0; i < q->nCol; i++) {
+      w[i] = (nW > i) ? sqlite3_value_double(apVal[4 + i]) : 1.0;
+      if (!(w[i] >= 0.0 && w[i] <= BM25_MAX_WEIGHT)) prune = 0;
+    }
+    rc = top_compute(pApi, pFts, ctx, q, w, n, prune, &q->topJson);
+    if (w != wStack) sqlite3_free(w);
+    if (rc != SQLITE_OK) {
+      if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+  }
+  sqlite3_result_text(ctx, q->topJson, -1, SQLITE_TRANSIENT);
+}
 
 static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
                     int nVal, sqlite3_value **apVal, const Bm25Fn *fn) {
@@ -972,7 +1494,7 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
   }
   if (read_n(ctx, name, apVal[0], &n)) return;
 
-  rc = query_get(pApi, pFts, &q);
+  rc = query_get(pApi, pFts, &q, NULL);
   if (rc != SQLITE_OK) {
     sqlite3_result_error_code(ctx, rc);
     return;
@@ -1178,6 +1700,7 @@ static void aux_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_cont
                    int nVal, sqlite3_value **apVal) {
   const Bm25Fn *fn = (const Bm25Fn *)pApi->xUserData(pFts);
   if (fn->kind == KIND_IDF) idf_fn(pApi, pFts, ctx, nVal, apVal);
+  else if (fn->kind == KIND_TOP) top_fn(pApi, pFts, ctx, nVal, apVal, fn);
   else bm25_fn(pApi, pFts, ctx, nVal, apVal, fn);
 }
 
@@ -1186,7 +1709,7 @@ int rrf_bm25_register(sqlite3 *db, char **pzErrMsg) {
     const char *name;
     int kind;
   } kFns[] = {{"rrf_bm25", KIND_BM25}, {BM25_OR_FN, KIND_OR}, {"rrf_bm25_idf", KIND_IDF},
-                 {BM25_SEEDED_FN, KIND_SEEDED}};
+                 {BM25_SEEDED_FN, KIND_SEEDED}, {BM25_TOP_FN, KIND_TOP}};
   fts5_api *api = NULL;
   sqlite3_stmt *st = NULL;
   int rc;

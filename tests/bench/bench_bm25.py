@@ -116,9 +116,46 @@ bm25 AS MATERIALIZED (
 )
 SELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"""
 
-#: The same with the seeded scan (csrc/bm25.c B15) in bm25_top: the only change.
-NEW_BM25_SQL = OLD_BM25_SQL.replace("rrf_bm25_or(episodes_fts,", "rrf_bm25_or_seeded(episodes_fts,")
-assert NEW_BM25_SQL.count("rrf_bm25_or_seeded(") == 1
+#: The seeded scan (csrc/bm25.c B15) in bm25_top: the only change.
+SEEDED_BM25_SQL = OLD_BM25_SQL.replace("rrf_bm25_or(episodes_fts,", "rrf_bm25_or_seeded(episodes_fts,")
+assert SEEDED_BM25_SQL.count("rrf_bm25_or_seeded(") == 1
+
+#: bm25_top made by rrf_bm25_or_top (csrc/bm25.c B16) in one call, when no filter is set and
+#: :bm25_limit >= 1 (the scan stops after its first row: LIMIT 1); the old scan otherwise.
+NEW_BM25_TOP = """bm25_top AS MATERIALIZED (
+  SELECT j.value ->> 0 AS rowid, j.value ->> 1 AS bm25_score
+  FROM (SELECT rrf_bm25_or_top(episodes_fts, (SELECT bm25_limit FROM params),
+                               :query, s.words, 'porter unicode61') AS js
+        FROM bm25_stop AS s CROSS JOIN episodes_fts
+        WHERE (SELECT bm25_limit FROM params) >= 1
+          AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+          AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
+                                          '""')
+        LIMIT 1) AS t,
+       json_each(t.js) AS j
+  UNION ALL
+  SELECT * FROM (
+    SELECT rowid,
+           rrf_bm25_or(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params),
+                       :query, s.words, 'porter unicode61') AS bm25_score
+    FROM bm25_stop AS s CROSS JOIN episodes_fts
+    WHERE NOT ((SELECT bm25_limit FROM params) >= 1
+               AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
+      AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
+                                      '""')
+      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+           OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
+                      WHERE rowid = episodes_fts.rowid
+                        AND scope = coalesce(:scope, scope)
+                        AND (:kind IS NULL OR kind = :kind)
+                        AND created_at >= coalesce(:since, created_at)
+                        AND created_at < coalesce(:until, created_at + 1)))
+    ORDER BY bm25_score, rowid
+    LIMIT (SELECT bm25_limit FROM params))
+),
+"""
+_a, _b = OLD_BM25_SQL.index("bm25_top AS MATERIALIZED ("), OLD_BM25_SQL.index("bm25_exact AS MATERIALIZED (")
+NEW_BM25_SQL = OLD_BM25_SQL[:_a] + NEW_BM25_TOP + OLD_BM25_SQL[_b:]
 
 COUNT_SQL = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH fts5_query(:query)"
 COUNT_OR_SQL = ("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
@@ -128,8 +165,8 @@ BM25_SQL = ("SELECT rowid, bm25(episodes_fts) AS s FROM episodes_fts "
             "WHERE episodes_fts MATCH fts5_query(:query) ORDER BY s, rowid LIMIT :bm25_limit")
 METHODS: List[Tuple[str, str]] = [("count", COUNT_SQL), ("count_or", COUNT_OR_SQL),
                                   ("bm25", BM25_SQL), ("list_old", OLD_BM25_SQL),
-                                  ("list_new", NEW_BM25_SQL)]
-CHECKED = ("list_old", "list_new")
+                                  ("list_seeded", SEEDED_BM25_SQL), ("list_new", NEW_BM25_SQL)]
+CHECKED = ("list_old", "list_seeded", "list_new")
 
 
 def db_for(n: int) -> str:
