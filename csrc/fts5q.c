@@ -86,6 +86,10 @@
 **       The array escapes '"', '\' and control characters as JSON does, so it
 **       is valid JSON for valid UTF-8 terms (those of the built-in tokenizers).
 **       A tokenizer is always made, so mode 'terms' needs FTS5.
+**
+** Here: the SQL function, the tokens (Q2, Q4, Q7), the tokenizer and the plan
+** (Q10..Q13, Q15). The hash sets (Q4, Q8) are in strset.c, the tokenize
+** argument's parser (Q9, Q14) in tokspec.c, the messages' forms in errors.c.
 */
 #include <string.h>
 
@@ -95,7 +99,7 @@ SQLITE_EXTENSION_INIT3
 #define RRF_FTS5_MAX_TOKENS 1000
 
 /* Decode one UTF-8 sequence at s[i]; returns its length (1 for an invalid
-** byte, with *cp = 0xFFFD). Shared with fuse.c (rrf_internal.h). */
+** byte, with *cp = 0xFFFD). Shared with fuse.c and errors.c (rrf_internal.h). */
 int rrf_utf8_decode(const unsigned char *s, int len, int i, unsigned *cp) {
   unsigned c = s[i];
   int need;
@@ -157,70 +161,12 @@ static int is_token_char(unsigned cp) {
   return 1;
 }
 
-static int ascii_ieq(const unsigned char *a, const unsigned char *b, int n) {
-  for (int i = 0; i < n; i++) {
-    unsigned char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x += 32;
-    if (y >= 'A' && y <= 'Z') y += 32;
-    if (x != y) return 0;
-  }
-  return 1;
-}
-
-typedef struct Tok {
-  int start, len;
-  int drop; /* Q10: the tokenizer made it a stopword */
-} Tok;
-
-/* FNV-1a over the ASCII-lowercased token (Q4). */
-static unsigned tok_hash(const unsigned char *s, int n) {
-  unsigned h = 2166136261u;
-  for (int i = 0; i < n; i++) {
-    unsigned char c = s[i];
-    if (c >= 'A' && c <= 'Z') c += 32;
-    h = (h ^ c) * 16777619u;
-  }
-  return h;
-}
-
-/* Open-addressing set of token indexes (+1; 0 is empty), so that removing
-** repeats stays linear on megabyte inputs. */
-static int tok_seen_or_add(const unsigned char *s, Tok *toks, int *slots, int nslots,
-                           int ntok) {
-  unsigned h = tok_hash(s + toks[ntok].start, toks[ntok].len) & (unsigned)(nslots - 1);
-  for (;; h = (h + 1) & (unsigned)(nslots - 1)) {
-    int t = slots[h] - 1;
-    if (t < 0) {
-      slots[h] = ntok + 1;
-      return 0;
-    }
-    if (toks[t].len == toks[ntok].len &&
-        ascii_ieq(s + toks[t].start, s + toks[ntok].start, toks[ntok].len))
-      return 1;
-  }
-}
-
 /* ---------------------------------------------------------------- stopwords (Q8..Q14) */
-
-static int is_ascii_space(unsigned char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
-
-/* FNV-1a over the exact bytes (Q8: stopwords are compared byte for byte). */
-static unsigned byte_hash(const unsigned char *s, int n) {
-  unsigned h = 2166136261u;
-  for (int i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
-  return h;
-}
 
 /* What is kept between calls (sqlite3_set_auxdata on the stopwords argument):
 ** the stopword set and the tokenizer made for the last tokenize argument. */
 typedef struct Prune {
-  unsigned char *words; /* copy of the stopwords text */
-  Tok *terms;           /* the distinct terms, as ranges of `words` */
-  int nterms;
-  int *slots; /* open addressing: index into terms + 1, 0 empty */
-  unsigned mask;
+  RrfWordSet stop; /* the stopwords (Q8) */
   fts5_api *api;
   fts5_tokenizer methods;
   Fts5Tokenizer *tok; /* NULL: not made (yet, or its making failed) */
@@ -232,104 +178,22 @@ static void prune_free(void *p) {
   Prune *pr = p;
   if (pr == NULL) return;
   if (pr->tok) pr->methods.xDelete(pr->tok);
-  sqlite3_free(pr->words);
-  sqlite3_free(pr->terms);
-  sqlite3_free(pr->slots);
+  rrf_wordset_free(&pr->stop);
   sqlite3_free(pr->spec);
   sqlite3_free(pr);
 }
 
-static int stop_contains(const Prune *pr, const unsigned char *t, int n) {
-  if (pr->nterms == 0) return 0;
-  for (unsigned h = byte_hash(t, n) & pr->mask;; h = (h + 1) & pr->mask) {
-    int k = pr->slots[h] - 1;
-    if (k < 0) return 0;
-    if (pr->terms[k].len == n && memcmp(pr->words + pr->terms[k].start, t, (size_t)n) == 0)
-      return 1;
-  }
-}
-
-/* Q8: the set of the whitespace-separated terms of s[0..n); NULL when out of memory.
-** s may be NULL (n 0): the empty set. */
+/* Q8: the Prune of the stopwords s[0..n), without a tokenizer; NULL when out of
+** memory. s may be NULL (n 0): the empty set. */
 static Prune *prune_new(const unsigned char *s, int n) {
   Prune *pr = sqlite3_malloc(sizeof *pr);
   if (pr == NULL) return NULL;
   memset(pr, 0, sizeof *pr);
-  int count = 0;
-  for (int i = 0; i < n;) {
-    while (i < n && is_ascii_space(s[i])) i++;
-    if (i == n) break;
-    count++;
-    while (i < n && !is_ascii_space(s[i])) i++;
-  }
-  if (count == 0) return pr; /* no stopwords: nothing to prune */
-  pr->words = sqlite3_malloc64((sqlite3_uint64)n);
-  pr->terms = sqlite3_malloc64((sqlite3_uint64)count * sizeof(Tok));
-  sqlite3_uint64 nslots = 16;
-  while (nslots < 2 * (sqlite3_uint64)count) nslots *= 2; /* never over half full */
-  pr->slots = nslots <= 0x40000000u ? sqlite3_malloc64(nslots * sizeof(int)) : NULL;
-  if (pr->words == NULL || pr->terms == NULL || pr->slots == NULL) {
-    prune_free(pr);
+  if (rrf_wordset_init(&pr->stop, s, n) != SQLITE_OK) {
+    sqlite3_free(pr);
     return NULL;
   }
-  memcpy(pr->words, s, (size_t)n);
-  memset(pr->slots, 0, (size_t)nslots * sizeof(int));
-  pr->mask = (unsigned)(nslots - 1);
-  for (int i = 0; i < n;) {
-    while (i < n && is_ascii_space(s[i])) i++;
-    if (i == n) break;
-    int start = i;
-    while (i < n && !is_ascii_space(s[i])) i++;
-    if (stop_contains(pr, s + start, i - start)) continue;
-    unsigned h = byte_hash(s + start, i - start) & pr->mask;
-    while (pr->slots[h]) h = (h + 1) & pr->mask;
-    pr->terms[pr->nterms].start = start;
-    pr->terms[pr->nterms].len = i - start;
-    pr->slots[h] = ++pr->nterms;
-  }
   return pr;
-}
-
-/* msg (from sqlite3_mprintf; NULL when out of memory) as the error; frees it. */
-static void result_error(sqlite3_context *ctx, char *msg) {
-  if (msg == NULL) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  sqlite3_result_error(ctx, msg, -1);
-  sqlite3_free(msg);
-}
-
-#define RRF_SHOWN_MAX 32
-
-/* At most max (<= 60) bytes of s for an error message: valid UTF-8, control
-** characters and invalid bytes as '?', "..." when cut. `buf` holds at least 64
-** bytes. */
-static const char *shown_max(const unsigned char *s, int n, char *buf, int max) {
-  int o = 0, i = 0;
-  while (i < n) {
-    unsigned cp;
-    int k = rrf_utf8_decode(s, n, i, &cp);
-    if (o + k > max) break;
-    if (cp == 0xFFFD || cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) {
-      buf[o++] = '?';
-    } else {
-      memcpy(buf + o, s + i, (size_t)k);
-      o += k;
-    }
-    i += k;
-  }
-  if (i < n) {
-    memcpy(buf + o, "...", 3);
-    o += 3;
-  }
-  buf[o] = 0;
-  return buf;
-}
-
-/* A name or spec from the arguments, in at most RRF_SHOWN_MAX bytes. */
-static const char *shown(const unsigned char *s, int n, char *buf) {
-  return shown_max(s, n, buf, RRF_SHOWN_MAX);
 }
 
 /* Q13: the connection's fts5_api, or NULL with the error set on ctx. */
@@ -352,30 +216,16 @@ static fts5_api *get_fts5_api(sqlite3_context *ctx, const char *fn) {
     if (rc == SQLITE_NOMEM) {
       sqlite3_result_error_nomem(ctx);
     } else if (missing) {
-      result_error(ctx, sqlite3_mprintf("%s: stopwords need FTS5, which this SQLite lacks", fn));
+      rrf_error(ctx, "%s: stopwords need FTS5, which this SQLite lacks", fn);
     } else {
       char buf[64];
       const char *m = sqlite3_errmsg(db);
-      result_error(ctx, sqlite3_mprintf(
-                            "%s: cannot reach FTS5: %s", fn,
-                            shown_max((const unsigned char *)m, (int)strlen(m), buf, 60)));
+      rrf_error(ctx, "%s: cannot reach FTS5: %s", fn,
+                rrf_shown((const unsigned char *)m, (int)strlen(m), buf, 60));
     }
   }
   sqlite3_finalize(st);
   return api;
-}
-
-#define RRF_FTS5_MAX_SPEC_WORDS 64
-
-/* Q14: FTS5's built-in tokenizers. */
-static int is_builtin_tokenizer(const char *name) {
-  static const char *const kBuiltin[] = {"unicode61", "ascii", "porter", "trigram"};
-  size_t n = strlen(name);
-  for (size_t k = 0; k < sizeof kBuiltin / sizeof kBuiltin[0]; k++)
-    if (n == strlen(kBuiltin[k]) &&
-        ascii_ieq((const unsigned char *)name, (const unsigned char *)kBuiltin[k], (int)n))
-      return 1;
-  return 0;
 }
 
 /* Q9, Q14: make pr->tok from the tokenize spec s[0..n) (s NULL: the default).
@@ -394,124 +244,52 @@ static int prune_tokenizer(sqlite3_context *ctx, const char *fn, Prune *pr,
   pr->nspec = 0;
 
   char shown_buf[64];
-  char *msg = NULL;
-  const char *azArg[RRF_FTS5_MAX_SPEC_WORDS];
-  int nword = 0, rc = SQLITE_ERROR;
-  /* The words, unquoted, each NUL-terminated: at most n + 1 bytes (a quoted
-  ** word loses two quotes; a bare word is followed by a separator or the end). */
-  char *buf = sqlite3_malloc64((sqlite3_uint64)n + 2);
-  if (buf == NULL) goto nomem;
-  if (memchr(s, 0, (size_t)n) != NULL) {
-    msg = sqlite3_mprintf("%s: tokenize must not hold a NUL byte", fn);
-    goto fail;
-  }
-  int o = 0;
-  for (int i = 0; i < n;) {
-    while (i < n && is_ascii_space(s[i])) i++;
-    if (i == n) break;
-    if (nword == RRF_FTS5_MAX_SPEC_WORDS) {
-      msg = sqlite3_mprintf("%s: tokenize has more than %d words: '%s'", fn,
-                            RRF_FTS5_MAX_SPEC_WORDS, shown(s, n, shown_buf));
-      goto fail;
-    }
-    azArg[nword++] = buf + o;
-    unsigned char q = s[i];
-    if (q == '\'' || q == '"') {
-      unsigned char close = q;
-      int closed = 0;
-      for (i++; i < n; i++) {
-        if (s[i] == close) {
-          if (i + 1 < n && s[i + 1] == close) {
-            buf[o++] = (char)close;
-            i++;
-          } else {
-            i++;
-            closed = 1;
-            break;
-          }
-        } else {
-          buf[o++] = (char)s[i];
-        }
-      }
-      if (!closed) {
-        msg = sqlite3_mprintf("%s: unterminated quote in tokenize '%s'", fn,
-                              shown(s, n, shown_buf));
-        goto fail;
-      }
-    } else {
-      while (i < n && !is_ascii_space(s[i]) && s[i] != '\'' && s[i] != '"')
-        buf[o++] = (char)s[i++];
-    }
-    buf[o++] = 0;
-  }
-  if (nword == 0) { /* NULL, '' or only whitespace: FTS5's default */
-    azArg[nword++] = "unicode61";
-  }
-  /* Q14: the tokenizer, and each tokenizer porter wraps, must be built in. */
-  for (int w = 0;; w++) {
-    if (!is_builtin_tokenizer(azArg[w])) {
-      msg = sqlite3_mprintf("%s: tokenizer '%s' is not one of FTS5's built-in unicode61, "
-                            "ascii, porter, trigram",
-                            fn, shown((const unsigned char *)azArg[w], (int)strlen(azArg[w]),
-                                      shown_buf));
-      goto fail;
-    }
-    if (w + 1 >= nword || !ascii_ieq((const unsigned char *)azArg[w],
-                                     (const unsigned char *)"porter", 7))
-      break; /* not porter (strlen checked by is_builtin_tokenizer), or porter alone */
-  }
-
+  RrfTokSpec spec;
+  int rc = rrf_tokspec_parse(ctx, fn, s, n, &spec);
+  if (rc != SQLITE_OK) goto done;
   if (pr->api == NULL) {
     pr->api = get_fts5_api(ctx, fn);
     if (pr->api == NULL) {
-      sqlite3_free(buf);
-      return SQLITE_ERROR;
+      rc = SQLITE_ERROR;
+      goto done;
     }
   }
   void *user = NULL;
   memset(&pr->methods, 0, sizeof pr->methods);
-  rc = pr->api->xFindTokenizer(pr->api, azArg[0], &user, &pr->methods);
+  rc = pr->api->xFindTokenizer(pr->api, spec.argv[0], &user, &pr->methods);
   if (rc != SQLITE_OK || pr->methods.xCreate == NULL || pr->methods.xTokenize == NULL ||
       pr->methods.xDelete == NULL) {
     if (rc == SQLITE_NOMEM) goto nomem;
-    msg = sqlite3_mprintf("%s: no FTS5 tokenizer named '%s'", fn,
-                          shown((const unsigned char *)azArg[0], (int)strlen(azArg[0]),
-                                shown_buf));
-    rc = SQLITE_ERROR;
-    goto fail;
+    rc = rrf_error(ctx, "%s: no FTS5 tokenizer named '%s'", fn,
+                   rrf_shown((const unsigned char *)spec.argv[0], (int)strlen(spec.argv[0]),
+                             shown_buf, RRF_SHOWN_MAX));
+    goto done;
   }
-  rc = pr->methods.xCreate(user, azArg + 1, nword - 1, &pr->tok);
+  rc = pr->methods.xCreate(user, spec.argv + 1, spec.argc - 1, &pr->tok);
   if (rc != SQLITE_OK || pr->tok == NULL) {
     if (rc == SQLITE_NOMEM) goto nomem;
     if (pr->tok) pr->methods.xDelete(pr->tok);
     pr->tok = NULL;
-    msg = sqlite3_mprintf("%s: cannot create the FTS5 tokenizer '%s' (%s)", fn,
-                          n ? shown(s, n, shown_buf) : "unicode61",
-                          sqlite3_errstr(rc == SQLITE_OK ? SQLITE_ERROR : rc));
-    rc = SQLITE_ERROR;
-    goto fail;
+    rc = rrf_error(ctx, "%s: cannot create the FTS5 tokenizer '%s' (%s)", fn,
+                   n ? rrf_shown(s, n, shown_buf, RRF_SHOWN_MAX) : "unicode61",
+                   sqlite3_errstr(rc == SQLITE_OK ? SQLITE_ERROR : rc));
+    goto done;
   }
-  sqlite3_free(buf);
   pr->spec = sqlite3_malloc64((sqlite3_uint64)n + 1);
   if (pr->spec == NULL) {
     pr->methods.xDelete(pr->tok);
     pr->tok = NULL;
-    sqlite3_result_error_nomem(ctx);
-    return SQLITE_NOMEM;
+    goto nomem;
   }
   memcpy(pr->spec, s, (size_t)n);
   pr->nspec = n;
-  return SQLITE_OK;
-
-fail:
-  sqlite3_free(buf);
-  rc = msg ? SQLITE_ERROR : SQLITE_NOMEM;
-  result_error(ctx, msg);
-  return rc;
+  goto done;
 nomem:
-  sqlite3_free(buf);
   sqlite3_result_error_nomem(ctx);
-  return SQLITE_NOMEM;
+  rc = SQLITE_NOMEM;
+done:
+  rrf_tokspec_free(&spec);
+  return rc;
 }
 
 typedef struct StemCtx {
@@ -532,7 +310,7 @@ static int stem_cb(void *p, int tflags, const char *t, int n, int start, int end
       t = "";
       n = 0;
     }
-    c->stop = n > 0 && stop_contains(c->pr, (const unsigned char *)t, n);
+    c->stop = n > 0 && rrf_wordset_contains(&c->pr->stop, (const unsigned char *)t, n);
     if (c->want_copy) {
       c->copy = sqlite3_malloc64((sqlite3_uint64)n + 1);
       if (c->copy == NULL) {
@@ -580,8 +358,9 @@ static int token_terms(const Prune *pr, const unsigned char *s, int n, int *nter
 /* ---------------------------------------------------------------- the plan (Q2..Q12, Q15) */
 
 /* Q2, Q4, Q7: the first RRF_FTS5_MAX_TOKENS distinct tokens of s[0..len), into
-** toks (room for RRF_FTS5_MAX_TOKENS). Returns their number. */
-static int split_tokens(const unsigned char *s, int len, Tok *toks, int *slots, int nslots) {
+** toks (room for RRF_FTS5_MAX_TOKENS), `seen` (empty, nocase) holding them.
+** Returns their number. */
+static int split_tokens(const unsigned char *s, int len, RrfSpan *toks, RrfSpanSet *seen) {
   int ntok = 0;
   for (int i = 0; i < len && ntok < RRF_FTS5_MAX_TOKENS;) {
     unsigned cp;
@@ -596,18 +375,13 @@ static int split_tokens(const unsigned char *s, int len, Tok *toks, int *slots, 
       if (!is_token_char(cp)) break;
       i += n;
     }
+    if (rrf_spanset_find(seen, s, toks, s + start, i - start) >= 0) continue; /* Q4 */
     toks[ntok].start = start;
     toks[ntok].len = i - start;
-    toks[ntok].drop = 0;
-    if (tok_seen_or_add(s, toks, slots, nslots, ntok)) continue; /* Q4 */
-    ntok++;
+    rrf_spanset_add(seen, s, toks, ntok++);
   }
   return ntok;
 }
-
-/* The repeat set of split_tokens: a power of two, at least twice the cap, so
-** that it is never more than half full. */
-#define RRF_FTS5_SLOTS 4096
 
 void rrf_fts5_plan_free(RrfPlan *plan) {
   if (plan == NULL) return;
@@ -621,15 +395,14 @@ void rrf_fts5_plan_free(RrfPlan *plan) {
 ** term. SQLITE_OK, or an error code with the error set on ctx. */
 static int make_plan(sqlite3_context *ctx, const char *fn, const Prune *pr,
                      const unsigned char *s, int len, int terms, RrfPlan **out) {
-  Tok *toks = sqlite3_malloc64(sizeof(Tok) * RRF_FTS5_MAX_TOKENS);
-  int *slots = sqlite3_malloc64(sizeof(int) * RRF_FTS5_SLOTS);
+  RrfSpan *toks = sqlite3_malloc64(sizeof(RrfSpan) * RRF_FTS5_MAX_TOKENS);
+  RrfSpanSet seen; /* Q4: the tokens so far */
   RrfPlan *plan = sqlite3_malloc(sizeof *plan);
-  int rc = SQLITE_OK;
+  int rc = rrf_spanset_init(&seen, RRF_FTS5_MAX_TOKENS, 1);
   *out = NULL;
-  if (toks == NULL || slots == NULL || plan == NULL) goto nomem;
+  if (toks == NULL || rc != SQLITE_OK || plan == NULL) goto nomem;
   memset(plan, 0, sizeof *plan);
-  memset(slots, 0, sizeof(int) * RRF_FTS5_SLOTS);
-  int ntok = split_tokens(s, len, toks, slots, RRF_FTS5_SLOTS);
+  int ntok = split_tokens(s, len, toks, &seen);
   plan->tok = sqlite3_malloc64(sizeof(RrfPlanTok) * (ntok ? (size_t)ntok : 1));
   if (plan->tok == NULL) goto nomem;
   memset(plan->tok, 0, sizeof(RrfPlanTok) * (ntok ? (size_t)ntok : 1));
@@ -647,11 +420,11 @@ static int make_plan(sqlite3_context *ctx, const char *fn, const Prune *pr,
       if (rc == SQLITE_NOMEM) goto nomem;
       if (rc != SQLITE_OK) {
         char buf[64];
-        result_error(ctx, sqlite3_mprintf(
-                              "%s: the FTS5 tokenizer '%s' failed (%s)", fn,
-                              pr->nspec ? shown((const unsigned char *)pr->spec, pr->nspec, buf)
-                                        : "unicode61",
-                              sqlite3_errstr(rc)));
+        rrf_error(ctx, "%s: the FTS5 tokenizer '%s' failed (%s)", fn,
+                  pr->nspec ? rrf_shown((const unsigned char *)pr->spec, pr->nspec, buf,
+                                        RRF_SHOWN_MAX)
+                            : "unicode61",
+                  sqlite3_errstr(rc));
         goto done;
       }
       pt->stop = stop; /* Q10 */
@@ -670,7 +443,7 @@ nomem:
   sqlite3_result_error_nomem(ctx);
 done:
   sqlite3_free(toks);
-  sqlite3_free(slots);
+  rrf_spanset_free(&seen);
   rrf_fts5_plan_free(plan);
   return rc;
 }
@@ -680,14 +453,12 @@ done:
 static int check_types(sqlite3_context *ctx, const char *fn, sqlite3_value *stop,
                        sqlite3_value *tokenize) {
   if (stop && sqlite3_value_type(stop) != SQLITE_NULL && sqlite3_value_type(stop) != SQLITE_TEXT) {
-    result_error(ctx, sqlite3_mprintf("%s: stopwords must be TEXT or NULL, got %s", fn,
-                                      rrf_type_name(stop)));
+    rrf_error(ctx, "%s: stopwords must be TEXT or NULL, got %s", fn, rrf_type_name(stop));
     return SQLITE_ERROR;
   }
   if (tokenize && sqlite3_value_type(tokenize) != SQLITE_NULL &&
       sqlite3_value_type(tokenize) != SQLITE_TEXT) {
-    result_error(ctx, sqlite3_mprintf("%s: tokenize must be TEXT or NULL, got %s", fn,
-                                      rrf_type_name(tokenize)));
+    rrf_error(ctx, "%s: tokenize must be TEXT or NULL, got %s", fn, rrf_type_name(tokenize));
     return SQLITE_ERROR;
   }
   return SQLITE_OK;
@@ -717,7 +488,7 @@ static Prune *prune_make(sqlite3_context *ctx, const char *fn, fts5_api *api, Pr
     if (api) pr->api = api;
     fresh = 1;
   }
-  if (pr->nterms > 0 || need_tok) {
+  if (pr->stop.nwords > 0 || need_tok) {
     const unsigned char *spec = NULL;
     int nspec = 0;
     if (tokenize && sqlite3_value_type(tokenize) == SQLITE_TEXT) {
@@ -742,7 +513,7 @@ int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_v
   *out = NULL;
   int ttype = sqlite3_value_type(text);
   if (ttype != SQLITE_TEXT && ttype != SQLITE_INTEGER && ttype != SQLITE_FLOAT) { /* Q6 */
-    result_error(ctx, sqlite3_mprintf("%s: text must be TEXT, got %s", fn, rrf_type_name(text)));
+    rrf_error(ctx, "%s: text must be TEXT, got %s", fn, rrf_type_name(text));
     return SQLITE_ERROR;
   }
   if (check_types(ctx, fn, stop, tokenize) != SQLITE_OK) return SQLITE_ERROR;
@@ -794,7 +565,7 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   if (sqlite3_value_type(argv[0]) == SQLITE_BLOB) {
-    sqlite3_result_error(ctx, "fts5_query: text must be TEXT, got BLOB", -1);
+    rrf_error(ctx, "fts5_query: text must be TEXT, got BLOB");
     return;
   }
   if (argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL) { /* Q1 */
@@ -802,14 +573,14 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     int is_text = sqlite3_value_type(argv[1]) == SQLITE_TEXT;
     const unsigned char *m = sqlite3_value_text(argv[1]);
     int mlen = sqlite3_value_bytes(argv[1]);
-    if (is_text && m && mlen == 2 && ascii_ieq(m, (const unsigned char *)"or", 2)) {
+    if (is_text && m && mlen == 2 && rrf_ascii_ieq(m, (const unsigned char *)"or", 2)) {
       joiner = " OR ";
-    } else if (is_text && m && mlen == 3 && ascii_ieq(m, (const unsigned char *)"and", 3)) {
+    } else if (is_text && m && mlen == 3 && rrf_ascii_ieq(m, (const unsigned char *)"and", 3)) {
       joiner = " AND ";
-    } else if (is_text && m && mlen == 5 && ascii_ieq(m, (const unsigned char *)"terms", 5)) {
+    } else if (is_text && m && mlen == 5 && rrf_ascii_ieq(m, (const unsigned char *)"terms", 5)) {
       terms_mode = 1;
     } else {
-      sqlite3_result_error(ctx, "fts5_query: mode must be 'or', 'and' or 'terms'", -1);
+      rrf_error(ctx, "fts5_query: mode must be 'or', 'and' or 'terms'");
       return;
     }
   }
@@ -834,7 +605,7 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_str_appendchar(out, 1, '[');
     for (int t = 0; t < plan->ntok; t++) {
       const RrfPlanTok *pt = &plan->tok[t];
-      if (pt->nterm != 1 || (pr->nterms > 0 && !pt->stop)) continue;
+      if (pt->nterm != 1 || (pr->stop.nwords > 0 && !pt->stop)) continue;
       if (nout++) sqlite3_str_appendchar(out, 1, ',');
       sqlite3_str_appendall(out, "[\"\\\"");
       sqlite3_str_append(out, (const char *)s + pt->start, pt->len); /* Q2: no '"' or '\' */

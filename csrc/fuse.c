@@ -42,16 +42,13 @@ SQLITE_EXTENSION_INIT3
 
 static void arg_error(sqlite3_context *ctx, const char *fn, const char *what,
                       const char *fault, sqlite3_value *v) {
-  char *msg;
   if (fault && sqlite3_value_type(v) == SQLITE_INTEGER) {
-    msg = sqlite3_mprintf("%s: %s %s, got %lld", fn, what, fault, sqlite3_value_int64(v));
+    rrf_error(ctx, "%s: %s %s, got %lld", fn, what, fault, sqlite3_value_int64(v));
   } else if (fault) {
-    msg = sqlite3_mprintf("%s: %s %s, got %!.15g", fn, what, fault, sqlite3_value_double(v));
+    rrf_error(ctx, "%s: %s %s, got %!.15g", fn, what, fault, sqlite3_value_double(v));
   } else {
-    msg = sqlite3_mprintf("%s: %s must be a number, got %s", fn, what, rrf_type_name(v));
+    rrf_error(ctx, "%s: %s must be a number, got %s", fn, what, rrf_type_name(v));
   }
-  sqlite3_result_error(ctx, msg ? msg : fn, -1);
-  sqlite3_free(msg);
 }
 
 /* Read a numeric argument. Returns 0 (value in *out, or dflt for NULL) or 1
@@ -185,10 +182,7 @@ static double exact_value(ExactSum *a) {
 }
 
 static void overflow_error(sqlite3_context *ctx, const char *fn) {
-  char *msg = sqlite3_mprintf("%s: the sum of contributions overflows a double "
-                              "(weights too large)", fn);
-  sqlite3_result_error(ctx, msg ? msg : fn, -1);
-  sqlite3_free(msg);
+  rrf_error(ctx, "%s: the sum of contributions overflows a double (weights too large)", fn);
 }
 
 /* ---- rrf_fuse ---- */
@@ -263,10 +257,7 @@ static int explain_args(sqlite3_context *ctx, int argc, sqlite3_value **argv, Ex
   int c = fuse_args(ctx, "rrf_explain", argc - 1, argv + 1, &r->rank, &r->weight, &r->k);
   if (c != 1) return c;
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) { /* F8 */
-    char *msg = sqlite3_mprintf("rrf_explain: list must be TEXT, got %s",
-                                rrf_type_name(argv[0]));
-    sqlite3_result_error(ctx, msg ? msg : "rrf_explain: list must be TEXT", -1);
-    sqlite3_free(msg);
+    rrf_error(ctx, "rrf_explain: list must be TEXT, got %s", rrf_type_name(argv[0]));
     return -1;
   }
   return 1;
@@ -452,8 +443,7 @@ void rrf_sum_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   ExactSum sum;
   int n = 0;
   if (argc < 3 || argc % 2 == 0) {
-    sqlite3_result_error(ctx, "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])",
-                         -1);
+    rrf_error(ctx, "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])");
     return;
   }
   memset(&sum, 0, sizeof(sum));

@@ -30,16 +30,6 @@
 #include "rrf_internal.h"
 SQLITE_EXTENSION_INIT3
 
-/* Report msg (sqlite3_mprintf'd; NULL when that ran out of memory) and free it. */
-static void error_fmt(sqlite3_context *ctx, char *msg) {
-  if (msg == NULL) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  sqlite3_result_error(ctx, msg, -1);
-  sqlite3_free(msg);
-}
-
 // vec_signbits(v): bit i of the result is set iff v[i] > 0 (H1).
 void rrf_vec_signbits(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   RrfVecArg a = {0};
@@ -63,8 +53,8 @@ void rrf_vec_signbits(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       memcpy(&f, p + 4 * i, sizeof f); /* H7: any alignment */
       if (!isfinite(f)) {
         sqlite3_free(out);
-        error_fmt(ctx, sqlite3_mprintf("vec_signbits: argument 1 has %s at index %llu",
-                                  isnan(f) ? "NaN" : "Inf", (unsigned long long)i));
+        rrf_error(ctx, "vec_signbits: argument 1 has %s at index %llu", isnan(f) ? "NaN" : "Inf",
+                  (unsigned long long)i);
         goto finish;
       }
       if (f > 0.0f) out[i / 8] |= (unsigned char)(1u << (i % 8)); /* H1: LSB-first */
@@ -78,14 +68,13 @@ finish:
 /* argv[i] as a non-empty BLOB (H5). Returns 0, or 1 with the error set. */
 static int code_arg(sqlite3_context *ctx, sqlite3_value *v, int i, const void **p, int *n) {
   if (sqlite3_value_type(v) != SQLITE_BLOB) {
-    error_fmt(ctx, sqlite3_mprintf("rrf_hamming: argument %d must be a BLOB, got %s", i + 1,
-                              rrf_type_name(v)));
+    rrf_error(ctx, "rrf_hamming: argument %d must be a BLOB, got %s", i + 1, rrf_type_name(v));
     return 1;
   }
   *p = sqlite3_value_blob(v);
   *n = sqlite3_value_bytes(v);
   if (*n == 0) {
-    error_fmt(ctx, sqlite3_mprintf("rrf_hamming: argument %d is an empty BLOB", i + 1));
+    rrf_error(ctx, "rrf_hamming: argument %d is an empty BLOB", i + 1);
     return 1;
   }
   if (*p == NULL) {
@@ -106,7 +95,7 @@ void rrf_hamming_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   if (code_arg(ctx, argv[0], 0, &a, &na) || code_arg(ctx, argv[1], 1, &b, &nb)) return;
   if (na != nb) {
-    error_fmt(ctx, sqlite3_mprintf("rrf_hamming: length mismatch: %d vs %d bytes", na, nb));
+    rrf_error(ctx, "rrf_hamming: length mismatch: %d vs %d bytes", na, nb);
     return;
   }
   /* H6: the kernel chosen at load time */

@@ -12,6 +12,7 @@
 **   rrf_bm25_or(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
 **   rrf_bm25_idf(fts_table [, phrase])
 **   rrf_version(), rrf_debug()               here
+** Every function's errors are formed by rrf_error (errors.c).
 **
 ** It is the only exported symbol; nothing here refers to Python, so the same
 ** file loads in the sqlite3 shell. SQLITE_RRF_SIMD=scalar|avx2|neon|auto in the
@@ -46,40 +47,6 @@ SQLITE_EXTENSION_INIT1
 
 /* What SQLITE_RRF_SIMD asked for when it could not be honoured (for rrf_debug). */
 static char g_simd_note[96];
-
-const char *rrf_type_name(sqlite3_value *v) {
-  switch (sqlite3_value_type(v)) {
-  case SQLITE_NULL: return "NULL";
-  case SQLITE_INTEGER: return "INTEGER";
-  case SQLITE_FLOAT: return "REAL";
-  case SQLITE_TEXT: return "TEXT";
-  default: return "BLOB";
-  }
-}
-
-void rrf_result_str(sqlite3_context *ctx, sqlite3_str *out, const char *fn) {
-  int limit = sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1);
-  int err = sqlite3_str_errcode(out), len = sqlite3_str_length(out);
-  char *s = sqlite3_str_finish(out);
-  /* `out` is made without a db (a db's sqlite3_str stops near its limit, before
-  ** or after it depending on the appends, and sqlite3_result_text past it fails
-  ** with SQLite's generic message): the result's length is checked here. */
-  if (err == SQLITE_TOOBIG || (err == SQLITE_OK && len > limit)) {
-    char *msg = sqlite3_mprintf("%s: the result is longer than SQLITE_LIMIT_LENGTH (%d bytes)",
-                                fn, limit);
-    sqlite3_free(s);
-    sqlite3_result_error(ctx, msg ? msg : fn, -1);
-    sqlite3_result_error_code(ctx, SQLITE_TOOBIG); /* keeps the message */
-    sqlite3_free(msg);
-  } else if (err != SQLITE_OK) {
-    sqlite3_free(s);
-    sqlite3_result_error_nomem(ctx);
-  } else if (s == NULL) {
-    sqlite3_result_text(ctx, "", 0, SQLITE_STATIC); /* an empty sqlite3_str */
-  } else {
-    sqlite3_result_text(ctx, s, len, sqlite3_free);
-  }
-}
 
 // rrf_version(): the package version, e.g. '0.1.0'.
 static void rrf_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

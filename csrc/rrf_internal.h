@@ -82,11 +82,102 @@ int rrf_bm25_register(sqlite3 *db, char **pzErrMsg);
 ** or 1 with *cp = 0xFFFD for an invalid, overlong or truncated one (fts5q.c). */
 int rrf_utf8_decode(const unsigned char *s, int len, int i, unsigned *cp);
 
+/* ---- errors.c: every error message is formed by rrf_error ---- */
+
+/* The printf-style message (sqlite3_vmprintf: %q, %!.15g, %lld...) as ctx's
+** error. Returns SQLITE_ERROR, or SQLITE_NOMEM (sqlite3_result_error_nomem) when
+** the message could not be made. No format attribute: SQLite's conversions are
+** not the C library's. */
+int rrf_error(sqlite3_context *ctx, const char *fmt, ...);
+
+/* At most max (<= 60) bytes of s[0..n) for an error message: valid UTF-8,
+** control characters and invalid bytes as '?', "..." when cut. buf holds at
+** least 64 bytes; returns buf. */
+const char *rrf_shown(const unsigned char *s, int n, char *buf, int max);
+
 /* Finish `out` and make it fn's TEXT result; past the connection's
-** SQLITE_LIMIT_LENGTH, SQLITE_TOOBIG with a message naming fn (rrf.c). */
+** SQLITE_LIMIT_LENGTH, SQLITE_TOOBIG with a message naming fn. */
 void rrf_result_str(sqlite3_context *ctx, sqlite3_str *out, const char *fn);
 
 /* "NULL", "INTEGER", "REAL", "TEXT" or "BLOB". */
 const char *rrf_type_name(sqlite3_value *v);
+
+/* ---- strset.c: hash sets of byte ranges ---- */
+
+static inline int rrf_is_ascii_space(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* n bytes of a and b equal, ASCII letters compared case-insensitively. */
+static inline int rrf_ascii_ieq(const unsigned char *a, const unsigned char *b, int n) {
+  for (int i = 0; i < n; i++) {
+    unsigned char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x += 32;
+    if (y >= 'A' && y <= 'Z') y += 32;
+    if (x != y) return 0;
+  }
+  return 1;
+}
+
+/* Bytes [start, start + len) of some buffer. */
+typedef struct RrfSpan {
+  int start, len;
+} RrfSpan;
+
+/* An open-addressing hash set of spans of one buffer, compared byte for byte or
+** ASCII-case-insensitively (FNV-1a, linear probing; never more than half full,
+** so a probe ends): O(1) to look up or add, whatever the input's size. It holds
+** indexes into the caller's array of spans, which it does not own. */
+typedef struct RrfSpanSet {
+  int *slots;     /* index into the spans + 1; 0 is empty */
+  unsigned mask;  /* number of slots - 1 (a power of two) */
+  int nocase;     /* compare ASCII-case-insensitively */
+} RrfSpanSet;
+
+/* Room for nmax spans. SQLITE_OK, or SQLITE_NOMEM (set->slots NULL). */
+int rrf_spanset_init(RrfSpanSet *set, sqlite3_int64 nmax, int nocase);
+void rrf_spanset_free(RrfSpanSet *set);
+/* The index of the span of the set equal to t[0..n) (spans index `base`), or -1. */
+int rrf_spanset_find(const RrfSpanSet *set, const unsigned char *base, const RrfSpan *spans,
+                     const unsigned char *t, int n);
+/* Add spans[i] (not in the set; fewer than nmax added). */
+void rrf_spanset_add(RrfSpanSet *set, const unsigned char *base, const RrfSpan *spans, int i);
+
+/* The distinct words of a text separated by ASCII whitespace (space, tab, LF,
+** VT, FF, CR), compared byte for byte: fts5_query's stopwords (fts5q.c Q8). */
+typedef struct RrfWordSet {
+  unsigned char *text; /* owned copy of the text */
+  RrfSpan *words;      /* the distinct words, as spans of `text` */
+  int nwords;
+  RrfSpanSet set;
+} RrfWordSet;
+
+/* The words of s[0..n) (s may be NULL when n is 0: the empty set). SQLITE_OK, or
+** SQLITE_NOMEM with *ws empty. */
+int rrf_wordset_init(RrfWordSet *ws, const unsigned char *s, int n);
+void rrf_wordset_free(RrfWordSet *ws);
+int rrf_wordset_contains(const RrfWordSet *ws, const unsigned char *t, int n);
+
+/* ---- tokspec.c: an FTS5 tokenizer spec (fts5q.c Q9, Q14) ---- */
+
+#define RRF_FTS5_MAX_SPEC_WORDS 64
+
+/* A tokenize argument split into words, as CREATE VIRTUAL TABLE ... tokenize=
+** splits it: argv[0] names the tokenizer, the rest are its arguments. */
+typedef struct RrfTokSpec {
+  char *buf; /* the words, unquoted, each NUL-terminated */
+  const char *argv[RRF_FTS5_MAX_SPEC_WORDS];
+  int argc;
+} RrfTokSpec;
+
+/* Parse s[0..n) (n 0: FTS5's default, unicode61) and check that it names
+** built-in tokenizers only (Q14). SQLITE_OK, or an error code with the error,
+** naming fn, set on ctx; free *spec with rrf_tokspec_free either way. */
+int rrf_tokspec_parse(sqlite3_context *ctx, const char *fn, const unsigned char *s, int n,
+                      RrfTokSpec *spec);
+void rrf_tokspec_free(RrfTokSpec *spec);
+
+/* Error messages quote at most this many bytes of a name or spec (fts5q.c Q13). */
+#define RRF_SHOWN_MAX 32
 
 #endif

@@ -81,49 +81,27 @@ static void sift_up(TopkEntry *h, size_t i) {
   h[i] = e;
 }
 
-static void topk_error(sqlite3_context *ctx, TopkCtx *p, char *msg) {
-  p->failed = 1;
-  if (msg == NULL) { /* sqlite3_mprintf ran out of memory */
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  sqlite3_result_error(ctx, msg, -1);
-  sqlite3_free(msg);
-}
-
-void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  TopkCtx *p = sqlite3_aggregate_context(ctx, sizeof(*p));
+/* One row into p's heap. SQLITE_OK, or an error code with the error set (T6). */
+static int topk_add(sqlite3_context *ctx, TopkCtx *p, sqlite3_value **argv) {
   TopkEntry e;
-  (void)argc;
-  if (p == NULL) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  if (p->failed) return;
   /* T3 */
-  if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER) {
-    topk_error(ctx, p, sqlite3_mprintf("rrf_topk: k must be an INTEGER from 1 to %d, got %s",
-                                       TOPK_MAX_K, rrf_type_name(argv[0])));
-    return;
-  }
+  if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER)
+    return rrf_error(ctx, "rrf_topk: k must be an INTEGER from 1 to %d, got %s", TOPK_MAX_K,
+                     rrf_type_name(argv[0]));
   sqlite3_int64 k = sqlite3_value_int64(argv[0]);
-  if (k < 1 || k > TOPK_MAX_K) {
-    topk_error(ctx, p, sqlite3_mprintf("rrf_topk: k must be an INTEGER from 1 to %d, got %lld",
-                                       TOPK_MAX_K, k));
-    return;
-  }
+  if (k < 1 || k > TOPK_MAX_K)
+    return rrf_error(ctx, "rrf_topk: k must be an INTEGER from 1 to %d, got %lld", TOPK_MAX_K,
+                     k);
   if (p->k == 0) {
     p->k = k;
   } else if (k != p->k) {
-    topk_error(ctx, p, sqlite3_mprintf("rrf_topk: k must be the same on every row "
-                                       "(%lld, then %lld)",
-                                       p->k, k));
-    return;
+    return rrf_error(ctx, "rrf_topk: k must be the same on every row (%lld, then %lld)", p->k,
+                     k);
   }
   /* T2, T4 */
   switch (sqlite3_value_type(argv[1])) {
   case SQLITE_NULL:
-    return;
+    return SQLITE_OK;
   case SQLITE_INTEGER:
     e.iscore = sqlite3_value_int64(argv[1]);
     e.score = (double)e.iscore;
@@ -133,23 +111,16 @@ void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     e.score = sqlite3_value_double(argv[1]);
     e.iscore = 0;
     e.isint = 0;
-    if (!isfinite(e.score)) {
-      topk_error(ctx, p, sqlite3_mprintf("rrf_topk: score must be finite, got %s",
-                                         e.score > 0 ? "Inf" : (e.score < 0 ? "-Inf" : "NaN")));
-      return;
-    }
+    if (!isfinite(e.score))
+      return rrf_error(ctx, "rrf_topk: score must be finite, got %s",
+                       e.score > 0 ? "Inf" : (e.score < 0 ? "-Inf" : "NaN"));
     break;
   default:
-    topk_error(ctx, p, sqlite3_mprintf("rrf_topk: score must be a number, got %s",
-                                       rrf_type_name(argv[1])));
-    return;
+    return rrf_error(ctx, "rrf_topk: score must be a number, got %s", rrf_type_name(argv[1]));
   }
   /* T5 */
-  if (sqlite3_value_type(argv[2]) != SQLITE_INTEGER) {
-    topk_error(ctx, p, sqlite3_mprintf("rrf_topk: value must be an INTEGER, got %s",
-                                       rrf_type_name(argv[2])));
-    return;
-  }
+  if (sqlite3_value_type(argv[2]) != SQLITE_INTEGER)
+    return rrf_error(ctx, "rrf_topk: value must be an INTEGER, got %s", rrf_type_name(argv[2]));
   e.value = sqlite3_value_int64(argv[2]);
   if (p->n < (size_t)p->k) {
     if (p->n == p->cap) { /* T7: grow by doubling, up to k */
@@ -157,9 +128,8 @@ void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       if (cap > (size_t)p->k) cap = (size_t)p->k;
       TopkEntry *h = sqlite3_realloc64(p->heap, cap * sizeof(TopkEntry));
       if (h == NULL) {
-        p->failed = 1;
         sqlite3_result_error_nomem(ctx);
-        return;
+        return SQLITE_NOMEM;
       }
       p->heap = h;
       p->cap = cap;
@@ -170,6 +140,18 @@ void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     p->heap[0] = e;
     sift_down(p->heap, p->n, 0);
   }
+  return SQLITE_OK;
+}
+
+void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  TopkCtx *p = sqlite3_aggregate_context(ctx, sizeof(*p));
+  (void)argc;
+  if (p == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (p->failed) return;
+  if (topk_add(ctx, p, argv) != SQLITE_OK) p->failed = 1; /* ignore the remaining rows */
 }
 
 /* T4: a finite double as JSON that reads back as the same double: C's "%.17g"

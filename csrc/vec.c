@@ -24,9 +24,6 @@
 #include "rrf_internal.h"
 SQLITE_EXTENSION_INIT3
 
-
-/* One argument, viewed as n little-endian float32 values at `data`. */
-
 static const double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
@@ -106,16 +103,17 @@ static size_t skip_ws(const unsigned char *s, size_t len, size_t i) {
 }
 
 /* Parse a JSON array of numbers into a new RrfJsonVec. Returns NULL and sets
-** *err (sqlite3_mprintf'd) on failure; *nomem on allocation failure. */
+** *err (the message, naming fn and argument argi, sqlite3_mprintf'd) on failure,
+** *nomem on allocation failure. No context: tests/fuzz/fuzz_vec.c calls it. */
 static RrfJsonVec *json_vec_parse(const char *fn, const unsigned char *s, size_t len, int argi,
-                               char **err, int *nomem) {
-  size_t i = skip_ws(s, len, 0), cap = 0, n = 0;
+                                  char **err, int *nomem) {
+  size_t i = skip_ws(s, len, 0), cap = 0, n = 0, at;
+  const char *expected;
   RrfJsonVec *jv = NULL;
   if (i >= len || s[i] != '[') {
-    *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
-                           "expected '['",
-                           fn, argi, (unsigned long long)i);
-    return NULL;
+    at = i;
+    expected = "expected '['";
+    goto malformed;
   }
   /* Upper bound of the element count: commas + 1. */
   for (size_t j = i; j < len; j++)
@@ -131,28 +129,23 @@ static RrfJsonVec *json_vec_parse(const char *fn, const unsigned char *s, size_t
     i = skip_ws(s, len, i + 1);
     if (i == len) {
       *err = sqlite3_mprintf("%s: argument %d is an empty vector", fn, argi);
-    } else {
-      *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
-                             "unexpected text after ']'",
-                             fn, argi, (unsigned long long)i);
-    }
-    sqlite3_free(jv);
-    return NULL;
-  }
-  for (;;) {
-    double d;
-    size_t at = i;
-    if (json_number(s, len, &i, &d)) {
-      *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
-                             "expected a number",
-                             fn, argi, (unsigned long long)at);
       sqlite3_free(jv);
       return NULL;
     }
+    at = i;
+    expected = "unexpected text after ']'";
+    goto malformed;
+  }
+  for (;;) {
+    double d;
+    at = i;
+    if (json_number(s, len, &i, &d)) {
+      expected = "expected a number";
+      goto malformed;
+    }
     float f = (float)d;
     if (!isfinite(f)) {
-      *err = sqlite3_mprintf("%s: argument %d has an element out of float32 range "
-                             "at index %llu",
+      *err = sqlite3_mprintf("%s: argument %d has an element out of float32 range at index %llu",
                              fn, argi, (unsigned long long)n);
       sqlite3_free(jv);
       return NULL;
@@ -163,25 +156,24 @@ static RrfJsonVec *json_vec_parse(const char *fn, const unsigned char *s, size_t
       i = skip_ws(s, len, i + 1);
       continue;
     }
+    at = i;
     if (i < len && s[i] == ']') {
       i = skip_ws(s, len, i + 1);
-      if (i != len) {
-        *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
-                               "unexpected text after ']'",
-                               fn, argi, (unsigned long long)i);
-        sqlite3_free(jv);
-        return NULL;
-      }
-      break;
+      if (i == len) break;
+      at = i;
+      expected = "unexpected text after ']'";
+    } else {
+      expected = "expected ',' or ']'";
     }
-    *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: "
-                           "expected ',' or ']'",
-                           fn, argi, (unsigned long long)i);
-    sqlite3_free(jv);
-    return NULL;
+    goto malformed;
   }
   jv->n = n;
   return jv;
+malformed:
+  *err = sqlite3_mprintf("%s: argument %d is malformed JSON at offset %llu: %s", fn, argi,
+                         (unsigned long long)at, expected);
+  sqlite3_free(jv);
+  return NULL;
 }
 
 /* Fill *out from argv[i] (V1, V4). Returns 0, or 1 with the error reported. */
@@ -199,9 +191,7 @@ int rrf_vec_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int i, R
     const void *p = sqlite3_value_blob(v);
     int bytes = sqlite3_value_bytes(v);
     if (bytes == 0) {
-      char *msg = sqlite3_mprintf("%s: argument %d is an empty vector", fn, argi);
-      sqlite3_result_error(ctx, msg ? msg : "empty vector", -1);
-      sqlite3_free(msg);
+      rrf_error(ctx, "%s: argument %d is an empty vector", fn, argi);
       return 1;
     }
     if (p == NULL) {
@@ -209,11 +199,8 @@ int rrf_vec_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int i, R
       return 1;
     }
     if (bytes % 4 != 0) {
-      char *msg = sqlite3_mprintf("%s: argument %d is a blob of %d bytes, "
-                                  "not a multiple of 4 (float32)",
-                                  fn, argi, bytes);
-      sqlite3_result_error(ctx, msg ? msg : "bad blob length", -1);
-      sqlite3_free(msg);
+      rrf_error(ctx, "%s: argument %d is a blob of %d bytes, not a multiple of 4 (float32)", fn,
+                argi, bytes);
       return 1;
     }
     out->data = p;
@@ -232,7 +219,7 @@ int rrf_vec_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int i, R
     RrfJsonVec *jv = json_vec_parse(fn, s, (size_t)bytes, argi, &err, &nomem);
     if (jv == NULL) {
       if (nomem || err == NULL) sqlite3_result_error_nomem(ctx);
-      else sqlite3_result_error(ctx, err, -1);
+      else rrf_error(ctx, "%s", err);
       sqlite3_free(err);
       return 1;
     }
@@ -242,11 +229,8 @@ int rrf_vec_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int i, R
     return 0;
   }
   default: {
-    char *msg = sqlite3_mprintf("%s: argument %d must be a float32 BLOB or a JSON "
-                                "array, got %s",
-                                fn, argi, rrf_type_name(v));
-    sqlite3_result_error(ctx, msg ? msg : "wrong argument type", -1);
-    sqlite3_free(msg);
+    rrf_error(ctx, "%s: argument %d must be a float32 BLOB or a JSON array, got %s", fn, argi,
+              rrf_type_name(v));
     return 1;
   }
   }
@@ -261,15 +245,13 @@ static void report_nonfinite(sqlite3_context *ctx, const RrfVecArg *a, const Rrf
       float f;
       memcpy(&f, p + 4 * i, sizeof f);
       if (!isfinite(f)) {
-        char *msg = sqlite3_mprintf("vec_cosine: argument %d has %s at index %llu", k + 1,
-                                    isnan(f) ? "NaN" : "Inf", (unsigned long long)i);
-        sqlite3_result_error(ctx, msg ? msg : "vec_cosine: non-finite element", -1);
-        sqlite3_free(msg);
+        rrf_error(ctx, "vec_cosine: argument %d has %s at index %llu", k + 1,
+                  isnan(f) ? "NaN" : "Inf", (unsigned long long)i);
         return;
       }
     }
   }
-  sqlite3_result_error(ctx, "vec_cosine: non-finite sum", -1);
+  rrf_error(ctx, "vec_cosine: non-finite sum");
 }
 
 void rrf_vec_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -283,10 +265,8 @@ void rrf_vec_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (rrf_vec_arg(ctx, "vec_cosine", argv[0], 0, &a)) goto finish;
   if (rrf_vec_arg(ctx, "vec_cosine", argv[1], 1, &b)) goto finish;
   if (a.n != b.n) {
-    char *msg = sqlite3_mprintf("vec_cosine: dimension mismatch: %llu vs %llu",
-                                (unsigned long long)a.n, (unsigned long long)b.n);
-    sqlite3_result_error(ctx, msg ? msg : "vec_cosine: dimension mismatch", -1);
-    sqlite3_free(msg);
+    rrf_error(ctx, "vec_cosine: dimension mismatch: %llu vs %llu", (unsigned long long)a.n,
+              (unsigned long long)b.n);
     goto finish;
   }
   {
