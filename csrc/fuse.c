@@ -108,10 +108,32 @@ static int fuse_args(sqlite3_context *ctx, const char *fn, int argc, sqlite3_val
 ** 32i .. 32i+31 above 2^-1074 (the smallest subnormal), so every finite double
 ** is an exact integer multiple of bit 0 and needs bits up to 2098; the two
 ** limbs above that are headroom. Limbs are signed and absorb 2^28 adds (each
-** under 2^34) before their carries are propagated. Adding and removing the same values
-** leaves exactly what was there: a sliding frame never drifts, whatever the
-** magnitudes (a compensated double sum loses a small term next to a 1e32x
-** larger one that later leaves the frame). */
+** under 2^34) before their carries are propagated. 552 bytes per group; an add
+** touches 3 limbs, a read (exact_value) 68.
+**
+** Why not a compensated double sum, as SQLite's own sum() (Kahan-Babuska-
+** Neumaier, 3.43+): the terms are not few or small. rrf_fuse sums any number of
+** rows and rrf_sum up to 63 pairs; a contribution weight / (k + rank) is any
+** finite double >= 0 (weight is unbounded, k may be 0), from 5e-324 to DBL_MAX.
+** KBN fails two requirements on such terms:
+**   - F6, windows: its error is second order in the sum of |terms| that ever
+**     passed through the accumulator, not in the frame's sum. A frame that
+**     held 1e298-sized contributions and now holds 0.04 + 0.008 + 1.25e14
+**     reads 0.0 (the rows of tests/test_regressions.py's test_rrf_fuse_window_
+**     does_not_drift_after_a_huge_contribution_leaves; SQLite's sum() OVER the
+**     same contributions also gives 0.0): removing a huge
+**     term leaves a rounding error of ulp(1e298) ~ 1e282 in the compensation,
+**     which swamps the small terms for good.
+**   - F9 and the reference: KBN is not correctly rounded, and its result
+**     depends on the order of the terms. Three rows weighted 1.0, 2^-53 and
+**     2^-106 (rank 1, k 0) sum to 1 + 2^-53 + 2^-106, whose nearest double is
+**     1.0000000000000002; KBN (and SQLite 3.54's sum()) gives 1.0, as the
+**     compensation 2^-53 + 2^-106 rounds to the tie 2^-53. rrf_sum must return
+**     bit for bit what rrf_fuse returns over the same pairs, in whatever order
+**     the rows reach rrf_fuse, and the tests compare both with math.fsum.
+** Here adding and removing the same values leaves exactly what was there, and
+** the one rounding happens when the sum is read: every frame and every order
+** gives the correctly rounded sum. */
 #define EXACT_LIMBS 68
 #define EXACT_MASK 0xFFFFFFFFu
 
