@@ -123,6 +123,33 @@
 **       of the phrases: the contract of B10). So B3's "the first n rows visited
 **       are exact" does not hold; B4/B13 do, and so do the values of B11.
 **
+** rrf_bm25_or_top(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
+** -> TEXT: the top n of rrf_bm25_or's scan in one call, as a JSON array of
+** [rowid, value] pairs, best first (ORDER BY value, rowid); the same on every
+** row of the scan, so `... LIMIT 1` stops the scan after its first row.
+**  B16. Arguments, errors and values as rrf_bm25_or's (B6, B7, B10, B11; n NULL:
+**       every row). The rows and values are those of ORDER BY bm25() [, rowid]
+**       LIMIT n of the whole query over the rows of the scan (B13's proviso
+**       for the rows the scan leaves out). Values are printed with 17
+**       significant digits (%!.17g), which SQLite's JSON reads back exactly.
+**       Computed term at a time (MaxScore), with xQueryPhrase only:
+**       pass 1: each phrase's rows (the count B2 makes anyway), kept: every
+**         row's U1 (B3), from a map by rowid (dense rowids) or a sort;
+**       pass 2: the phrases by increasing number of rows; a row is admitted at
+**         its first phrase unless its U1 * (1 + 1e-9) + D (B12) is below theta,
+**         a lower bound of the n-th best score (the n-th best of the admitted
+**         rows' partial sums, times 1 - 1e-9; it only rises, so a row left out
+**         stays out); an admitted row gets xColumnSize(-1) and, from each of its
+**         phrases' own query, xInst's frequency (bm25's sum of weights: the
+**         same instances in the same order for an OR of phrases, B10's
+**         contract). Its kept part is B2's sum in phrase order, bit for bit.
+**         A row whose length is negative switches the bounds off: pass 2 runs
+**         again admitting every row (so do bad weights and B5's other cases);
+**       pass 3 (words dropped): the rows whose kept part * (1 + 1e-9) + D
+**         reaches theta (now from the exact kept parts) get B11's whole-query
+**         score from their text, read in the rarest phrase's query first;
+**         the others cannot be among the n best.
+**
 ** rrf_bm25_idf(fts_table [, phrase]) -> REAL: the IDF FTS5's bm25() gives
 ** phrase `phrase` (default 0) of the current query.
 **  B14. Computed as B2 does (xQueryPhrase, xRowCount), except that counting

@@ -17,6 +17,7 @@ the stopwords' 1e-6 IDF are common: ties are broken by rowid on both sides.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -691,4 +692,179 @@ def test_property_B15_the_seeded_list_equals_bm25_across_sql_churn(start, ops, q
         apply(c, op, state)
         for q in queries:
             assert seeded_list(c, q, limit) == reference(c, q, limit), (q, limit)
+    c.close()
+
+
+# ---------------------------------------------------------------- rrf_bm25_or_top (B16)
+
+from bench import bench_bm25  # noqa: E402  (tests/ is on sys.path)
+
+_A, _B = CTE.index("bm25_top AS MATERIALIZED ("), CTE.index("bm25_exact AS MATERIALIZED (")
+#: The statement's BM25 list with 1b made by rrf_bm25_or_top in one call (no filter, a
+#: limit >= 1), the per-row scan otherwise: tests/bench/bench_bm25.py's NEW_BM25_TOP.
+TOP_CTE = CTE[:_A] + bench_bm25.NEW_BM25_TOP + CTE[_B:]
+TOP_SQL = ("SELECT j.value ->> 0, j.value ->> 1 FROM (SELECT rrf_bm25_or_top({t}, {n}, ?1, ?2, "
+           "'porter unicode61'{w}) AS js FROM {t} WHERE {t} MATCH fts5_query(?1, 'or', ?2, "
+           "'porter unicode61') LIMIT 1) AS t, json_each(t.js) AS j")
+
+
+def top_list(conn, query, limit=50, **params):
+    b = dict.fromkeys(statement_params(TOP_CTE))
+    b.update(query=query, bm25_limit=limit, **params)
+    return [(r, s) for r, s, _ in conn.execute(TOP_CTE, b).fetchall()]
+
+
+def top_fn(conn, q, stop, n, table="episodes_fts", weights=()):
+    w = "".join(f", {x}" for x in weights)
+    return conn.execute(TOP_SQL.format(t=table, n=n, w=w), (q, stop)).fetchall()
+
+
+def bm25_top(conn, q, m, table="episodes_fts", weights=()):
+    w = "".join(f", {x}" for x in weights)
+    return conn.execute(f"SELECT rowid, bm25({table}{w}) AS s FROM {table} WHERE {table} MATCH fts5_query(?) "
+                        f"ORDER BY s, rowid LIMIT {m}", (q,)).fetchall()
+
+
+def test_B16_the_statement_with_the_one_call_top_is_bm25s_top(db):
+    assert TOP_CTE.count("rrf_bm25_or_top(") == 1
+    for q in QUERIES:
+        for limit in (1, 3, 50, 400, 5000):
+            got = top_list(db, q, limit)
+            assert got == reference(db, q, limit), (q, limit)
+            assert all(type(r) is int and type(s) is float for r, s in got)
+    # a filter takes the per-row scan: the same list as the statement's own
+    for q in ("the memory of cats", "zebra quartz"):
+        b = dict.fromkeys(CTE_PARAMS)
+        b.update(query=q, bm25_limit=20, since=0)
+        want = [(r, s) for r, s, _ in db.execute(CTE, b).fetchall()]
+        assert top_list(db, q, 20, since=0) == want and len(want) == 20
+
+
+def test_B16_values_and_order_are_bm25s_in_every_case(db):
+    """ORDER BY bm25 LIMIT n of the whole query, for the rows of the scan without the dropped
+    words (B13: enough rows hold a kept word here), for any n, NULL n (every row), and with
+    words dropped or not."""
+    for q, stop in (("the memory of cats", "the of"), ("cats of the study", "the"),
+                    ("dog runs zebra", ""), ("The Studies of cats kubernetes", ""),
+                    ("quartz nebula fjord of a", "of a"), ("running", "")):
+        scan_rows = db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
+                               "fts5_query(?1, 'or', ?2, 'porter unicode61')", (q, stop)).fetchone()[0]
+        for n in (1, 2, 7, 50, 333):
+            assert top_fn(db, q, stop, n) == reference(db, q, min(n, scan_rows)), (q, n)
+        if not stop:  # every row of the scan, in bm25's order
+            assert top_fn(db, q, stop, "NULL") == reference(db, q, -1)
+
+
+def test_B16_every_row_gets_the_same_result(db):
+    q, stop = "the memory of cats", "the of"
+    rows = db.execute("SELECT rrf_bm25_or_top(episodes_fts, 5, ?1, ?2, 'porter unicode61') FROM episodes_fts "
+                      "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?2, 'porter unicode61')", (q, stop)).fetchall()
+    assert len(rows) > 100 and len(set(rows)) == 1
+    assert [tuple(x) for x in json.loads(rows[0][0])] == reference(db, q, 5)
+
+
+def test_B16_weights_phrases_and_detail_modes():
+    """Two columns with weights, hyphenated words (phrases of two terms), detail=column and none."""
+    rng = random.Random(11)
+    extra = ["alpha-beta", "beta", "alpha", "x-ray"]
+
+    def row():  # 'the' and 'of' in every row (B11's contract: the dropped words are common)
+        return (text(rng, 1, 5) + " " + " ".join(rng.sample(extra, rng.randint(0, 2))),
+                "the of " + text(rng, 0, 12))
+
+    for options in ("", ", detail=column", ", detail=none"):
+        c = apsw.Connection(":memory:")
+        sqlite_rrf.load(c)
+        c.execute(f"CREATE VIRTUAL TABLE t USING fts5(a, b, tokenize='porter unicode61'{options})")
+        with c:
+            c.executemany("INSERT INTO t(a, b) VALUES (?, ?)", [row() for _ in range(2500)])
+        for word in ("the", "of"):
+            assert c.execute("SELECT rrf_bm25_idf(t) FROM t WHERE t MATCH ? LIMIT 1", (word,)).fetchone()[0] == 1e-6
+        for q, stop in (("the alpha-beta of cats", "the of"), ("x-ray zebra memory", ""),
+                        ("the memory of cats", "the of")):
+            # (negative weights switch the bounds off: every row is scored)
+            for w in ((), (1.0, 1.0), (2.0, 0.5), (0.0, 3.0), (7.5, 0.0), (-1.0, 2.0)):
+                for n in (1, 10, 60):
+                    assert top_fn(c, q, stop, n, "t", w) == bm25_top(c, q, n, "t", w), (options, q, w, n)
+        c.close()
+
+
+def test_B16_no_bounds_without_lengths_and_sparse_rowids():
+    """A contentless table without column sizes (no length: every row is scored) and rowids
+    too far apart for the dense map (the sorted path)."""
+    rng = random.Random(12)
+    c = apsw.Connection(":memory:")
+    sqlite_rrf.load(c)
+    c.execute("CREATE VIRTUAL TABLE cl USING fts5(a, content='', columnsize=0)")
+    c.execute("CREATE VIRTUAL TABLE sp USING fts5(a)")
+    with c:
+        for i in range(1500):
+            t_ = text(rng)
+            c.execute("INSERT INTO cl(rowid, a) VALUES (?, ?)", (i + 1, t_))
+            c.execute("INSERT INTO sp(rowid, a) VALUES (?, ?)", (i * 10_000_019 - 7_000_000_000, t_))
+    for q in ("memory cats zebra", "dog study", "kubernetes orange vault"):
+        for n in (1, 10, 100):
+            assert top_fn(c, q, "", n, "cl") == bm25_top(c, q, n, "cl"), (q, n)
+            assert top_fn(c, q, "", n, "sp") == bm25_top(c, q, n, "sp"), (q, n)
+    c.close()
+
+
+def test_B16_errors_name_the_function(db):
+    match = ("SELECT rrf_bm25_or_top(episodes_fts, 5, {args}) FROM episodes_fts "
+             "WHERE episodes_fts MATCH {m}")
+    cases = [
+        ("'the cat', 'the', 'porter unicode61'", "'\"cat\" OR \"dog\"'",
+         "rrf_bm25_or_top: the MATCH expression has 2 phrases; fts5_query(text, 'or', stopwords, "
+         "tokenize) has 1"),
+        ("x'00', 'the', 'porter'", "'\"cat\"'", "rrf_bm25_or_top: text must be TEXT, got BLOB"),
+        ("'the cat', 3, 'porter'", "'\"cat\"'", "rrf_bm25_or_top: stopwords must be TEXT or NULL, got INTEGER"),
+    ]
+    for args, m, msg in cases:
+        with pytest.raises(apsw.SQLError) as e:
+            db.execute(match.format(args=args, m=m)).fetchall()
+        assert str(e.value).endswith(msg), str(e.value)
+    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or_top: missing arguments; usage: rrf_bm25_or_top\("):
+        db.execute("SELECT rrf_bm25_or_top(episodes_fts, 5) FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
+    for bad, shown in (("0", "0"), ("-3", "-3"), ("2.5", "2.5"), ("x'01'", "BLOB")):
+        with pytest.raises(apsw.SQLError, match=f"^rrf_bm25_or_top: n must be a positive integer or NULL, "
+                                                f"got {shown}$"):
+            db.execute(f"SELECT rrf_bm25_or_top(episodes_fts, {bad}, 'cat') FROM episodes_fts "
+                       "WHERE episodes_fts MATCH 'cat'").fetchall()
+    with pytest.raises(apsw.SQLError, match="rrf_bm25_or_top: text, stopwords and tokenize must be the same"):
+        db.execute("SELECT rrf_bm25_or_top(episodes_fts, 3, CASE WHEN rowid % 2 THEN 'cat' ELSE 'cat cat' END) "
+                   "FROM episodes_fts WHERE episodes_fts MATCH '\"cat\"'").fetchall()
+
+
+def test_B16_text_that_is_not_the_index_is_an_error_naming_the_row():
+    c = new_db()
+    with c:
+        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                      [(f"a{i}", "the cat sat" if i % 2 else "the dog") for i in range(20)])
+    for t_ in [r for (r,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                        "AND tbl_name = 'episodes' AND sql LIKE '%episodes_fts%'")]:
+        c.execute(f'DROP TRIGGER "{t_}"')
+    c.execute("UPDATE episodes SET content = 'the cat sat on the mat today' WHERE rowid = 2")
+    with pytest.raises(apsw.SQLError, match=r"^rrf_bm25_or_top: the text of row 2 has 7 tokens"):
+        top_fn(c, "the cat", "the", 50)
+    c.execute("UPDATE episodes SET content = 'the cow sat' WHERE rowid = 2")
+    with pytest.raises(apsw.SQLError, match=r"^rrf_bm25_or_top: the text of row 2 does not hold the terms"):
+        top_fn(c, "the cat", "the", 50)
+    c.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
+    assert top_fn(c, "the cat", "the", 5) == reference(c, "the cat", 5)
+    c.close()
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(start=st.integers(0, 400), ops=OPS, queries=st.lists(QUERY, min_size=1, max_size=4),
+       limit=st.sampled_from([1, 2, 5, 50]), seed=st.integers(0, 2**32 - 1))
+def test_property_B16_the_one_call_list_equals_bm25_across_sql_churn(start, ops, queries, limit, seed):
+    c = new_db()
+    fill(c, start, random.Random(seed))
+    refresh_hint(c)
+    state = {"next": 0}
+    for op in ops:
+        apply(c, op, state)
+        for q in queries:
+            assert top_list(c, q, limit) == reference(c, q, limit), (q, limit)
     c.close()
