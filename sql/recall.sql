@@ -35,23 +35,25 @@
 -- stage, pool and profile; python -m sqlite_rrf.statements --write): sqlite-rrf's
 -- Store runs the statement of one pool and one profile made from the same fragments.
 WITH
--- 0. Parameters with their defaults: the one place the defaults are written.
+-- 0. Parameters with their defaults: the one place the defaults are written
+--    (sqlite-rrf's Python reads them from here).
 params AS (
-  SELECT coalesce(:profile, 'memory')  AS profile,
-         coalesce(:k, CASE coalesce(:profile, 'memory') WHEN 'decay' THEN 30.0 ELSE 60.0 END)
-                                       AS k,
-         coalesce(:w_bm25, 1.0)        AS w_bm25,
-         coalesce(:w_vec, 1.0)         AS w_vec,
-         coalesce(:w_recency, 0.6)     AS w_recency,
-         coalesce(:w_access, 0.4)      AS w_access,
-         coalesce(:bm25_limit, 50)     AS bm25_limit,
-         coalesce(:pool_size, 200)     AS pool_size,
-         coalesce(:pool, 'recent')     AS pool,
-         coalesce(:oversample, 20)     AS oversample,
-         coalesce(:limit, 3)           AS result_limit,
-         coalesce(:alpha, 0.5)         AS alpha,
-         :min_similarity               AS min_similarity,
-         coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
+  SELECT p.*,
+         coalesce(:k, CASE p.profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k
+  FROM (SELECT coalesce(:profile, 'memory')  AS profile,
+               coalesce(:w_bm25, 1.0)        AS w_bm25,
+               coalesce(:w_vec, 1.0)         AS w_vec,
+               coalesce(:w_recency, 0.6)     AS w_recency,
+               coalesce(:w_access, 0.4)      AS w_access,
+               coalesce(:bm25_limit, 50)     AS bm25_limit,
+               coalesce(:pool_size, 200)     AS pool_size,
+               coalesce(:pool, 'recent')     AS pool,
+               coalesce(:oversample, 20)     AS oversample,
+               coalesce(:limit, 3)           AS result_limit,
+               coalesce(:alpha, 0.5)         AS alpha,
+               :min_similarity               AS min_similarity,
+               coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
+                                             AS now_ms) AS p
 ),
 -- 1. Full-text hits over ALL episodes: FTS5 bm25()'s top :bm25_limit for the OR
 --    query of all the words of :query, fts5_query(:query), exactly: the rows, order

@@ -19,6 +19,8 @@ from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 import pytest
 
+from sqlite_rrf.statements import recall_defaults
+
 pytest.importorskip("mcp.server.mcpserver", reason="the MCP SDK 2.x is not installed: "
                     "pip install 'sqlite-rrf[mcp]'")
 
@@ -113,7 +115,7 @@ def test_tools_have_typed_described_schemas(tmp_path):
     assert set(props) == {"query", "limit", "scope", "kind", "since", "until", "profile",
                           "explain"}
     assert props["limit"]["type"] == "integer" and props["limit"]["minimum"] == 1
-    assert props["limit"]["default"] == 3
+    assert props["limit"]["default"] == recall_defaults()["result_limit"]
     assert props["explain"]["type"] == "boolean"
     assert {"memory", "rrf", "convex"} <= set(props["profile"]["enum"])
     assert {a["type"] for a in props["since"]["anyOf"]} == {"integer", "string", "null"}

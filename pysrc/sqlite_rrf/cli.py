@@ -24,7 +24,7 @@ from typing import Any, List, Optional, Sequence
 
 from . import __version__, loadable_path
 from .resources import data_path, recall_statement
-from .statements import POOL_MODES, PROFILES
+from .statements import POOL_MODES, PROFILES, recall_defaults
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -286,12 +286,18 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def _limit(args: argparse.Namespace) -> int:
+    """--limit, or the statement's default."""
+    return args.limit if args.limit is not None else recall_defaults()["result_limit"]
+
+
 def _recall(store: Any, args: argparse.Namespace) -> int:
     from .store import StoreError
 
     try:
-        result = store.recall(args.query, limit=args.limit, weights=_weights(args.weights),
+        result = store.recall(args.query, limit=_limit(args), weights=_weights(args.weights),
                               k=args.k, pool=args.pool, pool_size=args.pool_size,
+                              oversample=getattr(args, "oversample", None),
                               bm25_limit=args.bm25_limit,
                               touch=not args.no_touch, force=args.force,
                               session=getattr(args, "session", None),
@@ -326,9 +332,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
     from .store import Store, StoreError
 
     try:  # check the options before the model loads
-        Store._recall_params(args.limit, _weights(args.weights), args.k, args.pool,
+        Store._recall_params(_limit(args), _weights(args.weights), args.k, args.pool,
                              args.pool_size, args.bm25_limit, args.profile, args.alpha,
-                             args.min_similarity)
+                             args.min_similarity, oversample=args.oversample)
     except StoreError as e:
         raise CliError(str(e)) from None
     with _open(args, model="recall") as store:
@@ -375,7 +381,8 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    sys.stdout.write(recall_statement(args.pool))
+    # no pool and no profile: the shipped statement, which chooses them at run time
+    sys.stdout.write(recall_statement(args.pool, args.profile))
     return 0
 
 
@@ -531,7 +538,11 @@ def _add_model(p: argparse.ArgumentParser) -> None:
 
 
 def _add_recall_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--limit", type=int, default=3, help="how many episodes (default 3)")
+    # every default is the statement's own (sql/recall/params.sql), read from there
+    d = recall_defaults()
+    decay_k = recall_defaults("decay")["k"]
+    p.add_argument("--limit", type=int, default=None,
+                   help=f"how many episodes (default {d['result_limit']})")
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.add_argument("--explain", action="store_true", help="show each list's contribution")
     p.add_argument("--no-touch", action="store_true",
@@ -548,21 +559,28 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                         "session's previous one (without it, a command line recall is never "
                         "gated)")
     p.add_argument("--pool", choices=POOL_MODES, default=None,
-                   help="vector pool: the most recently accessed episodes (default), all "
-                        "(exact), or knn (sqlite-vec's nearest; needs `sqlite-rrf knn DB`)")
+                   help=f"vector pool (default {d['pool']}): recent, the most recently "
+                        "accessed episodes; all, the nearest of all episodes (exact, one scan "
+                        "of the vectors); quantized, the same found through 1-bit codes and "
+                        "rescored exactly; knn, sqlite-vec's nearest (needs `sqlite-rrf knn DB`)")
     p.add_argument("--pool-size", type=int, default=None, dest="pool_size",
-                   help="size of the 'recent' or 'knn' pool (default 200)")
+                   help=f"how many episodes the vector pool holds (default {d['pool_size']})")
+    p.add_argument("--oversample", type=int, default=None,
+                   help="quantized pool: how many times pool-size candidates the codes "
+                        f"select before the exact rescoring (default {d['oversample']})")
     p.add_argument("--bm25-limit", type=int, default=None, dest="bm25_limit",
-                   help="how many BM25 hits join the candidates (default 50)")
-    p.add_argument("--k", type=float, default=None, help="RRF constant (default 60)")
+                   help=f"how many BM25 hits join the candidates (default {d['bm25_limit']})")
+    p.add_argument("--k", type=float, default=None,
+                   help=f"RRF constant (default {d['k']:g}; {decay_k:g} for the decay profile)")
     p.add_argument("--weights", metavar="B,V,R,A",
-                   help="weights of the bm25, vector, recency and access lists "
-                        "(default 1,1,0.6,0.4)")
+                   help="weights of the bm25, vector, recency and access lists (default "
+                        f"{d['w_bm25']:g},{d['w_vec']:g},{d['w_recency']:g},{d['w_access']:g})")
     p.add_argument("--profile", choices=PROFILES, default=None,
-                   help="fusion profile (default memory): " + "; ".join(
+                   help=f"fusion profile (default {d['profile']}): " + "; ".join(
                        f"{name}: {what}" for name, what in PROFILE_SUMMARIES.items()))
     p.add_argument("--alpha", type=float, default=None,
-                   help="convex profile: weight of the cosine against BM25 (default 0.5)")
+                   help="convex profile: weight of the cosine against BM25 "
+                        f"(default {d['alpha']:g})")
     p.add_argument("--min-similarity", type=float, default=None, dest="min_similarity",
                    help="drop candidates with no BM25 hit and a similarity below this")
 
@@ -623,8 +641,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_path)
 
     p = sub.add_parser("sql", help="print the recall statement")
-    p.add_argument("--pool", choices=("recent", "knn"), default="recent",
-                   help="knn: the form whose pool is sqlite-vec's KNN (default: recent/all)")
+    p.add_argument("--pool", choices=POOL_MODES, default=None,
+                   help="print the statement of this pool only (knn: sqlite-vec's KNN; "
+                        "default: the statement that chooses :pool when it runs)")
+    p.add_argument("--profile", choices=PROFILES, default=None,
+                   help="print the statement of this profile only (default: the statement "
+                        "that chooses :profile when it runs)")
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("knn", help="add the sqlite-vec index for --pool knn")
@@ -652,7 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"where the demo database goes (default {DEMO_DB}); an existing file "
                         "is replaced only if the demo made it")
     p.add_argument("--query", default=DEMO_QUERY, help="the query of the demo's recall")
-    p.add_argument("--limit", type=int, default=3, help="how many episodes it shows")
+    p.add_argument("--limit", type=int, default=None,
+                   help="how many episodes it shows (default: recall's)")
     p.add_argument("--pool-size", type=int, default=10, dest="pool_size",
                    help="the recent pool (small, so the sample shows BM25 rescuing an old "
                         "episode; default 10)")

@@ -113,7 +113,7 @@ def form_params(sql: str) -> List[str]:
 
 
 @lru_cache(maxsize=None)
-def canned_query(pool: str = "recent") -> Dict[str, Any]:
+def canned_query(pool: Optional[str] = None) -> Dict[str, Any]:
     """The canned query definition for the recall statement (``pool='knn'``: its
     knn form), as Datasette's ``queries`` metadata takes it."""
     sql = recall_statement("knn") if pool == "knn" else recall_statement()
@@ -225,7 +225,7 @@ def canned_queries(datasette: Any, database: str) -> Any:
         if not {"episodes", "episodes_fts"} <= tables:
             return {}
         # copies: Datasette adds keys to the definitions it is given
-        queries = {"recall": dict(canned_query("recent"))}
+        queries = {"recall": dict(canned_query())}
         if "episodes_vec" in tables and await db.execute_fn(_has_vec):
             queries["recall_knn"] = dict(canned_query("knn"))
         return queries

@@ -74,7 +74,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", help="recall only this scope ('' is the shared memory, '*' "
                    "every scope); default: derived from the payload's cwd, the name of its "
                    "git work tree's top directory, else of the directory")
-    p.add_argument("--limit", type=int, default=3, metavar="N", help="how many episodes, 1 to 100 (default 3)")
+    from .statements import recall_defaults
+
+    limit = recall_defaults()["result_limit"]
+    p.add_argument("--limit", type=int, default=limit, metavar="N",
+                   help=f"how many episodes, 1 to 100 (default {limit}, the recall's)")
     p.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, dest="max_chars",
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "

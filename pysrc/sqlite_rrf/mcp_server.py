@@ -139,7 +139,10 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
     from pydantic import BaseModel, ConfigDict, Field
 
     from . import __version__, cli
+    from .statements import recall_defaults
     from .store import IMPORTANCE, PROFILES, StoreError
+
+    defaults = recall_defaults()
 
     Annotated = typing.Annotated
     log = logging.getLogger("sqlite_rrf.mcp")
@@ -302,8 +305,9 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
                                              destructive_hint=False, idempotent_hint=False))
     def recall(
         query: Annotated[str, Field(description="what to look for, in words")],
-        limit: Annotated[int, Field(description="how many episodes (default 3)",
-                                    json_schema_extra={"minimum": 1})] = 3,
+        limit: Annotated[int, Field(
+            description=f"how many episodes (default {defaults['result_limit']})",
+            json_schema_extra={"minimum": 1})] = defaults["result_limit"],
         scope: Annotated[Optional[str], Field(
             description=f"only this scope; '' is the shared memory, '*' every scope. "
                         f"Default: the server's scope ({read_scope})")] = None,
@@ -316,7 +320,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
             description="only episodes created before this time (as since)")] = None,
         profile: Annotated[Optional[str], Field(
             description=f"the fusion profile, one of {', '.join(PROFILES)} (default "
-                        "memory)", json_schema_extra={"enum": [*PROFILES, None]})] = None,
+                        f"{defaults['profile']})", json_schema_extra={"enum": [*PROFILES, None]})] = None,
         explain: Annotated[bool, Field(
             description="include each list's contribution to the score")] = False,
     ) -> Recollection:

@@ -18,13 +18,14 @@ pool and the scores it uses:
   composition; ``python -m sqlite_rrf.statements --write`` rewrites it).
 
 The defaults are those of ``params.sql``; :func:`recall_defaults` reads them from
-there by running it, so Python never restates them.
+there, so Python never restates them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -83,35 +84,38 @@ def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) 
             + read_sql("recall/select.sql"))
 
 
+_DEFAULT_RE = re.compile(r"coalesce\(:(\w+),\s*('(?:[^']|'')*'|-?\d+(?:\.\d+)?)\)\s+AS\s+(\w+)")
+_K_RE = re.compile(r"coalesce\(:k,\s*CASE p\.profile WHEN '(\w+)' THEN (-?[\d.]+) ELSE (-?[\d.]+) END\)")
+
+
+def _literal(text: str) -> Any:
+    if text.startswith("'"):
+        return text[1:-1].replace("''", "'")
+    return float(text) if "." in text else int(text)
+
+
 @lru_cache(maxsize=None)
-def _defaults(profile: Optional[str]) -> Tuple[Tuple[str, Any], ...]:
-    import apsw  # only when a default is asked for
-
-    conn = apsw.Connection(":memory:")
-    try:
-        sql = "WITH " + _fragment("params") + " SELECT * FROM params"
-        cur = conn.execute(sql, {"profile": profile, **{
-            n: None for n in _param_names(sql) if n != "profile"}})
-        names = [d[0] for d in cur.getdescription()]
-        row = cur.fetchone()
-    finally:
-        conn.close()
-    return tuple(zip(names, row))
-
-
-def _param_names(sql: str) -> List[str]:
-    from .resources import statement_params
-
-    return statement_params(sql)
+def _literal_defaults() -> Tuple[Tuple[str, Any], ...]:
+    """The literal defaults of ``params.sql``, by column (read as text: no SQLite
+    needed, so ``--help`` stays light; tests/test_statements.py checks them against
+    SQLite running the CTE)."""
+    text = read_sql("recall/params.sql")
+    return tuple((col, _literal(lit)) for _, lit, col in _DEFAULT_RE.findall(text))
 
 
 def recall_defaults(profile: Optional[str] = None) -> Dict[str, Any]:
-    """The recall parameters' defaults, read from the statement itself (``params``:
-    the one place they are written), for ``profile`` (``k`` depends on it) or the
-    default profile. Keys are the ``params`` columns (``limit`` is ``result_limit``;
-    ``now_ms`` is the current time)."""
+    """The recall parameters' defaults, read from the statement's ``params`` CTE (the
+    one place they are written), for ``profile`` (``k`` depends on it) or the default
+    profile. Keys are the ``params`` columns (``limit`` is ``result_limit``); the
+    current time and ``min_similarity`` (no default) are not included."""
     _check("profile", profile, PROFILES)
-    return dict(_defaults(profile))
+    d = dict(_literal_defaults())
+    m = _K_RE.search(read_sql("recall/params.sql"))
+    if m is None:  # pragma: no cover - the fragment and this reader changed apart
+        raise RuntimeError("params.sql: k's default is not where it is expected")
+    special, k_special, k_other = m.groups()
+    d["k"] = float(k_special) if (profile or d["profile"]) == special else float(k_other)
+    return d
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -376,7 +376,7 @@ static void mode_tokens(const uint8_t *p, size_t n) {
   /* The whole array through the parser and SQL: against itself. */
   char *err = NULL;
   int nomem = 0;
-  JsonVec *jv = json_vec_parse((const unsigned char *)arr.s, arr.n, 1, &err, &nomem);
+  RrfJsonVec *jv = json_vec_parse("vec_cosine", (const unsigned char *)arr.s, arr.n, 1, &err, &nomem);
   FZ_CHECK(!nomem, "nomem");
   FZ_CHECK((jv == NULL) == (err != NULL), "json_vec_parse: result and error disagree");
   Arg ta = {SQLITE_TEXT, arr.s, arr.n};

@@ -17,7 +17,7 @@ __all__ = ["BASELINE_RUNS", "BM25_DEPTH", "DEPTH", "RUN_PARAMETERS", "RunSpec", 
 
 #: Results per query: enough for recall@100.
 DEPTH = 100
-#: BM25 candidates per query for the runs that fuse BM25 (the statement's default is 50).
+#: BM25 candidates per query for the runs that fuse BM25 (deeper than the statement's default).
 BM25_DEPTH = 1000
 #: The runs that do not depend on a profile.
 BASELINE_RUNS = ("bm25", "vector", "rrf")
