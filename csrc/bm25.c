@@ -1038,11 +1038,14 @@ typedef struct RowU {
 typedef struct TopPass {
   Bm25Query *q;
   const double *w;
-  RowU *rows;       /* every row of the scan, by rowid, with its U1 */
-  int *map;         /* dense rowids: rowid - mapLo -> its row (or -1); else NULL */
-  sqlite3_int64 mapLo, mapN;
+  /* every row of the scan with its U1, by index: rowid - lo in dense (U1 0: not in
+  ** the scan), else the position in rows (by increasing rowid) */
+  double *dense;
+  sqlite3_int64 lo;
+  RowU *rows;
+  sqlite3_int64 nRow; /* indexes */
   int *adm;         /* per row: -1 unseen, -2 rejected, else its TopCand */
-  sqlite3_int64 nRow, ptr, last;
+  sqlite3_int64 ptr, last;
   TopCand *c;       /* the admitted rows */
   double *f;        /* their frequencies, nPhrase each */
   sqlite3_int64 nc, cap;
@@ -1059,12 +1062,12 @@ typedef struct TopPass {
 
 static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, double *heap);
 
-/* The index of rowid in t->rows, or -1 (rows by increasing rowid; the calls come
-** in that order too, else a binary search). */
+/* The index of rowid, or -1 (sparse: rows by increasing rowid; the calls come in
+** that order too, else a binary search). */
 static sqlite3_int64 top_find(TopPass *t, sqlite3_int64 rowid) {
-  if (t->map) {
-    sqlite3_uint64 off = (sqlite3_uint64)rowid - (sqlite3_uint64)t->mapLo;
-    return off < (sqlite3_uint64)t->mapN ? t->map[off] : -1;
+  if (t->dense) {
+    sqlite3_uint64 off = (sqlite3_uint64)rowid - (sqlite3_uint64)t->lo;
+    return off < (sqlite3_uint64)t->nRow && t->dense[off] != 0.0 ? (sqlite3_int64)off : -1;
   }
   if (rowid < t->last) {
     sqlite3_int64 lo = 0, hi = t->nRow;
@@ -1115,7 +1118,8 @@ static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserDa
     double f = 0.0;
     if (a == -2) return SQLITE_OK;
     if (a == -1) { /* the row's first phrase: admitted if its U1 reaches theta */
-      if (t->prune && t->rows[r].u * BM25_MARGIN + t->bDrop < t->theta) {
+      double u = t->dense ? t->dense[r] : t->rows[r].u;
+      if (t->prune && u * BM25_MARGIN + t->bDrop < t->theta) {
         t->adm[r] = -2;
         return SQLITE_OK;
       }
@@ -1133,7 +1137,7 @@ static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserDa
       a = (int)t->nc++;
       t->adm[r] = a;
       memset(&t->c[a], 0, sizeof(TopCand));
-      t->c[a].rowid = t->rows[r].rowid;
+      t->c[a].rowid = t->dense ? t->lo + r : t->rows[r].rowid;
       memset(&t->f[(sqlite3_int64)a * nP], 0, sizeof(double) * (size_t)nP);
       rc = pApi->xColumnSize(pFts, -1, &t->c[a].D);
       if (rc != SQLITE_OK) return rc;
@@ -1220,8 +1224,8 @@ static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, do
 }
 
 /* B16: every row of the scan with its U1, by increasing rowid, from pass 1's lists. */
-static int top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, int **map, sqlite3_int64 *mapLo,
-                    sqlite3_int64 *mapN) {
+static int top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, double **dense,
+                    sqlite3_int64 *lo_out) {
   sqlite3_int64 total = 0, lo = 0, hi = 0, n = 0;
   int first = 1;
   for (int p = 0; p < q->nPhrase; p++) {
@@ -1238,42 +1242,23 @@ static int top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, int **map, sq
   }
   *out = NULL;
   *nOut = 0;
-  *map = NULL;
+  *dense = NULL;
   if (total == 0) return SQLITE_OK;
   sqlite3_uint64 range = (sqlite3_uint64)hi - (sqlite3_uint64)lo + 1;
   if (range <= (sqlite3_uint64)(8 * total) + (1u << 20) && range <= (1u << 28)) {
-    /* dense rowids: one slot per rowid */
+    /* dense rowids: one slot per rowid, U1 in it (0: not in the scan) */
     double *acc = (double *)sqlite3_malloc64(range * sizeof(double));
     if (acc == NULL) return SQLITE_NOMEM;
     memset(acc, 0, range * sizeof(double));
     for (int p = 0; p < q->nPhrase; p++) {
       double u = q->aIDF[p] * (k1 + 1.0);
       RowList *l = &q->aList[p];
-      for (sqlite3_int64 i = 0; i < l->n; i++) acc[l->a[i] - lo] += u > 0.0 ? u : 1e-300;
+      if (!(u > 0.0)) u = 1e-300; /* present all the same */
+      for (sqlite3_int64 i = 0; i < l->n; i++) acc[l->a[i] - lo] += u;
     }
-    for (sqlite3_uint64 r = 0; r < range; r++) n += acc[r] != 0.0;
-    RowU *rows = (RowU *)sqlite3_malloc64((sqlite3_uint64)n * sizeof(RowU));
-    int *m = (int *)sqlite3_malloc64(range * sizeof(int)); /* rowid - lo -> row, or -1 */
-    if (rows == NULL || m == NULL || n > INT_MAX) {
-      sqlite3_free(acc);
-      sqlite3_free(rows);
-      sqlite3_free(m);
-      return SQLITE_NOMEM;
-    }
-    n = 0;
-    for (sqlite3_uint64 r = 0; r < range; r++) {
-      m[r] = acc[r] != 0.0 ? (int)n : -1;
-      if (acc[r] != 0.0) {
-        rows[n].rowid = lo + (sqlite3_int64)r;
-        rows[n++].u = acc[r];
-      }
-    }
-    sqlite3_free(acc);
-    *out = rows;
-    *nOut = n;
-    *map = m;
-    *mapLo = lo;
-    *mapN = (sqlite3_int64)range;
+    *dense = acc;
+    *lo_out = lo;
+    *nOut = (sqlite3_int64)range;
     return SQLITE_OK;
   }
   /* sparse rowids: sort every (rowid, term bound) and add up equal rowids */
@@ -1313,7 +1298,7 @@ static int top_compute(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_
   t.w = w;
   t.n = n;
   t.bDrop = nDrop > 0 ? q->or->bDrop * BM25_MARGIN : 0.0;
-  rc = top_rows(q, &t.rows, &t.nRow, &t.map, &t.mapLo, &t.mapN);
+  rc = top_rows(q, &t.rows, &t.nRow, &t.dense, &t.lo);
   if (rc != SQLITE_OK) return rc;
   /* the phrases by increasing number of rows: the rarest weigh most (MaxScore) */
   int nOrd = nP < 256 ? nP : 256;
@@ -1428,7 +1413,7 @@ nomem:
   rc = SQLITE_NOMEM;
 done:
   sqlite3_free(t.rows);
-  sqlite3_free(t.map);
+  sqlite3_free(t.dense);
   sqlite3_free(t.adm);
   sqlite3_free(t.c);
   sqlite3_free(t.f);
