@@ -5,40 +5,39 @@
 ...     store.add("We chose SQLite for the agent's memory.")
 ...     for hit in store.recall("which database did we pick?"):
 ...         print(hit.score, hit.content)
+
+The Store opens and migrates the database, writes, reads and recalls episodes. The
+concerns around it have modules of their own: input checking (:mod:`.checks`), the BM25
+stopwords' refresh (:mod:`.stopwords`), the topic gate (:mod:`.gate`), the 'knn' pool's
+index (:mod:`.knn`) and the returned values (:mod:`.results`); their public names are
+importable from here too.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
-                    Tuple, Union, overload)
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import apsw
 import numpy as np
 
+from . import knn
+from ._sqlite import meta as _meta
+from ._sqlite import transaction
+from .checks import (IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector, blob,
+                     check_dim, episode_row, has_text, recall_params, recall_query)
+from .gate import TOPIC_GATE_COSINE, TopicGate, gate_key, session_row
 from .loader import load
 from .migrations import migrate
-from .resources import read_sql
+from .results import Episode, RecallHit, RecallResult
 from .statements import POOL_MODES, PROFILES, recall_defaults, recall_statement
+from .stopwords import STOPWORDS_DRIFT, StopwordsRefresh, compute_stopwords, read_stopwords
 
-#: Queries are cut to this many characters before they are embedded and searched.
-MAX_QUERY_CHARS = 6000
-#: The largest ``limit``, ``pool_size`` or ``bm25_limit`` a recall takes (SQLite's LIMIT
-#: is a 64-bit integer; no memory holds more rows than this anyway).
-MAX_COUNT = 2**31 - 1
-#: The topic gate: a recall is skipped when the query's embedding has a cosine
-#: above this with the previous recalled query's (unless forced).
-TOPIC_GATE_COSINE = 0.85
-#: Names of the four fused lists, in the order of ``weights`` tuples.
-LISTS = ("bm25", "vector", "recency", "access")
-IMPORTANCE = ("low", "normal", "high")
-
-Vector = Union[np.ndarray, Sequence[float], bytes]
+__all__ = ["Store", "StoreError", "Episode", "RecallHit", "RecallResult", "UNSET", "Vector",
+           "now_ms", "MAX_QUERY_CHARS", "MAX_COUNT", "TOPIC_GATE_COSINE", "LISTS",
+           "IMPORTANCE", "POOL_MODES", "PROFILES"]
 
 
 class _Unset:
@@ -52,140 +51,9 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-class StoreError(ValueError):
-    """Bad input to the store (the message names the field and the fault); nothing
-    was written."""
-
-
 def now_ms() -> int:
     """Milliseconds since the Unix epoch (the store's time unit)."""
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True)
-class Episode:
-    """One stored memory."""
-
-    id: str
-    content: str
-    embedding: Optional[np.ndarray]
-    created_at: int
-    accessed_at: int
-    access_count: int
-    importance: str
-    kind: Optional[str]
-    metadata: Optional[Any]
-    rowid: int
-    scope: str = ""
-
-    def as_dict(self) -> Dict[str, Any]:
-        """The episode as a plain dict (the embedding as a list of floats, or None)."""
-        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        d["embedding"] = None if self.embedding is None else [float(x) for x in self.embedding]
-        return d
-
-
-@dataclass(frozen=True)
-class RecallHit:
-    """One recalled episode with why it ranked where it did.
-
-    ``*_rank`` is the episode's rank in that list (1 = best; None = absent from the
-    list), ``similarity`` its cosine with the query, ``bm25_score`` FTS5's bm25
-    (lower is better), ``explain`` the per-list contributions (``rrf_explain``).
-    """
-
-    id: str
-    content: str
-    score: float
-    bm25_rank: Optional[int]
-    vec_rank: Optional[int]
-    recency_rank: Optional[int]
-    access_rank: Optional[int]
-    similarity: Optional[float]
-    bm25_score: Optional[float]
-    explain: Dict[str, Any]
-    importance: str
-    created_at: int
-    accessed_at: int
-    access_count: int
-    rowid: int
-
-    def as_dict(self) -> Dict[str, Any]:
-        """The hit as a plain dict (what ``sqlite-rrf recall --json`` prints)."""
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
-
-
-@dataclass(frozen=True)
-class RecallResult(Sequence[RecallHit]):
-    """The hits of one recall (a sequence), or an empty result with ``skipped=True``
-    and the ``reason`` when the topic gate held the recall back. ``touched`` says whether
-    the hits were marked accessed, and ``touch_error`` why not when a touch was asked for
-    and could not be made."""
-
-    hits: List[RecallHit]
-    query: str
-    skipped: bool = False
-    reason: Optional[str] = None
-    gate_cosine: Optional[float] = None
-    params: Dict[str, Any] = field(default_factory=dict)
-    touched: bool = False
-    touch_error: Optional[str] = None
-    warnings: List[str] = field(default_factory=list)
-
-    @overload
-    def __getitem__(self, i: int) -> RecallHit: ...
-    @overload
-    def __getitem__(self, i: slice) -> List[RecallHit]: ...
-    def __getitem__(self, i):  # type: ignore[override]
-        return self.hits[i]
-
-    def __len__(self) -> int:
-        return len(self.hits)
-
-    def __iter__(self) -> Iterator[RecallHit]:
-        return iter(self.hits)
-
-
-def _has_text(s: str) -> bool:
-    """True when ``s`` has something besides white space and NULs."""
-    return bool(s.replace("\x00", " ").strip())
-
-
-def _check_utf8(s: str, field_name: str) -> None:
-    """Refuse text that cannot be stored as UTF-8 (lone surrogates, such as the
-    undecodable bytes of a command-line argument)."""
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise StoreError(f"{field_name}: not valid UTF-8 text (undecodable character at "
-                         f"index {e.start})") from None
-
-
-def _blob(vec: Vector, field_name: str = "embedding") -> Tuple[bytes, int]:
-    """A finite, non-zero vector as little-endian float32 bytes and its dimension."""
-    if isinstance(vec, (bytes, bytearray, memoryview)):
-        raw = bytes(vec)
-        if len(raw) % 4:
-            raise StoreError(f"{field_name}: a blob of {len(raw)} bytes is not float32 values")
-        arr = np.frombuffer(raw, dtype="<f4")
-    else:
-        try:
-            arr = np.asarray(vec, dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            raise StoreError(f"{field_name}: not a vector of numbers ({e})") from None
-        if arr.ndim != 1:
-            raise StoreError(f"{field_name}: must be 1-dimensional, got shape {arr.shape}")
-        if np.isfinite(arr).all() and np.abs(arr).max(initial=0) > np.finfo(np.float32).max:
-            raise StoreError(f"{field_name}: values out of float32 range")
-        arr = arr.astype("<f4")
-    if arr.size == 0:
-        raise StoreError(f"{field_name}: empty vector")
-    if not np.isfinite(arr).all():
-        i = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise StoreError(f"{field_name}: non-finite value ({arr[i]}) at index {i}")
-    if not arr.any():
-        raise StoreError(f"{field_name}: zero vector (cosine is undefined)")
-    return arr.astype("<f4").tobytes(), int(arr.size)
 
 
 class Store:
@@ -206,15 +74,14 @@ class Store:
                  busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
         self.path = os.fspath(path)
         self.embedder = embedder
-        self._last_qvec: Optional[np.ndarray] = None
         self._bad_vectors: Dict[int, str] = {}  # rowid -> why its embedding is unusable
         self._pending_dim: Optional[int] = None
-        self._writes = 0          # episodes written since the stopwords were checked
-        self._check_due = 0       # check at the first write
         if readonly:  # never writes, not even the WAL switch; the file must exist
             self.conn = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
         else:
             self.conn = apsw.Connection(self.path)
+        self._gate = TopicGate(self.conn)
+        self._stopwords = StopwordsRefresh(self.conn)
         try:
             self.conn.set_busy_timeout(busy_timeout_ms)
             #: True when the file can only be read (read-only media or permissions): recall
@@ -225,7 +92,7 @@ class Store:
             self.conn.execute("PRAGMA foreign_keys = ON")
             load(self.conn)
             if self.has_knn:  # before migrating: a migration may write to the vec0 index
-                self._load_sqlite_vec()
+                knn.load_sqlite_vec(self.conn)
             if self.readonly:
                 self._check_schema_readable()
             else:
@@ -286,8 +153,7 @@ class Store:
         while True:
             # read and write in one transaction: a vector rewritten meanwhile cannot get
             # the code of its old value
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self.conn):
                 rows = self.conn.execute(
                     "SELECT c.rowid, v.embedding FROM episodes_codes AS c "
                     "INDEXED BY idx_episodes_codes_pending "
@@ -295,20 +161,15 @@ class Store:
                     "WHERE c.code IS NULL AND c.rowid > ? ORDER BY c.rowid LIMIT ?",
                     (after, self.CODES_BATCH)).fetchall()
                 updates = []
-                for rowid, blob in rows:
-                    if not isinstance(blob, bytes) or not blob or len(blob) % 4:
+                for rowid, emb in rows:
+                    if not isinstance(emb, bytes) or not emb or len(emb) % 4:
                         continue
-                    v = np.frombuffer(blob, "<f4")
+                    v = np.frombuffer(emb, "<f4")
                     if (dim is not None and v.size != dim) or not np.isfinite(v).all():
                         continue
                     updates.append((np.packbits(v > 0, bitorder="little").tobytes(), rowid))
                 self.conn.executemany("UPDATE episodes_codes SET code = ? WHERE rowid = ?",
                                       updates)
-                self.conn.execute("COMMIT")
-            except BaseException:
-                if not self.conn.getautocommit():
-                    self.conn.execute("ROLLBACK")
-                raise
             if not rows:
                 return written
             after = rows[-1][0]
@@ -354,8 +215,7 @@ class Store:
 
     def meta(self, key: str) -> Any:
         """A value from ``rrf_meta`` (``embedding_model``, ``embedding_dim``) or None."""
-        rows = self.conn.execute("SELECT value FROM rrf_meta WHERE key = ?", (key,)).fetchall()
-        return rows[0][0] if rows else None
+        return _meta(self.conn, key)
 
     @property
     def dim(self) -> Optional[int]:
@@ -392,15 +252,9 @@ class Store:
         fp = fingerprint(embedder) if hasattr(embedder, "embed_many") else None
         if not self._model_upserts(name, dim, fp) or not remember:
             return  # nothing to record: no write lock taken
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.conn):
             for key, value in self._model_upserts(name, dim, fp):  # again, under the lock
                 self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)", (key, value))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            if not self.conn.getautocommit():
-                self.conn.execute("ROLLBACK")
-            raise
 
     def _model_upserts(self, name: Optional[str], dim: int,
                        fp: Optional[bytes]) -> List[Tuple[str, Any]]:
@@ -433,35 +287,12 @@ class Store:
             upserts.append(("embedding_fingerprint", fp))
         return upserts
 
-    def _check_dim(self, n: int, expected: Optional[int], what: str = "embedding") -> int:
-        """The dimension every vector of this write must have (the database's, or
-        the first vector's when the database has none yet)."""
-        if expected is None:
-            return n
-        if n != expected:
-            raise StoreError(f"{what}: dimension mismatch: the database holds {expected}-"
-                             f"dimensional embeddings, got {n}")
-        return expected
-
-    # ---- the 'knn' pool (sqlite-vec) ----
+    # ---- the 'knn' pool (sqlite-vec; the module knn) ----
 
     @property
     def has_knn(self) -> bool:
         """True when the database has the vec0 index of the 'knn' pool."""
-        return bool(self.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'episodes_vec'").fetchall())
-
-    def _load_sqlite_vec(self) -> None:
-        try:
-            import sqlite_vec  # type: ignore[import-not-found]
-        except ImportError:
-            raise StoreError("this database has a 'knn' index (episodes_vec), which needs "
-                             "sqlite-vec: pip install 'sqlite-rrf[knn]'") from None
-        self.conn.enable_load_extension(True)
-        try:
-            self.conn.load_extension(sqlite_vec.loadable_path())
-        finally:
-            self.conn.enable_load_extension(False)
+        return knn.has_knn(self.conn)
 
     def enable_knn(self) -> None:
         """Create the 'knn' pool's index: a sqlite-vec ``vec0`` table (cosine) over
@@ -471,67 +302,9 @@ class Store:
         :class:`Store` does so by itself."""
         if self.has_knn:
             return
-        dim = self.dim
-        if dim is None:
-            raise StoreError("enable_knn: the database has no embedding dimension yet; add "
-                             "an episode with an embedding (or open with an embedder) first")
-        self._load_sqlite_vec()
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.conn.execute(read_sql("knn.sql").replace("{dim}", str(int(dim))))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            if not self.conn.getautocommit():
-                self.conn.execute("ROLLBACK")
-            raise
+        knn.enable_knn(self.conn, self.dim)
 
     # ---- writing ----
-
-    def _row(self, ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> Dict[str, Any]:
-        content = ep.get("content")
-        if not isinstance(content, str) or not _has_text(content):
-            raise StoreError("content: must be non-empty text (not only spaces or NULs)")
-        _check_utf8(content, "content")
-        eid = ep.get("id")
-        if eid is None:
-            eid = uuid.uuid4().hex
-        elif not isinstance(eid, str) or not eid:
-            raise StoreError(f"id: must be non-empty text, got {eid!r}")
-        importance = ep.get("importance") or "normal"
-        if importance not in IMPORTANCE:
-            raise StoreError(f"importance: must be one of {IMPORTANCE}, got {importance!r}")
-        row: Dict[str, Any] = {"id": eid, "content": content, "embedding": embedding,
-                               "importance": importance, "kind": ep.get("kind")}
-        if row["kind"] is not None and not isinstance(row["kind"], str):
-            raise StoreError(f"kind: must be text, got {type(row['kind']).__name__}")
-        if isinstance(row["kind"], str):
-            _check_utf8(row["kind"], "kind")
-        scope = ep.get("scope")
-        if scope is None:
-            scope = ""
-        elif not isinstance(scope, str):
-            raise StoreError(f"scope: must be text, got {type(scope).__name__}")
-        _check_utf8(scope, "scope")
-        row["scope"] = scope
-        for key in ("created_at", "accessed_at", "access_count"):
-            v = ep.get(key)
-            if v is None:
-                v = 0 if key == "access_count" else (now if key == "created_at" else None)
-            elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 2**62:
-                raise StoreError(f"{key}: must be a non-negative integer"
-                                 f"{' (ms since the epoch)' if key != 'access_count' else ''}, "
-                                 f"got {v!r}")
-            row[key] = v
-        if row["accessed_at"] is None:
-            row["accessed_at"] = row["created_at"]
-        md = ep.get("metadata")
-        try:
-            row["metadata"] = None if md is None else json.dumps(md, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise StoreError(f"metadata: not JSON-serialisable ({e})") from None
-        except RecursionError:
-            raise StoreError("metadata: nested too deeply to store as JSON") from None
-        return row
 
     def _existing_ids(self, ids: List[str]) -> set:
         found: set = set()
@@ -556,13 +329,13 @@ class Store:
             try:
                 if not isinstance(ep, Mapping):
                     raise StoreError(f"must be an object, got {type(ep).__name__}")
-                blob = None
+                emb = None
                 if ep.get("embedding") is None:
                     missing.append(i)
                 else:
-                    blob, n = _blob(ep["embedding"])
-                    dim = self._check_dim(n, dim)
-                row = self._row(ep, blob, now)
+                    emb, n = blob(ep["embedding"])
+                    dim = check_dim(n, dim)
+                row = episode_row(ep, emb, now)
                 if row["id"] in seen:
                     raise StoreError(f"id: {row['id']!r} appears twice in this batch")
                 seen[row["id"]] = i
@@ -582,9 +355,9 @@ class Store:
             vecs = self.embedder.embed_many([rows[i]["content"] for i in missing],
                                             progress=progress)
             for i, v in zip(missing, vecs):
-                blob, n = _blob(v, "embedder output")
-                dim = self._check_dim(n, dim)
-                rows[i]["embedding"] = blob
+                emb, n = blob(v, "embedder output")
+                dim = check_dim(n, dim)
+                rows[i]["embedding"] = emb
         self._pending_dim = dim
         return rows
 
@@ -601,20 +374,17 @@ class Store:
         if self.readonly:
             raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
                              "nothing was written")
-        self.conn.execute("BEGIN IMMEDIATE")
         try:
-            if self._pending_dim is not None:  # the first vectors fix the dimension
-                self.conn.execute("INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
-                                  (self._pending_dim,))
-            self._merging(True)
-            self.conn.executemany(sql, rows)
-            self._merge_index()
-            self._merging(False)
-            self.conn.execute("COMMIT")
-        except BaseException as e:
-            if not self.conn.getautocommit():
-                self.conn.execute("ROLLBACK")
-            if isinstance(e, apsw.ConstraintError) and "episodes.id" in str(e):
+            with transaction(self.conn):
+                if self._pending_dim is not None:  # the first vectors fix the dimension
+                    self.conn.execute("INSERT OR IGNORE INTO rrf_meta VALUES "
+                                      "('embedding_dim', ?)", (self._pending_dim,))
+                self._merging(True)
+                self.conn.executemany(sql, rows)
+                self._merge_index()
+                self._merging(False)
+        except apsw.ConstraintError as e:
+            if "episodes.id" in str(e):
                 raise StoreError(f"id: an episode with this id already exists ({e}); "
                                  "replace=True (or upsert()) replaces it") from None
             raise
@@ -639,59 +409,33 @@ class Store:
         self.conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('automerge', ?)",
                           (4 if on else 0,))
 
-    # ---- BM25 stopwords (sql/stopwords.sql) ----
+    # ---- BM25 stopwords (sql/stopwords.sql; the module stopwords) ----
 
     #: The stopwords are recomputed when the episode count has moved by this share
     #: since they were last computed.
-    STOPWORDS_DRIFT = 0.10
+    STOPWORDS_DRIFT = STOPWORDS_DRIFT
 
     @property
     def stopwords(self) -> List[str]:
         """The terms the recall statement drops from queries: indexed terms (porter
         stems) found in at least half of the episodes, as last computed. Empty below
         1,000 episodes."""
-        return str(self.meta("bm25_stopwords") or "").split()
+        return read_stopwords(self.conn)
 
     def refresh_stopwords(self, min_rows: Optional[int] = None) -> List[str]:
         """Recompute the BM25 stopwords now (``sql/stopwords.sql``; one statement,
         so it is atomic) and return them. The store does this by itself after writes
         that move the episode count by :attr:`STOPWORDS_DRIFT`; ``min_rows``
         (default 1,000) is the count below which there are none."""
-        # IMMEDIATE: take the write lock first (the busy timeout applies), so that a
-        # writer in another process cannot make the read-then-write statement fail
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.conn.execute(read_sql("stopwords.sql"), {"min_rows": min_rows})
-            self.conn.execute("COMMIT")
-        except BaseException:
-            if not self.conn.getautocommit():
-                self.conn.execute("ROLLBACK")
-            raise
-        self._writes = 0
+        compute_stopwords(self.conn, min_rows)
+        self._stopwords.refreshed()
         return self.stopwords
 
     def _wrote(self, n: int) -> None:
-        """Count ``n`` written or deleted episodes; when enough have been, compare the
-        episode count with the one the stopwords were computed at, and refresh them
-        if it has moved by :attr:`STOPWORDS_DRIFT` (or reached 1,000 without them)."""
-        self._writes += n
-        if self._writes < self._check_due:
-            return
-        try:
-            count = self.count()
-            seen = self.meta("bm25_stopwords_rows")
-            if ((seen is None and count >= 1000)
-                    or (isinstance(seen, int)
-                        and abs(count - seen) >= self.STOPWORDS_DRIFT * max(seen, 1000))):
-                self.refresh_stopwords()
-        except apsw.Error:
-            # The caller's write has committed; the stopwords only make search faster
-            # (e.g. another process held the lock past the busy timeout): retry at the
-            # next write rather than fail this one.
-            return
-        self._writes = 0
-        # the next check when this process alone could have moved the count enough
-        self._check_due = max(16, int(self.STOPWORDS_DRIFT * max(count, 1000)))
+        """Count ``n`` written or deleted episodes, refreshing the stopwords when the
+        episode count has moved by :attr:`STOPWORDS_DRIFT` (or reached 1,000 without
+        them) since they were computed."""
+        self._stopwords.wrote(n, self.count, self.refresh_stopwords, self.STOPWORDS_DRIFT)
 
     def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
             created_at: Optional[int] = None, accessed_at: Optional[int] = None,
@@ -801,27 +545,21 @@ class Store:
                     break
                 after = rows[-1][0]
                 vecs = self.embedder.embed_many([c for _, c in rows], progress=False)
-                blobs = []
+                updates = []
                 for (rowid, content), v in zip(rows, vecs):
-                    blob, n = _blob(v, "embedder output")
-                    self._check_dim(n, self.dim)
-                    blobs.append((blob, rowid, content))
-                self.conn.execute("BEGIN IMMEDIATE")
-                try:
+                    emb, n = blob(v, "embedder output")
+                    check_dim(n, self.dim)
+                    updates.append((emb, rowid, content))
+                with transaction(self.conn):
                     self.conn.execute(
                         "INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
-                        (len(blobs[0][0]) // 4,))
+                        (len(updates[0][0]) // 4,))
                     written = 0
-                    for blob in blobs:
+                    for update in updates:
                         self.conn.execute(
                             "UPDATE episodes SET embedding = ? WHERE rowid = ? AND content = ? "
-                            "AND embedding IS NULL", blob)
+                            "AND embedding IS NULL", update)
                         written += self.conn.changes()
-                    self.conn.execute("COMMIT")
-                except BaseException:
-                    if not self.conn.getautocommit():
-                        self.conn.execute("ROLLBACK")
-                    raise
                 seen += len(rows)
                 embedded += written
                 if bar is not None:
@@ -912,43 +650,27 @@ class Store:
         agent's session id), that session, remembered in the database by touching recalls so
         that it holds across processes. Two agents sharing a memory never gate each other.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be str, got {type(query).__name__}")
+        query = recall_query(query)
         if session is not None:
-            self._gate_key(session)  # checks it
-        # cut, and make any undecodable character (a lone surrogate) U+FFFD
-        query = query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
+            gate_key(session)  # checks it
         params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
                                      alpha, min_similarity, now, scope=scope, kind=kind,
                                      since=since, until=until, oversample=oversample)
         qblob = None
         qarr = None
         if qvec is not None:
-            qblob, n = _blob(qvec, "qvec")
-        elif self.embedder is not None and _has_text(query):
-            qblob, n = _blob(self.embedder.embed(query), "query embedding")
+            qblob, n = blob(qvec, "qvec")
+        elif self.embedder is not None and has_text(query):
+            qblob, n = blob(self.embedder.embed(query), "query embedding")
         if qblob is not None:
-            if self.dim is not None and n != self.dim:
-                raise StoreError(f"qvec: dimension mismatch: the database holds {self.dim}-"
-                                 f"dimensional embeddings, got {n}")
+            check_dim(n, self.dim, "qvec")
             qarr = np.frombuffer(qblob, "<f4").astype(np.float64)
             qarr /= np.linalg.norm(qarr)
-            last = self._gate_memory(session)
-            if last is not None and not force and last.shape == qarr.shape:
-                cos = float(last @ qarr)
-                if cos > TOPIC_GATE_COSINE:
-                    return RecallResult([], query, skipped=True, gate_cosine=cos, params=params,
-                                        reason=f"topic unchanged: cosine {cos:.3f} > "
-                                               f"{TOPIC_GATE_COSINE} with the previous query "
-                                               "(force=True recalls anyway)")
-        if params["pool"] == "knn":
-            if not self.has_knn:
-                raise StoreError("pool 'knn' needs the vec0 index: call enable_knn() "
-                                 "(CLI: sqlite-rrf knn DB) first")
-            if qblob is None:
-                raise StoreError("pool 'knn' needs a query vector (an embedder or qvec=)")
-            if params["pool_size"] == 0:
-                raise StoreError("pool_size: must be at least 1 for the 'knn' pool")
+            held = self._gate.holds(qarr, session, force)
+            if held is not None:
+                return RecallResult([], query, skipped=True, gate_cosine=held[0],
+                                    params=params, reason=held[1])
+        knn.check_pool(self.conn, params, qblob)
         bindings = dict(params, query=query, qvec=qblob)
         hits: List[RecallHit] = []
         warnings: List[str] = []
@@ -972,7 +694,7 @@ class Store:
                             f"({why}): it is left out of the vector list; rewrite its embedding "
                             "(or set it to NULL and run `sqlite-rrf embed`)")
         if qarr is not None:
-            self._last_qvec = qarr
+            self._gate.remember(qarr)
         touched, why = False, None
         if touch and (hits or (session is not None and qarr is not None)):
             touched, why = self._touch([h.rowid for h in hits], session, qarr)
@@ -982,18 +704,12 @@ class Store:
     def _run_recall(self, params: Dict[str, Any], bindings: Dict[str, Any]) -> List[RecallHit]:
         """The statement in one read transaction (one snapshot, no write lock)."""
         hits: List[RecallHit] = []
-        self.conn.execute("BEGIN")
-        try:
+        with transaction(self.conn, write=False):
             defaults = recall_defaults()
             sql = recall_statement(params["pool"] or defaults["pool"],
                                    params["profile"] or defaults["profile"])
             for row in self.conn.execute(sql, bindings):
                 hits.append(RecallHit(*row[:9], json.loads(row[9]) if row[9] else {}, *row[10:]))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            if not self.conn.getautocommit():
-                self.conn.execute("ROLLBACK")
-            raise
         return hits
 
     def _find_bad_vectors(self, chunk: int = 4096) -> Dict[int, str]:
@@ -1010,11 +726,11 @@ class Store:
             if not rows:
                 return bad
             after = rows[-1][0]
-            for rowid, blob in rows:
-                if not isinstance(blob, bytes) or len(blob) % 4 or not blob:
+            for rowid, emb in rows:
+                if not isinstance(emb, bytes) or len(emb) % 4 or not emb:
                     bad[rowid] = "not a float32 blob"
                     continue
-                v = np.frombuffer(blob, "<f4")
+                v = np.frombuffer(emb, "<f4")
                 if dim is not None and v.size != dim:
                     bad[rowid] = f"{v.size} values, the database holds {dim}"
                 elif not np.isfinite(v).all():
@@ -1023,20 +739,6 @@ class Store:
 
     #: How long a touch waits in all for the write lock before it gives up (seconds).
     TOUCH_PATIENCE = 30.0
-
-    def _gate_key(self, session: str) -> str:
-        if not isinstance(session, str) or not session:
-            raise StoreError(f"session: must be non-empty text, got {session!r}")
-        return f"topic_gate:{session}"
-
-    def _gate_memory(self, session: Optional[str]) -> Optional[np.ndarray]:
-        """The caller's previous query vector: this instance's, or the session's."""
-        if session is None:
-            return self._last_qvec
-        last = self.meta(self._gate_key(session))
-        if isinstance(last, bytes) and last and len(last) % 4 == 0:
-            return np.frombuffer(last, "<f4").astype(np.float64)
-        return None
 
     def _touch(self, rowids: List[int], session: Optional[str],
                qarr: Optional[np.ndarray]) -> Tuple[bool, Optional[str]]:
@@ -1048,19 +750,13 @@ class Store:
         deadline = time.monotonic() + self.TOUCH_PATIENCE
         while True:
             try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                try:
+                with transaction(self.conn):
                     self.conn.executemany(
                         "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
                         "WHERE rowid = ?", [(now, r) for r in rowids])
                     if session is not None and qarr is not None:
                         self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)",
-                                          (self._gate_key(session), qarr.astype("<f4").tobytes()))
-                    self.conn.execute("COMMIT")
-                except BaseException:
-                    if not self.conn.getautocommit():
-                        self.conn.execute("ROLLBACK")
-                    raise
+                                          session_row(session, qarr))
                 return True, None
             except (apsw.BusyError, apsw.LockedError) as e:
                 if time.monotonic() >= deadline:
@@ -1069,71 +765,9 @@ class Store:
             except apsw.ReadOnlyError as e:
                 return False, f"the database is read-only ({e}), so the episodes were not touched"
 
-    @staticmethod
-    def _recall_params(limit: int, weights: Any, k: Optional[float], pool: Optional[str],
-                       pool_size: Optional[int], bm25_limit: Optional[int],
-                       profile: Optional[str] = None, alpha: Optional[float] = None,
-                       min_similarity: Optional[float] = None,
-                       now: Optional[int] = None, *, scope: Optional[str] = None,
-                       kind: Optional[str] = None, since: Optional[int] = None,
-                       until: Optional[int] = None,
-                       oversample: Optional[int] = None) -> Dict[str, Any]:
-        """Validate recall options; returns the statement's bindings (None = default)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
-            raise StoreError(f"limit: must be an integer from 1 to {MAX_COUNT}, got {limit!r}")
-        if profile is not None and profile not in PROFILES:
-            raise StoreError(f"profile: must be one of {PROFILES}, got {profile!r}")
-        if alpha is not None and (not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
-            raise StoreError(f"alpha: must be a number in [0, 1], got {alpha!r}")
-        if min_similarity is not None and (not isinstance(min_similarity, (int, float))
-                                           or not -1 <= min_similarity <= 1):
-            raise StoreError(f"min_similarity: must be a number in [-1, 1], got "
-                             f"{min_similarity!r}")
-        if now is not None and (isinstance(now, bool) or not isinstance(now, int)
-                                or abs(now) > 2**62):
-            raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
-        for name, v in (("scope", scope), ("kind", kind)):
-            if v is not None and not isinstance(v, str):
-                raise StoreError(f"{name}: must be text, got {type(v).__name__}")
-        for name, v in (("since", since), ("until", until)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int)
-                                  or abs(v) > 2**62):
-                raise StoreError(f"{name}: must be an integer (ms since the epoch), got {v!r}")
-        if pool is not None and pool not in POOL_MODES:
-            raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
-        for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int)
-                                  or not 0 <= v <= MAX_COUNT):
-                raise StoreError(f"{name}: must be an integer from 0 to {MAX_COUNT}, got {v!r}")
-        if oversample is not None and (isinstance(oversample, bool)
-                                       or not isinstance(oversample, int)
-                                       or not 1 <= oversample <= 10_000):
-            raise StoreError(f"oversample: must be an integer from 1 to 10000, got {oversample!r}")
-        if k is not None and (not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0):
-            raise StoreError(f"k: must be a finite number >= 0, got {k!r}")
-        w: Dict[str, Optional[float]] = dict.fromkeys(LISTS)
-        if weights is not None:
-            if isinstance(weights, Mapping):
-                unknown = set(weights) - set(LISTS)
-                if unknown:
-                    raise StoreError(f"weights: unknown list(s) {sorted(unknown)}; "
-                                     f"the lists are {LISTS}")
-                w.update(weights)
-            else:
-                ws = list(weights)
-                if len(ws) != 4:
-                    raise StoreError(f"weights: need 4 values {LISTS}, got {len(ws)}")
-                w.update(zip(LISTS, ws))
-            for name, v in w.items():
-                if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)
-                                      or v < 0):
-                    raise StoreError(f"weights: {name} must be a finite number >= 0, got {v!r}")
-        return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
-                "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
-                "now": now, "skip_vectors": None,
-                "scope": scope, "kind": kind, "since": since, "until": until,
-                "bm25_limit": bm25_limit, "oversample": oversample, "w_bm25": w["bm25"], "w_vec": w["vector"],
-                "w_recency": w["recency"], "w_access": w["access"]}
+    #: Validate recall options; returns the statement's bindings (None = default):
+    #: :func:`sqlite_rrf.checks.recall_params` (the CLI checks its options with it).
+    _recall_params = staticmethod(recall_params)
 
     # ---- stats ----
 

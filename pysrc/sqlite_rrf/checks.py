@@ -1,0 +1,211 @@
+"""Input checking: what the store accepts, refused with a :class:`StoreError` that names
+the field and the fault before anything is written.
+
+Episodes (:func:`episode_row`), vectors (:func:`blob`, :func:`check_dim`), text
+(:func:`has_text`, :func:`check_utf8`) and recall options (:func:`recall_params`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .statements import POOL_MODES, PROFILES
+
+#: Queries are cut to this many characters before they are embedded and searched.
+MAX_QUERY_CHARS = 6000
+#: The largest ``limit``, ``pool_size`` or ``bm25_limit`` a recall takes (SQLite's LIMIT
+#: is a 64-bit integer; no memory holds more rows than this anyway).
+MAX_COUNT = 2**31 - 1
+#: Names of the four fused lists, in the order of ``weights`` tuples.
+LISTS = ("bm25", "vector", "recency", "access")
+IMPORTANCE = ("low", "normal", "high")
+
+Vector = Union[np.ndarray, Sequence[float], bytes]
+
+
+class StoreError(ValueError):
+    """Bad input to the store (the message names the field and the fault); nothing
+    was written."""
+
+
+def has_text(s: str) -> bool:
+    """True when ``s`` has something besides white space and NULs."""
+    return bool(s.replace("\x00", " ").strip())
+
+
+def check_utf8(s: str, field_name: str) -> None:
+    """Refuse text that cannot be stored as UTF-8 (lone surrogates, such as the
+    undecodable bytes of a command-line argument)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise StoreError(f"{field_name}: not valid UTF-8 text (undecodable character at "
+                         f"index {e.start})") from None
+
+
+def blob(vec: Vector, field_name: str = "embedding") -> Tuple[bytes, int]:
+    """A finite, non-zero vector as little-endian float32 bytes and its dimension."""
+    if isinstance(vec, (bytes, bytearray, memoryview)):
+        raw = bytes(vec)
+        if len(raw) % 4:
+            raise StoreError(f"{field_name}: a blob of {len(raw)} bytes is not float32 values")
+        arr = np.frombuffer(raw, dtype="<f4")
+    else:
+        try:
+            arr = np.asarray(vec, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise StoreError(f"{field_name}: not a vector of numbers ({e})") from None
+        if arr.ndim != 1:
+            raise StoreError(f"{field_name}: must be 1-dimensional, got shape {arr.shape}")
+        if np.isfinite(arr).all() and np.abs(arr).max(initial=0) > np.finfo(np.float32).max:
+            raise StoreError(f"{field_name}: values out of float32 range")
+        arr = arr.astype("<f4")
+    if arr.size == 0:
+        raise StoreError(f"{field_name}: empty vector")
+    if not np.isfinite(arr).all():
+        i = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise StoreError(f"{field_name}: non-finite value ({arr[i]}) at index {i}")
+    if not arr.any():
+        raise StoreError(f"{field_name}: zero vector (cosine is undefined)")
+    return arr.astype("<f4").tobytes(), int(arr.size)
+
+
+def check_dim(n: int, expected: Optional[int], what: str = "embedding") -> int:
+    """The dimension every vector of a write must have: ``expected`` (the database's),
+    or ``n`` (the first vector's) when there is none yet."""
+    if expected is None:
+        return n
+    if n != expected:
+        raise StoreError(f"{what}: dimension mismatch: the database holds {expected}-"
+                         f"dimensional embeddings, got {n}")
+    return expected
+
+
+def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> Dict[str, Any]:
+    """The ``episodes`` row of one episode (the keys of :meth:`Store.add`), its defaults
+    filled in (a new uuid4 hex id, ``created_at = now``, ...); ``embedding`` is already
+    checked (:func:`blob`)."""
+    content = ep.get("content")
+    if not isinstance(content, str) or not has_text(content):
+        raise StoreError("content: must be non-empty text (not only spaces or NULs)")
+    check_utf8(content, "content")
+    eid = ep.get("id")
+    if eid is None:
+        eid = uuid.uuid4().hex
+    elif not isinstance(eid, str) or not eid:
+        raise StoreError(f"id: must be non-empty text, got {eid!r}")
+    importance = ep.get("importance") or "normal"
+    if importance not in IMPORTANCE:
+        raise StoreError(f"importance: must be one of {IMPORTANCE}, got {importance!r}")
+    row: Dict[str, Any] = {"id": eid, "content": content, "embedding": embedding,
+                           "importance": importance, "kind": ep.get("kind")}
+    if row["kind"] is not None and not isinstance(row["kind"], str):
+        raise StoreError(f"kind: must be text, got {type(row['kind']).__name__}")
+    if isinstance(row["kind"], str):
+        check_utf8(row["kind"], "kind")
+    scope = ep.get("scope")
+    if scope is None:
+        scope = ""
+    elif not isinstance(scope, str):
+        raise StoreError(f"scope: must be text, got {type(scope).__name__}")
+    check_utf8(scope, "scope")
+    row["scope"] = scope
+    for key in ("created_at", "accessed_at", "access_count"):
+        v = ep.get(key)
+        if v is None:
+            v = 0 if key == "access_count" else (now if key == "created_at" else None)
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 2**62:
+            raise StoreError(f"{key}: must be a non-negative integer"
+                             f"{' (ms since the epoch)' if key != 'access_count' else ''}, "
+                             f"got {v!r}")
+        row[key] = v
+    if row["accessed_at"] is None:
+        row["accessed_at"] = row["created_at"]
+    md = ep.get("metadata")
+    try:
+        row["metadata"] = None if md is None else json.dumps(md, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"metadata: not JSON-serialisable ({e})") from None
+    except RecursionError:
+        raise StoreError("metadata: nested too deeply to store as JSON") from None
+    return row
+
+
+def recall_query(query: str) -> str:
+    """The query as it is searched: cut to :data:`MAX_QUERY_CHARS`, any undecodable
+    character (a lone surrogate) made U+FFFD. Raises TypeError when it is not text."""
+    if not isinstance(query, str):
+        raise TypeError(f"query must be str, got {type(query).__name__}")
+    return query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
+
+
+def recall_params(limit: int, weights: Any, k: Optional[float], pool: Optional[str],
+                  pool_size: Optional[int], bm25_limit: Optional[int],
+                  profile: Optional[str] = None, alpha: Optional[float] = None,
+                  min_similarity: Optional[float] = None,
+                  now: Optional[int] = None, *, scope: Optional[str] = None,
+                  kind: Optional[str] = None, since: Optional[int] = None,
+                  until: Optional[int] = None,
+                  oversample: Optional[int] = None) -> Dict[str, Any]:
+    """Validate recall options; returns the statement's bindings (None = default)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
+        raise StoreError(f"limit: must be an integer from 1 to {MAX_COUNT}, got {limit!r}")
+    if profile is not None and profile not in PROFILES:
+        raise StoreError(f"profile: must be one of {PROFILES}, got {profile!r}")
+    if alpha is not None and (not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
+        raise StoreError(f"alpha: must be a number in [0, 1], got {alpha!r}")
+    if min_similarity is not None and (not isinstance(min_similarity, (int, float))
+                                       or not -1 <= min_similarity <= 1):
+        raise StoreError(f"min_similarity: must be a number in [-1, 1], got "
+                         f"{min_similarity!r}")
+    if now is not None and (isinstance(now, bool) or not isinstance(now, int)
+                            or abs(now) > 2**62):
+        raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
+    for name, v in (("scope", scope), ("kind", kind)):
+        if v is not None and not isinstance(v, str):
+            raise StoreError(f"{name}: must be text, got {type(v).__name__}")
+    for name, v in (("since", since), ("until", until)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                              or abs(v) > 2**62):
+            raise StoreError(f"{name}: must be an integer (ms since the epoch), got {v!r}")
+    if pool is not None and pool not in POOL_MODES:
+        raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
+    for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                              or not 0 <= v <= MAX_COUNT):
+            raise StoreError(f"{name}: must be an integer from 0 to {MAX_COUNT}, got {v!r}")
+    if oversample is not None and (isinstance(oversample, bool)
+                                   or not isinstance(oversample, int)
+                                   or not 1 <= oversample <= 10_000):
+        raise StoreError(f"oversample: must be an integer from 1 to 10000, got {oversample!r}")
+    if k is not None and (not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0):
+        raise StoreError(f"k: must be a finite number >= 0, got {k!r}")
+    w: Dict[str, Optional[float]] = dict.fromkeys(LISTS)
+    if weights is not None:
+        if isinstance(weights, Mapping):
+            unknown = set(weights) - set(LISTS)
+            if unknown:
+                raise StoreError(f"weights: unknown list(s) {sorted(unknown)}; "
+                                 f"the lists are {LISTS}")
+            w.update(weights)
+        else:
+            ws = list(weights)
+            if len(ws) != 4:
+                raise StoreError(f"weights: need 4 values {LISTS}, got {len(ws)}")
+            w.update(zip(LISTS, ws))
+        for name, v in w.items():
+            if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)
+                                  or v < 0):
+                raise StoreError(f"weights: {name} must be a finite number >= 0, got {v!r}")
+    return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
+            "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
+            "now": now, "skip_vectors": None,
+            "scope": scope, "kind": kind, "since": since, "until": until,
+            "bm25_limit": bm25_limit, "oversample": oversample,
+            "w_bm25": w["bm25"], "w_vec": w["vector"],
+            "w_recency": w["recency"], "w_access": w["access"]}

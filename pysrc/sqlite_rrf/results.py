@@ -1,0 +1,95 @@
+"""What the store returns: an :class:`Episode` (one stored memory), a :class:`RecallHit`
+(one recalled episode and why it ranked where it did) and a :class:`RecallResult` (the
+hits of one recall, or why the recall was held back)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, overload
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One stored memory."""
+
+    id: str
+    content: str
+    embedding: Optional[np.ndarray]
+    created_at: int
+    accessed_at: int
+    access_count: int
+    importance: str
+    kind: Optional[str]
+    metadata: Optional[Any]
+    rowid: int
+    scope: str = ""
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The episode as a plain dict (the embedding as a list of floats, or None)."""
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["embedding"] = None if self.embedding is None else [float(x) for x in self.embedding]
+        return d
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One recalled episode with why it ranked where it did.
+
+    ``*_rank`` is the episode's rank in that list (1 = best; None = absent from the
+    list), ``similarity`` its cosine with the query, ``bm25_score`` FTS5's bm25
+    (lower is better), ``explain`` the per-list contributions (``rrf_explain``).
+    """
+
+    id: str
+    content: str
+    score: float
+    bm25_rank: Optional[int]
+    vec_rank: Optional[int]
+    recency_rank: Optional[int]
+    access_rank: Optional[int]
+    similarity: Optional[float]
+    bm25_score: Optional[float]
+    explain: Dict[str, Any]
+    importance: str
+    created_at: int
+    accessed_at: int
+    access_count: int
+    rowid: int
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The hit as a plain dict (what ``sqlite-rrf recall --json`` prints)."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class RecallResult(Sequence[RecallHit]):
+    """The hits of one recall (a sequence), or an empty result with ``skipped=True``
+    and the ``reason`` when the topic gate held the recall back. ``touched`` says whether
+    the hits were marked accessed, and ``touch_error`` why not when a touch was asked for
+    and could not be made."""
+
+    hits: List[RecallHit]
+    query: str
+    skipped: bool = False
+    reason: Optional[str] = None
+    gate_cosine: Optional[float] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+    touched: bool = False
+    touch_error: Optional[str] = None
+    warnings: List[str] = field(default_factory=list)
+
+    @overload
+    def __getitem__(self, i: int) -> RecallHit: ...
+    @overload
+    def __getitem__(self, i: slice) -> List[RecallHit]: ...
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.hits[i]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[RecallHit]:
+        return iter(self.hits)
+
