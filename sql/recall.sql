@@ -40,14 +40,14 @@ WITH
 params AS (
   SELECT p.*,
          coalesce(:k, CASE p.profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k
-  FROM (SELECT coalesce(:profile, 'memory')  AS profile,
+  FROM (SELECT coalesce(:profile, 'hybrid')  AS profile,
                coalesce(:w_bm25, 1.0)        AS w_bm25,
                coalesce(:w_vec, 1.0)         AS w_vec,
                coalesce(:w_recency, 0.6)     AS w_recency,
                coalesce(:w_access, 0.4)      AS w_access,
                coalesce(:bm25_limit, 50)     AS bm25_limit,
                coalesce(:pool_size, 200)     AS pool_size,
-               coalesce(:pool, 'recent')     AS pool,
+               coalesce(:pool, 'quantized')  AS pool,
                coalesce(:oversample, 20)     AS oversample,
                coalesce(:limit, 3)           AS result_limit,
                coalesce(:alpha, 0.5)         AS alpha,
@@ -267,6 +267,36 @@ ranked AS MATERIALIZED (
          dense_rank() OVER (ORDER BY access_count DESC) AS access_rank
   FROM scored
 ),
+-- 6. Profile 'hybrid' (the default; docs/profiles.md): relevance is a convex
+--    combination of the two relevance lists' scores, each relative to the best of
+--    this query's candidates, rel = :alpha * cos/cos_best + (1 - :alpha) *
+--    bm25/bm25_best (0 for an episode absent from a list, or a list whose weight is
+--    0); an episode first in both lists has rel = 1. Recency, use and importance
+--    only close part of the gap to 1: score = rel + (1 - rel) * g, with
+--    g = 1 - (1 - 0.02 t) (1 - 0.25 [importance high]) and t memory's recency and
+--    access term (1 for the newest and most used; 0 when both weights are 0). So
+--    nothing passes an episode first in both lists, recency and use reorder only
+--    episodes within 2 % of each other's distance from the top, and high importance
+--    cuts that distance by a quarter.
+score_hybrid AS (
+  SELECT rowid, rel + (1 - rel) * g AS score, 0 AS boost, g AS multiplier,
+         cos_frac AS cos_norm, bm25_frac AS bm25_norm
+  FROM (SELECT rowid, alpha * cos_frac + (1 - alpha) * bm25_frac AS rel, cos_frac, bm25_frac,
+               1 - (1 - 0.02 * t) * (1 - CASE WHEN importance = 'high' THEN 0.25 ELSE 0 END)
+                 AS g
+        FROM (SELECT r.rowid, r.importance, p.alpha,
+                     CASE WHEN r.similarity IS NULL OR p.w_vec <= 0 THEN 0.0
+                          ELSE coalesce(max(r.similarity, 0.0)
+                                        / nullif(max(max(r.similarity, 0.0)) OVER (), 0.0),
+                                        0.0) END AS cos_frac,
+                     CASE WHEN r.bm25_score IS NULL OR p.w_bm25 <= 0 THEN 0.0
+                          ELSE coalesce(r.bm25_score / nullif(min(r.bm25_score) OVER (), 0.0),
+                                        1.0) END AS bm25_frac,
+                     coalesce((p.w_recency * (p.k + 1) / (p.k + r.recency_rank)
+                               + p.w_access * (p.k + 1) / (p.k + r.access_rank))
+                              / nullif(p.w_recency + p.w_access, 0), 0) AS t
+              FROM ranked AS r, params AS p))
+),
 -- 6. Profile 'memory' (docs/profiles.md): RRF over the two relevance lists, times
 --    a bounded multiplier from recency and use. The bound m is the largest that
 --    keeps every candidate that is not first in all enabled relevance lists below
@@ -363,6 +393,8 @@ score_convex AS (
         FROM ranked) AS n, params AS p
 ),
 scores AS (
+  SELECT s.* FROM params AS x CROSS JOIN score_hybrid AS s WHERE x.profile = 'hybrid'
+  UNION ALL
   SELECT s.* FROM params AS x CROSS JOIN score_memory AS s WHERE x.profile = 'memory'
   UNION ALL
   SELECT s.* FROM params AS x CROSS JOIN score_rrf AS s WHERE x.profile = 'rrf'
@@ -400,7 +432,7 @@ top_lists AS (
 ),
 -- 8. The returned rows with the profile's explanation: for the RRF profiles each
 --    list's rank, weight and contribution ('memory': the two relevance lists, and
---    its multiplier), for the blends their inputs. (One CTE for every profile: a
+--    its multiplier), for 'hybrid' and the blends their inputs. (One CTE for every profile: a
 --    handful of rows, and a statement that chooses its profile at run time stays
 --    within SQLite's limits on nested queries.)
 explain AS (
@@ -416,6 +448,11 @@ explain AS (
                                             'bm25_norm', l.bm25_norm,
                                             'age_days', l.age_days,
                                             'access_count', l.access_count)
+           WHEN 'hybrid' THEN json_object('relevance', json_object(
+                                             'cosine', l.cos_norm, 'bm25', l.bm25_norm,
+                                             'alpha', p.alpha),
+                                           'recency_access_importance', json_object(
+                                             'nudge', l.multiplier))
            WHEN 'convex' THEN json_object('cos_norm', l.cos_norm, 'bm25_norm', l.bm25_norm,
                                           'alpha', p.alpha)
            ELSE rrf_explain(l.list, CASE WHEN l.weight > 0 THEN l.rank END, l.weight, p.k)

@@ -515,6 +515,8 @@ DB_HELP = "the memory database (an SQLite file)"
 DB_HELP_CREATED = "the memory database (an SQLite file; created if it does not exist)"
 #: What each fusion profile does, in a line: ``--profile``'s help (the wheel ships no docs).
 PROFILE_SUMMARIES = {
+    "hybrid": "the cosine and the BM25 score, each relative to this query's best, half and "
+              "half; recency, use and importance only close part of the gap to the top",
     "memory": "RRF of BM25 and vector, with recency and use only breaking near-ties",
     "rrf": "weighted RRF of all four lists (BM25, vector, recency, access)",
     "decay": "four-list RRF boosted for recent episodes, times the episodes' lifecycle "

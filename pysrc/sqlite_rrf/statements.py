@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .resources import read_sql, sql_dir
 
 #: The fusion profiles, in the order the documentation lists them.
-PROFILES: Tuple[str, ...] = ("memory", "rrf", "decay", "weighted", "convex")
+PROFILES: Tuple[str, ...] = ("hybrid", "memory", "rrf", "decay", "weighted", "convex")
 #: The vector pools the shipped statement can choose at run time.
 POOLS: Tuple[str, ...] = ("recent", "all", "quantized")
 #: Every pool: 'knn' needs sqlite-vec and its index (``sql/knn.sql``), so only the

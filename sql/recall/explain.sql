@@ -1,6 +1,6 @@
 -- 8. The returned rows with the profile's explanation: for the RRF profiles each
 --    list's rank, weight and contribution ('memory': the two relevance lists, and
---    its multiplier), for the blends their inputs. (One CTE for every profile: a
+--    its multiplier), for 'hybrid' and the blends their inputs. (One CTE for every profile: a
 --    handful of rows, and a statement that chooses its profile at run time stays
 --    within SQLite's limits on nested queries.)
 explain AS (
@@ -16,6 +16,11 @@ explain AS (
                                             'bm25_norm', l.bm25_norm,
                                             'age_days', l.age_days,
                                             'access_count', l.access_count)
+           WHEN 'hybrid' THEN json_object('relevance', json_object(
+                                             'cosine', l.cos_norm, 'bm25', l.bm25_norm,
+                                             'alpha', p.alpha),
+                                           'recency_access_importance', json_object(
+                                             'nudge', l.multiplier))
            WHEN 'convex' THEN json_object('cos_norm', l.cos_norm, 'bm25_norm', l.bm25_norm,
                                           'alpha', p.alpha)
            ELSE rrf_explain(l.list, CASE WHEN l.weight > 0 THEN l.rank END, l.weight, p.k)

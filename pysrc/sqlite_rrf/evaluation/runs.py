@@ -1,7 +1,11 @@
 """The evaluation's runs: named sets of :meth:`Store.recall <sqlite_rrf.store.Store.recall>`
-parameters (``bm25``, ``vector``, ``rrf`` and one per fusion profile).
+parameters.
 
-Recency and access lists carry no signal in BEIR, so every run sets their weights to 0.
+``default`` is the recall exactly as a user runs it: no parameter but the clock, so every
+depth, the pool, the profile and the weights are the statement's own defaults. The
+others are labelled by what they change: ``bm25``, ``vector``, ``rrf`` and one per
+fusion profile, each with the BM25 list 1,000 deep and every document in the vector
+pool, and the recency and access weights 0 (BEIR has no time or usage signal).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ DEPTH = 100
 #: BM25 candidates per query for the runs that fuse BM25 (deeper than the statement's default).
 BM25_DEPTH = 1000
 #: The runs that do not depend on a profile.
-BASELINE_RUNS = ("bm25", "vector", "rrf")
+BASELINE_RUNS = ("default", "bm25", "vector", "rrf")
+#: A vector pool that holds every document of any collection the evaluation loads (the
+#: 'all' pool keeps the pool_size nearest; rrf_topk takes up to a million).
+EVERY_DOCUMENT = 1_000_000
 #: The keyword parameters of ``Store.recall`` that a run may set (or ``--set`` override):
 #: all but the query, ``limit``, ``touch``, ``force`` and ``qvec``, which every run passes
 #: the same way (``limit=DEPTH, touch=False, force=True``, the query's vector).
@@ -50,25 +57,31 @@ def available_runs() -> Dict[str, RunSpec]:
     :data:`sqlite_rrf.store.PROFILES` (recency and access weights 0)."""
     base: Dict[str, Any] = {"profile": "rrf"}
     runs: Dict[str, RunSpec] = {
+        "default": RunSpec("default", "the recall as users run it: every parameter the "
+                           "statement's default (profile, pool, depths, weights)",
+                           {"now": EVAL_EPOCH_MS}),
         # The BM25 list alone: an empty vector pool (recent, size 0) leaves the BM25
         # hits as the only candidates, and no query vector is sent.
         "bm25": RunSpec("bm25", "BM25 list alone (FTS5 bm25, top 1000 candidates)",
                         dict(base, weights=(1.0, 0.0, 0.0, 0.0), k=60, pool="recent",
                              pool_size=0, bm25_limit=BM25_DEPTH), vector=False),
         "vector": RunSpec("vector", "vector list alone, exact cosine over every document",
-                          dict(base, weights=(0.0, 1.0, 0.0, 0.0), k=60, pool="all")),
+                          dict(base, weights=(0.0, 1.0, 0.0, 0.0), k=60, pool="all",
+                               pool_size=EVERY_DOCUMENT)),
         "rrf": RunSpec("rrf", "RRF (k 60) of BM25 (top 1000) and vector (every document)",
                        dict(base, weights=(1.0, 1.0, 0.0, 0.0), k=60, pool="all",
-                            bm25_limit=BM25_DEPTH)),
+                            pool_size=EVERY_DOCUMENT, bm25_limit=BM25_DEPTH)),
     }
     for p in PROFILES:
         if p in runs:  # the rrf profile with recency/access 0 is the rrf run
             continue
         params: Dict[str, Any] = {"profile": p, "weights": {"recency": 0.0, "access": 0.0},
-                                  "pool": "all", "bm25_limit": BM25_DEPTH, "now": EVAL_EPOCH_MS}
+                                  "pool": "all", "pool_size": EVERY_DOCUMENT,
+                                  "bm25_limit": BM25_DEPTH, "now": EVAL_EPOCH_MS}
         params.update(TUNED.get(p, {}))
         tuned = ", ".join(f"{k} {v}" for k, v in TUNED.get(p, {}).items())
-        runs[p] = RunSpec(p, f"profile {p!r} (recency and access weights 0"
+        runs[p] = RunSpec(p, f"profile {p!r} (BM25 top {BM25_DEPTH}, every document, "
+                             "recency and access weights 0"
                              + (f"; {tuned}, tuned on SciFact train" if tuned else "") + ")",
                           params)
     return runs
