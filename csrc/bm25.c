@@ -122,6 +122,10 @@
 **       bound is an error naming the row (the MATCH expression is then not an OR
 **       of the phrases: the contract of B10). So B3's "the first n rows visited
 **       are exact" does not hold; B4/B13 do, and so do the values of B11.
+**       Contract: the seeds are rows of the MATCH, whatever else the statement's
+**       WHERE says; a statement that drops some of the MATCH's rows (a filter)
+**       must use rrf_bm25_or, else a seed that fails the filter could prune a
+**       row that passes it.
 **
 ** rrf_bm25_or_top(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
 ** -> TEXT: the top n of rrf_bm25_or's scan in one call, as a JSON array of
@@ -149,6 +153,8 @@
 **         reaches theta (now from the exact kept parts) get B11's whole-query
 **         score from their text, read in the rarest phrase's query first;
 **         the others cannot be among the n best.
+**       Contract: the rows are the MATCH's: a statement that keeps only some
+**       of them (a filter) must use rrf_bm25_or's per-row scan.
 **
 ** rrf_bm25_idf(fts_table [, phrase]) -> REAL: the IDF FTS5's bm25() gives
 ** phrase `phrase` (default 0) of the current query.
