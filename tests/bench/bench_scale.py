@@ -51,6 +51,7 @@ Exit status 0 even when a target is missed (a measurement, not a test).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -385,8 +386,10 @@ def run_on_store(store: Store, n: int, queries: List[Tuple[str, str, bytes]],
                                            for q in common) / len(common)}
         if p in rec:
             quality[p].update(pool_recall_mean=statistics.fmean(rec[p]), pool_recall_min=min(rec[p]))
+    statements = {p: hashlib.sha256(sqls[p].encode()).hexdigest()[:16] for p in POOLS}
     return {"index": index, "disk": disk, "memory": memory, "methods": methods, "ratios": ratios,
-            "quality": quality, "profile": profile, "per_query_ms": pq, "io": io}
+            "quality": quality, "profile": profile, "per_query_ms": pq, "io": io,
+            "statements_sha256": statements}
 
 
 DIAG_METHODS = ("scan", "all", "st:all", "hamming", "st:codes", "st:quantized", "quantized",
