@@ -140,7 +140,10 @@
 **       pass 1: each phrase's rows (the count B2 makes anyway), kept: every
 **         row's U1 (B3), from a map by rowid (dense rowids) or a sort;
 **       pass 2: the phrases by increasing number of rows; a row is admitted at
-**         its first phrase unless its U1 * (1 + 1e-9) + D (B12) is below theta,
+**         its first phrase unless its bound * (1 + 1e-9) + D (B12) is below theta
+**         (the bound: U1, then U1 with that phrase's term for its frequency and
+**         a length of at least the sum over columns of its last offset + 1; a
+**         row longer than that bound is checked when admitted, as in B5),
 **         a lower bound of the n-th best score (the n-th best of the admitted
 **         rows' partial sums, times 1 - 1e-9; it only rises, so a row left out
 **         stays out); an admitted row gets xColumnSize(-1) and, from each of its
@@ -1110,7 +1113,7 @@ static void top_theta(TopPass *t) {
   for (sqlite3_int64 i = 0; i < t->nc; i++) t->tmp[i] = t->c[i].acc * (1.0 - 1e-9);
   double th = nth_largest(t->tmp, t->nc, t->n, t->tmp + t->cap);
   if (th > t->theta) t->theta = th;
-  t->nextTheta = 2 * t->nc;
+  t->nextTheta = t->nc + (t->nc / 4 > t->n ? t->nc / 4 : t->n);
 }
 
 static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserData) {
@@ -1120,14 +1123,43 @@ static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserDa
   sqlite3_int64 r = top_find(t, pApi->xRowid(pFts));
   if (r < 0) return SQLITE_OK;
   if (t->mode == 2) {
-    int a = t->adm[r], nInst = 0;
+    int a = t->adm[r], nInst = 0, dlo = 0;
     double f = 0.0;
     if (a == -2) return SQLITE_OK;
-    if (a == -1) { /* the row's first phrase: admitted if its U1 reaches theta */
+    if (a == -1 && t->prune &&
+        (t->dense ? t->dense[r] : t->rows[r].u) * BM25_MARGIN + t->bDrop < t->theta) {
+      t->adm[r] = -2; /* its first phrase, and its U1 is below theta: out for good */
+      return SQLITE_OK;
+    }
+    /* this phrase's frequency (bm25's sum of weights), and the last offset seen in
+    ** each column: a lower bound of the row's length (B3's U2) */
+    rc = pApi->xInstCount(pFts, &nInst);
+    if (a == -1 && q->nCol > 0) memset(q->aColEnd, 0, sizeof(int) * (size_t)q->nCol);
+    for (int j = 0; rc == SQLITE_OK && j < nInst; j++) {
+      int ip, ic, io;
+      rc = pApi->xInst(pFts, j, &ip, &ic, &io);
+      if (rc == SQLITE_OK && (ip != 0 || ic < 0 || ic >= q->nCol)) rc = SQLITE_CORRUPT;
+      if (rc == SQLITE_OK) {
+        f += t->w[ic];
+        if (a == -1 && io + 1 > q->aColEnd[ic]) q->aColEnd[ic] = io + 1;
+      }
+    }
+    if (rc != SQLITE_OK) return rc;
+    if (a == -1) { /* the row's first phrase: admitted if its bound reaches theta */
       double u = t->dense ? t->dense[r] : t->rows[r].u;
-      if (t->prune && u * BM25_MARGIN + t->bDrop < t->theta) {
-        t->adm[r] = -2;
-        return SQLITE_OK;
+      if (t->prune) {
+        double up = q->aIDF[t->iPhrase] * (k1 + 1.0);
+        for (int col = 0; col < q->nCol; col++) dlo += q->aColEnd[col];
+        /* U1 with this phrase's term for its frequency and a length of at least dlo
+        ** (the term falls as the length grows); 1e-12 u covers the subtraction */
+        double bound = (u - up) + 1e-12 * u +
+                       q->aIDF[t->iPhrase] *
+                           ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * (double)dlo / q->avgdl)));
+        if (bound > u) bound = u;
+        if (bound * BM25_MARGIN + t->bDrop < t->theta) {
+          t->adm[r] = -2;
+          return SQLITE_OK;
+        }
       }
       if (t->nc == t->cap) {
         sqlite3_int64 cap = t->cap ? 2 * t->cap : 1024;
@@ -1147,16 +1179,9 @@ static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserDa
       memset(&t->f[(sqlite3_int64)a * nP], 0, sizeof(double) * (size_t)nP);
       rc = pApi->xColumnSize(pFts, -1, &t->c[a].D);
       if (rc != SQLITE_OK) return rc;
-      if (t->c[a].D < 0) t->prune = 0; /* B5: no length, no bound: every row is admitted */
+      /* B5: no length, or one below the offsets: no bound; every row is admitted */
+      if (t->c[a].D < 0 || t->c[a].D < dlo) t->prune = 0;
     }
-    rc = pApi->xInstCount(pFts, &nInst);
-    for (int j = 0; rc == SQLITE_OK && j < nInst; j++) {
-      int ip, ic, io;
-      rc = pApi->xInst(pFts, j, &ip, &ic, &io);
-      if (rc == SQLITE_OK && (ip != 0 || ic < 0 || ic >= q->nCol)) rc = SQLITE_CORRUPT;
-      if (rc == SQLITE_OK) f += t->w[ic];
-    }
-    if (rc != SQLITE_OK) return rc;
     TopCand *c = &t->c[a];
     t->f[(sqlite3_int64)a * nP + t->iPhrase] = f;
     c->acc += q->aIDF[t->iPhrase] *
