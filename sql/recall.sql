@@ -36,24 +36,23 @@
 -- Store runs the statement of one pool and one profile made from the same fragments.
 WITH
 -- 0. Parameters with their defaults: the one place the defaults are written
---    (sqlite-rrf's Python reads them from here).
+--    (sqlite-rrf's Python reads them from here). k's default depends on the
+--    profile: 30 for 'decay', else 60.
 params AS (
-  SELECT p.*,
-         coalesce(:k, CASE p.profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k
-  FROM (SELECT coalesce(:profile, 'hybrid')  AS profile,
-               coalesce(:w_bm25, 1.0)        AS w_bm25,
-               coalesce(:w_vec, 1.0)         AS w_vec,
-               coalesce(:w_recency, 0.6)     AS w_recency,
-               coalesce(:w_access, 0.4)      AS w_access,
-               coalesce(:bm25_limit, 50)     AS bm25_limit,
-               coalesce(:pool_size, 200)     AS pool_size,
-               coalesce(:pool, 'quantized')  AS pool,
-               coalesce(:oversample, 20)     AS oversample,
-               coalesce(:limit, 3)           AS result_limit,
-               coalesce(:alpha, 0.5)         AS alpha,
-               :min_similarity               AS min_similarity,
-               coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
-                                             AS now_ms) AS p
+  SELECT coalesce(:profile, 'hybrid')    AS profile,
+         coalesce(:k, CASE :profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k,
+         coalesce(:w_bm25, 1.0)          AS w_bm25,
+         coalesce(:w_vec, 1.0)           AS w_vec,
+         coalesce(:w_recency, 0.6)       AS w_recency,
+         coalesce(:w_access, 0.4)        AS w_access,
+         coalesce(:bm25_limit, 50)       AS bm25_limit,
+         coalesce(:pool_size, 200)       AS pool_size,
+         coalesce(:pool, 'quantized')    AS pool,
+         coalesce(:oversample, 20)       AS oversample,
+         coalesce(:limit, 3)             AS result_limit,
+         coalesce(:alpha, 0.5)           AS alpha,
+         :min_similarity                 AS min_similarity,
+         coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 ),
 -- 1. Full-text hits over ALL episodes: FTS5 bm25()'s top :bm25_limit for the OR
 --    query of all the words of :query, fts5_query(:query), exactly: the rows, order
@@ -229,12 +228,15 @@ pool AS (
   UNION ALL
   SELECT s.rowid FROM params AS x CROSS JOIN pool_quantized AS s WHERE x.pool = 'quantized'
 ),
--- 3. Candidates: the pool plus the BM25 hits it missed (UNION dedupes by rowid),
---    so an old episode that matches the words is never dropped.
+-- 3. Candidates: the pool plus the BM25 hits it missed (one row per rowid), so an
+--    old episode that matches the words is never dropped, each with its BM25 score
+--    and rank (NULL when it is not a hit).
 candidates AS (
-  SELECT rowid FROM pool
-  UNION
-  SELECT rowid FROM bm25
+  SELECT rowid, max(bm25_score) AS bm25_score, max(bm25_rank) AS bm25_rank
+  FROM (SELECT rowid, NULL AS bm25_score, NULL AS bm25_rank FROM pool
+        UNION ALL
+        SELECT rowid, bm25_score, bm25_rank FROM bm25)
+  GROUP BY rowid
 ),
 -- 4. The similarity, computed once per candidate (MATERIALIZED), except for the
 --    rowids of :skip_vectors (a JSON array: stored vectors that cannot be used,
@@ -245,13 +247,12 @@ scored AS MATERIALIZED (
   FROM (SELECT e.rowid, e.created_at, e.access_count, e.importance,
                CASE WHEN e.rowid NOT IN (SELECT value FROM json_each(:skip_vectors))
                     THEN vec_cosine(e.embedding, :qvec) END AS similarity,
-               b.bm25_score, b.bm25_rank,
+               c.bm25_score, c.bm25_rank,
                ((SELECT now_ms FROM params) - e.created_at) / 86400000.0 AS age_days
         FROM candidates AS c
         -- candidates drive the join (CROSS JOIN fixes the order): a few hundred
         -- primary-key lookups, never a scan of episodes
-        CROSS JOIN episodes AS e ON e.rowid = c.rowid
-        LEFT JOIN bm25 AS b ON b.rowid = c.rowid)
+        CROSS JOIN episodes AS e ON e.rowid = c.rowid)
   WHERE bm25_rank IS NOT NULL
      OR (SELECT min_similarity FROM params) IS NULL
      OR similarity >= (SELECT min_similarity FROM params)

@@ -48,7 +48,7 @@ def test_defaults_read_as_text_equal_what_sqlite_computes(profile):
     assert got.pop("profile") == sql_defaults(None)["profile"]  # the default profile
     assert want.pop("profile") == (profile or got_default_profile())
     assert got == want
-    assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+    assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in want.items()}
 
 
 def got_default_profile():
@@ -142,3 +142,23 @@ def test_the_restatement_check_can_fail():
             f'def recall(self, query, limit={d["result_limit"]}): pass\n'
             f'"""the fusion (default {d["profile"]})"""\n')
     assert len(restatements(text, "x.py")) == 3
+
+
+def test_shipped_statement_prepares_with_room_for_two_more_profiles():
+    """SQLite (3.5x) limits how much a statement may expand its CTEs; each profile of
+    the run-time-choosing statement expands `ranked` once more. The shipped file must
+    prepare, with room for two more profiles (two more expansions of `ranked`)."""
+    conn = apsw.Connection(":memory:")
+    sqlite_rrf.load(conn)
+    from sqlite_rrf.migrations import migrate
+
+    migrate(conn)
+    sql = recall_statement()
+    b = dict.fromkeys(statement_params(sql))
+    conn.execute("EXPLAIN " + sql, b).fetchall()
+    head, final = sql.split("-- 9. ")
+    extra = ",\n".join(f"spare{i} AS (SELECT count(*) AS c FROM ranked)" for i in range(2))
+    grown = (head.rstrip().rstrip(",") + ",\n" + extra + "\n-- 9. "
+             + final.replace("FROM explain AS t", "FROM explain AS t, spare0, spare1"))
+    assert grown != sql
+    conn.execute("EXPLAIN " + grown, b).fetchall()

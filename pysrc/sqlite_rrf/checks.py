@@ -144,7 +144,7 @@ def recall_query(query: str) -> str:
     return query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
 
 
-def recall_params(limit: int, weights: Any, k: Optional[float], pool: Optional[str],
+def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: Optional[str],
                   pool_size: Optional[int], bm25_limit: Optional[int],
                   profile: Optional[str] = None, alpha: Optional[float] = None,
                   min_similarity: Optional[float] = None,
@@ -153,6 +153,10 @@ def recall_params(limit: int, weights: Any, k: Optional[float], pool: Optional[s
                   until: Optional[int] = None,
                   oversample: Optional[int] = None) -> Dict[str, Any]:
     """Validate recall options; returns the statement's bindings (None = default)."""
+    if limit is None:
+        from .statements import recall_defaults
+
+        limit = recall_defaults()["result_limit"]
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
         raise StoreError(f"limit: must be an integer from 1 to {MAX_COUNT}, got {limit!r}")
     if profile is not None and profile not in PROFILES:

@@ -85,7 +85,7 @@ def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) 
 
 
 _DEFAULT_RE = re.compile(r"coalesce\(:(\w+),\s*('(?:[^']|'')*'|-?\d+(?:\.\d+)?)\)\s+AS\s+(\w+)")
-_K_RE = re.compile(r"coalesce\(:k,\s*CASE p\.profile WHEN '(\w+)' THEN (-?[\d.]+) ELSE (-?[\d.]+) END\)")
+_K_RE = re.compile(r"coalesce\(:k,\s*CASE :profile WHEN '(\w+)' THEN (-?[\d.]+) ELSE (-?[\d.]+) END\)")
 
 
 def _literal(text: str) -> Any:

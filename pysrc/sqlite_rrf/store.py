@@ -606,7 +606,7 @@ class Store:
 
     # ---- recall ----
 
-    def recall(self, query: str, limit: int = 3, *,
+    def recall(self, query: str, limit: Optional[int] = None, *,
                weights: Optional[Union[Sequence[float], Mapping[str, float]]] = None,
                k: Optional[float] = None, pool: Optional[str] = None,
                pool_size: Optional[int] = None, bm25_limit: Optional[int] = None,
@@ -617,19 +617,22 @@ class Store:
                scope: Optional[str] = None, kind: Optional[str] = None,
                since: Optional[int] = None, until: Optional[int] = None,
                oversample: Optional[int] = None) -> RecallResult:
-        """The top ``limit`` episodes for ``query`` by the recall statement
-        (``sql/recall.sql``): weighted RRF over BM25, vector similarity, recency and
-        access lists.
+        """The top ``limit`` episodes for ``query`` by the recall statement of the
+        chosen pool and profile (:func:`sqlite_rrf.statements.recall_statement`): BM25,
+        vector similarity, recency and access fused.
 
-        ``weights`` is ``(bm25, vector, recency, access)`` or a dict with those keys
-        (defaults 1.0, 1.0, 0.6, 0.4; 0 turns a list off); ``k`` defaults to 60,
-        ``pool`` to ``'recent'`` (:data:`POOL_MODES`: ``'all'`` takes the ``pool_size``
-        nearest of all episodes exactly, ``'quantized'`` the same through 1-bit codes,
-        ``oversample`` times as many candidates rescored), ``pool_size`` to 200,
-        ``bm25_limit`` to 50 — the statement's own defaults. ``profile`` chooses the
-        fusion (:data:`PROFILES`; default ``'memory'``: RRF of BM25 and vector with
-        recency and access as a bounded tie-breaker; ``'rrf'`` is DESIGN.md's four-list
-        RRF); ``alpha`` weighs cosine against BM25 in ``'convex'``; ``min_similarity``
+        Every option left as None takes the statement's own default
+        (:func:`sqlite_rrf.statements.recall_defaults`, written once in
+        ``sql/recall/params.sql``). ``weights`` is ``(bm25, vector, recency, access)`` or
+        a dict with those keys (0 turns a list off); ``k`` is the RRF constant; ``pool``
+        is one of :data:`POOL_MODES` (``'recent'``: the most recently accessed episodes;
+        ``'all'``: the ``pool_size`` nearest of all episodes, exactly; ``'quantized'``:
+        the same through 1-bit codes, ``oversample`` times as many candidates rescored
+        exactly; ``'knn'``: sqlite-vec's); ``bm25_limit`` is the BM25 list's depth.
+        ``profile`` chooses the fusion (:data:`PROFILES`; the default ``'hybrid'`` adds
+        the cosine and the BM25 score, each relative to the query's best, with recency,
+        use and importance as bounded nudges; ``'rrf'`` is DESIGN.md's four-list RRF);
+        ``alpha`` weighs cosine against BM25 in ``'hybrid'`` and ``'convex'``; ``min_similarity``
         drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
         fixes the clock for ages. ``qvec`` gives the query vector instead of the
         embedder's. ``scope``, ``kind``, ``since`` and ``until`` (ms, on ``created_at``;

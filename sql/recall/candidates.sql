@@ -1,9 +1,12 @@
--- 3. Candidates: the pool plus the BM25 hits it missed (UNION dedupes by rowid),
---    so an old episode that matches the words is never dropped.
+-- 3. Candidates: the pool plus the BM25 hits it missed (one row per rowid), so an
+--    old episode that matches the words is never dropped, each with its BM25 score
+--    and rank (NULL when it is not a hit).
 candidates AS (
-  SELECT rowid FROM pool
-  UNION
-  SELECT rowid FROM bm25
+  SELECT rowid, max(bm25_score) AS bm25_score, max(bm25_rank) AS bm25_rank
+  FROM (SELECT rowid, NULL AS bm25_score, NULL AS bm25_rank FROM pool
+        UNION ALL
+        SELECT rowid, bm25_score, bm25_rank FROM bm25)
+  GROUP BY rowid
 ),
 -- 4. The similarity, computed once per candidate (MATERIALIZED), except for the
 --    rowids of :skip_vectors (a JSON array: stored vectors that cannot be used,
@@ -14,13 +17,12 @@ scored AS MATERIALIZED (
   FROM (SELECT e.rowid, e.created_at, e.access_count, e.importance,
                CASE WHEN e.rowid NOT IN (SELECT value FROM json_each(:skip_vectors))
                     THEN vec_cosine(e.embedding, :qvec) END AS similarity,
-               b.bm25_score, b.bm25_rank,
+               c.bm25_score, c.bm25_rank,
                ((SELECT now_ms FROM params) - e.created_at) / 86400000.0 AS age_days
         FROM candidates AS c
         -- candidates drive the join (CROSS JOIN fixes the order): a few hundred
         -- primary-key lookups, never a scan of episodes
-        CROSS JOIN episodes AS e ON e.rowid = c.rowid
-        LEFT JOIN bm25 AS b ON b.rowid = c.rowid)
+        CROSS JOIN episodes AS e ON e.rowid = c.rowid)
   WHERE bm25_rank IS NOT NULL
      OR (SELECT min_similarity FROM params) IS NULL
      OR similarity >= (SELECT min_similarity FROM params)

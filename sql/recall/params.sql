@@ -1,20 +1,19 @@
 -- 0. Parameters with their defaults: the one place the defaults are written
---    (sqlite-rrf's Python reads them from here).
+--    (sqlite-rrf's Python reads them from here). k's default depends on the
+--    profile: 30 for 'decay', else 60.
 params AS (
-  SELECT p.*,
-         coalesce(:k, CASE p.profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k
-  FROM (SELECT coalesce(:profile, 'hybrid')  AS profile,
-               coalesce(:w_bm25, 1.0)        AS w_bm25,
-               coalesce(:w_vec, 1.0)         AS w_vec,
-               coalesce(:w_recency, 0.6)     AS w_recency,
-               coalesce(:w_access, 0.4)      AS w_access,
-               coalesce(:bm25_limit, 50)     AS bm25_limit,
-               coalesce(:pool_size, 200)     AS pool_size,
-               coalesce(:pool, 'quantized')  AS pool,
-               coalesce(:oversample, 20)     AS oversample,
-               coalesce(:limit, 3)           AS result_limit,
-               coalesce(:alpha, 0.5)         AS alpha,
-               :min_similarity               AS min_similarity,
-               coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
-                                             AS now_ms) AS p
+  SELECT coalesce(:profile, 'hybrid')    AS profile,
+         coalesce(:k, CASE :profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k,
+         coalesce(:w_bm25, 1.0)          AS w_bm25,
+         coalesce(:w_vec, 1.0)           AS w_vec,
+         coalesce(:w_recency, 0.6)       AS w_recency,
+         coalesce(:w_access, 0.4)        AS w_access,
+         coalesce(:bm25_limit, 50)       AS bm25_limit,
+         coalesce(:pool_size, 200)       AS pool_size,
+         coalesce(:pool, 'quantized')    AS pool,
+         coalesce(:oversample, 20)       AS oversample,
+         coalesce(:limit, 3)             AS result_limit,
+         coalesce(:alpha, 0.5)           AS alpha,
+         :min_similarity                 AS min_similarity,
+         coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 )
