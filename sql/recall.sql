@@ -31,7 +31,7 @@
 --
 -- Needs the rrf extension (vec_cosine, vec_signbits, rrf_hamming, rrf_topk, rrf_sum,
 -- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
--- rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
+-- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
 -- stage, pool and profile; python -m sqlite_rrf.statements --write): sqlite-rrf's
 -- Store runs the statement of one pool and one profile made from the same fragments.
 WITH
@@ -74,28 +74,45 @@ bm25_stop AS MATERIALIZED (
   WHERE (SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts
          WHERE episodes_fts MATCH json_extract(t.value, '$[0]') LIMIT 1) = 1e-6
 ),
---    1b. The scan without those words. rrf_bm25_or gives every row it scores
---        exactly the bm25() of the whole query (the dropped words counted in the
---        row's text), and a bound to the rows that cannot make the top.
+--    1b. The scan without those words. rrf_bm25_or_top and rrf_bm25_or give every
+--        row they score exactly the bm25() of the whole query (the dropped words
+--        counted in the row's text), and skip the rows that cannot make the top.
 bm25_top AS MATERIALIZED (
-  SELECT rowid,
-         rrf_bm25_or(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params),
-                     :query, s.words, 'porter unicode61') AS bm25_score
-  FROM bm25_stop AS s CROSS JOIN episodes_fts
-  WHERE episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
-                                    '""')
-    -- the filters, before the score: a row that fails them is never scored, so the
-    -- top is the top of the rows that pass. One seek in the narrow index
-    -- idx_episodes_filters (no read of the wide row); no filter, no seek.
-    AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
-         OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
-                    WHERE rowid = episodes_fts.rowid
-                      AND scope = coalesce(:scope, scope)
-                      AND (:kind IS NULL OR kind = :kind)
-                      AND created_at >= coalesce(:since, created_at)
-                      AND created_at < coalesce(:until, created_at + 1)))
-  ORDER BY bm25_score, rowid
-  LIMIT (SELECT bm25_limit FROM params)
+  -- without a filter: rrf_bm25_or_top, called once on the scan's first row, reads
+  -- the doclists term at a time (rarest first) and returns the top :bm25_limit as
+  -- JSON [[rowid, bm25], ...], reading the text of only the rows that can make it
+  SELECT json_extract(j.value, '$[0]') AS rowid, json_extract(j.value, '$[1]') AS bm25_score
+  FROM (SELECT rrf_bm25_or_top(episodes_fts, (SELECT bm25_limit FROM params),
+                               :query, s.words, 'porter unicode61') AS js
+        FROM bm25_stop AS s CROSS JOIN episodes_fts
+        WHERE (SELECT bm25_limit FROM params) >= 1
+          AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+          AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
+                                          '""')
+        LIMIT 1) AS t,
+       json_each(t.js) AS j
+  UNION ALL
+  -- with a filter: the scan row by row, the filters before the score (a row that
+  -- fails them is never scored, so the top is the top of the rows that pass; one
+  -- seek in the narrow index idx_episodes_filters, no read of the wide row)
+  SELECT * FROM (
+    SELECT rowid,
+           rrf_bm25_or(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params),
+                       :query, s.words, 'porter unicode61') AS bm25_score
+    FROM bm25_stop AS s CROSS JOIN episodes_fts
+    WHERE NOT ((SELECT bm25_limit FROM params) >= 1
+               AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
+      AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
+                                      '""')
+      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+           OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
+                      WHERE rowid = episodes_fts.rowid
+                        AND scope = coalesce(:scope, scope)
+                        AND (:kind IS NULL OR kind = :kind)
+                        AND created_at >= coalesce(:since, created_at)
+                        AND created_at < coalesce(:until, created_at + 1)))
+    ORDER BY bm25_score, rowid
+    LIMIT (SELECT bm25_limit FROM params))
 ),
 --    1c. That is the whole query's top when no word was dropped, or when
 --        :bm25_limit of its rows score more than the dropped words alone can give

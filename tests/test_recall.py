@@ -22,7 +22,7 @@ from sqlite_rrf.store import Store, StoreError
 DIM = 16
 DEFAULTS = dict(k=60.0, w=(1.0, 1.0, 0.6, 0.4), bm25_limit=50, pool_size=200, limit=3)
 NOW = 1_800_000_000_000  # a fixed clock for ages (ms)
-PROFILES = ("memory", "rrf", "decay", "weighted", "convex")
+PROFILES = ("hybrid", "memory", "rrf", "decay", "weighted", "convex")
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
          "rho sigma tau upsilon phi chi psi omega").split()
 
@@ -166,6 +166,21 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
             score = (0.5 * rel + 0.3 * math.exp(-math.log(2) / 30 * max(age, 0))
                      + 0.2 * (rows[c][5] + 1) / (max_count + 1))
             explain = None
+        elif profile == "hybrid":
+            pos = [max(v, 0.0) for v in sims]
+            best_cos = max(pos, default=0.0)
+            cos_frac = (0.0 if sim[c] is None or w_v <= 0 or best_cos == 0
+                        else max(sim[c], 0.0) / best_cos)
+            best_bm25 = min(hit_scores, default=0.0)
+            bm25_frac = (0.0 if c not in bm25_score or w_b <= 0
+                         else (1.0 if best_bm25 == 0 else bm25_score[c] / best_bm25))
+            rel = alpha * cos_frac + (1 - alpha) * bm25_frac
+            t = ((w_r * (k + 1) / (k + ranks["recency"][c])
+                  + w_a * (k + 1) / (k + ranks["access"][c])) / (w_r + w_a)
+                 if w_r + w_a > 0 else 0.0)
+            g = 1 - (1 - 0.02 * t) * (1 - (0.25 if high else 0.0))
+            score = rel + (1 - rel) * g
+            explain = None
         else:  # convex
             score = alpha * cos_norm(c) + (1 - alpha) * bm25_norm(c)
             explain = None
@@ -187,7 +202,7 @@ def run_recall(conn, query, qvec, **params):
              "bm25_score explain importance created_at accessed_at access_count rowid").split()
     b = dict.fromkeys(recall_parameters())  # every parameter, None = the default
     b.update({"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
-              "profile": "rrf", "now": NOW})
+              "profile": "rrf", "pool": "recent", "now": NOW})
     b.update(params)
     return [dict(zip(names, r)) for r in conn.execute(read_sql("recall.sql"), b)]
 
@@ -283,26 +298,44 @@ def test_parameters_equal_python_fusion(tmp_path, params):
 
 def test_defaults_are_the_designs(small_store):
     """Unbound parameters take DESIGN.md's defaults (k 60, weights 1/1/0.6/0.4,
-    bm25_limit 50, pool_size 200, limit 3)."""
+    bm25_limit 50, pool_size 200, limit 3) and the departures' (profile 'hybrid', pool
+    'quantized', oversample 20, alpha 0.5: docs/design-departures.md)."""
     cte = re.search(r"\nparams AS \((.*?)\n\),", read_sql("recall.sql"), re.S).group(1)
     names = set(re.findall(r":(\w+)", cte))
-    params = small_store.conn.execute(cte, dict.fromkeys(names)).fetchall()[0]
-    assert params[:9] == ("memory", 60.0, 1.0, 1.0, 0.6, 0.4, 50, 200, "recent")
-    assert params[9:13] == (20, 3, 0.5, None)  # oversample, limit, alpha, min_similarity
-    assert abs(params[13] - time.time() * 1000) < 60_000  # now
+    cur = small_store.conn.execute(cte, dict.fromkeys(names))
+    params = dict(zip([d[0] for d in cur.getdescription()], cur.fetchall()[0]))
+    assert abs(params.pop("now_ms") - time.time() * 1000) < 60_000
+    assert params == dict(profile="hybrid", k=60.0, w_bm25=1.0, w_vec=1.0, w_recency=0.6,
+                          w_access=0.4, bm25_limit=50, pool_size=200, pool="quantized",
+                          oversample=20, result_limit=3, alpha=0.5, min_similarity=None)
     rng = np.random.default_rng(3)
     qvec = rng.normal(size=DIM)
     assert len(run_recall(small_store.conn, "alpha", qvec)) == 3
     assert_same(run_recall(small_store.conn, "alpha", qvec),
                 reference_recall(small_store.conn, "alpha", qvec, **DEFAULTS))
+    every_default = run_recall(small_store.conn, "alpha", qvec, profile=None, pool=None)
+    assert_same(every_default, reference_recall(small_store.conn, "alpha", qvec,
+                                                profile="hybrid", pool="quantized"))
 
 
 def test_store_recall_scores_equal_reference(small_store):
-    """Store.recall's default is the 'memory' profile; its explain accounts for the score."""
+    """Store.recall's default is the 'hybrid' profile over the 'quantized' pool; in
+    'memory' the explain accounts for the score."""
     rng = np.random.default_rng(5)
     qvec = rng.normal(size=DIM)
+    want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="hybrid",
+                            pool="quantized")
+    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, now=NOW)
+    assert [h.id for h in got] == [h["id"] for h in want]
+    for h, r in zip(got, want):
+        assert h.score == pytest.approx(r["score"], rel=1e-12)
+        rel = h.explain["relevance"]
+        g = h.explain["recency_access_importance"]["nudge"]
+        r_ = rel["alpha"] * rel["cosine"] + (1 - rel["alpha"]) * rel["bm25"]
+        assert r_ + (1 - r_) * g == pytest.approx(h.score, rel=1e-12)
     want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="memory")
-    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False)
+    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, profile="memory",
+                             pool="recent", force=True)
     assert [h.id for h in got] == [h["id"] for h in want]
     for h, r in zip(got, want):
         assert h.score == pytest.approx(r["score"], rel=1e-12)
@@ -645,13 +678,21 @@ def test_memory_profile_never_lets_recency_outvote_a_double_first(tmp_path):
         assert 2 <= [h["id"] for h in rrf].index("old") + 1 <= 9
         for w in [(1.0, 1.0, 0.6, 0.4), (2.0, 1.0, 1.0, 1.0), (1.0, 0.5, 3.0, 3.0)]:
             for k in (60.0, 10.0, 1.0):
-                got = run_recall(s.conn, query, q, limit=3, profile=None, pool="all", k=k,
+                got = run_recall(s.conn, query, q, limit=3, profile="memory", pool="all", k=k,
                                  w_bm25=w[0], w_vec=w[1], w_recency=w[2], w_access=w[3])
                 assert got[0]["id"] == "old", (w, k)
                 assert got[1]["id"] == "runner", (w, k)  # first in one list, second in other
                 assert_same(got, reference_recall(s.conn, query, q, limit=3, profile="memory",
                                                   pool="all", k=k, w=w))
         assert s.recall(query, qvec=q, touch=False)[0].id == "old"  # the Store's default
+        # the default profile, 'hybrid': a double first scores 1 whatever the weights
+        for w in [(1.0, 1.0, 0.6, 0.4), (2.0, 1.0, 1.0, 1.0), (1.0, 0.5, 3.0, 3.0)]:
+            for alpha in (0.5, 0.2, 0.9):
+                got = run_recall(s.conn, query, q, limit=3, profile=None, pool=None, alpha=alpha,
+                                 w_bm25=w[0], w_vec=w[1], w_recency=w[2], w_access=w[3])
+                assert got[0]["id"] == "old" and got[0]["score"] == 1.0, (w, alpha)
+                assert_same(got, reference_recall(s.conn, query, q, limit=3, profile="hybrid",
+                                                  pool="quantized", w=w, alpha=alpha))
 
 
 def test_memory_profile_breaks_ties_by_recency_and_use(store):
@@ -662,7 +703,12 @@ def test_memory_profile_breaks_ties_by_recency_and_use(store):
                          access_count=0, **common),
                     dict(id="fresh", created_at=NOW, accessed_at=NOW, access_count=9,
                          **common)])
-    got = store.recall("identical words", qvec=v, touch=False, limit=2)
+    for profile in ("hybrid", "memory"):
+        got = store.recall("identical words", qvec=v, touch=False, limit=2, profile=profile,
+                           force=True)
+        assert [h.id for h in got] == ["fresh", "stale"], profile
+    got = store.recall("identical words", qvec=v, touch=False, limit=2, profile="memory",
+                       force=True)
     assert [h.id for h in got] == ["fresh", "stale"]
     assert got[0].bm25_rank == got[1].bm25_rank or got[0].vec_rank == got[1].vec_rank
     assert got[0].score > got[1].score

@@ -31,6 +31,6 @@
 --
 -- Needs the rrf extension (vec_cosine, vec_signbits, rrf_hamming, rrf_topk, rrf_sum,
 -- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
--- rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
+-- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
 -- stage, pool and profile; python -m sqlite_rrf.statements --write): sqlite-rrf's
 -- Store runs the statement of one pool and one profile made from the same fragments.
