@@ -493,7 +493,8 @@ def bm25_bindings(sql: str, query: str) -> Dict[str, Any]:
     return b
 
 
-def method_c(conn, query: str, bm25_sql: str = BM25_SQL) -> list:
+def method_c(conn, query: str, bm25_sql: Optional[str] = None) -> list:
+    bm25_sql = bm25_sql or BM25_SQL
     return conn.execute(bm25_sql, bm25_bindings(bm25_sql, query)).fetchall()
 
 
@@ -829,8 +830,8 @@ def child_time(cfg: dict) -> dict:
         # the old way's BM25 query alone
         "c:old": lambda q, v: method_c(conn, q, BM25_OLD_SQL),
     }
-    sql_shipped = recall_sql()
-    sql_default = store_sql("recent", None)
+    sql_shipped = cfg["statements"]["shipped"]
+    sql_default = cfg["statements"]["default"]
     # the shipped run-time-choosing statement, same bindings: checked against (a)
     methods["a:shipped"] = lambda q, v: method_a(conn, sql_shipped, q, v)
     # the statement of the default profile, unchecked
@@ -909,7 +910,7 @@ def child_time(cfg: dict) -> dict:
 
     # the prepare of each statement (uncached)
     prepare = {label: prepare_ms(conn, text, cfg["prepare_rounds"])
-               for label, text in prepare_statements(sql_a).items() if text}
+               for label, text in cfg["statements"]["prepare"].items() if text}
 
     # per-CTE cumulative timings of (a) (and of the first variant's statement)
     stages: Dict[str, List[dict]] = {}
@@ -1078,6 +1079,14 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     t_start = time.perf_counter()
     sql_a = store_sql()  # the statement Store runs: pool 'recent', profile 'rrf'
+    # every statement read once, here: the children read them from this file (argv is
+    # too small for them), so a change of the SQL files during the run changes nothing
+    statements = {"a": sql_a, "shipped": recall_sql(), "default": store_sql("recent", None),
+                  "bm25": BM25_SQL, "prepare": prepare_statements(sql_a)}
+    os.makedirs(args.out, exist_ok=True)
+    statements_file = os.path.join(args.out, "recall_statements.json")
+    with open(statements_file, "w", encoding="utf-8") as f:
+        json.dump(statements, f)
 
     skipped = {}
     for v in list(variants):
@@ -1097,6 +1106,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "cpus": os.cpu_count(), "sqlite": apsw.sqlite_lib_version(), "apsw": apsw.apsw_version(),
         "numpy": np.__version__, "sqlite_rrf": sqlite_rrf.__version__,
         "recall_sql_sha256": hashlib.sha256(sql_a.encode()).hexdigest(),
+        "statements_sha256": {k: hashlib.sha256(v.encode()).hexdigest()[:16]
+                              for k, v in statements.items() if isinstance(v, str)},
         "loadavg_start": _loadavg(),
     }
     probe = apsw.Connection(":memory:")
@@ -1125,7 +1136,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"peak RSS {build['build_peak_rss_mb']:.0f} MB)", flush=True)
         cfg = {"db": path, "queries": args.queries, "repeat": args.repeat, "variants": variants,
                "stages": not args.no_stages and n <= args.stages_max_n, "sql": sql_a,
-               "prepare_rounds": max(1, args.prepare_rounds)}
+               "prepare_rounds": max(1, args.prepare_rounds),
+               "statements_file": statements_file}
         timeout = 1800 + 0.05 * n * args.repeat * (1 + len(variants))
         res = run_child(["time", json.dumps(cfg)], timeout=timeout)
         rss = {}
@@ -1459,6 +1471,14 @@ def _cpu_name() -> str:
 
 
 def child_main(kind: str, cfg: dict) -> None:
+    global BM25_SQL
+    if cfg.get("statements_file"):
+        # the statements the parent read once: every size and child times the same text,
+        # even if the SQL files change during the run
+        with open(cfg["statements_file"], encoding="utf-8") as f:
+            cfg["statements"] = json.load(f)
+        cfg["sql"] = cfg["statements"]["a"]
+        BM25_SQL = cfg["statements"]["bm25"]
     if kind == "build":
         out = build_db(cfg["path"], cfg["n"], cfg["seed"], cfg.get("schema_key"))
     elif kind == "time":
