@@ -672,6 +672,9 @@ _RANKS = re.compile(r"^   bm25 (#\d+|-) · vector (#\d+ \(cos (-?\d+\.\d+)\)|-) 
                     r"recency (#\d+|-) · access (#\d+|-)$")
 _EXPLAIN = re.compile(r"^   explain: (?:\((.*)\) × (\d+\.\d+) \(recency/access\)|(.*)) = "
                       r"(\d+\.\d+)$")
+_HYBRID = re.compile(r"^   explain: relevance (\d+(?:\.\d+)?)·cos (\d+\.\d+) \+ "
+                     r"(\d+(?:\.\d+)?)·bm25 (\d+\.\d+) = (\d+\.\d+); \+ \(1 − \d+\.\d+\) × "
+                     r"nudge (\d+\.\d+) \(recency/use/importance\) = (\d+\.\d+)$")
 _PART = re.compile(r"^(\w+) (\d+\.\d+) = (?:([\d.]+)/\(k\+(\d+)\)|boost)$")
 
 
@@ -689,6 +692,16 @@ def parse_text(out):
             hits[-1].update(bm25_rank=r(m[1]), vec_rank=r(m[2]), recency_rank=r(m[4]),
                             access_rank=r(m[5]),
                             similarity=None if m[3] is None else float(m[3]))
+            continue
+        m = _HYBRID.match(line)
+        if m:
+            alpha, cos, beta, bm25, rel, nudge, total = (float(x) for x in m.groups())
+            # the printed arithmetic adds up (to the printed precision)
+            assert alpha + beta == pytest.approx(1.0), line
+            assert alpha * cos + beta * bm25 == pytest.approx(rel, abs=2e-4), line
+            assert rel + (1 - rel) * nudge == pytest.approx(total, abs=2e-4), line
+            hits[-1]["explain"] = {"alpha": alpha, "cosine": cos, "bm25": bm25, "nudge": nudge}
+            hits[-1]["explain_total"] = total
             continue
         m = _EXPLAIN.match(line)
         if m:

@@ -459,7 +459,7 @@ def test_evaluate_end_to_end(tiny, tmp_path):
     assert res["split"] == "test" and res["queries"] == 3 and res["corpus"] == 5
     assert res["collection"] == "tiny"
     runs = res["runs"]
-    assert list(runs)[:3] == ["bm25", "vector", "rrf"]
+    assert list(runs)[:4] == ["default", "bm25", "vector", "rrf"]
     for name, m in runs.items():
         assert set(m) == {"ndcg@10", "recall@100", "mrr@10"}, name
         assert all(0.0 <= v <= 1.0 for v in m.values()), name
@@ -474,7 +474,7 @@ def test_evaluate_end_to_end(tiny, tmp_path):
     # One run per profile (the rrf profile with recency/access 0 is the rrf run).
     from sqlite_rrf.store import PROFILES
     profiles = [p for p in PROFILES if p != "rrf"]
-    assert list(runs)[3:] == profiles
+    assert list(runs)[4:] == profiles
     for p in profiles:
         w = res["params"][p]["weights"]
         assert w["recency"] == 0 and w["access"] == 0
@@ -623,8 +623,11 @@ def test_run_parameters_are_store_recalls_keywords():
 
 def test_runs_are_made_when_asked_for():
     from sqlite_rrf.store import PROFILES
-    assert list(ev.RUNS) == ["bm25", "vector", "rrf"] + [p for p in PROFILES if p != "rrf"]
+    assert list(ev.RUNS) == (["default", "bm25", "vector", "rrf"]
+                             + [p for p in PROFILES if p != "rrf"])
     assert ev.RUNS == ev.available_runs()
+    # the default run is the recall as users run it: nothing set but the clock
+    assert dict(ev.RUNS["default"].params) == {"now": ev.EVAL_EPOCH_MS}
     assert ev.RUNS["memory"].params["now"] == ev.EVAL_EPOCH_MS
     with pytest.raises(AttributeError, match="no attribute 'NOPE'"):
         getattr(ev, "NOPE")

@@ -173,6 +173,7 @@ def test_stopwords_sql_and_recall_run_in_the_sqlite3_shell(tmp_path):
             ".param set :limit 10",
             ".param set :now 1800000000000",
             ".param set :profile 'rrf'",
+            ".param set :pool 'recent'",
             ".mode json",
             f".read {tmp_path / 'recall.sql'}",
         ])

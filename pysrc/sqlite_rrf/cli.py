@@ -267,7 +267,15 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
     body = textwrap.fill(h.content, width=width, initial_indent="   ", subsequent_indent="   ",
                          max_lines=4, placeholder=" …")
     lines = [head, body, ranks]
-    if explain:
+    if explain and "relevance" in (h.explain or {}):  # 'hybrid'
+        r = h.explain["relevance"]
+        a = r["alpha"]
+        rel = a * r["cosine"] + (1 - a) * r["bm25"]
+        g = h.explain.get("recency_access_importance", {}).get("nudge", 0.0)
+        lines.append(f"   explain: relevance {a:g}·cos {r['cosine']:.4f} + {1 - a:g}·bm25 "
+                     f"{r['bm25']:.4f} = {rel:.5f}; + (1 − {rel:.5f}) × nudge {g:.4f} "
+                     f"(recency/use/importance) = {h.score:.5f}")
+    elif explain:
         parts = []
         mult = ""
         for name, e in h.explain.items():
