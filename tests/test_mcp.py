@@ -163,7 +163,7 @@ def test_end_to_end_with_the_model(tmp_path):
                                explain=True)
             assert again["hits"][0]["id"] == "pw" and again["hits"][0]["access_count"] == 1
             assert set(again["hits"][0]["explain"]) >= {"relevance", "recency_access_importance"}
-    assert set(again["hits"][0]["explain"]["relevance"]) == {"cosine", "bm25", "alpha"}
+            assert set(again["hits"][0]["explain"]["relevance"]) == {"cosine", "bm25", "alpha"}
 
             # the vector list: no word in common with the episode
             got = await call(s, "recall", query="which scheduled task produces billing "
