@@ -1,10 +1,14 @@
 -- sqlite-rrf recall: one statement, hybrid retrieval over the episodes table.
 --
--- Parameters (all named; NULL or unbound means the default given in `params`):
+-- Parameters (all named; NULL or unbound means the default given in `params`, the
+-- first CTE below: the one place the defaults are written):
 --   :query        the user's text (searched with FTS5 through fts5_query)
 --   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
 --   :profile      how the lists are fused (docs/profiles.md):
---                 'memory' (default) RRF of BM25 and vector, times a bounded
+--                 'hybrid' :alpha * cosine/best cosine + (1 - :alpha) * bm25/best
+--                          bm25, recency, use and importance closing part of the
+--                          gap to the top, never past a first place in both lists
+--                 'memory' RRF of BM25 and vector, times a bounded
 --                          recency/access multiplier that can reorder near-ties but
 --                          never outvote a first place in both relevance lists
 --                 'rrf'    DESIGN.md's four-list weighted RRF
@@ -19,9 +23,9 @@
 --                 through 1-bit codes: the :pool_size * :oversample nearest by
 --                 Hamming distance, rescored exactly); a statement made for 'knn'
 --                 (`sqlite-rrf sql --pool knn`) takes sqlite-vec's nearest
---   :pool_size 200   :oversample 20   :bm25_limit 50   :limit 3   :k 60 (30 for 'decay')
---   :w_bm25 1.0  :w_vec 1.0  :w_recency 0.6  :w_access 0.4   (weight 0 = list off)
---   :alpha 0.5 ('convex')   :min_similarity (none): drop candidates that have no
+--   :pool_size, :oversample, :bm25_limit, :limit, :k: sizes and the RRF constant
+--   :w_bm25, :w_vec, :w_recency, :w_access: the lists' weights (0 = list off)
+--   :alpha ('hybrid', 'convex')   :min_similarity (none): drop candidates that have no
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
 --   :skip_vectors (none): a JSON array of rowids whose embedding is left out
 --   :scope, :kind (none): only the episodes of that scope, of that kind
@@ -48,7 +52,7 @@ params AS (
          coalesce(:bm25_limit, 50)       AS bm25_limit,
          coalesce(:pool_size, 200)       AS pool_size,
          coalesce(:pool, 'quantized')    AS pool,
-         coalesce(:oversample, 20)       AS oversample,
+         coalesce(:oversample, 40)       AS oversample,
          coalesce(:limit, 3)             AS result_limit,
          coalesce(:alpha, 0.5)           AS alpha,
          :min_similarity                 AS min_similarity,
@@ -196,7 +200,7 @@ pool_all AS (
                         AND created_at < coalesce(:until, created_at + 1))))) AS j
 ),
 -- 2. The vector pool 'quantized': the same :pool_size nearest episodes as 'all',
---    found in two stages. 2a. the :pool_size * :oversample (20) episodes whose
+--    found in two stages. 2a. the :pool_size * :oversample episodes whose
 --    1-bit sign codes (episodes_codes, migration 0007: 48 bytes for 384
 --    dimensions) are nearest to the query's by Hamming distance (rrf_hamming,
 --    vec_signbits; ties: smaller rowid), plus every episode whose code is still
@@ -282,7 +286,9 @@ ranked AS MATERIALIZED (
            dense_rank() OVER (PARTITION BY similarity IS NULL ORDER BY similarity DESC)
          END AS vec_rank,
          dense_rank() OVER (ORDER BY created_at DESC)   AS recency_rank,
-         dense_rank() OVER (ORDER BY access_count DESC) AS access_rank
+         dense_rank() OVER (ORDER BY access_count DESC) AS access_rank,
+         -- whether any candidate is a BM25 hit (nothing to match: see top)
+         max(bm25_rank IS NOT NULL) OVER () AS any_hit
   FROM scored
 ),
 -- 6. Profile 'hybrid' (the default; docs/profiles.md): relevance is a convex
@@ -431,7 +437,7 @@ top AS MATERIALIZED (
          r.bm25_rank, r.vec_rank, r.recency_rank, r.access_rank, r.similarity,
          r.bm25_score, r.age_days, r.access_count
   FROM scores AS s JOIN ranked AS r ON r.rowid = s.rowid
-  WHERE :qvec IS NOT NULL OR EXISTS (SELECT 1 FROM bm25)
+  WHERE :qvec IS NOT NULL OR r.any_hit
   ORDER BY s.score DESC, r.similarity IS NULL, r.similarity DESC, r.recency_rank,
            r.access_rank, s.rowid
   LIMIT (SELECT result_limit FROM params)

@@ -32,7 +32,7 @@ WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu 
 def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0.6, 0.4),
                      bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25"),
                      profile="rrf", alpha=0.5, min_similarity=None, now=NOW,
-                     scope=None, kind=None, since=None, until=None, oversample=20):
+                     scope=None, kind=None, since=None, until=None, oversample=40):
     """The fusion of DESIGN.md and docs/profiles.md computed in Python. Only the BM25
     list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute).
     ``scope``, ``kind``, ``since``, ``until`` keep the episodes that pass them, in both
@@ -299,7 +299,7 @@ def test_parameters_equal_python_fusion(tmp_path, params):
 def test_defaults_are_the_designs(small_store):
     """Unbound parameters take DESIGN.md's defaults (k 60, weights 1/1/0.6/0.4,
     bm25_limit 50, pool_size 200, limit 3) and the departures' (profile 'hybrid', pool
-    'quantized', oversample 20, alpha 0.5: docs/design-departures.md)."""
+    'quantized', oversample 40, alpha 0.5: docs/design-departures.md)."""
     cte = re.search(r"\nparams AS \((.*?)\n\),", read_sql("recall.sql"), re.S).group(1)
     names = set(re.findall(r":(\w+)", cte))
     cur = small_store.conn.execute(cte, dict.fromkeys(names))
@@ -307,7 +307,7 @@ def test_defaults_are_the_designs(small_store):
     assert abs(params.pop("now_ms") - time.time() * 1000) < 60_000
     assert params == dict(profile="hybrid", k=60.0, w_bm25=1.0, w_vec=1.0, w_recency=0.6,
                           w_access=0.4, bm25_limit=50, pool_size=200, pool="quantized",
-                          oversample=20, result_limit=3, alpha=0.5, min_similarity=None)
+                          oversample=40, result_limit=3, alpha=0.5, min_similarity=None)
     rng = np.random.default_rng(3)
     qvec = rng.normal(size=DIM)
     assert len(run_recall(small_store.conn, "alpha", qvec)) == 3

@@ -35,6 +35,8 @@ ranked AS MATERIALIZED (
            dense_rank() OVER (PARTITION BY similarity IS NULL ORDER BY similarity DESC)
          END AS vec_rank,
          dense_rank() OVER (ORDER BY created_at DESC)   AS recency_rank,
-         dense_rank() OVER (ORDER BY access_count DESC) AS access_rank
+         dense_rank() OVER (ORDER BY access_count DESC) AS access_rank,
+         -- whether any candidate is a BM25 hit (nothing to match: see top)
+         max(bm25_rank IS NOT NULL) OVER () AS any_hit
   FROM scored
 )

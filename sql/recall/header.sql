@@ -1,10 +1,14 @@
 -- sqlite-rrf recall: one statement, hybrid retrieval over the episodes table.
 --
--- Parameters (all named; NULL or unbound means the default given in `params`):
+-- Parameters (all named; NULL or unbound means the default given in `params`, the
+-- first CTE below: the one place the defaults are written):
 --   :query        the user's text (searched with FTS5 through fts5_query)
 --   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
 --   :profile      how the lists are fused (docs/profiles.md):
---                 'memory' (default) RRF of BM25 and vector, times a bounded
+--                 'hybrid' :alpha * cosine/best cosine + (1 - :alpha) * bm25/best
+--                          bm25, recency, use and importance closing part of the
+--                          gap to the top, never past a first place in both lists
+--                 'memory' RRF of BM25 and vector, times a bounded
 --                          recency/access multiplier that can reorder near-ties but
 --                          never outvote a first place in both relevance lists
 --                 'rrf'    DESIGN.md's four-list weighted RRF
@@ -19,9 +23,9 @@
 --                 through 1-bit codes: the :pool_size * :oversample nearest by
 --                 Hamming distance, rescored exactly); a statement made for 'knn'
 --                 (`sqlite-rrf sql --pool knn`) takes sqlite-vec's nearest
---   :pool_size 200   :oversample 20   :bm25_limit 50   :limit 3   :k 60 (30 for 'decay')
---   :w_bm25 1.0  :w_vec 1.0  :w_recency 0.6  :w_access 0.4   (weight 0 = list off)
---   :alpha 0.5 ('convex')   :min_similarity (none): drop candidates that have no
+--   :pool_size, :oversample, :bm25_limit, :limit, :k: sizes and the RRF constant
+--   :w_bm25, :w_vec, :w_recency, :w_access: the lists' weights (0 = list off)
+--   :alpha ('hybrid', 'convex')   :min_similarity (none): drop candidates that have no
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
 --   :skip_vectors (none): a JSON array of rowids whose embedding is left out
 --   :scope, :kind (none): only the episodes of that scope, of that kind

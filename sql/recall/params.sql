@@ -11,7 +11,7 @@ params AS (
          coalesce(:bm25_limit, 50)       AS bm25_limit,
          coalesce(:pool_size, 200)       AS pool_size,
          coalesce(:pool, 'quantized')    AS pool,
-         coalesce(:oversample, 20)       AS oversample,
+         coalesce(:oversample, 40)       AS oversample,
          coalesce(:limit, 3)             AS result_limit,
          coalesce(:alpha, 0.5)           AS alpha,
          :min_similarity                 AS min_similarity,

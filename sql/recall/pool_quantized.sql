@@ -1,5 +1,5 @@
 -- 2. The vector pool 'quantized': the same :pool_size nearest episodes as 'all',
---    found in two stages. 2a. the :pool_size * :oversample (20) episodes whose
+--    found in two stages. 2a. the :pool_size * :oversample episodes whose
 --    1-bit sign codes (episodes_codes, migration 0007: 48 bytes for 384
 --    dimensions) are nearest to the query's by Hamming distance (rrf_hamming,
 --    vec_signbits; ties: smaller rowid), plus every episode whose code is still

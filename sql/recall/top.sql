@@ -6,7 +6,7 @@ top AS MATERIALIZED (
          r.bm25_rank, r.vec_rank, r.recency_rank, r.access_rank, r.similarity,
          r.bm25_score, r.age_days, r.access_count
   FROM scores AS s JOIN ranked AS r ON r.rowid = s.rowid
-  WHERE :qvec IS NOT NULL OR EXISTS (SELECT 1 FROM bm25)
+  WHERE :qvec IS NOT NULL OR r.any_hit
   ORDER BY s.score DESC, r.similarity IS NULL, r.similarity DESC, r.recency_rank,
            r.access_rank, s.rowid
   LIMIT (SELECT result_limit FROM params)
