@@ -144,10 +144,10 @@ def test_the_restatement_check_can_fail():
     assert len(restatements(text, "x.py")) == 3
 
 
-def test_shipped_statement_prepares_with_room_for_two_more_profiles():
+def test_shipped_statement_prepares_with_room_for_one_more_profile():
     """SQLite (3.5x) limits how much a statement may expand its CTEs; each profile of
     the run-time-choosing statement expands `ranked` once more. The shipped file must
-    prepare, with room for one more profile (two more expansions of `ranked`)."""
+    prepare, with room for one more profile (one more expansion of `ranked`)."""
     conn = apsw.Connection(":memory:")
     sqlite_rrf.load(conn)
     from sqlite_rrf.migrations import migrate

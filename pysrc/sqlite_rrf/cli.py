@@ -365,6 +365,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_stopwords(args: argparse.Namespace) -> int:
+    from .stopwords import MIN_ROWS
     from .store import Store
 
     if not os.path.exists(args.db):
@@ -379,7 +380,7 @@ def cmd_stopwords(args: argparse.Namespace) -> int:
               + " ".join(words))
     else:
         print(f"no BM25 stopwords ({n:,} episodes"
-              + ("; there are none below 1,000)" if n < 1000 else ")"))
+              + (f"; there are none below {MIN_ROWS:,})" if n < MIN_ROWS else ")"))
     return 0
 
 

@@ -9,6 +9,7 @@ reached :data:`MIN_ROWS` without one.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, List, Optional
 
 import apsw
@@ -19,9 +20,9 @@ from .resources import read_sql
 #: The stopwords are recomputed when the episode count has moved by this share
 #: since they were last computed.
 STOPWORDS_DRIFT = 0.10
-#: Below this many episodes there are no stopwords (``sql/stopwords.sql``'s default
-#: ``:min_rows``).
-MIN_ROWS = 1000
+#: Below this many episodes there are no stopwords: ``sql/stopwords.sql``'s default
+#: ``:min_rows``, read from there (the one place it is written).
+MIN_ROWS = int(re.search(r"coalesce\(:min_rows, (\d+)\)", read_sql("stopwords.sql")).group(1))
 
 
 def read_stopwords(conn: apsw.Connection) -> List[str]:

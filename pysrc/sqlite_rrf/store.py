@@ -419,22 +419,23 @@ class Store:
     def stopwords(self) -> List[str]:
         """The terms the recall statement drops from queries: indexed terms (porter
         stems) found in at least half of the episodes, as last computed. Empty below
-        1,000 episodes."""
+        :data:`sqlite_rrf.stopwords.MIN_ROWS` episodes."""
         return read_stopwords(self.conn)
 
     def refresh_stopwords(self, min_rows: Optional[int] = None) -> List[str]:
         """Recompute the BM25 stopwords now (``sql/stopwords.sql``; one statement,
         so it is atomic) and return them. The store does this by itself after writes
         that move the episode count by :attr:`STOPWORDS_DRIFT`; ``min_rows``
-        (default 1,000) is the count below which there are none."""
+        (default :data:`sqlite_rrf.stopwords.MIN_ROWS`) is the count below which there
+        are none."""
         compute_stopwords(self.conn, min_rows)
         self._stopwords.refreshed()
         return self.stopwords
 
     def _wrote(self, n: int) -> None:
         """Count ``n`` written or deleted episodes, refreshing the stopwords when the
-        episode count has moved by :attr:`STOPWORDS_DRIFT` (or reached 1,000 without
-        them) since they were computed."""
+        episode count has moved by :attr:`STOPWORDS_DRIFT` (or reached
+        :data:`sqlite_rrf.stopwords.MIN_ROWS` without them) since they were computed."""
         self._stopwords.wrote(n, self.count, self.refresh_stopwords, self.STOPWORDS_DRIFT)
 
     def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
