@@ -590,7 +590,7 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help=f"fusion profile (default {d['profile']}): " + "; ".join(
                        f"{name}: {what}" for name, what in PROFILE_SUMMARIES.items()))
     p.add_argument("--alpha", type=float, default=None,
-                   help="convex profile: weight of the cosine against BM25 "
+                   help="hybrid and convex profiles: weight of the cosine against BM25 "
                         f"(default {d['alpha']:g})")
     p.add_argument("--min-similarity", type=float, default=None, dest="min_similarity",
                    help="drop candidates with no BM25 hit and a similarity below this")
