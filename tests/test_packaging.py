@@ -66,7 +66,8 @@ EXPECTED_IDENTIFIERS = {
     "macos": {f"cp{v}-macosx_{arch}" for v in PY_VERSIONS for arch in ("x86_64", "arm64")},
     "windows": {f"cp{v}-win_amd64" for v in PY_VERSIONS},
 }
-SQL_FILES = ["sql/recall.sql", "sql/pool_knn.sql", "sql/knn.sql"]
+SQL_FILES = ["sql/recall.sql", "sql/knn.sql", "sql/stopwords.sql",
+             *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "sql" / "recall").glob("*.sql"))]
 # the environment variables that would make a subprocess use something other than the installed
 # package, its own build tools or a chosen kernel
 SCRUB = ("SQLITE_RRF_LOADABLE", "SQLITE_RRF_SIMD", "SQLITE_RRF_MODEL", "PYTHONPATH", "PYTHONHOME",
