@@ -372,32 +372,29 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
 
 /* ---- n and the weights ---- */
 
+#define N_ERROR_HEAD "%s: n must be a positive integer or NULL, got "
+
 static void n_error(sqlite3_context *ctx, const char *fn, sqlite3_value *v) {
-  char *msg;
-  char head[80];
-  sqlite3_snprintf((int)sizeof head, head, "%s: n must be a positive integer or NULL, got", fn);
   switch (sqlite3_value_type(v)) {
   case SQLITE_INTEGER:
-    msg = sqlite3_mprintf("%s %lld", head, sqlite3_value_int64(v));
+    rrf_error(ctx, N_ERROR_HEAD "%lld", fn, sqlite3_value_int64(v));
     break;
   case SQLITE_FLOAT:
-    msg = sqlite3_mprintf("%s %!.15g", head, sqlite3_value_double(v));
+    rrf_error(ctx, N_ERROR_HEAD "%!.15g", fn, sqlite3_value_double(v));
     break;
   case SQLITE_TEXT: {
     const char *s = (const char *)sqlite3_value_text(v);
     int len = sqlite3_value_bytes(v);
     if (s != NULL && len <= 40 && memchr(s, 0, (size_t)len) == NULL)
-      msg = sqlite3_mprintf("%s TEXT '%q'", head, s);
+      rrf_error(ctx, N_ERROR_HEAD "TEXT '%q'", fn, s);
     else
-      msg = sqlite3_mprintf("%s TEXT of %d bytes", head, len);
+      rrf_error(ctx, N_ERROR_HEAD "TEXT of %d bytes", fn, len);
     break;
   }
   default:
-    msg = sqlite3_mprintf("%s %s", head, rrf_type_name(v));
+    rrf_error(ctx, N_ERROR_HEAD "%s", fn, rrf_type_name(v));
     break;
   }
-  sqlite3_result_error(ctx, msg ? msg : head, -1);
-  sqlite3_free(msg);
 }
 
 /* From a REAL: 1 and *n for an integral value >= 1, else 0. */
@@ -823,17 +820,6 @@ static int one_term_cb(void *p, int tflags, const char *t, int n, int start, int
   return SQLITE_OK;
 }
 
-/* An error message (sqlite3_mprintf'd; NULL: out of memory) on ctx; returns SQLITE_ERROR. */
-static int or_error(sqlite3_context *ctx, char *msg) {
-  if (msg == NULL) {
-    sqlite3_result_error_nomem(ctx);
-    return SQLITE_NOMEM;
-  }
-  sqlite3_result_error(ctx, msg, -1);
-  sqlite3_free(msg);
-  return SQLITE_ERROR;
-}
-
 /* B10: q->or from the arguments (text, stopwords, tokenize: argv[0..nArg)), on the
 ** first call of the query; on later calls, check that they are the same.
 ** SQLITE_OK, or an error code with the error set on ctx. */
@@ -860,8 +846,8 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
     for (int i = 0; i < 3; i++) {
       if (tz[i] != q->or->tArgs[i] || nz[i] != q->or->nArgs[i] ||
           (nz[i] && memcmp(a, z[i], (size_t)nz[i]) != 0))
-        return or_error(ctx, sqlite3_mprintf("%s: text, stopwords and tokenize must be "
-                                             "the same on every row of a query", fn));
+        return rrf_error(ctx, "%s: text, stopwords and tokenize must be the same on every row "
+                              "of a query", fn);
       a += nz[i];
     }
     return SQLITE_OK;
@@ -870,16 +856,15 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
   RrfPlan *plan = NULL;
   Bm25Or *o = NULL;
   if (z[0] == NULL)
-    return or_error(ctx, sqlite3_mprintf("%s: text must be TEXT, got %s", fn,
-                                         rrf_type_name(argv[0])));
+    return rrf_error(ctx, "%s: text must be TEXT, got %s", fn, rrf_type_name(argv[0]));
   rc = rrf_fts5_plan(ctx, fn, api, argv[0], nArg > 1 ? argv[1] : NULL,
                      nArg > 2 ? argv[2] : NULL, &plan);
   if (rc != SQLITE_OK) return rc; /* error set (fts5q.c's messages, naming rrf_bm25_or) */
   int nkept = plan->ntok - plan->ndrop;
   if (nkept != q->nPhrase && !(plan->ntok == 0 && q->nPhrase == 1)) {
-    rc = or_error(ctx, sqlite3_mprintf("%s: the MATCH expression has %d phrases; "
-                                       "fts5_query(text, 'or', stopwords, tokenize) has %d",
-                                       fn, q->nPhrase, nkept));
+    rc = rrf_error(ctx, "%s: the MATCH expression has %d phrases; "
+                        "fts5_query(text, 'or', stopwords, tokenize) has %d",
+                   fn, q->nPhrase, nkept);
     goto done;
   }
   o = sqlite3_malloc(sizeof *o);
@@ -931,9 +916,9 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
         memcpy(word, src, (size_t)nw);
         word[nw] = 0;
         sqlite3_free(one.term);
-        rc = or_error(ctx, sqlite3_mprintf("%s: tokenize is not the table's tokenizer: "
-                                           "the table makes another term of '%s'",
-                                           fn, word));
+        rc = rrf_error(ctx, "%s: tokenize is not the table's tokenizer: "
+                            "the table makes another term of '%s'",
+                       fn, word);
         goto done;
       }
       o->aMap[t] = -1 - or_add(o, one.term, one.nterm);
@@ -1400,14 +1385,13 @@ static int top_compute(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_
       rc = pApi->xQueryPhrase(pFts, a < nOrd ? order[a] : a, (void *)&t, top_cb);
     }
     if (t.textErr) {
-      char *msg = t.textErr == OR_TEXT_LENGTH
-                      ? sqlite3_mprintf("%s: the text of row %lld has %d tokens, its FTS5 index "
-                                        "entry another number: rebuild the index",
-                                        BM25_TOP_FN, (long long)t.errRow, q->or->nTok)
-                      : sqlite3_mprintf("%s: the text of row %lld does not hold the terms its FTS5 "
-                                        "index entry holds: rebuild the index",
-                                        BM25_TOP_FN, (long long)t.errRow);
-      rc = or_error(ctx, msg);
+      rc = t.textErr == OR_TEXT_LENGTH
+               ? rrf_error(ctx, "%s: the text of row %lld has %d tokens, its FTS5 index entry "
+                                "another number: rebuild the index",
+                           BM25_TOP_FN, (long long)t.errRow, q->or->nTok)
+               : rrf_error(ctx, "%s: the text of row %lld does not hold the terms its FTS5 index "
+                                "entry holds: rebuild the index",
+                           BM25_TOP_FN, (long long)t.errRow);
       goto done;
     }
     if (rc != SQLITE_OK) goto done;
@@ -1460,8 +1444,9 @@ static void top_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_cont
   double wStack[16], *w = wStack;
   int rc = SQLITE_OK, prune;
   if (nVal < 2) {
-    sqlite3_result_error(ctx, BM25_TOP_FN ": missing arguments; usage: " BM25_TOP_FN
-                              "(fts_table, n, text [, stopwords [, tokenize [, weight ...]]])", -1);
+    rrf_error(ctx, "%s: missing arguments; usage: %s(fts_table, n, text [, stopwords "
+                   "[, tokenize [, weight ...]]])",
+              BM25_TOP_FN, BM25_TOP_FN);
     return;
   }
   if (read_n(ctx, BM25_TOP_FN, apVal[0], &n)) return;
@@ -1490,7 +1475,7 @@ static void top_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_cont
   if (rc != SQLITE_OK) return; /* error set */
   if (q->topJson == NULL) {
     if (q->aList == NULL) { /* the query's data was made without the lists */
-      sqlite3_result_error(ctx, BM25_TOP_FN ": cannot share its FTS5 query", -1);
+      rrf_error(ctx, "%s: cannot share its FTS5 query", BM25_TOP_FN);
       return;
     }
     if (q->nCol > (int)(sizeof wStack / sizeof wStack[0])) {
@@ -1527,12 +1512,12 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
   const char *name = fn->kind == KIND_SEEDED ? BM25_SEEDED_FN : isOr ? BM25_OR_FN : "rrf_bm25";
 
   if (nVal < (isOr ? 2 : 1)) {
-    char *msg = isOr ? sqlite3_mprintf("%s: missing arguments; usage: %s(fts_table, n, "
-                                       "text [, stopwords [, tokenize [, weight ...]]])",
-                                       name, name)
-                     : sqlite3_mprintf("rrf_bm25: missing argument n; usage: rrf_bm25(fts_table, n "
-                                       "[, weight ...])");
-    or_error(ctx, msg);
+    if (isOr)
+      rrf_error(ctx, "%s: missing arguments; usage: %s(fts_table, n, text [, stopwords "
+                     "[, tokenize [, weight ...]]])",
+                name, name);
+    else
+      rrf_error(ctx, "rrf_bm25: missing argument n; usage: rrf_bm25(fts_table, n [, weight ...])");
     return;
   }
   if (read_n(ctx, name, apVal[0], &n)) return;
@@ -1623,15 +1608,15 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
     BM25_STAT(4);
     rc = or_full_score(pApi, pFts, q, w, D, &score); /* B11 */
     if (rc == OR_TEXT_LENGTH || rc == OR_TEXT_TERMS) {
-      char *msg = rc == OR_TEXT_LENGTH
-                      ? sqlite3_mprintf("%s: the text of row %lld has %d tokens, its FTS5 "
-                                        "index entry %d: rebuild the index",
-                                        name, (long long)rowid, q->or->nTok, D)
-                      : sqlite3_mprintf("%s: the text of row %lld does not hold the terms "
-                                        "its FTS5 index entry holds: rebuild the index",
-                                        name, (long long)rowid);
-      rc = SQLITE_OK;
-      or_error(ctx, msg);
+      if (rc == OR_TEXT_LENGTH)
+        rrf_error(ctx, "%s: the text of row %lld has %d tokens, its FTS5 index entry %d: "
+                       "rebuild the index",
+                  name, (long long)rowid, q->or->nTok, D);
+      else
+        rrf_error(ctx, "%s: the text of row %lld does not hold the terms its FTS5 index entry "
+                       "holds: rebuild the index",
+                  name, (long long)rowid);
+      rc = SQLITE_OK; /* the error is set */
       goto done;
     }
     if (rc != SQLITE_OK) goto done;
@@ -1640,9 +1625,9 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
     sqlite3_int64 *slot = seed_find(s, rowid);
     if (*slot == rowid) {
       if (!(score >= s->aSeedVal[slot - s->aSeedRow])) {
-        or_error(ctx, sqlite3_mprintf("%s: row %lld scores below its bound: the MATCH expression "
-                                      "must be fts5_query(text, 'or', stopwords, tokenize)",
-                                      name, (long long)rowid));
+        rrf_error(ctx, "%s: row %lld scores below its bound: the MATCH expression must be "
+                       "fts5_query(text, 'or', stopwords, tokenize)",
+                  name, (long long)rowid);
         goto done;
       }
       /* its bound, if still in the heap (or another row's equal value: the
@@ -1693,7 +1678,7 @@ static void idf_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_cont
                    int nVal, sqlite3_value **apVal) {
   int nPhrase = pApi->xPhraseCount(pFts), iPhrase = 0, rc;
   if (nVal > 1) {
-    sqlite3_result_error(ctx, "rrf_bm25_idf: usage: rrf_bm25_idf(fts_table [, phrase])", -1);
+    rrf_error(ctx, "rrf_bm25_idf: usage: rrf_bm25_idf(fts_table [, phrase])");
     return;
   }
   if (nVal == 1) {
@@ -1704,8 +1689,7 @@ static void idf_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_cont
              fabs(sqlite3_value_double(apVal[0])) < 1e9)
       v = (sqlite3_int64)sqlite3_value_double(apVal[0]);
     if (v < 0 || v >= nPhrase) {
-      or_error(ctx, sqlite3_mprintf("rrf_bm25_idf: phrase must be an integer from 0 to %d",
-                                    nPhrase - 1));
+      rrf_error(ctx, "rrf_bm25_idf: phrase must be an integer from 0 to %d", nPhrase - 1);
       return;
     }
     iPhrase = (int)v;
