@@ -22,6 +22,31 @@
 **   H7. Both functions read BLOBs in place at any alignment and do not allocate
 **       (vec_signbits allocates its result only).
 **   H8. Both are SQLITE_DETERMINISTIC and SQLITE_INNOCUOUS.
+**
+** rrf_hamming_topk(k, qcode, rowids, codes) -> TEXT   aggregate
+**
+** The k codes nearest to qcode by Hamming distance over blocks of packed codes
+** (migration 0008's episodes_code_blocks): one row holds n codes, rowids being n
+** little-endian int64 and codes their n codes of length(qcode) bytes each, laid
+** end to end. So
+**   SELECT rrf_hamming_topk(8000, vec_signbits(:q), rowids, codes) FROM episodes_code_blocks
+** is rrf_topk(8000, -rrf_hamming(code, vec_signbits(:q)), rowid) over the codes the
+** blocks hold, with SQLite stepping one row per block instead of one per code.
+**   H9.  The result is rrf_topk's (topk.c T1, T7): a JSON array of [rowid, -distance]
+**        pairs (INTEGER scores), best first: smaller distance first, among equal
+**        distances the smaller rowid (and it is the one kept when only some of the
+**        tied codes fit in k); min(k, codes) pairs.
+**   H10. A row with NULL in qcode, rowids or codes is skipped; a group with no code
+**        gives NULL. A row with no codes (empty rowids and codes) adds nothing.
+**   H11. k is an INTEGER from 1 to 1000000, the same on every row (T3).
+**   H12. Errors name the function and the fault: k (as T3, T6), an argument that
+**        is not a BLOB (with its type), an empty qcode, qcode's length changing
+**        between rows, rowids' length not a multiple of 8, codes' length not
+**        n * length(qcode) for the n rowids (a code length mismatch), a result
+**        longer than SQLITE_LIMIT_LENGTH.
+**   H13. Distances are exact on every kernel path (H6: the path in force); blobs
+**        are read in place at any alignment.
+**   H14. Registered SQLITE_INNOCUOUS, a plain aggregate (like rrf_topk, T8).
 */
 #include <math.h>
 #include <string.h>
@@ -100,4 +125,101 @@ void rrf_hamming_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   /* H6: the kernel chosen at load time */
   sqlite3_result_int64(ctx, (sqlite3_int64)rrf_hamming_kernel(RRF_SIMD_AUTO)(a, b, (size_t)na));
+}
+
+typedef struct HammingTopk {
+  RrfTopk top;
+  int qlen; /* length(qcode) on the first row with codes, 0 before */
+} HammingTopk;
+
+#define HTOPK "rrf_hamming_topk"
+
+/* argv[i] as a BLOB (H12): 0, or 1 with the error set. */
+static int htopk_blob(sqlite3_context *ctx, sqlite3_value *v, const char *name,
+                      const unsigned char **p, int *n) {
+  if (sqlite3_value_type(v) != SQLITE_BLOB)
+    return rrf_error(ctx, HTOPK ": %s must be a BLOB, got %s", name, rrf_type_name(v)), 1;
+  *p = sqlite3_value_blob(v);
+  *n = sqlite3_value_bytes(v);
+  if (*p == NULL && *n > 0) {
+    sqlite3_result_error_nomem(ctx);
+    return 1;
+  }
+  return 0;
+}
+
+/* The little-endian int64 at p (H13: any alignment, any host byte order). */
+static inline sqlite3_int64 le_int64(const unsigned char *p) {
+  sqlite3_uint64 u = 0;
+  for (int i = 7; i >= 0; i--) u = (u << 8) | p[i];
+  return (sqlite3_int64)u;
+}
+
+static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv) {
+  RrfTopk *p = &h->top;
+  /* H11 */
+  if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER)
+    return rrf_error(ctx, HTOPK ": k must be an INTEGER from 1 to %d, got %s", RRF_TOPK_MAX_K,
+                     rrf_type_name(argv[0]));
+  sqlite3_int64 k = sqlite3_value_int64(argv[0]);
+  if (k < 1 || k > RRF_TOPK_MAX_K)
+    return rrf_error(ctx, HTOPK ": k must be an INTEGER from 1 to %d, got %lld", RRF_TOPK_MAX_K,
+                     k);
+  if (p->k == 0) {
+    p->k = k;
+  } else if (k != p->k) {
+    return rrf_error(ctx, HTOPK ": k must be the same on every row (%lld, then %lld)", p->k, k);
+  }
+  /* H10 */
+  for (int i = 1; i < 4; i++)
+    if (sqlite3_value_type(argv[i]) == SQLITE_NULL) return SQLITE_OK;
+  const unsigned char *q, *rowids, *codes;
+  int nq, nr, nc;
+  if (htopk_blob(ctx, argv[1], "qcode", &q, &nq) || htopk_blob(ctx, argv[2], "rowids", &rowids, &nr) ||
+      htopk_blob(ctx, argv[3], "codes", &codes, &nc))
+    return SQLITE_ERROR;
+  /* H12 */
+  if (nq == 0) return rrf_error(ctx, HTOPK ": qcode is an empty BLOB");
+  if (h->qlen == 0) {
+    h->qlen = nq;
+  } else if (nq != h->qlen) {
+    return rrf_error(ctx, HTOPK ": qcode must be the same length on every row (%d, then %d bytes)",
+                     h->qlen, nq);
+  }
+  if (nr % 8 != 0)
+    return rrf_error(ctx, HTOPK ": rowids must be little-endian int64s, but its length, %d bytes, "
+                     "is not a multiple of 8", nr);
+  sqlite3_int64 n = nr / 8;
+  if ((sqlite3_int64)nc != n * nq)
+    return rrf_error(ctx, HTOPK ": code length mismatch: codes holds %d bytes, not %lld "
+                     "(%lld rowids x %d-byte codes)", nc, n * nq, n, nq);
+  rrf_hamming_fn dist = rrf_hamming_kernel(RRF_SIMD_AUTO); /* H13 */
+  for (sqlite3_int64 i = 0; i < n; i++) {
+    RrfTopkEntry e;
+    e.value = le_int64(rowids + 8 * i);
+    e.iscore = -(sqlite3_int64)dist(q, codes + i * nq, (size_t)nq);
+    e.score = (double)e.iscore;
+    e.isint = 1;
+    /* H9: a code that does not beat the worst kept one is not offered */
+    if (p->n == (size_t)p->k && !rrf_topk_better(&e, &p->heap[0])) continue;
+    int rc = rrf_topk_push(ctx, p, &e);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+void rrf_hamming_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HammingTopk *h = sqlite3_aggregate_context(ctx, sizeof(*h));
+  (void)argc;
+  if (h == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (h->top.failed) return;
+  if (htopk_add(ctx, h, argv) != SQLITE_OK) h->top.failed = 1; /* ignore the remaining rows */
+}
+
+void rrf_hamming_topk_final(sqlite3_context *ctx) {
+  HammingTopk *h = sqlite3_aggregate_context(ctx, 0);
+  rrf_topk_result(ctx, h ? &h->top : NULL, HTOPK); /* H9, H10 */
 }

@@ -5,6 +5,7 @@
 **   vec_cosine(a, b)                         vec.c
 **   vec_signbits(v), rrf_hamming(a, b)       quant.c
 **   rrf_topk(k, score, value)                topk.c   aggregate
+**   rrf_hamming_topk(k, qcode, rowids, codes)  quant.c aggregate
 **   rrf_fuse(rank [, weight [, k]])          fuse.c   aggregate + window
 **   rrf_explain(list, rank [, weight [, k]]) fuse.c   aggregate + window
 **   fts5_query(text [, mode [, stopwords [, tokenize]]])  fts5q.c
@@ -171,6 +172,13 @@ int sqlite3_rrf_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *p
                                   rrf_topk_final, 0);
   if (rc != SQLITE_OK) {
     *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", "rrf_topk",
+                                sqlite3_errmsg(db));
+    return rc;
+  }
+  rc = sqlite3_create_function_v2(db, "rrf_hamming_topk", 4, AGG_FLAGS, 0, 0,
+                                  rrf_hamming_topk_step, rrf_hamming_topk_final, 0);
+  if (rc != SQLITE_OK) {
+    *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", "rrf_hamming_topk",
                                 sqlite3_errmsg(db));
     return rc;
   }

@@ -36,6 +36,40 @@ void rrf_hamming_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
 void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_topk_final(sqlite3_context *ctx);
+void rrf_hamming_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void rrf_hamming_topk_final(sqlite3_context *ctx);
+
+/* ---- topk.c: the bounded heap of rrf_topk, shared with rrf_hamming_topk (quant.c) ---- */
+
+#define RRF_TOPK_MAX_K 1000000
+
+typedef struct RrfTopkEntry {
+  double score;
+  sqlite3_int64 value;
+  sqlite3_int64 iscore; /* the INTEGER score, when isint */
+  int isint;
+} RrfTopkEntry;
+
+typedef struct RrfTopk {
+  sqlite3_int64 k; /* 0 until the first row */
+  size_t n, cap;
+  RrfTopkEntry *heap; /* a min-heap by rrf_topk_better(): heap[0] is the worst kept row */
+  int failed;         /* an error was reported: ignore the remaining rows */
+} RrfTopk;
+
+/* x ranks before y: a higher score, or an equal score and a smaller value (topk.c T1). */
+static inline int rrf_topk_better(const RrfTopkEntry *x, const RrfTopkEntry *y) {
+  return x->score > y->score || (x->score == y->score && x->value < y->value);
+}
+
+/* Offer *e to the heap of p (p->k set, 1..RRF_TOPK_MAX_K): kept when fewer than k rows
+** are kept or it ranks before the worst kept one. SQLITE_OK, or SQLITE_NOMEM with the
+** error set. */
+int rrf_topk_push(sqlite3_context *ctx, RrfTopk *p, const RrfTopkEntry *e);
+
+/* The kept rows as rrf_topk's JSON result (T1, T4; NULL when none, nothing when p
+** failed: its error stands; SQLITE_LIMIT_LENGTH's error names fn); frees the heap. */
+void rrf_topk_result(sqlite3_context *ctx, RrfTopk *p, const char *fn);
 
 void rrf_fuse_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_fuse_inverse(sqlite3_context *ctx, int argc, sqlite3_value **argv);

@@ -36,26 +36,11 @@
 #include "rrf_internal.h"
 SQLITE_EXTENSION_INIT3
 
-#define TOPK_MAX_K 1000000
+#define TOPK_MAX_K RRF_TOPK_MAX_K
+#define better rrf_topk_better
 
-typedef struct TopkEntry {
-  double score;
-  sqlite3_int64 value;
-  sqlite3_int64 iscore; /* the INTEGER score, when isint */
-  int isint;
-} TopkEntry;
-
-typedef struct TopkCtx {
-  sqlite3_int64 k; /* 0 until the first row */
-  size_t n, cap;
-  TopkEntry *heap; /* a min-heap by better(): heap[0] is the worst kept row */
-  int failed;      /* an error was reported: ignore the remaining rows */
-} TopkCtx;
-
-/* T1: x ranks before y. */
-static inline int better(const TopkEntry *x, const TopkEntry *y) {
-  return x->score > y->score || (x->score == y->score && x->value < y->value);
-}
+typedef RrfTopkEntry TopkEntry;
+typedef RrfTopk TopkCtx;
 
 static void sift_down(TopkEntry *h, size_t n, size_t i) {
   TopkEntry e = h[i];
@@ -122,6 +107,11 @@ static int topk_add(sqlite3_context *ctx, TopkCtx *p, sqlite3_value **argv) {
   if (sqlite3_value_type(argv[2]) != SQLITE_INTEGER)
     return rrf_error(ctx, "rrf_topk: value must be an INTEGER, got %s", rrf_type_name(argv[2]));
   e.value = sqlite3_value_int64(argv[2]);
+  return rrf_topk_push(ctx, p, &e);
+}
+
+int rrf_topk_push(sqlite3_context *ctx, RrfTopk *p, const RrfTopkEntry *pe) {
+  const TopkEntry e = *pe;
   if (p->n < (size_t)p->k) {
     if (p->n == p->cap) { /* T7: grow by doubling, up to k */
       size_t cap = p->cap ? p->cap * 2 : 16;
@@ -189,9 +179,13 @@ static int cmp_entries(const void *x, const void *y) {
 }
 
 void rrf_topk_final(sqlite3_context *ctx) {
-  TopkCtx *p = sqlite3_aggregate_context(ctx, 0);
+  rrf_topk_result(ctx, sqlite3_aggregate_context(ctx, 0), "rrf_topk");
+}
+
+void rrf_topk_result(sqlite3_context *ctx, RrfTopk *p, const char *fn) {
   if (p == NULL || p->failed || p->n == 0) { /* T2 */
     if (p) sqlite3_free(p->heap);
+    if (p) p->heap = NULL;
     if (p == NULL || !p->failed) sqlite3_result_null(ctx);
     return;
   }
@@ -211,5 +205,5 @@ void rrf_topk_final(sqlite3_context *ctx) {
   sqlite3_str_appendchar(out, 1, ']');
   sqlite3_free(p->heap);
   p->heap = NULL;
-  rrf_result_str(ctx, out, "rrf_topk"); /* T6: SQLITE_LIMIT_LENGTH */
+  rrf_result_str(ctx, out, fn); /* T6: SQLITE_LIMIT_LENGTH */
 }
