@@ -36,8 +36,8 @@
 **        pairs (INTEGER scores), best first: smaller distance first, among equal
 **        distances the smaller rowid (and it is the one kept when only some of the
 **        tied codes fit in k); min(k, codes) pairs.
-**   H10. A row with NULL in qcode, rowids or codes is skipped; a group with no code
-**        gives NULL. A row with no codes (empty rowids and codes) adds nothing.
+**   H10. A row with NULL in qcode, rowids or codes is skipped (but see H16); a group
+**        with no code gives NULL. A row with no codes (empty rowids and codes) adds nothing.
 **   H11. k is an INTEGER from 1 to 1000000, the same on every row (T3).
 **   H12. Errors name the function and the fault: k (as T3, T6), an argument that
 **        is not a BLOB (with its type), an empty qcode, qcode's length changing
@@ -47,6 +47,12 @@
 **   H13. Distances are exact on every kernel path (H6: the path in force); blobs
 **        are read in place at any alignment.
 **   H14. Registered SQLITE_INNOCUOUS, a plain aggregate (like rrf_topk, T8).
+**   H15. rowids may be an INTEGER instead: one code, codes, at that rowid (a loose
+**        code, so one aggregate reads blocks and loose codes alike).
+**   H16. A row with an INTEGER rowids and a NULL codes is a pending code (not
+**        computed yet, so possibly the nearest): it is always in the result, after
+**        the k nearest, as [rowid, null], pending rowids in ascending order (not
+**        counted in k). Another row with a NULL argument is skipped (H10).
 */
 #include <math.h>
 #include <string.h>
@@ -138,7 +144,8 @@ typedef struct HammingTopk {
 static int htopk_blob(sqlite3_context *ctx, sqlite3_value *v, const char *name,
                       const unsigned char **p, int *n) {
   if (sqlite3_value_type(v) != SQLITE_BLOB)
-    return rrf_error(ctx, HTOPK ": %s must be a BLOB, got %s", name, rrf_type_name(v)), 1;
+    return rrf_error(ctx, HTOPK ": %s must be a BLOB%s, got %s", name,
+                     strcmp(name, "rowids") == 0 ? " or an INTEGER" : "", rrf_type_name(v)), 1;
   *p = sqlite3_value_blob(v);
   *n = sqlite3_value_bytes(v);
   if (*p == NULL && *n > 0) {
@@ -170,14 +177,35 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
   } else if (k != p->k) {
     return rrf_error(ctx, HTOPK ": k must be the same on every row (%lld, then %lld)", p->k, k);
   }
+  /* H16 */
+  if (sqlite3_value_type(argv[3]) == SQLITE_NULL && sqlite3_value_type(argv[2]) == SQLITE_INTEGER &&
+      sqlite3_value_type(argv[1]) != SQLITE_NULL) {
+    if (p->nextra == p->capextra) {
+      size_t cap = p->capextra ? p->capextra * 2 : 16;
+      sqlite3_int64 *x = sqlite3_realloc64(p->extra, cap * sizeof(sqlite3_int64));
+      if (x == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return SQLITE_NOMEM;
+      }
+      p->extra = x;
+      p->capextra = cap;
+    }
+    p->extra[p->nextra++] = sqlite3_value_int64(argv[2]);
+    return SQLITE_OK;
+  }
   /* H10 */
   for (int i = 1; i < 4; i++)
     if (sqlite3_value_type(argv[i]) == SQLITE_NULL) return SQLITE_OK;
-  const unsigned char *q, *rowids, *codes;
-  int nq, nr, nc;
-  if (htopk_blob(ctx, argv[1], "qcode", &q, &nq) || htopk_blob(ctx, argv[2], "rowids", &rowids, &nr) ||
-      htopk_blob(ctx, argv[3], "codes", &codes, &nc))
+  const unsigned char *q, *rowids = NULL, *codes;
+  int nq, nr = 8, nc;
+  sqlite3_int64 one = 0; /* H15: rowids an INTEGER, one loose code */
+  if (htopk_blob(ctx, argv[1], "qcode", &q, &nq)) return SQLITE_ERROR;
+  if (sqlite3_value_type(argv[2]) == SQLITE_INTEGER) {
+    one = sqlite3_value_int64(argv[2]);
+  } else if (htopk_blob(ctx, argv[2], "rowids", &rowids, &nr)) {
     return SQLITE_ERROR;
+  }
+  if (htopk_blob(ctx, argv[3], "codes", &codes, &nc)) return SQLITE_ERROR;
   /* H12 */
   if (nq == 0) return rrf_error(ctx, HTOPK ": qcode is an empty BLOB");
   if (h->qlen == 0) {
@@ -192,11 +220,11 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
   sqlite3_int64 n = nr / 8;
   if ((sqlite3_int64)nc != n * nq)
     return rrf_error(ctx, HTOPK ": code length mismatch: codes holds %d bytes, not %lld "
-                     "(%lld rowids x %d-byte codes)", nc, n * nq, n, nq);
+                     "(%lld %s x %d-byte codes)", nc, n * nq, n, rowids ? "rowids" : "rowid", nq);
   rrf_hamming_fn dist = rrf_hamming_kernel(RRF_SIMD_AUTO); /* H13 */
   for (sqlite3_int64 i = 0; i < n; i++) {
     RrfTopkEntry e;
-    e.value = le_int64(rowids + 8 * i);
+    e.value = rowids ? le_int64(rowids + 8 * i) : one;
     e.iscore = -(sqlite3_int64)dist(q, codes + i * nq, (size_t)nq);
     e.score = (double)e.iscore;
     e.isint = 1;

@@ -55,6 +55,8 @@ typedef struct RrfTopk {
   size_t n, cap;
   RrfTopkEntry *heap; /* a min-heap by rrf_topk_better(): heap[0] is the worst kept row */
   int failed;         /* an error was reported: ignore the remaining rows */
+  sqlite3_int64 *extra; /* values listed after the kept rows as [value, null]: */
+  size_t nextra, capextra; /* rrf_hamming_topk's pending codes (quant.c H16) */
 } RrfTopk;
 
 /* x ranks before y: a higher score, or an equal score and a smaller value (topk.c T1). */
@@ -67,8 +69,9 @@ static inline int rrf_topk_better(const RrfTopkEntry *x, const RrfTopkEntry *y) 
 ** error set. */
 int rrf_topk_push(sqlite3_context *ctx, RrfTopk *p, const RrfTopkEntry *e);
 
-/* The kept rows as rrf_topk's JSON result (T1, T4; NULL when none, nothing when p
-** failed: its error stands; SQLITE_LIMIT_LENGTH's error names fn); frees the heap. */
+/* The kept rows as rrf_topk's JSON result (T1, T4), then p->extra's values in
+** ascending order as [value, null]; NULL when there are none, nothing when p failed
+** (its error stands); SQLITE_LIMIT_LENGTH's error names fn. Frees the heap and extra. */
 void rrf_topk_result(sqlite3_context *ctx, RrfTopk *p, const char *fn);
 
 void rrf_fuse_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);

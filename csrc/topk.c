@@ -182,14 +182,24 @@ void rrf_topk_final(sqlite3_context *ctx) {
   rrf_topk_result(ctx, sqlite3_aggregate_context(ctx, 0), "rrf_topk");
 }
 
+static int cmp_int64(const void *x, const void *y) {
+  sqlite3_int64 a = *(const sqlite3_int64 *)x, b = *(const sqlite3_int64 *)y;
+  return a < b ? -1 : (a > b);
+}
+
 void rrf_topk_result(sqlite3_context *ctx, RrfTopk *p, const char *fn) {
-  if (p == NULL || p->failed || p->n == 0) { /* T2 */
-    if (p) sqlite3_free(p->heap);
-    if (p) p->heap = NULL;
+  if (p == NULL || p->failed || (p->n == 0 && p->nextra == 0)) { /* T2 */
+    if (p) {
+      sqlite3_free(p->heap);
+      sqlite3_free(p->extra);
+      p->heap = NULL;
+      p->extra = NULL;
+    }
     if (p == NULL || !p->failed) sqlite3_result_null(ctx);
     return;
   }
-  qsort(p->heap, p->n, sizeof(TopkEntry), cmp_entries); /* T1: best first */
+  if (p->n) qsort(p->heap, p->n, sizeof(TopkEntry), cmp_entries); /* T1: best first */
+  if (p->nextra) qsort(p->extra, p->nextra, sizeof(sqlite3_int64), cmp_int64);
   sqlite3_str *out = sqlite3_str_new(NULL);
   sqlite3_str_appendchar(out, 1, '[');
   for (size_t i = 0; i < p->n; i++) {
@@ -202,8 +212,12 @@ void rrf_topk_result(sqlite3_context *ctx, RrfTopk *p, const char *fn) {
       sqlite3_str_appendchar(out, 1, ']');
     }
   }
+  for (size_t i = 0; i < p->nextra; i++)
+    sqlite3_str_appendf(out, "%s[%lld,null]", (i || p->n) ? "," : "", p->extra[i]);
   sqlite3_str_appendchar(out, 1, ']');
   sqlite3_free(p->heap);
+  sqlite3_free(p->extra);
   p->heap = NULL;
+  p->extra = NULL;
   rrf_result_str(ctx, out, fn); /* T6: SQLITE_LIMIT_LENGTH */
 }

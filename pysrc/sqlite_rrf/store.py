@@ -171,9 +171,68 @@ class Store:
                 self.conn.executemany("UPDATE episodes_codes SET code = ? WHERE rowid = ?",
                                       updates)
             if not rows:
+                self.pack_codes()
                 return written
             after = rows[-1][0]
             written += len(updates)
+
+    #: Codes per block of ``episodes_code_blocks`` (migration 0008): the loose codes are
+    #: packed once there are this many of them.
+    CODE_BLOCK = 256
+    #: Blocks packed per transaction by :meth:`pack_codes`.
+    PACK_BATCH = 200
+
+    def pack_codes(self, block: Optional[int] = None) -> int:
+        """Pack the loose sign codes (computed, in no block) into new blocks of ``block``
+        codes (default :attr:`CODE_BLOCK`), in rowid order, while there are at least that
+        many, and return how many codes were packed. The quantized pool then reads those
+        codes one block at a time (``rrf_hamming_topk``); codes left over stay loose and are
+        read row by row. The Store calls this after its writes and after
+        :meth:`fill_codes`; each batch of blocks is its own transaction."""
+        if self.readonly:
+            return 0
+        size = self.CODE_BLOCK if block is None else int(block)
+        if not 1 <= size <= 100_000:
+            raise ValueError(f"block: must be from 1 to 100000, got {size}")
+        packed = 0
+        while True:
+            with transaction(self.conn):
+                n = self._pack(size, self.PACK_BATCH)
+            packed += n
+            if n < size * self.PACK_BATCH:
+                return packed
+
+    def _pack(self, size: int, most: int) -> int:
+        """In the caller's transaction: up to ``most`` blocks of ``size`` loose codes;
+        the number of codes packed."""
+        rows = self.conn.execute(
+            "SELECT rowid, code FROM episodes_codes INDEXED BY idx_episodes_codes_loose "
+            "WHERE block IS NULL AND code IS NOT NULL ORDER BY rowid LIMIT ?",
+            (size * most,)).fetchall()
+        full = len(rows) - len(rows) % size
+        if full == 0:
+            return 0
+        # one code length per block (a database has one dimension; this keeps a block
+        # well-formed whatever the table holds)
+        packed = 0
+        start = 0
+        while start + size <= full:
+            chunk = rows[start:start + size]
+            length = len(chunk[0][1])
+            same = [r for r in chunk if len(r[1]) == length]
+            start += size
+            if len(same) != size:
+                continue
+            rowids = np.fromiter((r for r, _ in chunk), dtype="<i8", count=size).tobytes()
+            codes = b"".join(c for _, c in chunk)
+            cur = self.conn.execute(
+                "INSERT INTO episodes_code_blocks(n, rowids, codes) VALUES (?, ?, ?) "
+                "RETURNING block", (size, rowids, codes))
+            number = cur.fetchall()[0][0]
+            self.conn.executemany("UPDATE episodes_codes SET block = ? WHERE rowid = ?",
+                                  ((number, r) for r, _ in chunk))
+            packed += size
+        return packed
 
     def _check_schema_readable(self) -> None:
         """A read-only database cannot be migrated: it must be at this version already."""
@@ -382,6 +441,7 @@ class Store:
                 self._merging(True)
                 self.conn.executemany(sql, rows)
                 self._merge_index()
+                self._pack(self.CODE_BLOCK, 2**31 // self.CODE_BLOCK)
                 self._merging(False)
         except apsw.ConstraintError as e:
             if "episodes.id" in str(e):

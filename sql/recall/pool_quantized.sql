@@ -5,32 +5,38 @@
 --    vec_signbits; ties: smaller rowid), plus every episode whose code is still
 --    pending (written by a client without the extension: scored exactly, so it
 --    is never missed); 2b. of those, the :pool_size best by exact cosine.
+--    2a reads the codes with rrf_hamming_topk: without a filter, those packed in
+--    blocks (migration 0008) one block per row, then the loose ones (in no block)
+--    and the pending ones one per row; with a filter (blocks cannot filter), every
+--    row one by one. Either way it is the same top by (distance, rowid), and every
+--    pending row (rrf_hamming_topk keeps them all).
 pool_codes AS MATERIALIZED (
   SELECT json_extract(j.value, '$[0]') AS rowid
   FROM json_each((
-    SELECT rrf_topk(min(p.pool_size * p.oversample, 1000000),
-                    -rrf_hamming(c.code, vec_signbits(:qvec)), c.rowid)
-    FROM params AS p CROSS JOIN episodes_codes AS c
-    WHERE :qvec IS NOT NULL AND p.pool_size > 0 AND c.code IS NOT NULL
+    SELECT rrf_hamming_topk(min(p.pool_size * p.oversample, 1000000), vec_signbits(:qvec),
+                            u.rowids, u.codes)
+    FROM params AS p CROSS JOIN (
+      SELECT k.rowids, k.codes FROM episodes_code_blocks AS k
+      WHERE :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+      UNION ALL
+      SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_loose
+      WHERE c.block IS NULL AND c.code IS NOT NULL
+        AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+      UNION ALL
+      SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_pending
+      WHERE c.code IS NULL
+        AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+      UNION ALL
       -- the filters, as in 1b
-      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
-           OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
-                      WHERE rowid = c.rowid
-                        AND scope = coalesce(:scope, scope)
-                        AND (:kind IS NULL OR kind = :kind)
-                        AND created_at >= coalesce(:since, created_at)
-                        AND created_at < coalesce(:until, created_at + 1))))) AS j
-  UNION ALL
-  SELECT c.rowid
-  FROM params AS p CROSS JOIN episodes_codes AS c INDEXED BY idx_episodes_codes_pending
-  WHERE :qvec IS NOT NULL AND p.pool_size > 0 AND c.code IS NULL
-    AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
-         OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
-                    WHERE rowid = c.rowid
-                      AND scope = coalesce(:scope, scope)
-                      AND (:kind IS NULL OR kind = :kind)
-                      AND created_at >= coalesce(:since, created_at)
-                      AND created_at < coalesce(:until, created_at + 1)))
+      SELECT c.rowid, c.code
+      FROM episodes_codes AS c
+        JOIN episodes AS e INDEXED BY idx_episodes_filters ON e.rowid = c.rowid
+      WHERE NOT (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
+        AND e.scope = coalesce(:scope, e.scope)
+        AND (:kind IS NULL OR e.kind = :kind)
+        AND e.created_at >= coalesce(:since, e.created_at)
+        AND e.created_at < coalesce(:until, e.created_at + 1)) AS u
+    WHERE :qvec IS NOT NULL AND p.pool_size > 0)) AS j
 ),
 pool_quantized AS (
   SELECT json_extract(j.value, '$[0]') AS rowid
