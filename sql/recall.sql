@@ -216,7 +216,7 @@ pool_codes AS MATERIALIZED (
   FROM json_each((
     SELECT rrf_hamming_topk(min(p.pool_size * p.oversample, 1000000), vec_signbits(:qvec),
                             u.rowids, u.codes)
-    FROM params AS p CROSS JOIN (
+    FROM (
       SELECT k.rowids, k.codes FROM episodes_code_blocks AS k
       WHERE :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
       UNION ALL
@@ -237,6 +237,7 @@ pool_codes AS MATERIALIZED (
         AND (:kind IS NULL OR e.kind = :kind)
         AND e.created_at >= coalesce(:since, e.created_at)
         AND e.created_at < coalesce(:until, e.created_at + 1)) AS u
+    CROSS JOIN params AS p  -- after u: u is read as it is made, not copied first
     WHERE :qvec IS NOT NULL AND p.pool_size > 0)) AS j
 ),
 pool_quantized AS (
