@@ -285,3 +285,186 @@ def test_H8_deterministic_innocuous_usable_in_an_index_and_a_view():
     c.execute("CREATE INDEX ix ON t(rrf_hamming(vec_signbits(v), x'05'))")
     c.execute("CREATE VIEW vw AS SELECT rrf_hamming(vec_signbits(v), x'05') AS d FROM t")
     assert sorted(r[0] for r in c.execute("SELECT d FROM vw")) == [0, 1]
+
+
+# ---------------------------------------------------------------- H9..H16: rrf_hamming_topk
+
+def ref_topk(q: bytes, items, k: int, pending=()):
+    """The reference: every (rowid, code) scored by numpy, sorted by (distance, rowid),
+    the first k as [rowid, -distance], then the pending rowids in order as [rowid, None]."""
+    scored = sorted((ref_hamming(q, c), r) for r, c in items)
+    return [[r, -d] for d, r in scored[:k]] + [[r, None] for r in sorted(pending)]
+
+
+def blocks_table(conn, rng, nblocks: int, codelen: int, sizes=(1, 256), loose: int = 0,
+                 pending: int = 0, ties: bool = False):
+    """A table t(rowids, codes) of random blocks (rowids as little-endian int64), plus
+    loose rows (an INTEGER rowid, one code) and pending rows (an INTEGER rowid, NULL).
+    Returns (items, pending rowids)."""
+    conn.execute("DROP TABLE IF EXISTS t")
+    conn.execute("CREATE TABLE t(rowids, codes)")
+    items, pend = [], []
+    used = set()
+
+    def fresh():
+        while True:
+            r = int(rng.integers(-2**40, 2**40))
+            if r not in used:
+                used.add(r)
+                return r
+    for _ in range(nblocks):
+        n = int(rng.integers(sizes[0], sizes[1] + 1))
+        rowids = [fresh() for _ in range(n)]
+        if ties:  # few distinct codes: many equal distances, decided by rowid
+            pool = rng.integers(0, 256, (3, codelen), dtype=np.uint8)
+            codes = [pool[int(rng.integers(0, 3))].tobytes() for _ in range(n)]
+        else:
+            codes = [rng.integers(0, 256, codelen, dtype=np.uint8).tobytes() for _ in range(n)]
+        conn.execute("INSERT INTO t VALUES (?, ?)",
+                     (np.asarray(rowids, dtype="<i8").tobytes(), b"".join(codes)))
+        items += list(zip(rowids, codes))
+    for _ in range(loose):
+        r, c = fresh(), rng.integers(0, 256, codelen, dtype=np.uint8).tobytes()
+        conn.execute("INSERT INTO t VALUES (?, ?)", (r, c))
+        items.append((r, c))
+    for _ in range(pending):
+        r = fresh()
+        conn.execute("INSERT INTO t VALUES (?, NULL)", (r,))
+        pend.append(r)
+    return items, pend
+
+
+HTOPK_SQL = "SELECT rrf_hamming_topk(:k, :q, rowids, codes) FROM t"
+
+
+@pytest.mark.parametrize("codelen", [1, 7, 8, 31, 32, 33, 48, 64, 100])
+def test_H9_H15_H16_hamming_topk_matches_numpy(conn, codelen):
+    rng = np.random.default_rng(900 + codelen)
+    for trial in range(6):
+        items, pend = blocks_table(conn, rng, int(rng.integers(1, 12)), codelen,
+                                   loose=int(rng.integers(0, 20)),
+                                   pending=int(rng.integers(0, 4)) if trial % 2 else 0,
+                                   ties=trial >= 3)
+        q = rng.integers(0, 256, codelen, dtype=np.uint8).tobytes()
+        for k in (1, 2, 10, 200, len(items), len(items) + 5, 1_000_000):
+            got = json.loads(one(conn, HTOPK_SQL, {"k": k, "q": q}))
+            assert got == ref_topk(q, items, k, pend), (codelen, trial, k)
+
+
+def test_H9_equals_rrf_topk_over_the_unpacked_codes(conn):
+    rng = np.random.default_rng(91)
+    items, _ = blocks_table(conn, rng, 20, 48, ties=True)
+    conn.execute("CREATE TABLE u(rowid INTEGER PRIMARY KEY, code BLOB)")
+    conn.executemany("INSERT INTO u VALUES (?, ?)", items)
+    q = rng.integers(0, 256, 48, dtype=np.uint8).tobytes()
+    for k in (1, 50, 777, 5000):
+        want = one(conn, "SELECT rrf_topk(?, -rrf_hamming(code, ?), rowid) FROM u", (k, q))
+        assert one(conn, HTOPK_SQL, {"k": k, "q": q}) == want
+
+
+@pytest.mark.parametrize("shift", [1, 3, 5])
+def test_H13_unaligned_blobs(conn, shift):
+    rng = np.random.default_rng(130 + shift)
+    items, _ = blocks_table(conn, rng, 5, 48)
+    q = rng.integers(0, 256, 48, dtype=np.uint8).tobytes()
+    pad = b"\x00" * shift
+    conn.execute("CREATE TABLE padded(rowids, codes)")
+    conn.executemany("INSERT INTO padded VALUES (?, ?)",
+                     [(pad + r, pad + c) for r, c in conn.execute("SELECT * FROM t").fetchall()])
+    got = one(conn, "SELECT rrf_hamming_topk(50, substr(:q, :f), substr(rowids, :f), "
+                    "substr(codes, :f)) FROM padded", {"q": pad + q, "f": shift + 1})
+    assert json.loads(got) == ref_topk(q, items, 50)
+
+
+def test_H10_nulls_and_empty(conn):
+    rid = np.asarray([5], dtype="<i8").tobytes()
+    assert one(conn, "SELECT rrf_hamming_topk(3, x'00', ?, x'01') WHERE 0", (rid,)) is None
+    assert one(conn, "SELECT rrf_hamming_topk(3, NULL, ?, x'01')", (rid,)) is None
+    assert one(conn, "SELECT rrf_hamming_topk(3, x'00', NULL, x'01')") is None
+    assert one(conn, "SELECT rrf_hamming_topk(3, x'00', ?, NULL)", (rid,)) is None
+    assert one(conn, "SELECT rrf_hamming_topk(3, x'00', x'', x'')") is None
+    # H16: NULL codes with an INTEGER rowid is pending, kept beyond k
+    assert json.loads(one(conn, "SELECT rrf_hamming_topk(1, x'00', r, c) FROM (SELECT 9 AS r, "
+                                "NULL AS c UNION ALL SELECT 4, x'03' UNION ALL SELECT 2, x'01' "
+                                "UNION ALL SELECT 3, NULL)")) == [[2, -1], [3, None], [9, None]]
+
+
+@pytest.mark.parametrize(
+    "k, q, rowids, codes, msg",
+    [
+        (0, b"\x00", b"\x00" * 8, b"\x00", "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got 0"),
+        (1000001, b"\x00", b"\x00" * 8, b"\x00",
+         "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got 1000001"),
+        (2.0, b"\x00", b"\x00" * 8, b"\x00", "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got REAL"),
+        (None, b"\x00", b"\x00" * 8, b"\x00", "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got NULL"),
+        (1, "ab", b"\x00" * 8, b"\x00", "rrf_hamming_topk: qcode must be a BLOB, got TEXT"),
+        (1, b"", b"\x00" * 8, b"\x00", "rrf_hamming_topk: qcode is an empty BLOB"),
+        (1, b"\x00", "x", b"\x00", "rrf_hamming_topk: rowids must be a BLOB or an INTEGER, got TEXT"),
+        (1, b"\x00", 1.5, b"\x00", "rrf_hamming_topk: rowids must be a BLOB or an INTEGER, got REAL"),
+        (1, b"\x00", b"\x00" * 8, 7, "rrf_hamming_topk: codes must be a BLOB, got INTEGER"),
+        (1, b"\x00", b"\x00" * 9, b"\x00",
+         "rrf_hamming_topk: rowids must be little-endian int64s, but its length, 9 bytes, is not a multiple of 8"),
+        (1, b"\x00\x00", b"\x00" * 16, b"\x00" * 3,
+         "rrf_hamming_topk: code length mismatch: codes holds 3 bytes, not 4 (2 rowids x 2-byte codes)"),
+        (1, b"\x00", 5, b"\x00\x00",
+         "rrf_hamming_topk: code length mismatch: codes holds 2 bytes, not 1 (1 rowid x 1-byte codes)"),
+    ],
+)
+def test_H12_errors_name_the_function_and_fault(conn, k, q, rowids, codes, msg):
+    with sql_error(msg):
+        one(conn, "SELECT rrf_hamming_topk(?, ?, ?, ?)", (k, q, rowids, codes))
+
+
+def test_H11_H12_errors_between_rows(conn):
+    with sql_error("rrf_hamming_topk: k must be the same on every row (2, then 3)"):
+        one(conn, "SELECT rrf_hamming_topk(k, x'00', 1, x'00') FROM (SELECT 2 AS k UNION ALL SELECT 3)")
+    with sql_error("rrf_hamming_topk: qcode must be the same length on every row (1, then 2 bytes)"):
+        one(conn, "SELECT rrf_hamming_topk(1, q, 1, c) FROM (SELECT x'00' AS q, x'00' AS c "
+                  "UNION ALL SELECT x'0000', x'0000')")
+    # an error stops the group: a later good row does not bring a result back
+    with sql_error("rrf_hamming_topk: codes must be a BLOB"):
+        one(conn, "SELECT rrf_hamming_topk(1, x'00', 1, c) FROM (SELECT 'bad' AS c "
+                  "UNION ALL SELECT x'00')")
+
+
+def test_H14_flags(conn):
+    rows = conn.execute("SELECT type, flags FROM pragma_function_list "
+                        "WHERE name = 'rrf_hamming_topk'").fetchall()
+    assert rows and all(t == "a" and f & apsw.SQLITE_INNOCUOUS for t, f in rows)
+    with pytest.raises(apsw.SQLError):
+        conn.execute("SELECT rrf_hamming_topk(1, x'00', 1, x'00') OVER () FROM (SELECT 1)")
+
+
+# The child: SQLITE_RRF_SIMD=scalar; rrf_hamming_topk over the blocks it is given.
+CHILD_TOPK = r"""
+import json, sys
+import apsw, sqlite_rrf
+d = json.loads(sys.stdin.read())
+c = apsw.Connection(":memory:")
+sqlite_rrf.load(c)
+simd = dict(l.split(": ", 1) for l in c.execute("SELECT rrf_debug()").fetchone()[0].split("\n"))["simd"]
+c.execute("CREATE TABLE t(rowids, codes)")
+c.executemany("INSERT INTO t VALUES (?, ?)", [(bytes.fromhex(r), bytes.fromhex(x)) for r, x in d["rows"]])
+out = c.execute("SELECT rrf_hamming_topk(?, ?, rowids, codes) FROM t",
+                (d["k"], bytes.fromhex(d["q"]))).fetchone()[0]
+print(json.dumps({"simd": simd, "out": json.loads(out)}))
+"""
+
+
+@pytest.mark.parametrize("codelen", [5, 48, 97])
+def test_H13_forced_scalar_child_gives_the_same_top(conn, codelen):
+    rng = np.random.default_rng(1300 + codelen)
+    items, _ = blocks_table(conn, rng, 8, codelen)
+    rows = conn.execute("SELECT rowids, codes FROM t").fetchall()
+    q = rng.integers(0, 256, codelen, dtype=np.uint8).tobytes()
+    env = dict(os.environ, SQLITE_RRF_SIMD="scalar")
+    r = subprocess.run([sys.executable, "-c", CHILD_TOPK], env=env, capture_output=True, text=True,
+                       input=json.dumps({"k": 100, "q": q.hex(),
+                                         "rows": [(a.hex(), b.hex()) for a, b in rows]}),
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    child = json.loads(r.stdout)
+    assert child["simd"] == "scalar"
+    want = ref_topk(q, items, 100)
+    assert child["out"] == want
+    assert json.loads(one(conn, HTOPK_SQL, {"k": 100, "q": q})) == want
