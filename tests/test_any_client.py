@@ -201,6 +201,33 @@ def check_consistent(conn) -> None:
             if code is not None:
                 want = np.packbits(np.frombuffer(emb[r], "<f4") > 0, bitorder="little")
                 assert code == want.tobytes(), r
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episodes_code_blocks'").fetchall():
+        check_blocks(conn)
+
+
+def check_blocks(conn) -> None:
+    """Migration 0008: every block holds exactly the current codes of the rows that
+    name it, in its rowids' order; a row naming no block (loose or pending) is in none."""
+    rows = conn.execute("SELECT rowid, code, block FROM episodes_codes").fetchall()
+    members: Dict[int, Dict[int, bytes]] = {}
+    for r, code, block in rows:
+        if block is not None:
+            assert code is not None, f"the pending row {r} is in block {block}"
+            members.setdefault(block, {})[r] = code
+    in_blocks = set()
+    for block, n, rowids, codes in conn.execute(
+            "SELECT block, n, rowids, codes FROM episodes_code_blocks"):
+        ids = np.frombuffer(rowids, "<i8").tolist()
+        assert n == len(ids) > 0, (block, n, len(ids))
+        assert len(codes) % n == 0, block
+        width = len(codes) // n
+        got = {r: codes[i * width:(i + 1) * width] for i, r in enumerate(ids)}
+        assert len(got) == n, f"block {block} holds a rowid twice"
+        assert got == members.get(block, {}), f"block {block} is not its rows' current codes"
+        assert not in_blocks & set(ids), f"block {block} shares rows with another block"
+        in_blocks |= set(ids)
+    assert set(members) <= {b for (b,) in conn.execute("SELECT block FROM episodes_code_blocks")}, \
+        "a row names a block that does not exist"
 
 
 def dump(conn) -> List[tuple]:
@@ -783,6 +810,8 @@ def _template(knn: bool) -> Path:
     path = TEMPLATE_DIR / f"template-{int(knn)}.db"
     if not path.exists():
         new_store(path, knn=knn, episodes=template_episodes())
+        with Store(path) as st:  # migration 0008: b and c in a block of 2, e loose
+            assert st.pack_codes(block=2) == 2
         c = apsw.Connection(str(path))
         c.execute("PRAGMA journal_mode = DELETE")
         c.close()
