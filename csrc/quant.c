@@ -138,14 +138,17 @@ typedef struct HammingTopk {
   int qlen; /* length(qcode) on the first row with codes, 0 before */
 } HammingTopk;
 
-#define HTOPK "rrf_hamming_topk"
-
 /* argv[i] as a BLOB (H12): 0, or 1 with the error set. */
 static int htopk_blob(sqlite3_context *ctx, sqlite3_value *v, const char *name,
                       const unsigned char **p, int *n) {
-  if (sqlite3_value_type(v) != SQLITE_BLOB)
-    return rrf_error(ctx, HTOPK ": %s must be a BLOB%s, got %s", name,
-                     strcmp(name, "rowids") == 0 ? " or an INTEGER" : "", rrf_type_name(v)), 1;
+  if (sqlite3_value_type(v) != SQLITE_BLOB) {
+    if (strcmp(name, "rowids") == 0)
+      rrf_error(ctx, "rrf_hamming_topk: rowids must be a BLOB or an INTEGER, got %s",
+                rrf_type_name(v));
+    else
+      rrf_error(ctx, "rrf_hamming_topk: %s must be a BLOB, got %s", name, rrf_type_name(v));
+    return 1;
+  }
   *p = sqlite3_value_blob(v);
   *n = sqlite3_value_bytes(v);
   if (*p == NULL && *n > 0) {
@@ -166,16 +169,16 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
   RrfTopk *p = &h->top;
   /* H11 */
   if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER)
-    return rrf_error(ctx, HTOPK ": k must be an INTEGER from 1 to %d, got %s", RRF_TOPK_MAX_K,
+    return rrf_error(ctx, "rrf_hamming_topk: k must be an INTEGER from 1 to %d, got %s", RRF_TOPK_MAX_K,
                      rrf_type_name(argv[0]));
   sqlite3_int64 k = sqlite3_value_int64(argv[0]);
   if (k < 1 || k > RRF_TOPK_MAX_K)
-    return rrf_error(ctx, HTOPK ": k must be an INTEGER from 1 to %d, got %lld", RRF_TOPK_MAX_K,
+    return rrf_error(ctx, "rrf_hamming_topk: k must be an INTEGER from 1 to %d, got %lld", RRF_TOPK_MAX_K,
                      k);
   if (p->k == 0) {
     p->k = k;
   } else if (k != p->k) {
-    return rrf_error(ctx, HTOPK ": k must be the same on every row (%lld, then %lld)", p->k, k);
+    return rrf_error(ctx, "rrf_hamming_topk: k must be the same on every row (%lld, then %lld)", p->k, k);
   }
   /* H16 */
   if (sqlite3_value_type(argv[3]) == SQLITE_NULL && sqlite3_value_type(argv[2]) == SQLITE_INTEGER &&
@@ -207,19 +210,19 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
   }
   if (htopk_blob(ctx, argv[3], "codes", &codes, &nc)) return SQLITE_ERROR;
   /* H12 */
-  if (nq == 0) return rrf_error(ctx, HTOPK ": qcode is an empty BLOB");
+  if (nq == 0) return rrf_error(ctx, "rrf_hamming_topk: qcode is an empty BLOB");
   if (h->qlen == 0) {
     h->qlen = nq;
   } else if (nq != h->qlen) {
-    return rrf_error(ctx, HTOPK ": qcode must be the same length on every row (%d, then %d bytes)",
+    return rrf_error(ctx, "rrf_hamming_topk: qcode must be the same length on every row (%d, then %d bytes)",
                      h->qlen, nq);
   }
   if (nr % 8 != 0)
-    return rrf_error(ctx, HTOPK ": rowids must be little-endian int64s, but its length, %d bytes, "
+    return rrf_error(ctx, "rrf_hamming_topk: rowids must be little-endian int64s, but its length, %d bytes, "
                      "is not a multiple of 8", nr);
   sqlite3_int64 n = nr / 8;
   if ((sqlite3_int64)nc != n * nq)
-    return rrf_error(ctx, HTOPK ": code length mismatch: codes holds %d bytes, not %lld "
+    return rrf_error(ctx, "rrf_hamming_topk: code length mismatch: codes holds %d bytes, not %lld "
                      "(%lld %s x %d-byte codes)", nc, n * nq, n, rowids ? "rowids" : "rowid", nq);
   rrf_hamming_fn dist = rrf_hamming_kernel(RRF_SIMD_AUTO); /* H13 */
   for (sqlite3_int64 i = 0; i < n; i++) {
@@ -249,5 +252,5 @@ void rrf_hamming_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 void rrf_hamming_topk_final(sqlite3_context *ctx) {
   HammingTopk *h = sqlite3_aggregate_context(ctx, 0);
-  rrf_topk_result(ctx, h ? &h->top : NULL, HTOPK); /* H9, H10 */
+  rrf_topk_result(ctx, h ? &h->top : NULL, "rrf_hamming_topk"); /* H9, H10 */
 }
