@@ -853,3 +853,20 @@ def test_each_pool_and_profile_statement_equals_the_shipped_one(tmp_path):
                                                     statement_params(shipped)}).fetchall()
                     assert got == want, (pool, profile, query)
                     assert len(got) > 0 or not query.strip() and qvec is None
+
+
+def test_mmap_size_maps_the_file_and_recalls_the_same(tmp_path):
+    """Store(mmap_size=...) sets SQLite's memory-mapped I/O; the recall is the same."""
+    rng = np.random.default_rng(9)
+    eps = make_episodes(200, rng)
+    with Store(tmp_path / "m.db") as s:
+        s.add_many(eps)
+        qvec = rng.normal(size=DIM)
+        want = [(h.id, h.score) for h in s.recall("alpha beta", qvec=qvec, touch=False)]
+    with Store(tmp_path / "m.db", mmap_size=1 << 30) as s:
+        assert s.conn.execute("PRAGMA mmap_size").fetchall()[0][0] > 0
+        got = [(h.id, h.score) for h in s.recall("alpha beta", qvec=qvec, touch=False)]
+    assert got == want
+    for bad in (-1, 1.5, "big", True):
+        with pytest.raises(StoreError, match="mmap_size: must be an integer"):
+            Store(tmp_path / "m.db", mmap_size=bad)

@@ -68,10 +68,17 @@ class Store:
     The database records its embedding model and dimension (table ``rrf_meta``);
     a vector of another dimension is refused with an error and nothing is written.
     One Store is for one thread; open one per thread or process.
+
+    ``mmap_size`` (bytes) lets SQLite read the file through memory-mapped I/O up to
+    that size (``PRAGMA mmap_size``; SQLite may cap it): the vector scans of a large
+    memory copy fewer pages. The price is SQLite's: an I/O error on a mapped page
+    (a failing disk, a file truncated behind SQLite's back) is a signal, not an
+    error SQLite can return. Off by default.
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, embedder: Any = None,
-                 busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
+                 busy_timeout_ms: int = 10_000, readonly: bool = False,
+                 mmap_size: Optional[int] = None) -> None:
         self.path = os.fspath(path)
         self.embedder = embedder
         self._bad_vectors: Dict[int, str] = {}  # rowid -> why its embedding is unusable
@@ -90,6 +97,11 @@ class Store:
             if self.path not in (":memory:", "") and not self.readonly:
                 self._wal()
             self.conn.execute("PRAGMA foreign_keys = ON")
+            if mmap_size is not None:
+                if isinstance(mmap_size, bool) or not isinstance(mmap_size, int) or mmap_size < 0:
+                    raise StoreError(f"mmap_size: must be an integer >= 0 (bytes), got "
+                                     f"{mmap_size!r}")
+                self.conn.execute(f"PRAGMA mmap_size = {mmap_size}")
             load(self.conn)
             if self.has_knn:  # before migrating: a migration may write to the vec0 index
                 knn.load_sqlite_vec(self.conn)
