@@ -16,7 +16,8 @@ For each size N:
 2. opens the copy with :class:`sqlite_rrf.store.Store`, timed: the migrations a cache
    from an older schema needs, and ``Store.fill_codes`` (the builder writes without a
    Store, so every sign code is pending: this is the upgrade cost of an existing
-   database); then times ``Store.enable_knn()`` (sqlite-vec's ``vec0`` index) and the
+   database; the migrations, ``fill_codes`` and the ``pack_codes`` it ends with are timed
+   apart); then times ``Store.enable_knn()`` (sqlite-vec's ``vec0`` index) and the
    WAL checkpoint;
 3. memory: bytes on disk per table (SQLite's ``dbstat`` virtual table when compiled in,
    else none), the process RSS after each method's first run, and SQLite's heap high
@@ -26,8 +27,11 @@ For each size N:
    rotated), wall clock and thread CPU time, on the Store's own apsw connection:
 
    - ``recent`` / ``all`` / ``quantized`` / ``knn``: the statement Store runs,
-     ``recall_statement(pool, <default profile>)``, with the bindings ``Store.recall``
-     passes (``Store._recall_params``: pool_size 200, limit 3, the rest default);
+     ``recall_statement(pool, <default profile>)`` (checked to be 'hybrid'), with the
+     bindings ``Store.recall`` passes (``Store._recall_params``: pool_size 200, limit 3,
+     the rest default);
+   - ``quantized_mmap``: the ``quantized`` recall through a second Store over the same
+     file, opened with ``Store(path, mmap_size=64 GiB)`` (SQLite caps it);
    - baselines: ``scan`` = ``SELECT max(vec_cosine(embedding, :qvec)) FROM
      episodes_vectors`` (the bare exact scan), ``hamming`` = the same over the sign codes
      (``rrf_hamming(code, vec_signbits(:qvec))``), ``vec_knn`` = sqlite-vec's brute-force
@@ -43,7 +47,7 @@ For each size N:
 Prints a table (size x method, median ms), the issue's target lines (0: 'all' <= 1.3x
 the bare scan at 100k and 1M; 1: quantized recall >= 0.95, top-3 agreement >= 95 %, the
 quantized pool <= 10 % of sqlite-vec's KNN at 1M; 2: the whole recall, pool 'quantized',
-<= 100 ms at 1M) and the per-stage slopes (ms per million rows); writes
+<= 100 ms at 1M, with Store's defaults and with mmap) and the per-stage slopes (ms per million rows); writes
 ``tests/bench/out/scale.json``, ``scale.md`` and ``scale.png`` (log-log).
 Exit status 0 even when a target is missed (a measurement, not a test).
 """
