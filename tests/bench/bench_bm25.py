@@ -17,11 +17,11 @@ round, the wall clock and the thread's CPU time of:
   the floor every ratio is taken against;
 * ``count_or``: the same without the query's stopwords (the scan the list runs);
 * ``bm25``: ``ORDER BY bm25(episodes_fts), rowid LIMIT 50`` of that match;
-* ``list_old``: the statement's BM25 list as sql/recall.sql has it (``OLD_BM25_SQL``: its
+* ``list_old``: the statement's BM25 list as it was before rrf_bm25_or_top (``OLD_BM25_SQL``: its
   bm25_stop / bm25_top / bm25_exact / bm25 CTEs; bm25_top scans with rrf_bm25_or);
 * ``list_seeded``: the same with ``rrf_bm25_or_seeded`` (csrc/bm25.c B15) in bm25_top;
 * ``list_new``: bm25_top made by ``rrf_bm25_or_top`` (B16) in one call when no filter is set
-  (``NEW_BM25_TOP``, ``NEW_BM25_SQL``): the proposed statement.
+  (``NEW_BM25_SQL``): the shipped statement's own CTEs, read from sql/recall.sql.
 
 It CHECKS, on every query and round, that every list equals ``ORDER BY bm25(episodes_fts),
 rowid LIMIT 50`` of the whole query (rows and values, bit for bit) and exits 2 if not.
@@ -122,42 +122,19 @@ SELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"""
 SEEDED_BM25_SQL = OLD_BM25_SQL.replace("rrf_bm25_or(episodes_fts,", "rrf_bm25_or_seeded(episodes_fts,")
 assert SEEDED_BM25_SQL.count("rrf_bm25_or_seeded(") == 1
 
-#: bm25_top made by rrf_bm25_or_top (csrc/bm25.c B16) in one call, when no filter is set and
-#: :bm25_limit >= 1 (the scan stops after its first row: LIMIT 1); the old scan otherwise.
-NEW_BM25_TOP = """bm25_top AS MATERIALIZED (
-  SELECT j.value ->> 0 AS rowid, j.value ->> 1 AS bm25_score
-  FROM (SELECT rrf_bm25_or_top(episodes_fts, (SELECT bm25_limit FROM params),
-                               :query, s.words, 'porter unicode61') AS js
-        FROM bm25_stop AS s CROSS JOIN episodes_fts
-        WHERE (SELECT bm25_limit FROM params) >= 1
-          AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
-          AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
-                                          '""')
-        LIMIT 1) AS t,
-       json_each(t.js) AS j
-  UNION ALL
-  SELECT * FROM (
-    SELECT rowid,
-           rrf_bm25_or(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params),
-                       :query, s.words, 'porter unicode61') AS bm25_score
-    FROM bm25_stop AS s CROSS JOIN episodes_fts
-    WHERE NOT ((SELECT bm25_limit FROM params) >= 1
-               AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
-      AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
-                                      '""')
-      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
-           OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
-                      WHERE rowid = episodes_fts.rowid
-                        AND scope = coalesce(:scope, scope)
-                        AND (:kind IS NULL OR kind = :kind)
-                        AND created_at >= coalesce(:since, created_at)
-                        AND created_at < coalesce(:until, created_at + 1)))
-    ORDER BY bm25_score, rowid
-    LIMIT (SELECT bm25_limit FROM params))
-),
-"""
-_a, _b = OLD_BM25_SQL.index("bm25_top AS MATERIALIZED ("), OLD_BM25_SQL.index("bm25_exact AS MATERIALIZED (")
-NEW_BM25_SQL = OLD_BM25_SQL[:_a] + NEW_BM25_TOP + OLD_BM25_SQL[_b:]
+def _statement_bm25_sql() -> str:
+    """The BM25 list as the shipped statement has it now (its CTEs up to ``bm25``, whose
+    ``bm25_top`` calls rrf_bm25_or_top when no filter is set: csrc/bm25.c B16), read from
+    sql/recall.sql rather than copied, so this times what users run."""
+    from sqlite_rrf.resources import read_sql
+
+    sql = read_sql("recall.sql")
+    head = sql[:sql.index("\n-- 2. ") + 1].rstrip()
+    assert head.endswith("),") and "rrf_bm25_or_top(" in head
+    return head[:-1] + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
+
+
+NEW_BM25_SQL = _statement_bm25_sql()
 
 COUNT_SQL = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH fts5_query(:query)"
 COUNT_OR_SQL = ("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
