@@ -697,12 +697,9 @@ def test_property_B15_the_seeded_list_equals_bm25_across_sql_churn(start, ops, q
 
 # ---------------------------------------------------------------- rrf_bm25_or_top (B16)
 
-from bench import bench_bm25  # noqa: E402  (tests/ is on sys.path)
-
-_A, _B = CTE.index("bm25_top AS MATERIALIZED ("), CTE.index("bm25_exact AS MATERIALIZED (")
-#: The statement's BM25 list with 1b made by rrf_bm25_or_top in one call (no filter, a
-#: limit >= 1), the per-row scan otherwise: tests/bench/bench_bm25.py's NEW_BM25_TOP.
-TOP_CTE = CTE[:_A] + bench_bm25.NEW_BM25_TOP + CTE[_B:]
+#: The statement's BM25 list, whose 1b is made by rrf_bm25_or_top in one call (no filter,
+#: a limit >= 1) and by the per-row scan otherwise.
+TOP_CTE = CTE
 TOP_SQL = ("SELECT j.value ->> 0, j.value ->> 1 FROM (SELECT rrf_bm25_or_top({t}, {n}, ?1, ?2, "
            "'porter unicode61'{w}) AS js FROM {t} WHERE {t} MATCH fts5_query(?1, 'or', ?2, "
            "'porter unicode61') LIMIT 1) AS t, json_each(t.js) AS j")
