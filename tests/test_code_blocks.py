@@ -276,3 +276,21 @@ def test_the_quantized_pool_with_blocks_is_the_pool_without_them(tmp_path, seed)
     assert blocks(s.conn), "the sequence left no block: it tested nothing"
     other.close()
     s.close()
+
+
+def test_opening_a_store_with_nothing_to_do_takes_no_write_lock(tmp_path):
+    """Opening a Store whose codes are all computed and packed reads only: it opens (and
+    recalls) while another connection holds the write lock."""
+    from sqlite_rrf.store import Store
+
+    db = tmp_path / "lock.db"
+    with Store(db) as s:
+        s.add_many([{"content": f"episode {i} words", "embedding": [1.0, float(i % 7), 0.5]}
+                    for i in range(40)])
+    holder = apsw.Connection(str(db))
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with Store(db, busy_timeout_ms=50) as s:
+            assert len(s.recall("episode words", touch=False)) == 3
+    finally:
+        holder.execute("ROLLBACK")

@@ -163,6 +163,12 @@ class Store:
         after = -(2**63)
         dim = self.dim
         while True:
+            # nothing pending (the usual case on open): no write lock is taken at all
+            if not self.conn.execute(
+                    "SELECT 1 FROM episodes_codes INDEXED BY idx_episodes_codes_pending "
+                    "WHERE code IS NULL AND rowid > ? LIMIT 1", (after,)).fetchall():
+                self.pack_codes()
+                return written
             # read and write in one transaction: a vector rewritten meanwhile cannot get
             # the code of its old value
             with transaction(self.conn):
@@ -208,6 +214,13 @@ class Store:
             raise ValueError(f"block: must be from 1 to 100000, got {size}")
         packed = 0
         while True:
+            # fewer loose codes than a block (the usual case on open): no write lock
+            loose = self.conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM episodes_codes "
+                "INDEXED BY idx_episodes_codes_loose WHERE block IS NULL AND code IS NOT NULL "
+                "LIMIT ?)", (size,)).fetchall()[0][0]
+            if loose < size:
+                return packed
             with transaction(self.conn):
                 n = self._pack(size, self.PACK_BATCH)
             packed += n
