@@ -16,12 +16,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``sqlite-rrf eval`` on an argparse subparsers object; the command runs
     :func:`run_cli`."""
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "eval", help="nDCG@10, recall@100 and MRR@10 on a BEIR-layout collection",
+        "eval", help="nDCG@10, recall@100 and MRR@10 on a BEIR-layout collection; "
+                     "LongMemEval's metrics on its JSON file",
         description="Load a BEIR-layout collection (corpus.jsonl, queries.jsonl, "
                     "qrels/<split>.tsv, optional *.minilm.npy embedding caches) into a cached "
                     "store and evaluate the recall statement's runs: bm25, vector, rrf and "
-                    "every fusion profile (recency and access weights 0).")
-    p.add_argument("data_dir", metavar="DATA_DIR", help="the collection's directory")
+                    "every fusion profile (recency and access weights 0). Given a "
+                    "LongMemEval file (*.json or *.json.xz) instead, each question's chat "
+                    "history becomes a memory (one episode per user turn, dated) and the "
+                    "benchmark's own session- and turn-level recall_any/recall_all/NDCG at "
+                    "5 and 10 are reported per question type (see docs/evaluation.md).")
+    p.add_argument("data_dir", metavar="DATA_DIR",
+                   help="the collection's directory, or a LongMemEval .json[.xz] file")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--profile", metavar="NAME", nargs="+", action="extend", default=None,
                    help="evaluate these profiles (with the bm25, vector and rrf runs; "
@@ -50,6 +56,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "measured under that load)")
     p.add_argument("--no-progress", action="store_true", dest="no_progress",
                    help="no progress bars")
+    p.add_argument("--cache", metavar="PATH", default=None,
+                   help="LongMemEval: the embedding cache (default "
+                        "~/.cache/sqlite-rrf/embeddings.sqlite)")
+    p.add_argument("--limit", metavar="N", type=int, default=None,
+                   help="LongMemEval: only the first N questions")
     p.set_defaults(func=run_cli)
     return p
 
@@ -83,6 +94,9 @@ def run_cli(args: argparse.Namespace) -> int:
     from .runs import BASELINE_RUNS, available_runs
 
     progress = not getattr(args, "no_progress", False) and sys.stderr.isatty()
+    from .longmemeval import is_longmemeval_file
+    if is_longmemeval_file(args.data_dir):
+        return _run_longmemeval(args, progress)
     try:
         specs = available_runs()
         chosen: List[str] = list(getattr(args, "run", None) or [])
@@ -116,4 +130,42 @@ def run_cli(args: argparse.Namespace) -> int:
         print(format_table(results))
         if getattr(args, "plot", None):
             print(f"\nplot: {args.plot}")
+    return 0
+
+
+def _run_longmemeval(args: argparse.Namespace, progress: bool) -> int:
+    """``sqlite-rrf eval FILE.json[.xz]``: LongMemEval's metrics (see
+    :mod:`sqlite_rrf.evaluation.longmemeval`)."""
+    from ..embed import EmbeddingError, ModelNotFoundError
+    from .longmemeval import (LongMemEvalFormatError, evaluate_longmemeval, format_lme_table,
+                              lme_runs)
+
+    try:
+        if getattr(args, "plot", None) or getattr(args, "knn", False) \
+                or getattr(args, "db", None) or getattr(args, "split", "test") != "test":
+            raise ValueError("--plot, --knn, --db and --split are for BEIR collections, not "
+                             "a LongMemEval file")
+        runs: Optional[List[str]] = None
+        chosen = list(getattr(args, "run", None) or [])
+        profiles = list(getattr(args, "profile", None) or [])
+        if chosen or profiles:
+            runs = chosen if chosen else ["default", "bm25", "vector"]
+            runs += [p for p in profiles if p not in runs]
+            specs = lme_runs()
+            unknown = [r for r in runs if r not in specs]
+            if unknown:
+                raise ValueError(f"unknown run or profile {unknown[0]!r}; runs: "
+                                 f"{', '.join(specs)}")
+        limit = getattr(args, "limit", None)
+        if limit is not None and limit < 1:
+            raise ValueError(f"--limit: must be >= 1, got {limit}")
+        res = evaluate_longmemeval(args.data_dir, runs=runs,
+                                   run_params=_parse_sets(getattr(args, "set_params", None)),
+                                   limit=limit, cache_path=getattr(args, "cache", None),
+                                   model_path=getattr(args, "model", None), progress=progress)
+    except (LongMemEvalFormatError, ModelNotFoundError, EmbeddingError, ValueError,
+            RuntimeError) as e:
+        print(f"sqlite-rrf eval: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(res, indent=2) if getattr(args, "json", False) else format_lme_table(res))
     return 0

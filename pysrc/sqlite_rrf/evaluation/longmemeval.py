@@ -1,0 +1,655 @@
+"""Agent-memory evaluation on LongMemEval's JSON format (``sqlite-rrf eval FILE.json[.xz]``).
+
+LongMemEval (Wu et al., ICLR 2025, github.com/xiaowu0162/LongMemEval) gives each question a
+*haystack*: a chat history of dated sessions, a few of which hold the evidence. Here
+each question's haystack becomes its own memory — a fresh in-memory
+:class:`~sqlite_rrf.store.Store` — and the question is asked of it through
+:meth:`Store.recall <sqlite_rrf.store.Store.recall>`, the product's own statement, with
+``now`` = the question's date, the question's vector given, ``limit`` 50, ``touch=False``,
+``force=True``.
+
+**The episode unit is the user turn** (one episode per non-empty user message,
+``created_at`` = its session's date, read as UTC). Why: it is what an agent's memory
+stores from a conversation (what the user said, one prompt at a time), it is
+LongMemEval's own ``turn`` granularity, so both of the benchmark's metric levels (turn
+and session) are defined on it exactly as the benchmark defines them; and the
+assistant's replies, 7x longer than the user's messages, are mostly generic text that
+the small embedding model truncates at 256 tokens anyway.
+
+**Metrics, as LongMemEval defines them** (``src/retrieval/eval_utils.py`` and
+``run_retrieval.py``, reimplemented here):
+
+* corpus ids: a user turn's id is ``<session id>_<turn number, from 1, counting every
+  message>``; in an evidence session (``answer`` in its id) a turn without
+  ``has_answer`` is renamed ``noans_…``. The gold turns are the ids that still contain
+  ``answer``: the ``has_answer`` user turns of evidence sessions.
+* turn level: ``recall_any@k`` (a gold turn in the top k), ``recall_all@k`` (every gold
+  turn in the top k), ``ndcg_any@k`` (binary gains, log2 discount with rank 1
+  undiscounted, the ideal DCG over every turn of the haystack).
+* session level (``evaluate_retrieval_turn2session``): each turn id loses its last
+  ``_N`` (so ``noans_X`` and ``answer_X`` are different "sessions"), k grows until the top
+  k turns span k distinct sessions, and the turn-level metrics are taken at that depth
+  against the evidence sessions. NDCG there still counts gold *turns*.
+* averages skip abstention questions (``_abs``) and questions with no ``has_answer`` user
+  turn (LongMemEval does the same): 215 of the dev half's 255 questions are scored.
+
+**The style agent-memory projects publish** (``published``): the ranked turns are mapped
+to their sessions in first-retrieved order, gold = ``answer_session_ids``, every question
+(abstention included); ``recall_any@k``, ``recall_all@k`` and NDCG@k with binary gains
+and the ideal DCG of ``min(k, #gold)`` relevant sessions (the standard ideal; MemPalace's
+script takes the ideal over the retrieved list only, which is more lenient).
+
+Abstention questions are also reported on their own (``abstention``): there silence is
+right, and the per-question output carries each run's top hits with their scores so
+that a relevance floor can be measured.
+
+Vectors come from an :class:`~sqlite_rrf.evaluation.embcache.EmbeddingCache` (keyed by
+the model and the text's hash); the first run embeds ~54,000 user turns (about 15
+minutes on two cores) with a progress bar, a rerun reads them back in seconds.
+
+Python entry point::
+
+    from sqlite_rrf.evaluation.longmemeval import evaluate_longmemeval, format_lme_table
+    res = evaluate_longmemeval("longmemeval_s_dev.json.xz", runs=["default", "bm25"],
+                               per_question=True)   # limit=..., question_ids=..., types=...
+    print(format_lme_table(res))
+    res["per_question"]["default"]["<question id>"]  # ranked ids, top hits, metrics
+
+or ``python -m sqlite_rrf.evaluation.longmemeval FILE [--run NAME ...] [--json]``, or
+``sqlite-rrf eval FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._version import __version__
+from ..store import PROFILES, Store
+from .embcache import EmbeddingCache, default_cache_path, embed_cached, model_fingerprint
+from .progress import progress_bar
+
+__all__ = ["LME_DEPTH", "LongMemEvalFormatError", "LmeQuestion", "LmeSession", "Turn",
+           "evaluate_longmemeval", "format_lme_table", "is_longmemeval_file", "lme_runs",
+           "load_longmemeval", "parse_lme_date", "lme_session_metrics", "lme_turn_metrics",
+           "published_metrics", "score_question", "main"]
+
+#: Results asked of each recall (the issue's protocol: limit 50).
+LME_DEPTH = 50
+#: The cut-offs reported.
+KS = (5, 10)
+#: Metric names of each level, in report order.
+METRIC_NAMES = ("recall_any", "recall_all", "ndcg")
+
+_DATE_RE = re.compile(r"^\s*(\d{4})/(\d{2})/(\d{2})(?:\s*\(\w+\))?\s*(\d{1,2}):(\d{2})\s*$")
+
+
+class LongMemEvalFormatError(ValueError):
+    """The file is not LongMemEval's JSON format (the message names the question and the
+    fault)."""
+
+
+@dataclass
+class Turn:
+    """One user turn: its episode id, text, LongMemEval corpus id and session."""
+
+    episode_id: str
+    content: str
+    corpus_id: str
+    session_id: str
+    created_at: int
+
+
+@dataclass
+class LmeSession:
+    """One haystack session: id, date (ms, UTC) and its messages."""
+
+    session_id: str
+    date_ms: int
+    messages: List[Dict[str, Any]]
+
+
+@dataclass
+class LmeQuestion:
+    """One question of LongMemEval with its haystack."""
+
+    question_id: str
+    question_type: str
+    question: str
+    question_date_ms: int
+    answer_session_ids: List[str]
+    sessions: List[LmeSession]
+    turns: List[Turn] = field(default_factory=list)
+
+    @property
+    def abstention(self) -> bool:
+        """An abstention question (``_abs`` in its id): the memory cannot answer it."""
+        return "_abs" in self.question_id
+
+    @property
+    def gold_turns(self) -> List[str]:
+        """LongMemEval's correct docs: the corpus ids that contain ``answer``."""
+        return sorted({t.corpus_id for t in self.turns if "answer" in t.corpus_id})
+
+    @property
+    def scored(self) -> bool:
+        """Whether LongMemEval averages this question (not abstention, a gold user turn)."""
+        return not self.abstention and bool(self.gold_turns)
+
+
+def parse_lme_date(text: str, where: str = "date") -> int:
+    """``'2023/03/27 (Mon) 23:35'`` -> milliseconds since the epoch, read as UTC."""
+    m = _DATE_RE.match(text) if isinstance(text, str) else None
+    if not m:
+        raise LongMemEvalFormatError(f"{where}: {text!r} is not a date like "
+                                     "'2023/03/27 (Mon) 23:35'")
+    y, mo, d, h, mi = (int(g) for g in m.groups())
+    try:
+        dt = datetime(y, mo, d, h, mi, tzinfo=timezone.utc)
+    except ValueError as e:
+        raise LongMemEvalFormatError(f"{where}: {text!r}: {e}") from None
+    return int(dt.timestamp() * 1000)
+
+
+def _read_json(path: str) -> Any:
+    try:
+        if path.endswith(".xz"):
+            with lzma.open(path, "rt", encoding="utf-8") as f:
+                return json.load(f)
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise LongMemEvalFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    except lzma.LZMAError as e:
+        raise LongMemEvalFormatError(f"{path}: not an xz file ({e})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise LongMemEvalFormatError(f"{path}: not JSON ({e})") from None
+
+
+def is_longmemeval_file(path: str) -> bool:
+    """True for a path that is not a directory and is named ``*.json`` or ``*.json.xz``:
+    what ``sqlite-rrf eval`` reads as LongMemEval (a directory is a BEIR collection)."""
+    return not os.path.isdir(path) and (path.endswith(".json") or path.endswith(".json.xz"))
+
+
+_FIELDS = ("question_id", "question_type", "question", "question_date", "answer_session_ids",
+           "haystack_dates", "haystack_session_ids", "haystack_sessions")
+
+
+def _turns(q: LmeQuestion) -> List[Turn]:
+    """The episodes of a question: every non-empty user message, with LongMemEval's
+    corpus id (``process_item_flat_index``, granularity 'turn')."""
+    out: List[Turn] = []
+    for si, s in enumerate(q.sessions):
+        evidence = "answer" in s.session_id
+        for ti, msg in enumerate(s.messages):
+            if msg.get("role") != "user":
+                continue
+            content = msg.get("content")
+            if not isinstance(content, str) or not content.strip():
+                continue
+            cid = f"{s.session_id}_{ti + 1}"
+            if evidence and not msg.get("has_answer"):
+                cid = cid.replace("answer", "noans")
+            out.append(Turn(episode_id=f"s{si}t{ti + 1}", content=content, corpus_id=cid,
+                            session_id=s.session_id, created_at=s.date_ms))
+    return out
+
+
+def load_longmemeval(path: str) -> List[LmeQuestion]:
+    """Read LongMemEval's JSON (a list of questions; ``.xz`` compressed or not).
+
+    Raises:
+        LongMemEvalFormatError: the file cannot be read, or a question lacks a field or
+            has one of the wrong shape (the message names the question and the field).
+    """
+    data = _read_json(path)
+    if not isinstance(data, list) or not data:
+        raise LongMemEvalFormatError(f"{path}: expected a non-empty JSON list of questions")
+    out: List[LmeQuestion] = []
+    seen = set()
+    for i, x in enumerate(data):
+        where = f"{path}: question {i}"
+        if not isinstance(x, dict):
+            raise LongMemEvalFormatError(f"{where}: expected an object")
+        for f in _FIELDS:
+            if f not in x:
+                raise LongMemEvalFormatError(f"{where}: no {f!r} field")
+        qid = x["question_id"]
+        if not isinstance(qid, str) or not qid:
+            raise LongMemEvalFormatError(f"{where}: question_id must be a non-empty string")
+        where = f"{path}: question {qid!r}"
+        if qid in seen:
+            raise LongMemEvalFormatError(f"{where}: appears twice")
+        seen.add(qid)
+        for f in ("question_type", "question"):
+            if not isinstance(x[f], str):
+                raise LongMemEvalFormatError(f"{where}: {f} must be a string")
+        sess, ids, dates = x["haystack_sessions"], x["haystack_session_ids"], x["haystack_dates"]
+        if not (isinstance(sess, list) and isinstance(ids, list) and isinstance(dates, list)
+                and len(sess) == len(ids) == len(dates)):
+            raise LongMemEvalFormatError(f"{where}: haystack_sessions, haystack_session_ids "
+                                         "and haystack_dates must be lists of one length")
+        if not isinstance(x["answer_session_ids"], list):
+            raise LongMemEvalFormatError(f"{where}: answer_session_ids must be a list")
+        sessions = []
+        for j, (s, sid, d) in enumerate(zip(sess, ids, dates)):
+            if not isinstance(sid, str) or not isinstance(s, list) or not all(
+                    isinstance(m, dict) for m in s):
+                raise LongMemEvalFormatError(f"{where}: session {j}: expected an id string "
+                                             "and a list of messages")
+            sessions.append(LmeSession(sid, parse_lme_date(d, f"{where}: haystack_dates[{j}]"),
+                                       s))
+        q = LmeQuestion(question_id=qid, question_type=x["question_type"],
+                        question=x["question"],
+                        question_date_ms=parse_lme_date(x["question_date"],
+                                                        f"{where}: question_date"),
+                        answer_session_ids=[str(a) for a in x["answer_session_ids"]],
+                        sessions=sessions)
+        q.turns = _turns(q)
+        if not q.turns:
+            raise LongMemEvalFormatError(f"{where}: the haystack has no user message")
+        out.append(q)
+    return out
+
+
+# -- metrics -----------------------------------------------------------------------------
+
+def _dcg(rels: Sequence[float], k: int) -> float:
+    """LongMemEval's DCG: rank 1 undiscounted, rank i >= 2 divided by log2(i)."""
+    r = np.asarray(rels, dtype=float)[:k]
+    if not r.size:
+        return 0.0
+    return float(r[0] + np.sum(r[1:] / np.log2(np.arange(2, r.size + 1))))
+
+
+def lme_turn_metrics(ranked: Sequence[str], corpus: Sequence[str], gold: Iterable[str],
+                     k: int) -> Dict[str, float]:
+    """LongMemEval's ``evaluate_retrieval``: ``ranked`` are corpus ids in rank order (the
+    retrieved ones), ``corpus`` every corpus id of the haystack, ``gold`` the correct ids."""
+    g = set(gold)
+    top = set(ranked[:k])
+    rels = [1.0 if c in g else 0.0 for c in ranked[:k]]
+    ideal = _dcg(sorted((1.0 if c in g else 0.0 for c in corpus), reverse=True), k)
+    return {"recall_any": float(any(c in top for c in g)),
+            "recall_all": float(all(c in top for c in g)),
+            "ndcg": _dcg(rels, k) / ideal if ideal else 0.0}
+
+
+def _strip_turn(cid: str) -> str:
+    return "_".join(cid.split("_")[:-1])
+
+
+def lme_session_metrics(ranked: Sequence[str], corpus: Sequence[str], gold: Iterable[str],
+                        k: int) -> Dict[str, float]:
+    """LongMemEval's ``evaluate_retrieval_turn2session`` on turn-level ids: k grows until
+    the top k turns span k sessions (or the retrieved list ends), then the metrics are
+    taken at that depth against the gold sessions."""
+    gsess = {_strip_turn(c) for c in gold}
+    r_s = [_strip_turn(c) for c in ranked]
+    c_s = [_strip_turn(c) for c in corpus]
+    eff = k
+    while eff < len(r_s) and len(set(r_s[:eff])) < k:
+        eff += 1
+    return lme_turn_metrics(r_s, c_s, gsess, eff)
+
+
+def published_metrics(ranked_sessions: Sequence[str], gold: Iterable[str], k: int
+                      ) -> Dict[str, float]:
+    """The published style: sessions in first-retrieved order against ``gold``
+    (``answer_session_ids``); NDCG's ideal is ``min(k, #gold)`` relevant sessions."""
+    g = set(gold)
+    order: List[str] = []
+    for s in ranked_sessions:
+        if s not in order:
+            order.append(s)
+    top = set(order[:k])
+    ideal = _dcg([1.0] * min(k, len(g)), k)
+    rels = [1.0 if s in g else 0.0 for s in order[:k]]
+    return {"recall_any": float(any(s in top for s in g)),
+            "recall_all": float(all(s in top for s in g)) if g else 0.0,
+            "ndcg": _dcg(rels, k) / ideal if ideal else 0.0}
+
+
+def score_question(q: LmeQuestion, ranked_episode_ids: Sequence[str]) -> Dict[str, float]:
+    """Every metric of one question's ranking (episode ids in rank order), flat:
+    ``session.recall_all@5``, ``turn.ndcg@10``, ``published.recall_any@5``, …"""
+    by_ep = {t.episode_id: t for t in q.turns}
+    ranked = [by_ep[e] for e in ranked_episode_ids if e in by_ep]
+    rc = [t.corpus_id for t in ranked]
+    corpus = [t.corpus_id for t in q.turns]
+    gold = q.gold_turns
+    out: Dict[str, float] = {}
+    for k in KS:
+        if gold:
+            for lvl, fn in (("turn", lme_turn_metrics), ("session", lme_session_metrics)):
+                for m, v in fn(rc, corpus, gold, k).items():
+                    out[f"{lvl}.{m}@{k}"] = v
+        for m, v in published_metrics([t.session_id for t in ranked], q.answer_session_ids,
+                                      k).items():
+            out[f"published.{m}@{k}"] = v
+    return out
+
+
+# -- runs --------------------------------------------------------------------------------
+
+#: A vector pool that holds every turn of any haystack.
+_EVERY = 1_000_000
+
+
+def lme_runs() -> Dict[str, Tuple[str, Dict[str, Any], bool]]:
+    """The runs: name -> (description, Store.recall parameters, send the query vector).
+
+    ``default`` is the recall as users run it (every default); ``bm25`` and ``vector``
+    are the two lists alone; each profile is that profile with every other default
+    (time is real here, so recency and access keep their default weights)."""
+    runs: Dict[str, Tuple[str, Dict[str, Any], bool]] = {
+        "default": ("every default", {}, True),
+        "bm25": ("BM25 list alone (pool 'recent' of size 0, no query vector)",
+                 {"profile": "rrf", "weights": (1.0, 0.0, 0.0, 0.0), "pool": "recent",
+                  "pool_size": 0, "bm25_limit": 1000}, False),
+        "vector": ("vector list alone, exact cosine over every turn",
+                   {"profile": "rrf", "weights": (0.0, 1.0, 0.0, 0.0), "pool": "all",
+                    "pool_size": _EVERY}, True),
+    }
+    for p in PROFILES:
+        runs[p] = (f"profile {p!r}, every other default", {"profile": p}, True)
+    return runs
+
+
+# -- the evaluation ----------------------------------------------------------------------
+
+def _build_memory(q: LmeQuestion, vecs: Mapping[str, np.ndarray]) -> Store:
+    st = Store(":memory:")
+    st.add_many([{"id": t.episode_id, "content": t.content, "embedding": vecs[t.content],
+                  "created_at": t.created_at, "accessed_at": t.created_at}
+                 for t in q.turns])
+    return st
+
+
+def _hit_summary(h: Any) -> Dict[str, Any]:
+    d = {"id": h.id, "score": h.score, "similarity": h.similarity, "bm25_score": h.bm25_score}
+    for extra in ("relevance",):
+        if hasattr(h, extra):
+            d[extra] = getattr(h, extra)
+    return d
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(np.mean(xs)) if xs else float("nan")
+
+
+def _aggregate(questions: Sequence[LmeQuestion], scores: Mapping[str, Mapping[str, float]]
+               ) -> Dict[str, Any]:
+    """Means per group: LongMemEval's (scored questions; overall and per type),
+    published (every question; overall and per type), abstention (published metrics)."""
+    out: Dict[str, Any] = {"lme": {}, "published": {}, "abstention": {}}
+    groups: Dict[str, List[LmeQuestion]] = {"all": [q for q in questions if q.scored]}
+    for q in questions:
+        if q.scored:
+            groups.setdefault(q.question_type, []).append(q)
+    for g, qs in groups.items():
+        keys = [k for k in scores[qs[0].question_id] if not k.startswith("published.")]
+        out["lme"][g] = {"n": len(qs), **{k: _mean([scores[q.question_id][k] for q in qs])
+                                          for k in keys}}
+    pgroups: Dict[str, List[LmeQuestion]] = {"all": list(questions)}
+    for q in questions:
+        pgroups.setdefault(q.question_type, []).append(q)
+    for g, qs in pgroups.items():
+        keys = [k for k in scores[qs[0].question_id] if k.startswith("published.")]
+        out["published"][g] = {"n": len(qs), **{k: _mean([scores[q.question_id][k] for q in qs])
+                                                for k in keys}}
+    abs_q = [q for q in questions if q.abstention]
+    if abs_q:
+        keys = [k for k in scores[abs_q[0].question_id] if k.startswith("published.")]
+        out["abstention"] = {"n": len(abs_q), **{k: _mean([scores[q.question_id][k]
+                                                           for q in abs_q]) for k in keys}}
+    return out
+
+
+def evaluate_longmemeval(path: str, *, runs: Optional[Sequence[str]] = None,
+                         run_params: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                         extra_runs: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                         limit: Optional[int] = None,
+                         question_ids: Optional[Sequence[str]] = None,
+                         types: Optional[Sequence[str]] = None,
+                         cache_path: Optional[str] = None, model_path: Optional[str] = None,
+                         embedder: Optional[Callable[[], Any]] = None,
+                         progress: bool = False, per_question: bool = False,
+                         top_hits: int = 10,
+                         recall: Optional[Callable[..., Any]] = None) -> Dict[str, Any]:
+    """Evaluate the recall on a LongMemEval file (see the module docstring).
+
+    Args:
+        path: the ``.json`` or ``.json.xz`` file.
+        runs: run names of :func:`lme_runs` (default: all).
+        run_params: per run, Store.recall parameters that override the run's.
+        extra_runs: more runs, name -> Store.recall parameters (the vector is sent).
+        limit: only the first ``limit`` questions (after ``question_ids``/``types``).
+        question_ids, types: only these questions / question types.
+        cache_path: the embedding cache (default
+            :func:`~sqlite_rrf.evaluation.embcache.default_cache_path`).
+        model_path: the GGUF model (default: ``$SQLITE_RRF_MODEL``, else the default model).
+        embedder: a factory of an embedder, called only when a text is not cached.
+        progress: progress bars on stderr.
+        per_question: also return, per run and question, the ranked ids, the top
+            ``top_hits`` hits (id, score, similarity, bm25 score) and the metrics.
+        recall: instead of ``Store.recall`` (for offline experiments): a function
+            ``(store, question, qvec, now, params) -> hits``.
+
+    Returns:
+        a dict with ``runs`` (per run: ``lme``, ``published`` and ``abstention``
+        aggregates), ``questions``, ``timings``, ``notes`` and, if asked, ``per_question``.
+    """
+    t0 = time.perf_counter()
+    questions = load_longmemeval(path)
+    if question_ids is not None:
+        wanted = set(question_ids)
+        questions = [q for q in questions if q.question_id in wanted]
+    if types is not None:
+        questions = [q for q in questions if q.question_type in set(types)]
+    if limit is not None:
+        questions = questions[:limit]
+    if not questions:
+        raise ValueError("no question selected")
+    specs = lme_runs()
+    for name, p in (extra_runs or {}).items():
+        specs[name] = (f"extra run {name}", dict(p), True)
+    names = list(specs) if runs is None else list(dict.fromkeys(runs))
+    for n in names:
+        if n not in specs:
+            raise ValueError(f"unknown run {n!r}; the runs are: {', '.join(specs)}")
+    for n in (run_params or {}):
+        if n not in specs:
+            raise ValueError(f"run_params: unknown run {n!r}")
+    t_load = time.perf_counter() - t0
+
+    # vectors: every question and every user turn, through the cache
+    from ..embed import Embedder
+    from ..models import choose_model, resolve_model
+    from ..models import DEFAULT_N_CTX
+    model = resolve_model(model_path or choose_model())
+    made: List[Any] = []
+
+    def factory() -> Any:
+        if embedder is not None:
+            e = embedder()
+        else:
+            e = Embedder(model, n_threads=min(2, os.cpu_count() or 1))
+        made.append(e)
+        return e
+
+    texts = [q.question for q in questions] + [t.content for q in questions for t in q.turns]
+    t1 = time.perf_counter()
+    with EmbeddingCache(model_fingerprint(model, DEFAULT_N_CTX), cache_path) as cache:
+        mat, n_embedded, emb_secs = embed_cached(texts, cache, factory, progress=progress,
+                                                 desc="embedding (cached for reruns)")
+        cache_file = cache.path
+    for e in made:
+        e.close()
+    vecs = {t: mat[i] for i, t in enumerate(texts)}
+    t_emb = time.perf_counter() - t1
+
+    scores: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in names}
+    perq: Dict[str, Dict[str, Any]] = {n: {} for n in names}
+    lat: Dict[str, List[float]] = {n: [] for n in names}
+    t_build = 0.0
+    bar = progress_bar(len(questions), "questions", progress)
+    try:
+        for q in questions:
+            tb = time.perf_counter()
+            st = _build_memory(q, vecs)
+            t_build += time.perf_counter() - tb
+            try:
+                qv = vecs[q.question]
+                for n in names:
+                    _, params, send_vec = specs[n]
+                    kw = dict(params)
+                    kw.update((run_params or {}).get(n, {}))
+                    tq = time.perf_counter()
+                    if recall is not None:
+                        hits = recall(st, q.question, qv if send_vec else None,
+                                      q.question_date_ms, kw)
+                    else:
+                        kw.setdefault("now", q.question_date_ms)
+                        hits = st.recall(q.question, LME_DEPTH, touch=False, force=True,
+                                         qvec=qv if send_vec else None, **kw)
+                    lat[n].append(time.perf_counter() - tq)
+                    ids = [h.id for h in hits]
+                    s = score_question(q, ids)
+                    scores[n][q.question_id] = s
+                    if per_question:
+                        perq[n][q.question_id] = {
+                            "type": q.question_type, "abstention": q.abstention,
+                            "scored": q.scored, "ranked": ids,
+                            "top": [_hit_summary(h) for h in list(hits)[:top_hits]],
+                            "metrics": s}
+            finally:
+                st.close()
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    out: Dict[str, Any] = {
+        "benchmark": "longmemeval", "file": os.path.abspath(path),
+        "questions": len(questions),
+        "scored": sum(q.scored for q in questions),
+        "abstention": sum(q.abstention for q in questions),
+        "episodes": sum(len(q.turns) for q in questions),
+        "runs": {n: _aggregate(questions, scores[n]) for n in names},
+        "params": {n: {k: (list(v) if isinstance(v, tuple) else v)
+                       for k, v in {**specs[n][1], **(run_params or {}).get(n, {})}.items()}
+                   for n in names},
+        "timings": {
+            "load_seconds": round(t_load, 3), "embedding_seconds": round(t_emb, 3),
+            "embedded_texts": n_embedded, "build_seconds": round(t_build, 3),
+            "total_seconds": round(time.perf_counter() - t0, 3),
+            "ms_per_query_median": {n: round(1000 * float(np.median(lat[n])), 3)
+                                    for n in names},
+        },
+        "embedding_cache": cache_file, "version": __version__,
+        "notes": [
+            "one memory per question (an in-memory Store); one episode per non-empty user "
+            "turn, created_at = accessed_at = its session's date (UTC); Store.recall with "
+            f"limit {LME_DEPTH}, now = the question's date, the question's vector, "
+            "touch=False, force=True",
+            "lme: LongMemEval's own definitions (eval_utils.py): turn level on has_answer "
+            "turns, session level through turn2session (k grows until k distinct sessions); "
+            "averaged over the non-abstention questions with a has_answer user turn",
+            "published: sessions in first-retrieved order, gold = answer_session_ids, every "
+            "question; NDCG ideal = min(k, #gold)",
+        ],
+    }
+    if per_question:
+        out["per_question"] = perq
+    return out
+
+
+def format_lme_table(res: Mapping[str, Any]) -> str:
+    """The results as text: per run the headline numbers, then per question type."""
+    lines = [f"LongMemEval ({os.path.basename(res['file'])}): {res['questions']} questions, "
+             f"{res['scored']} scored by LongMemEval's rules, {res['abstention']} abstention, "
+             f"{res['episodes']:,} episodes", ""]
+    head = (f"{'run':<10} {'any@5':>6} {'all@5':>6} {'all@10':>6} {'ndcg@10':>7} |"
+            f" {'t.any@5':>7} {'t.all@10':>8} {'t.ndcg@10':>9} | {'pub.any@5':>9}"
+            f" {'pub.all@5':>9} {'pub.ndcg@10':>11} | {'ms':>5}")
+    lines += ["session level (LongMemEval's definitions) | turn level | published style",
+              head, "-" * len(head)]
+    for n, r in res["runs"].items():
+        a = r["lme"].get("all", {})
+        p = r["published"].get("all", {})
+        ms = res["timings"]["ms_per_query_median"].get(n, float("nan"))
+        lines.append(
+            f"{n:<10} {a.get('session.recall_any@5', math.nan):6.3f} "
+            f"{a.get('session.recall_all@5', math.nan):6.3f} "
+            f"{a.get('session.recall_all@10', math.nan):6.3f} "
+            f"{a.get('session.ndcg@10', math.nan):7.3f} | "
+            f"{a.get('turn.recall_any@5', math.nan):7.3f} "
+            f"{a.get('turn.recall_all@10', math.nan):8.3f} "
+            f"{a.get('turn.ndcg@10', math.nan):9.3f} | "
+            f"{p.get('published.recall_any@5', math.nan):9.3f} "
+            f"{p.get('published.recall_all@5', math.nan):9.3f} "
+            f"{p.get('published.ndcg@10', math.nan):11.3f} | {ms:5.1f}")
+    types = sorted({t for r in res["runs"].values() for t in r["published"] if t != "all"})
+    lines += ["", "per question type, session.recall_all@5 (LongMemEval) / "
+              "published.recall_all@5"]
+    w = max(len(t) for t in types) if types else 4
+    lines.append(f"{'run':<10} " + " ".join(f"{t[:w]:>{w}}" for t in types))
+    for n, r in res["runs"].items():
+        cells = []
+        for t in types:
+            a = r["lme"].get(t, {}).get("session.recall_all@5")
+            p = r["published"].get(t, {}).get("published.recall_all@5")
+            cells.append(("  -  " if a is None else f"{a:.3f}") + "/"
+                         + ("  -  " if p is None else f"{p:.3f}"))
+        lines.append(f"{n:<10} " + " ".join(f"{c:>{w}}" for c in cells))
+    t = res["timings"]
+    lines += ["", f"wall {t['total_seconds']:.1f} s (embedding {t['embedding_seconds']:.1f} s, "
+              f"{t['embedded_texts']} texts embedded; building memories "
+              f"{t['build_seconds']:.1f} s); embedding cache {res['embedding_cache']}",
+              "", "notes:"] + [f"  - {x}" for x in res["notes"]]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m sqlite_rrf.evaluation.longmemeval FILE [--run NAME ...] [--json]``."""
+    ap = argparse.ArgumentParser(prog="python -m sqlite_rrf.evaluation.longmemeval",
+                                 description="LongMemEval retrieval through Store.recall")
+    ap.add_argument("file")
+    ap.add_argument("--run", nargs="+", action="extend", default=None)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--type", nargs="+", action="extend", default=None, dest="types")
+    ap.add_argument("--cache", default=None, help=f"embedding cache (default "
+                    f"{default_cache_path()})")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--per-question", action="store_true")
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        res = evaluate_longmemeval(a.file, runs=a.run, limit=a.limit, types=a.types,
+                                   cache_path=a.cache, model_path=a.model,
+                                   progress=not a.no_progress and sys.stderr.isatty(),
+                                   per_question=a.per_question)
+    except (LongMemEvalFormatError, ValueError, RuntimeError) as e:
+        print(f"longmemeval: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(res, indent=1) if a.json else format_lme_table(res))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
