@@ -39,11 +39,10 @@
 **   H10. A row with NULL in qcode, rowids or codes is skipped (but see H16); a group
 **        with no code gives NULL. A row with no codes (empty rowids and codes) adds nothing.
 **   H11. k is an INTEGER from 1 to 1000000, the same on every row (T3).
-**   H12. Errors name the function and the fault: k (as T3, T6), an argument that
-**        is not a BLOB (with its type), an empty qcode, qcode's length changing
-**        between rows, rowids' length not a multiple of 8, codes' length not
-**        n * length(qcode) for the n rowids (a code length mismatch), a result
-**        longer than SQLITE_LIMIT_LENGTH.
+**   H12. Errors name the function and the fault: k (as T3, T6), a qcode that is
+**        not a BLOB (with its type), an empty qcode, qcode's length changing
+**        between rows, a result longer than SQLITE_LIMIT_LENGTH. (Rows whose rowids
+**        and codes do not fit are pending: H17.)
 **   H13. Distances are exact on every kernel path (H6: the path in force); blobs
 **        are read in place at any alignment.
 **   H14. Registered SQLITE_INNOCUOUS, a plain aggregate (like rrf_topk, T8).
@@ -53,6 +52,13 @@
 **        computed yet, so possibly the nearest): it is always in the result, after
 **        the k nearest, as [rowid, null], pending rowids in ascending order (not
 **        counted in k). Another row with a NULL argument is skipped (H10).
+**   H17. A row whose rowids and codes do not fit together (stored data another
+**        client damaged) is pending, never an error (issue 19): codes that is not a
+**        BLOB, or not n * length(qcode) bytes for its n rowids, makes each of its
+**        rowids pending (H16); a rowids BLOB whose length is not a multiple of 8
+**        stands for its whole int64s (the bytes after the last are ignored), each
+**        pending; a rowids that is TEXT or REAL names no rowid: the row is skipped.
+**        So H12's errors are those of k and qcode only.
 */
 #include <math.h>
 #include <string.h>
@@ -142,11 +148,7 @@ typedef struct HammingTopk {
 static int htopk_blob(sqlite3_context *ctx, sqlite3_value *v, const char *name,
                       const unsigned char **p, int *n) {
   if (sqlite3_value_type(v) != SQLITE_BLOB) {
-    if (strcmp(name, "rowids") == 0)
-      rrf_error(ctx, "rrf_hamming_topk: rowids must be a BLOB or an INTEGER, got %s",
-                rrf_type_name(v));
-    else
-      rrf_error(ctx, "rrf_hamming_topk: %s must be a BLOB, got %s", name, rrf_type_name(v));
+    rrf_error(ctx, "rrf_hamming_topk: %s must be a BLOB, got %s", name, rrf_type_name(v));
     return 1;
   }
   *p = sqlite3_value_blob(v);
@@ -163,6 +165,22 @@ static inline sqlite3_int64 le_int64(const unsigned char *p) {
   sqlite3_uint64 u = 0;
   for (int i = 7; i >= 0; i--) u = (u << 8) | p[i];
   return (sqlite3_int64)u;
+}
+
+/* rowid as a pending code (H16, H17): kept beyond k. */
+static int htopk_pending(sqlite3_context *ctx, RrfTopk *p, sqlite3_int64 rowid) {
+  if (p->nextra == p->capextra) {
+    size_t cap = p->capextra ? p->capextra * 2 : 16;
+    sqlite3_int64 *x = sqlite3_realloc64(p->extra, cap * sizeof(sqlite3_int64));
+    if (x == NULL) {
+      sqlite3_result_error_nomem(ctx);
+      return SQLITE_NOMEM;
+    }
+    p->extra = x;
+    p->capextra = cap;
+  }
+  p->extra[p->nextra++] = rowid;
+  return SQLITE_OK;
 }
 
 static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv) {
@@ -182,33 +200,15 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
   }
   /* H16 */
   if (sqlite3_value_type(argv[3]) == SQLITE_NULL && sqlite3_value_type(argv[2]) == SQLITE_INTEGER &&
-      sqlite3_value_type(argv[1]) != SQLITE_NULL) {
-    if (p->nextra == p->capextra) {
-      size_t cap = p->capextra ? p->capextra * 2 : 16;
-      sqlite3_int64 *x = sqlite3_realloc64(p->extra, cap * sizeof(sqlite3_int64));
-      if (x == NULL) {
-        sqlite3_result_error_nomem(ctx);
-        return SQLITE_NOMEM;
-      }
-      p->extra = x;
-      p->capextra = cap;
-    }
-    p->extra[p->nextra++] = sqlite3_value_int64(argv[2]);
-    return SQLITE_OK;
-  }
+      sqlite3_value_type(argv[1]) != SQLITE_NULL)
+    return htopk_pending(ctx, p, sqlite3_value_int64(argv[2]));
   /* H10 */
   for (int i = 1; i < 4; i++)
     if (sqlite3_value_type(argv[i]) == SQLITE_NULL) return SQLITE_OK;
-  const unsigned char *q, *rowids = NULL, *codes;
-  int nq, nr = 8, nc;
+  const unsigned char *q, *rowids = NULL, *codes = NULL;
+  int nq, nr = 8, nc = 0;
   sqlite3_int64 one = 0; /* H15: rowids an INTEGER, one loose code */
   if (htopk_blob(ctx, argv[1], "qcode", &q, &nq)) return SQLITE_ERROR;
-  if (sqlite3_value_type(argv[2]) == SQLITE_INTEGER) {
-    one = sqlite3_value_int64(argv[2]);
-  } else if (htopk_blob(ctx, argv[2], "rowids", &rowids, &nr)) {
-    return SQLITE_ERROR;
-  }
-  if (htopk_blob(ctx, argv[3], "codes", &codes, &nc)) return SQLITE_ERROR;
   /* H12 */
   if (nq == 0) return rrf_error(ctx, "rrf_hamming_topk: qcode is an empty BLOB");
   if (h->qlen == 0) {
@@ -217,13 +217,36 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
     return rrf_error(ctx, "rrf_hamming_topk: qcode must be the same length on every row (%d, then %d bytes)",
                      h->qlen, nq);
   }
-  if (nr % 8 != 0)
-    return rrf_error(ctx, "rrf_hamming_topk: rowids must be little-endian int64s, but its length, %d bytes, "
-                     "is not a multiple of 8", nr);
-  sqlite3_int64 n = nr / 8;
-  if ((sqlite3_int64)nc != n * nq)
-    return rrf_error(ctx, "rrf_hamming_topk: code length mismatch: codes holds %d bytes, not %lld "
-                     "(%lld %s x %d-byte codes)", nc, n * nq, n, rowids ? "rowids" : "rowid", nq);
+  if (sqlite3_value_type(argv[2]) == SQLITE_INTEGER) {
+    one = sqlite3_value_int64(argv[2]);
+  } else if (sqlite3_value_type(argv[2]) == SQLITE_BLOB) {
+    rowids = sqlite3_value_blob(argv[2]);
+    nr = sqlite3_value_bytes(argv[2]);
+    if (rowids == NULL && nr > 0) {
+      sqlite3_result_error_nomem(ctx);
+      return SQLITE_NOMEM;
+    }
+  } else {
+    return SQLITE_OK; /* H17: TEXT or REAL rowids name no rowid */
+  }
+  sqlite3_int64 n = nr / 8; /* H17: whole int64s only */
+  int fits = nr % 8 == 0 && sqlite3_value_type(argv[3]) == SQLITE_BLOB;
+  if (fits) {
+    codes = sqlite3_value_blob(argv[3]);
+    nc = sqlite3_value_bytes(argv[3]);
+    if (codes == NULL && nc > 0) {
+      sqlite3_result_error_nomem(ctx);
+      return SQLITE_NOMEM;
+    }
+    fits = (sqlite3_int64)nc == n * nq;
+  }
+  if (!fits) { /* H17: every rowid of the row is pending */
+    for (sqlite3_int64 i = 0; i < n; i++) {
+      int rc = htopk_pending(ctx, p, rowids ? le_int64(rowids + 8 * i) : one);
+      if (rc != SQLITE_OK) return rc;
+    }
+    return SQLITE_OK;
+  }
   rrf_hamming_fn dist = rrf_hamming_kernel(RRF_SIMD_AUTO); /* H13 */
   for (sqlite3_int64 i = 0; i < n; i++) {
     RrfTopkEntry e;

@@ -436,6 +436,27 @@ def _check_demo_db(path: str, sample_ids: set) -> None:
         raise CliError(refuse)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from .doctor import check_path
+
+    if not os.path.exists(args.db):
+        raise CliError(f"{args.db}: no such database")
+    report = check_path(args.db, repair_it=args.repair)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        for line in report.repaired:
+            print(f"repaired: {line}")
+        for f in report.findings:
+            print(f"{f.part}: {f.message}" + ("" if f.repairable or not args.repair
+                                              else " (not repairable)"))
+        if report.ok:
+            print(f"ok: nothing wrong ({report.seconds:.2f} s)")
+        elif not args.repair and any(f.repairable for f in report.findings):
+            print(f"run `sqlite-rrf check {args.db} --repair` to repair what can be")
+    return 0 if report.ok else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Make a fresh demo database from the packaged sample episodes and show one hybrid
     recall of it, with each list's contribution explained."""
@@ -663,6 +684,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("knn", help="add the sqlite-vec index for --pool knn")
     p.add_argument("db", help=DB_HELP)
     p.set_defaults(func=cmd_knn)
+
+    p = sub.add_parser("check", help="check the database whole (integrity, full-text index, "
+                       "vectors, codes, blocks); --repair fixes what it finds")
+    p.add_argument("db", help=DB_HELP)
+    p.add_argument("--repair", action="store_true",
+                   help="repair what the check finds, in one transaction")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("embed", help="embed the episodes that have no embedding (batched, "
                        "resumable)")

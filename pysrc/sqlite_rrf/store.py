@@ -28,6 +28,7 @@ from ._sqlite import meta as _meta
 from ._sqlite import transaction
 from .checks import (IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector, blob,
                      check_dim, episode_row, has_text, recall_params, recall_query)
+from .doctor import open_check
 from .gate import TOPIC_GATE_COSINE, TopicGate, gate_key, session_row
 from .loader import load
 from .migrations import migrate
@@ -38,6 +39,23 @@ from .stopwords import STOPWORDS_DRIFT, StopwordsRefresh, compute_stopwords, rea
 __all__ = ["Store", "StoreError", "Episode", "RecallHit", "RecallResult", "UNSET", "Vector",
            "now_ms", "MAX_QUERY_CHARS", "MAX_COUNT", "TOPIC_GATE_COSINE", "LISTS",
            "IMPORTANCE", "POOL_MODES", "PROFILES"]
+
+
+def _vector_fault(emb: Any, dim: Optional[int]) -> Optional[str]:
+    """Why a stored embedding cannot be used by the vector list (None: it can): not a
+    float32 blob, a size other than ``dim``, NaN or infinite values, or a zero vector
+    (its cosine is undefined)."""
+    if not isinstance(emb, bytes) or len(emb) % 4 or not emb:
+        return "not a float32 blob"
+    v = np.frombuffer(emb, "<f4")
+    if dim is not None and v.size != dim:
+        return f"{v.size} values, the database holds {dim}"
+    if not np.isfinite(v).all():
+        i = int(np.flatnonzero(~np.isfinite(v))[0])
+        return f"{v[i]} at index {i}"
+    if not v.any():
+        return "a zero vector: its cosine is undefined"
+    return None
 
 
 class _Unset:
@@ -111,6 +129,10 @@ class Store:
                 migrate(self.conn)
                 if self.meta("bm25_stopwords_rows") is None:
                     self._wrote(0)  # a database from before migration 0003, or still small
+            #: What the open's schema check found and could not repair (a trigger dropped
+            #: in a read-only database, the lock busy): named in every recall's warnings.
+            self.schema_warnings: List[str] = open_check(
+                self.conn, readonly=self.readonly, busy_timeout_ms=busy_timeout_ms)
             self._guard_vectors()
             self._code_vectors()
             if not self.readonly:
@@ -141,12 +163,18 @@ class Store:
         (migration 0007's triggers, plain SQL for every client, leave it pending): a TEMP
         trigger, like :meth:`_guard_vectors`'s, so the codes written through a Store are
         never pending."""
-        self.conn.execute(
-            "CREATE TEMP TRIGGER IF NOT EXISTS rrf_episodes_code AFTER INSERT ON main.episodes_codes "
-            "WHEN NEW.code IS NULL BEGIN "
-            "UPDATE main.episodes_codes SET code = (SELECT vec_signbits(v.embedding) "
-            "FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid) WHERE rowid = NEW.rowid; "
-            "END")
+        # migration 0009 turns the insert of a code row that exists into "make it
+        # pending" (an UPDATE), so both events compute; a zero vector keeps a pending code
+        for name, event in (("rrf_episodes_code", "INSERT"),
+                            ("rrf_episodes_code_update", "UPDATE OF code")):
+            self.conn.execute(
+                f"CREATE TEMP TRIGGER IF NOT EXISTS {name} AFTER {event} ON main.episodes_codes "
+                "WHEN NEW.code IS NULL BEGIN "
+                "UPDATE main.episodes_codes SET code = (SELECT vec_signbits(v.embedding) "
+                "FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid) WHERE rowid = NEW.rowid "
+                "AND EXISTS (SELECT 1 FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid "
+                "AND v.embedding != zeroblob(length(v.embedding))); "
+                "END")
 
     #: Pending sign codes computed per transaction by :meth:`fill_codes`.
     CODES_BATCH = 20_000
@@ -154,45 +182,43 @@ class Store:
     def fill_codes(self) -> int:
         """Compute the sign codes that are pending (vectors written by a client without
         the extension, or by the migration that made the codes table) and return how many
-        were written. A vector that cannot be used (NaN, infinite, wrong size) keeps a
-        pending code: the quantized pool scores pending rows exactly, and the recall
-        leaves such vectors out with a warning. Each batch is its own transaction."""
+        were written. A vector that cannot be used (NaN, infinite, zero, wrong size) keeps
+        a pending code: the quantized pool scores pending rows exactly, and the recall
+        leaves such vectors out and names them in its warnings. The pending rows are read
+        first, without a lock; only a batch with codes to write takes the write lock (its
+        own transaction), and a code is written only if its vector is still the one read."""
         if self.readonly:
             return 0
         written = 0
         after = -(2**63)
         dim = self.dim
         while True:
-            # nothing pending (the usual case on open): no write lock is taken at all
-            if not self.conn.execute(
-                    "SELECT 1 FROM episodes_codes INDEXED BY idx_episodes_codes_pending "
-                    "WHERE code IS NULL AND rowid > ? LIMIT 1", (after,)).fetchall():
-                self.pack_codes()
-                return written
-            # read and write in one transaction: a vector rewritten meanwhile cannot get
-            # the code of its old value
-            with transaction(self.conn):
-                rows = self.conn.execute(
-                    "SELECT c.rowid, v.embedding FROM episodes_codes AS c "
-                    "INDEXED BY idx_episodes_codes_pending "
-                    "JOIN episodes_vectors AS v ON v.rowid = c.rowid "
-                    "WHERE c.code IS NULL AND c.rowid > ? ORDER BY c.rowid LIMIT ?",
-                    (after, self.CODES_BATCH)).fetchall()
-                updates = []
-                for rowid, emb in rows:
-                    if not isinstance(emb, bytes) or not emb or len(emb) % 4:
-                        continue
-                    v = np.frombuffer(emb, "<f4")
-                    if (dim is not None and v.size != dim) or not np.isfinite(v).all():
-                        continue
-                    updates.append((np.packbits(v > 0, bitorder="little").tobytes(), rowid))
-                self.conn.executemany("UPDATE episodes_codes SET code = ? WHERE rowid = ?",
-                                      updates)
+            rows = self.conn.execute(
+                "SELECT c.rowid, v.embedding FROM episodes_codes AS c "
+                "INDEXED BY idx_episodes_codes_pending "
+                "JOIN episodes_vectors AS v ON v.rowid = c.rowid "
+                "WHERE c.code IS NULL AND c.rowid > ? ORDER BY c.rowid LIMIT ?",
+                (after, self.CODES_BATCH)).fetchall()
             if not rows:
                 self.pack_codes()
                 return written
             after = rows[-1][0]
-            written += len(updates)
+            updates = []
+            for rowid, emb in rows:
+                if _vector_fault(emb, dim) is None:
+                    v = np.frombuffer(emb, "<f4")
+                    updates.append((np.packbits(v > 0, bitorder="little").tobytes(), rowid,
+                                    rowid, emb))
+            if not updates:
+                continue  # nothing to write in this batch: no write lock
+            # a vector rewritten meanwhile cannot get the code of its old value
+            with transaction(self.conn):
+                for update in updates:
+                    self.conn.execute(
+                        "UPDATE episodes_codes SET code = ? WHERE rowid = ? AND code IS NULL "
+                        "AND (SELECT embedding FROM episodes_vectors WHERE rowid = ?) = ?",
+                        update)
+                    written += self.conn.changes()
 
     #: Codes per block of ``episodes_code_blocks`` (migration 0008): the loose codes are
     #: packed once there are this many of them.
@@ -250,12 +276,16 @@ class Store:
                 continue
             rowids = np.fromiter((r for r, _ in chunk), dtype="<i8", count=size).tobytes()
             codes = b"".join(c for _, c in chunk)
+            # migration 0009: an open block (n = 0, empty) is named by its rows, then
+            # filled in one UPDATE; any other way of writing a block dissolves it
             cur = self.conn.execute(
-                "INSERT INTO episodes_code_blocks(n, rowids, codes) VALUES (?, ?, ?) "
-                "RETURNING block", (size, rowids, codes))
+                "INSERT INTO episodes_code_blocks(n, rowids, codes) VALUES (0, x'', x'') "
+                "RETURNING block")
             number = cur.fetchall()[0][0]
             self.conn.executemany("UPDATE episodes_codes SET block = ? WHERE rowid = ?",
                                   ((number, r) for r, _ in chunk))
+            self.conn.execute("UPDATE episodes_code_blocks SET n = ?, rowids = ?, codes = ? "
+                              "WHERE block = ?", (size, rowids, codes, number))
             packed += size
         return packed
 
@@ -762,10 +792,13 @@ class Store:
         knn.check_pool(self.conn, params, qblob)
         bindings = dict(params, query=query, qvec=qblob)
         hits: List[RecallHit] = []
-        warnings: List[str] = []
+        warnings: List[str] = list(self.schema_warnings)
+        # the unusable vectors keep pending codes: a seek finds them, on every recall
+        pending_bad = self._pending_faults(warnings) if qblob is not None else {}
         for attempt in range(2):
-            bindings["skip_vectors"] = (json.dumps(sorted(self._bad_vectors))
-                                        if self._bad_vectors else None)
+            bad = {**self._bad_vectors, **pending_bad}
+            bindings["skip_vectors"] = json.dumps(sorted(bad)) if bad else None
+
             try:
                 hits = self._run_recall(params, bindings)
                 break
@@ -778,7 +811,7 @@ class Store:
                 if not found:
                     raise
                 self._bad_vectors.update(found)
-        for rowid, why in sorted(self._bad_vectors.items()):
+        for rowid, why in sorted({**self._bad_vectors, **pending_bad}.items()):
             warnings.append(f"episode rowid {rowid} has an embedding that cannot be used "
                             f"({why}): it is left out of the vector list; rewrite its embedding "
                             "(or set it to NULL and run `sqlite-rrf embed`)")
@@ -801,6 +834,34 @@ class Store:
                 hits.append(RecallHit(*row[:9], json.loads(row[9]) if row[9] else {}, *row[10:]))
         return hits
 
+    #: Pending codes whose vectors a recall checks (:meth:`_pending_faults`).
+    PENDING_CHECK = 10_000
+
+    def _pending_faults(self, warnings: List[str]) -> Dict[int, str]:
+        """``{rowid: fault}`` of the vectors with a pending code that the recall cannot use
+        (zero, NaN, infinite, wrong size: :func:`_vector_fault`). A vector that cannot be
+        used never gets a code (:meth:`fill_codes`, migration 0009), so these are all of
+        them, found by a seek of the pending codes. Beyond :attr:`PENDING_CHECK` pending
+        codes the rest are not read, and ``warnings`` says so."""
+        rows = self.conn.execute(
+            "SELECT c.rowid, v.embedding FROM episodes_codes AS c "
+            "INDEXED BY idx_episodes_codes_pending JOIN episodes_vectors AS v ON v.rowid = c.rowid "
+            "WHERE c.code IS NULL ORDER BY c.rowid LIMIT ?", (self.PENDING_CHECK + 1,)).fetchall()
+        if len(rows) > self.PENDING_CHECK:
+            rows = rows[:self.PENDING_CHECK]
+            warnings.append(
+                f"more than {self.PENDING_CHECK} sign codes are pending (vectors written by "
+                "another client): only the first were checked for vectors the recall cannot "
+                "use; open the database with a writable Store, or run `sqlite-rrf check DB "
+                "--repair`, to compute them")
+        dim = self.dim
+        found: Dict[int, str] = {}
+        for rowid, emb in rows:
+            fault = _vector_fault(emb, dim)
+            if fault is not None:
+                found[rowid] = fault
+        return found
+
     def _find_bad_vectors(self, chunk: int = 4096) -> Dict[int, str]:
         """``{rowid: fault}`` of every stored embedding the recall cannot use: NaN or
         infinite values, zero norm, or a size other than the database's dimension. Runs
@@ -816,15 +877,9 @@ class Store:
                 return bad
             after = rows[-1][0]
             for rowid, emb in rows:
-                if not isinstance(emb, bytes) or len(emb) % 4 or not emb:
-                    bad[rowid] = "not a float32 blob"
-                    continue
-                v = np.frombuffer(emb, "<f4")
-                if dim is not None and v.size != dim:
-                    bad[rowid] = f"{v.size} values, the database holds {dim}"
-                elif not np.isfinite(v).all():
-                    i = int(np.flatnonzero(~np.isfinite(v))[0])
-                    bad[rowid] = f"{v[i]} at index {i}"
+                fault = _vector_fault(emb, dim)
+                if fault is not None:
+                    bad[rowid] = fault
 
     #: How long a touch waits in all for the write lock before it gives up (seconds).
     TOUCH_PATIENCE = 30.0

@@ -1,0 +1,472 @@
+"""Checking and repairing a memory database (``sqlite-rrf check DB [--repair]``, issue 19).
+
+A memory is written by more than the Store; the schema's triggers keep the derived
+tables right under every write (docs/schema.md), but a client can still drop a trigger,
+edit the schema, or write the derived tables while a trigger was missing. Two levels:
+
+* :func:`open_check` — what opening a Store does: compare ``sqlite_master`` with the
+  objects the migrations make (names and SQL of the triggers, indexes and views; the
+  tables by name). Reads one small table, whatever the size of the memory. In a writable
+  Store what is missing or changed is recreated in one transaction, followed by
+  :func:`repair` of the derived tables (the rows written while a trigger was missing);
+  in a read-only one it says what is wrong and how to repair it.
+* :func:`check` / :func:`repair` — the full check: SQLite's ``integrity_check``, the
+  schema objects, FTS5's ``integrity-check`` against ``episodes``, ``episodes_vectors``
+  = the embeddings, ``episodes_codes`` = one row per vector holding its sign code or
+  pending, every block of ``episodes_code_blocks`` = the current codes of the rows that
+  name it, ``episodes_displaced`` holding no stale rows, the knn index (when there is one
+  and sqlite-vec is installed) = the embeddings; and the embeddings the vector list
+  cannot use (zero, NaN, infinite, wrong size: only a rewrite of the episode fixes those).
+  :func:`repair` fixes every finding it can, in one transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import apsw
+import numpy as np
+
+from .migrations import available, current_version, migrate
+
+__all__ = ["Finding", "Report", "expected_objects", "schema_findings", "open_check",
+           "check", "repair", "check_path", "REPAIR_HINT"]
+
+#: What to run to repair a database (named in every message that needs it).
+REPAIR_HINT = "sqlite-rrf check DB --repair"
+
+#: Tables a repair may create again when they are missing: derived from episodes.
+_DERIVED_TABLES = ("episodes_vectors", "episodes_codes", "episodes_code_blocks",
+                   "episodes_displaced")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing found wrong: ``part`` is what it concerns (``integrity``, ``schema``,
+    ``fts``, ``vectors``, ``codes``, ``blocks``, ``displaced``, ``knn``, ``embeddings``),
+    ``message`` says what, ``repairable`` whether :func:`repair` fixes it."""
+
+    part: str
+    message: str
+    repairable: bool = True
+
+
+@dataclass
+class Report:
+    """What :func:`check` found (and, after :func:`repair`, what was repaired and what
+    the check finds afterwards)."""
+
+    findings: List[Finding] = field(default_factory=list)
+    repaired: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was found."""
+        return not self.findings
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The report as JSON-ready data."""
+        return {"ok": self.ok, "seconds": round(self.seconds, 3),
+                "findings": [{"part": f.part, "message": f.message,
+                              "repairable": f.repairable} for f in self.findings],
+                "repaired": list(self.repaired)}
+
+
+# ---------------------------------------------------------------- the schema objects
+
+@functools.lru_cache(maxsize=4)
+def _expected(checksums: Tuple[str, ...]) -> Dict[str, Tuple[str, str, Optional[str]]]:
+    conn = apsw.Connection(":memory:")
+    try:
+        migrate(conn)
+        return {name: (kind, tbl, sql) for kind, name, tbl, sql in conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master "
+            "WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")}
+    finally:
+        conn.close()
+
+
+def expected_objects() -> Dict[str, Tuple[str, str, Optional[str]]]:
+    """``{name: (type, table, sql)}`` of every object the shipped migrations make: built
+    once per process by migrating an in-memory database."""
+    return _expected(tuple(m.checksum for m in available()))
+
+
+def _norm(sql: Optional[str]) -> str:
+    return " ".join((sql or "").split())
+
+
+def schema_findings(conn: apsw.Connection) -> List[Finding]:
+    """The objects of the migrations that ``conn``'s database lacks or holds with other
+    SQL (a dropped trigger, a ``writable_schema`` edit). Reads ``sqlite_master`` only.
+    Objects of its own a database may add are not looked at. A database not yet at this
+    code's schema version is not compared (migrating comes first)."""
+    have_version = current_version(conn)
+    if have_version < max(m.version for m in available()):
+        return []
+    have = {name: (kind, sql) for kind, name, sql in conn.execute(
+        "SELECT type, name, sql FROM main.sqlite_master")}
+    found = []
+    for name, (kind, tbl, sql) in sorted(expected_objects().items()):
+        got = have.get(name)
+        if got is None:
+            fixable = kind != "table" or name in _DERIVED_TABLES
+            found.append(Finding("schema", f"the {kind} {name} (on {tbl}) is missing", fixable))
+        elif got[0] != kind:
+            found.append(Finding("schema", f"{name} is a {got[0]}, not a {kind}", False))
+        elif kind != "table" and _norm(got[1]) != _norm(sql):
+            found.append(Finding("schema", f"the {kind} {name} (on {tbl}) is not sqlite-rrf's "
+                                 "(its SQL was changed)"))
+    return found
+
+
+def _repair_schema(conn: apsw.Connection) -> List[str]:
+    """In the caller's transaction: create again the missing or changed objects that can
+    be (tables first: the derived ones only)."""
+    expected = expected_objects()
+    have = {name: (kind, sql) for kind, name, sql in conn.execute(
+        "SELECT type, name, sql FROM main.sqlite_master")}
+    done = []
+    order = {"table": 0, "index": 1, "view": 1, "trigger": 2}
+    for name, (kind, tbl, sql) in sorted(expected.items(), key=lambda kv: (order.get(kv[1][0], 3),
+                                                                          kv[0])):
+        got = have.get(name)
+        if got is not None and (got[0] != kind or kind == "table"
+                                or _norm(got[1]) == _norm(sql)):
+            continue
+        if kind == "table" and name not in _DERIVED_TABLES:
+            continue
+        if got is not None:
+            conn.execute(f'DROP {kind.upper()} IF EXISTS main."{name}"')
+        conn.execute(sql)
+        done.append(f"{'recreated' if got is not None else 'created'} the {kind} {name}")
+    return done
+
+
+def open_check(conn: apsw.Connection, *, readonly: bool, patience_ms: int = 200,
+               busy_timeout_ms: int = 10_000) -> List[str]:
+    """What opening a Store checks: :func:`schema_findings`. Returns warnings (empty when
+    the schema is whole). In a writable database the missing or changed objects are
+    recreated and the derived tables repaired (:func:`repair`), in one transaction that
+    waits at most ``patience_ms`` for the write lock; when the lock stays busy, or the
+    database is read-only, the warnings say what is wrong and how to repair it."""
+    found = schema_findings(conn)
+    if not found:
+        return []
+    what = "; ".join(f.message for f in found)
+    if readonly:
+        return [f"the database's schema is damaged ({what}): episodes written meanwhile may "
+                f"be missing from the recall; run `{REPAIR_HINT}` where it can be written"]
+    if any(not f.repairable for f in found):
+        return [f"the database's schema is damaged ({what}) in a way a repair cannot undo: "
+                "restore it from a backup, or copy its episodes into a new database"]
+    conn.set_busy_timeout(int(patience_ms))
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except (apsw.BusyError, apsw.LockedError):
+        return [f"the database's schema is damaged ({what}) and another process holds the "
+                f"write lock, so it was not repaired now: run `{REPAIR_HINT}`"]
+    finally:
+        conn.set_busy_timeout(int(busy_timeout_ms))
+    try:
+        _repair_schema(conn)
+        _repair_data(conn, _check_data(conn))
+        conn.execute("COMMIT")
+    except BaseException:
+        if not conn.getautocommit():
+            conn.execute("ROLLBACK")
+        raise
+    return []
+
+
+# ---------------------------------------------------------------- the data
+
+def _dim(conn: apsw.Connection) -> Optional[int]:
+    rows = conn.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def _fault(emb: Any, dim: Optional[int]) -> Optional[str]:
+    from .store import _vector_fault
+
+    return _vector_fault(emb, dim)
+
+
+def _sign_code(emb: bytes) -> bytes:
+    return np.packbits(np.frombuffer(emb, "<f4") > 0, bitorder="little").tobytes()
+
+
+def _has_table(conn: apsw.Connection, name: str) -> bool:
+    return bool(conn.execute("SELECT 1 FROM main.sqlite_master WHERE type = 'table' "
+                             "AND name = ?", (name,)).fetchall())
+
+
+@dataclass
+class _Data:
+    """What :func:`_check_data` found, by rowid, for :func:`_repair_data`."""
+
+    fts: bool = False
+    fts_unchecked: bool = False
+    vectors_missing: List[int] = field(default_factory=list)   # or stale
+    vectors_extra: List[int] = field(default_factory=list)
+    codes_missing: List[int] = field(default_factory=list)
+    codes_extra: List[int] = field(default_factory=list)
+    codes_wrong: List[Tuple[int, Optional[bytes]]] = field(default_factory=list)
+    blocks_bad: List[int] = field(default_factory=list)
+    rows_dangling: List[int] = field(default_factory=list)
+    displaced: bool = False
+    knn: List[int] = field(default_factory=list)
+    bad_vectors: Dict[int, str] = field(default_factory=dict)
+
+    def findings(self) -> List[Finding]:
+        out = []
+
+        def some(xs: List[Any]) -> str:
+            shown = ", ".join(str(x if not isinstance(x, tuple) else x[0]) for x in xs[:10])
+            return shown + (f", … ({len(xs)} in all)" if len(xs) > 10 else "")
+
+        if self.fts:
+            out.append(Finding("fts", "the full-text index does not hold exactly the text of "
+                               "episodes (FTS5 integrity-check failed)"))
+        if self.fts_unchecked:
+            out.append(Finding("fts", "the full-text index was not checked: FTS5's check "
+                               "needs a database that can be written", repairable=False))
+        if self.vectors_missing:
+            out.append(Finding("vectors", "episodes whose vector is missing from "
+                               f"episodes_vectors or stale there: rowids {some(self.vectors_missing)}"))
+        if self.vectors_extra:
+            out.append(Finding("vectors", "vectors of episodes_vectors with no episode or no "
+                               f"embedding: rowids {some(self.vectors_extra)}"))
+        if self.codes_missing:
+            out.append(Finding("codes", "vectors with no row in episodes_codes: rowids "
+                               f"{some(self.codes_missing)}"))
+        if self.codes_extra:
+            out.append(Finding("codes", "rows of episodes_codes with no vector: rowids "
+                               f"{some(self.codes_extra)}"))
+        if self.codes_wrong:
+            out.append(Finding("codes", "codes that are not their vector's sign code: rowids "
+                               f"{some(self.codes_wrong)}"))
+        if self.blocks_bad:
+            out.append(Finding("blocks", "blocks of episodes_code_blocks that are not exactly "
+                               f"the current codes of their rows: blocks {some(self.blocks_bad)}"))
+        if self.rows_dangling:
+            out.append(Finding("blocks", "rows of episodes_codes naming a block that does not "
+                               f"exist: rowids {some(self.rows_dangling)}"))
+        if self.displaced:
+            out.append(Finding("displaced", "episodes_displaced holds rows that are not live "
+                               "copies (it is normally empty)"))
+        if self.knn:
+            out.append(Finding("knn", "the knn index (episodes_vec) differs from the "
+                               f"embeddings at rowids {some(self.knn)}"))
+        for rowid, why in sorted(self.bad_vectors.items())[:50]:
+            out.append(Finding("embeddings", f"episode rowid {rowid} has an embedding the "
+                               f"recall cannot use ({why}): rewrite it (or set it to NULL and "
+                               "run `sqlite-rrf embed`)", repairable=False))
+        return out
+
+
+def _check_data(conn: apsw.Connection, chunk: int = 4096) -> _Data:
+    d = _Data()
+    try:  # FTS5's check is an INSERT that writes nothing (it takes the write lock)
+        conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1)")
+    except (apsw.CorruptError, apsw.SQLError):
+        d.fts = True
+    except apsw.ReadOnlyError:
+        d.fts_unchecked = True
+    dim = _dim(conn)
+    for table in _DERIVED_TABLES:
+        if not _has_table(conn, table):
+            return d  # a table is missing: the schema's finding; nothing to compare with
+    # vectors = embeddings, read in rowid order side by side
+    d.vectors_missing = [r for (r,) in conn.execute(
+        "SELECT e.rowid FROM episodes AS e LEFT JOIN episodes_vectors AS v ON v.rowid = e.rowid "
+        "WHERE e.embedding IS NOT NULL AND v.embedding IS NOT e.embedding ORDER BY e.rowid")]
+    d.vectors_extra = [r for (r,) in conn.execute(
+        "SELECT v.rowid FROM episodes_vectors AS v LEFT JOIN episodes AS e ON e.rowid = v.rowid "
+        "WHERE e.embedding IS NULL ORDER BY v.rowid")]
+    d.codes_missing = [r for (r,) in conn.execute(
+        "SELECT v.rowid FROM episodes_vectors AS v WHERE NOT EXISTS "
+        "(SELECT 1 FROM episodes_codes AS c WHERE c.rowid = v.rowid) ORDER BY v.rowid")]
+    d.codes_extra = [r for (r,) in conn.execute(
+        "SELECT c.rowid FROM episodes_codes AS c WHERE NOT EXISTS "
+        "(SELECT 1 FROM episodes_vectors AS v WHERE v.rowid = c.rowid) ORDER BY c.rowid")]
+    # each code: pending, or its vector's sign code (and pending when the vector is unusable)
+    after = -(2**63)
+    while True:
+        rows = conn.execute(
+            "SELECT c.rowid, c.code, v.embedding FROM episodes_codes AS c "
+            "JOIN episodes_vectors AS v ON v.rowid = c.rowid WHERE c.rowid > ? "
+            "ORDER BY c.rowid LIMIT ?", (after, chunk)).fetchall()
+        if not rows:
+            break
+        after = rows[-1][0]
+        for rowid, code, emb in rows:
+            fault = _fault(emb, dim)
+            if fault is not None:
+                d.bad_vectors[rowid] = fault
+                if code is not None:
+                    d.codes_wrong.append((rowid, None))
+            elif code is not None and code != _sign_code(emb):
+                d.codes_wrong.append((rowid, _sign_code(emb)))
+    # blocks = their rows' current codes
+    members: Dict[int, Dict[int, Any]] = {}
+    for r, code, block in conn.execute(
+            "SELECT rowid, code, block FROM episodes_codes WHERE block IS NOT NULL"):
+        members.setdefault(block, {})[r] = code
+    seen: set = set()
+    blocks = set()
+    for block, n, rowids, codes in conn.execute(
+            "SELECT block, n, rowids, codes FROM episodes_code_blocks"):
+        blocks.add(block)
+        mine = members.get(block, {})
+        ok = (isinstance(rowids, bytes) and isinstance(codes, bytes) and len(rowids) % 8 == 0
+              and isinstance(n, int) and n == len(rowids) // 8 > 0 and len(codes) % n == 0)
+        if ok:
+            ids = np.frombuffer(rowids, "<i8").tolist()
+            width = len(codes) // n
+            got = {r: codes[i * width:(i + 1) * width] for i, r in enumerate(ids)}
+            ok = (len(got) == n and got == mine and not seen & set(ids)
+                  and all(c is not None for c in mine.values()))
+            seen |= set(ids)
+        if not ok:
+            d.blocks_bad.append(block)
+    d.rows_dangling = sorted(r for block, rows in members.items() if block not in blocks
+                             for r in rows)
+    d.displaced = bool(conn.execute(
+        "SELECT 1 FROM episodes_displaced AS d LEFT JOIN episodes AS e USING (rowid) "
+        "WHERE e.rowid IS NULL OR e.content IS NOT d.content OR d.gone != 0 LIMIT 1").fetchall())
+    if _has_table(conn, "episodes_vec"):
+        try:
+            emb = dict(conn.execute(
+                "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"))
+            vec = dict(conn.execute("SELECT rowid, embedding FROM episodes_vec"))
+            d.knn = sorted(r for r in set(emb) | set(vec) if emb.get(r) != vec.get(r))
+        except apsw.SQLError:
+            pass  # sqlite-vec is not loaded: the knn index is not compared
+    return d
+
+
+def _repair_data(conn: apsw.Connection, d: _Data) -> List[str]:
+    """In the caller's transaction: fix what :func:`_check_data` found (the triggers of
+    migration 0009 let exactly these writes through)."""
+    done = []
+    if d.fts:
+        conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
+        done.append("rebuilt the full-text index")
+    if d.vectors_extra:
+        conn.executemany("DELETE FROM episodes_vectors WHERE rowid = ?",
+                         ((r,) for r in d.vectors_extra))
+        conn.executemany("DELETE FROM episodes_codes WHERE rowid = ?",
+                         ((r,) for r in d.vectors_extra))
+        done.append(f"removed {len(d.vectors_extra)} vectors with no episode embedding")
+    if d.vectors_missing:
+        for r in d.vectors_missing:
+            conn.execute("UPDATE episodes_vectors SET embedding = (SELECT embedding FROM "
+                         "episodes WHERE rowid = ?) WHERE rowid = ?", (r, r))
+            conn.execute("INSERT INTO episodes_vectors(rowid, embedding) SELECT rowid, embedding "
+                         "FROM episodes WHERE rowid = ? AND NOT EXISTS (SELECT 1 FROM "
+                         "episodes_vectors WHERE rowid = ?)", (r, r))
+            conn.execute("INSERT INTO episodes_codes(rowid, code) SELECT ?, NULL WHERE NOT "
+                         "EXISTS (SELECT 1 FROM episodes_codes WHERE rowid = ?)", (r, r))
+            conn.execute("UPDATE episodes_codes SET code = NULL WHERE rowid = ?", (r,))
+        done.append(f"wrote {len(d.vectors_missing)} missing or stale vectors (their codes "
+                    "pending)")
+    if d.codes_extra:
+        conn.executemany("DELETE FROM episodes_codes WHERE rowid = ?",
+                         ((r,) for r in d.codes_extra))
+        done.append(f"removed {len(d.codes_extra)} codes with no vector")
+    if d.codes_missing:
+        conn.executemany("INSERT INTO episodes_codes(rowid, code) VALUES (?, NULL)",
+                         ((r,) for r in d.codes_missing))
+        done.append(f"added {len(d.codes_missing)} missing code rows (pending)")
+    if d.codes_wrong:
+        conn.executemany("UPDATE episodes_codes SET code = ? WHERE rowid = ?",
+                         ((code, r) for r, code in d.codes_wrong))
+        done.append(f"rewrote {len(d.codes_wrong)} wrong codes")
+    if d.blocks_bad:
+        for b in d.blocks_bad:
+            conn.execute("DELETE FROM episodes_code_blocks WHERE block = ?", (b,))
+            conn.execute("UPDATE episodes_codes SET block = NULL WHERE block = ?", (b,))
+        done.append(f"dissolved {len(d.blocks_bad)} blocks (their codes are loose)")
+    if d.rows_dangling:
+        conn.executemany("UPDATE episodes_codes SET block = NULL WHERE rowid = ?",
+                         ((r,) for r in d.rows_dangling))
+        done.append(f"released {len(d.rows_dangling)} codes naming a missing block")
+    if d.displaced:
+        conn.execute("DELETE FROM episodes_displaced")
+        done.append("emptied episodes_displaced")
+    if d.knn:
+        for r in d.knn:
+            conn.execute("DELETE FROM episodes_vec WHERE rowid = ?", (r,))
+            conn.execute("INSERT INTO episodes_vec(rowid, embedding) SELECT rowid, embedding "
+                         "FROM episodes WHERE rowid = ? AND embedding IS NOT NULL", (r,))
+        done.append(f"resynced {len(d.knn)} rows of the knn index")
+    return done
+
+
+# ---------------------------------------------------------------- the full check
+
+def check(conn: apsw.Connection) -> Report:
+    """The full check of ``conn``'s database (reads everything; see the module's
+    docstring). Needs no extension; the knn index is compared when sqlite-vec is loaded."""
+    t = time.perf_counter()
+    report = Report()
+    problems = [r[0] for r in conn.execute("PRAGMA main.integrity_check")]
+    if problems != ["ok"]:
+        report.findings.append(Finding(
+            "integrity", "SQLite's integrity_check: " + "; ".join(map(str, problems[:5])),
+            repairable=False))
+    have, want = current_version(conn), max(m.version for m in available())
+    if have < want:
+        report.findings.append(Finding(
+            "schema", f"the database is at schema version {have}, this sqlite-rrf's is {want}: "
+            "open it with a writable Store (or `sqlite-rrf init DB`) to migrate it"))
+    report.findings += schema_findings(conn)
+    report.findings += _check_data(conn).findings()
+    report.seconds = time.perf_counter() - t
+    return report
+
+
+def repair(conn: apsw.Connection, *, busy_timeout_ms: int = 10_000) -> Report:
+    """Fix what :func:`check` finds that can be fixed (schema objects first, then the
+    derived tables), in one transaction, and return the report of a check run afterwards
+    (its ``repaired`` lists what was done). Migrates first when the database is behind."""
+    t = time.perf_counter()
+    conn.set_busy_timeout(int(busy_timeout_ms))
+    migrate(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        done = _repair_schema(conn)
+        done += _repair_data(conn, _check_data(conn))
+        conn.execute("COMMIT")
+    except BaseException:
+        if not conn.getautocommit():
+            conn.execute("ROLLBACK")
+        raise
+    report = check(conn)
+    report.repaired = done
+    report.seconds = time.perf_counter() - t
+    return report
+
+
+def check_path(path: str, *, repair_it: bool = False) -> Report:
+    """:func:`check` (or :func:`repair`, with ``repair_it``) of the database file at
+    ``path``, on a connection of its own (sqlite-vec loaded when the knn index exists and
+    it is installed; the rrf extension is not needed)."""
+    conn = apsw.Connection(path)
+    try:
+        conn.set_busy_timeout(10_000)
+        if _has_table(conn, "episodes_vec"):
+            try:
+                from . import knn
+
+                knn.load_sqlite_vec(conn)
+            except Exception:  # not installed: the knn index is not compared
+                pass
+        return repair(conn) if repair_it else check(conn)
+    finally:
+        conn.close()
