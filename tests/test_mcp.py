@@ -113,7 +113,7 @@ def test_tools_have_typed_described_schemas(tmp_path):
         assert t.output_schema and t.output_schema["type"] == "object", name
     props = tools["recall"].input_schema["properties"]
     assert set(props) == {"query", "limit", "scope", "kind", "since", "until", "profile",
-                          "explain"}
+                          "explain", "min_relevance"}
     assert props["limit"]["type"] == "integer" and props["limit"]["minimum"] == 1
     assert props["limit"]["default"] == recall_defaults()["result_limit"]
     assert props["explain"]["type"] == "boolean"

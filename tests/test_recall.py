@@ -178,7 +178,7 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
             t = ((w_r * (k + 1) / (k + ranks["recency"][c])
                   + w_a * (k + 1) / (k + ranks["access"][c])) / (w_r + w_a)
                  if w_r + w_a > 0 else 0.0)
-            g = 1 - (1 - 0.02 * t) * (1 - (0.25 if high else 0.0))
+            g = 1 - (1 - 0.02 * t) * (1 - (0.25 * rel if high else 0.0))
             score = rel + (1 - rel) * g
             explain = None
         else:  # convex

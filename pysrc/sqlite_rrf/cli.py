@@ -23,6 +23,7 @@ import textwrap
 from typing import Any, List, Optional, Sequence
 
 from . import __version__, loadable_path
+from .relevance import DEFAULT_MIN_RELEVANCE, check_min_relevance
 from .resources import data_path, recall_statement
 from .statements import POOL_MODES, PROFILES, recall_defaults
 
@@ -260,7 +261,8 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
         return f"{name} #{r}{extra}" if r is not None else f"{name} -"
 
     sim = f" (cos {h.similarity:.3f})" if h.similarity is not None else ""
-    head = (f"{i}. {h.id}  score {h.score:.5f}"
+    rel = f"  relevance {h.relevance:.3f}" if h.relevance is not None else ""
+    head = (f"{i}. {h.id}  score {h.score:.5f}{rel}"
             + ("  [high importance]" if h.importance == "high" else ""))
     ranks = "   " + " · ".join([rank("bm25", h.bm25_rank), rank("vector", h.vec_rank, sim),
                                 rank("recency", h.recency_rank), rank("access", h.access_rank)])
@@ -314,7 +316,8 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
                               since=_time_arg(getattr(args, "since", None), "--since"),
                               until=_time_arg(getattr(args, "until", None), "--until"),
                               profile=args.profile, alpha=args.alpha,
-                              min_similarity=args.min_similarity)
+                              min_similarity=args.min_similarity,
+                              min_relevance=getattr(args, "min_relevance", None))
     except StoreError as e:
         raise CliError(str(e)) from None
     if result.skipped:
@@ -325,12 +328,12 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
         note(warning)
     if args.json:
         keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank",
-                "access_rank", "similarity", "explain")
+                "access_rank", "similarity", "explain", "relevance")
         print(json.dumps([{k: getattr(h, k) for k in keys} for h in result], indent=2,
                          ensure_ascii=False))
         return 0
     if not result.skipped and not result.hits:
-        print("no episodes matched")
+        print(result.reason or "no episodes matched")
     for i, h in enumerate(result, 1):
         print(_format_hit(i, h, args.explain))
     return 0
@@ -343,6 +346,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         Store._recall_params(_limit(args), _weights(args.weights), args.k, args.pool,
                              args.pool_size, args.bm25_limit, args.profile, args.alpha,
                              args.min_similarity, oversample=args.oversample)
+        check_min_relevance(args.min_relevance, "--min-relevance")
     except StoreError as e:
         raise CliError(str(e)) from None
     with _open(args, model="recall") as store:
@@ -615,6 +619,11 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                         f"(default {d['alpha']:g})")
     p.add_argument("--min-similarity", type=float, default=None, dest="min_similarity",
                    help="drop candidates with no BM25 hit and a similarity below this")
+    p.add_argument("--min-relevance", type=float, default=None, dest="min_relevance",
+                   metavar="R",
+                   help="show only the hits whose relevance (0 to 1, the same scale for every "
+                        "query) is at least R (default: no floor; the hook and MCP recall use "
+                        f"{DEFAULT_MIN_RELEVANCE:g})")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,6 +20,9 @@ H3. The hits are touched (the agent was shown them), and the session's query is
 H4. The output is short Markdown: one header line and one bullet per hit, each episode's
     text on one line, cut at ``--max-chars``. Nothing at all is printed when nothing
     matched or the gate held the recall back, or for a blank prompt.
+H4b. Only hits whose relevance (:mod:`sqlite_rrf.relevance`) reaches ``--min-relevance``
+    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`) are printed, so a prompt
+    about nothing in the memory ("hi", "thanks") prints nothing.
 H5. The exit status is 0 whatever happens: on any fault (bad JSON, no prompt, no such
     database, bad options) one line goes to stderr, starting with ``sqlite-rrf hook:``,
     and nothing to stdout, so a hook never blocks the agent (for Claude Code, exit status
@@ -83,6 +86,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "
                         f"{DEFAULT_MAX_CHARS}; 0: never)")
+    from .relevance import DEFAULT_MIN_RELEVANCE
+
+    p.add_argument("--min-relevance", type=float, default=DEFAULT_MIN_RELEVANCE,
+                   dest="min_relevance", metavar="R",
+                   help=f"show only the episodes whose relevance (0 to 1, the same scale for "
+                        f"every prompt) is at least R (default {DEFAULT_MIN_RELEVANCE:g}; 0: "
+                        f"every hit)")
     _quiet_usage_errors(p)
 
 
@@ -221,6 +231,9 @@ def _recall(args: argparse.Namespace) -> str:
         raise HookFault(f"--limit: must be from 1 to 100, got {args.limit}")
     if args.max_chars < 0:
         raise HookFault(f"--max-chars: must be 0 or more, got {args.max_chars}")
+    min_relevance = getattr(args, "min_relevance", None)
+    if min_relevance is not None and not 0 <= min_relevance <= 1:
+        raise HookFault(f"--min-relevance: must be a number from 0 to 1, got {min_relevance}")
     payload = read_payload()
     prompt = payload.get("prompt")
     if prompt is None:
@@ -253,5 +266,6 @@ def _recall(args: argparse.Namespace) -> str:
         _say(f"{e}; recalling without the vector list")
         store = Store(args.db)
     with store:
-        result = store.recall(prompt, limit=args.limit, scope=store_scope, session=session)
+        result = store.recall(prompt, limit=args.limit, scope=store_scope, session=session,
+                              min_relevance=min_relevance)
     return render(list(result), store_scope, args.max_chars)

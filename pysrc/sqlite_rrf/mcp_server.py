@@ -21,6 +21,9 @@ M4. The default scope is ``--scope``, else derived from the server's working dir
     server started with ``--scope '*'`` remembers into ``''``, the shared memory).
 M5. ``recall`` touches its hits and is never held back by the topic gate: an agent's
     explicit recall is answered (the gate is for the per-prompt hook).
+M5a. ``recall`` returns only the hits whose relevance reaches its ``min_relevance`` argument
+    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in
+    the memory gets no hits, and ``reason`` says why.
 M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_RRF_MODEL``,
     the database's, the default); without one the server works with the BM25, recency and
     access lists and says so once on stderr. A database that does not exist is created.
@@ -139,6 +142,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
     from pydantic import BaseModel, ConfigDict, Field
 
     from . import __version__, cli
+    from .relevance import DEFAULT_MIN_RELEVANCE
     from .statements import recall_defaults
     from .store import IMPORTANCE, PROFILES, StoreError
 
@@ -203,6 +207,9 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         recency_rank: Optional[int] = Field(description="rank by last access")
         access_rank: Optional[int] = Field(description="rank by access count")
         similarity: Optional[float] = Field(description="cosine with the query's embedding")
+        relevance: Optional[float] = Field(
+            default=None, description="how likely it is to be about the query, 0 to 1, the "
+                                      "same scale for every query")
         created_at: int = Field(description="ms since the epoch")
         accessed_at: int = Field(description="ms since the epoch, before this recall")
         access_count: int = Field(description="recalls that returned it, before this one")
@@ -214,6 +221,9 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         scope: Optional[str] = Field(description="the scope searched; null: every scope")
         warnings: List[str] = Field(description="what the recall could not do (e.g. touch "
                                                 "a read-only database)")
+        reason: Optional[str] = Field(
+            default=None, description="why there are no hits, when every hit was below "
+                                      "min_relevance")
 
     class EpisodeOut(BaseModel):
         id: str
@@ -323,6 +333,11 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
                         f"{defaults['profile']})", json_schema_extra={"enum": [*PROFILES, None]})] = None,
         explain: Annotated[bool, Field(
             description="include each list's contribution to the score")] = False,
+        min_relevance: Annotated[float, Field(
+            description=f"return only the episodes whose relevance (0 to 1, the same scale "
+                        f"for every query) is at least this (default "
+                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: every hit)",
+            json_schema_extra={"minimum": 0, "maximum": 1})] = DEFAULT_MIN_RELEVANCE,
     ) -> Recollection:
         """The stored episodes that best match the query, best first, each with its
         score and its rank in each list (BM25, vector, recency, access). The episodes
@@ -334,7 +349,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
             since_ms, until_ms = time_ms(since, "since"), time_ms(until, "until")
             result = store.recall(query, limit=limit, scope=store_scope, kind=kind,
                                   since=since_ms, until=until_ms, profile=profile,
-                                  force=True)
+                                  force=True, min_relevance=min_relevance)
             hits = []
             for h in result:
                 d = {k: getattr(h, k) for k in Hit.model_fields if k != "explain"}
@@ -342,7 +357,8 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
             warnings = list(result.warnings)
             if result.touch_error:
                 warnings.append(result.touch_error)
-            return Recollection(hits=hits, scope=store_scope, warnings=warnings)
+            return Recollection(hits=hits, scope=store_scope, warnings=warnings,
+                                reason=result.reason)
 
         return call("recall", go)
 

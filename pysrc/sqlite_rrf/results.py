@@ -57,6 +57,9 @@ class RecallHit:
     accessed_at: int
     access_count: int
     rowid: int
+    #: How likely the hit is to be about the query, in [0, 1], on one scale for every
+    #: query (:mod:`sqlite_rrf.relevance`); None when it was not computed.
+    relevance: Optional[float] = None
 
     def as_dict(self) -> Dict[str, Any]:
         """The hit as a plain dict (what ``sqlite-rrf recall --json`` prints)."""
@@ -66,7 +69,8 @@ class RecallHit:
 @dataclass(frozen=True)
 class RecallResult(Sequence[RecallHit]):
     """The hits of one recall (a sequence), or an empty result with ``skipped=True``
-    and the ``reason`` when the topic gate held the recall back. ``touched`` says whether
+    and the ``reason`` when the topic gate held the recall back, or with ``skipped=False``
+    and the ``reason`` when every hit was below ``min_relevance``. ``touched`` says whether
     the hits were marked accessed, and ``touch_error`` why not when a touch was asked for
     and could not be made."""
 

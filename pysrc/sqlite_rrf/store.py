@@ -32,6 +32,7 @@ from .doctor import open_check
 from .gate import TOPIC_GATE_COSINE, TopicGate, gate_key, session_row
 from .loader import load
 from .migrations import migrate
+from .relevance import above_floor, check_min_relevance, with_relevance
 from .results import Episode, RecallHit, RecallResult
 from .statements import POOL_MODES, PROFILES, recall_defaults, recall_statement
 from .stopwords import STOPWORDS_DRIFT, StopwordsRefresh, compute_stopwords, read_stopwords
@@ -732,7 +733,8 @@ class Store:
                now: Optional[int] = None, session: Optional[str] = None,
                scope: Optional[str] = None, kind: Optional[str] = None,
                since: Optional[int] = None, until: Optional[int] = None,
-               oversample: Optional[int] = None) -> RecallResult:
+               oversample: Optional[int] = None,
+               min_relevance: Optional[float] = None) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement of the
         chosen pool and profile (:func:`sqlite_rrf.statements.recall_statement`): BM25,
         vector similarity, recency and access fused.
@@ -763,6 +765,14 @@ class Store:
         lock still busy after the retries) never fails the recall: ``result.touched`` is
         False and ``result.touch_error`` says why.
 
+        Each hit carries ``relevance``, in [0, 1] and absolute: the same number means the
+        same for every query (:func:`sqlite_rrf.relevance.relevance`, from the hit's cosine
+        and its BM25 score as a share of the query's IDF mass). ``min_relevance`` drops the
+        hits below it, after the ranking; when it drops them all, the result is empty and
+        ``result.reason`` says so. Its default here is None, no floor: a library caller
+        gets the whole ranking with the relevance to judge it by; the prompt hook and the
+        MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
+
         The topic gate skips the recall (``result.skipped``) when the query's embedding has
         cosine > 0.85 with the caller's previous query, unless ``force``. The previous query
         belongs to the caller: this Store instance, or, with ``session`` (any text, e.g. an
@@ -772,6 +782,7 @@ class Store:
         query = recall_query(query)
         if session is not None:
             gate_key(session)  # checks it
+        min_relevance = check_min_relevance(min_relevance)
         params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
                                      alpha, min_similarity, now, scope=scope, kind=kind,
                                      since=since, until=until, oversample=oversample)
@@ -815,13 +826,16 @@ class Store:
             warnings.append(f"episode rowid {rowid} has an embedding that cannot be used "
                             f"({why}): it is left out of the vector list; rewrite its embedding "
                             "(or set it to NULL and run `sqlite-rrf embed`)")
+        with transaction(self.conn, write=False):
+            hits = with_relevance(self.conn, query, hits)
+        hits, floor_reason = above_floor(hits, min_relevance)
         if qarr is not None:
             self._gate.remember(qarr)
         touched, why = False, None
         if touch and (hits or (session is not None and qarr is not None)):
             touched, why = self._touch([h.rowid for h in hits], session, qarr)
         return RecallResult(hits, query, params=params, touched=touched, touch_error=why,
-                            warnings=warnings)
+                            warnings=warnings, reason=floor_reason)
 
     def _run_recall(self, params: Dict[str, Any], bindings: Dict[str, Any]) -> List[RecallHit]:
         """The statement in one read transaction (one snapshot, no write lock)."""

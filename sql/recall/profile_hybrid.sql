@@ -4,17 +4,21 @@
 --    bm25/bm25_best (0 for an episode absent from a list, or a list whose weight is
 --    0); an episode first in both lists has rel = 1. Recency, use and importance
 --    only close part of the gap to 1: score = rel + (1 - rel) * g, with
---    g = 1 - (1 - 0.02 t) (1 - 0.25 [importance high]) and t memory's recency and
+--    g = 1 - (1 - 0.02 t) (1 - 0.25 rel [importance high]) and t memory's recency and
 --    access term (1 for the newest and most used; 0 when both weights are 0). So
 --    nothing passes an episode first in both lists, recency and use reorder only
 --    episodes within 2 % of each other's distance from the top, and high importance
---    cuts that distance by a quarter.
+--    cuts that distance by a quarter of the episode's own relevance: an important
+--    episode that matches nothing (rel 0, e.g. only a stopword in common, without a
+--    model) gets no boost, so importance never outranks relevance.
 score_hybrid AS (
   SELECT rowid, rel + (1 - rel) * g AS score, 0 AS boost, g AS multiplier,
          cos_frac AS cos_norm, bm25_frac AS bm25_norm
   FROM (SELECT rowid, alpha * cos_frac + (1 - alpha) * bm25_frac AS rel, cos_frac, bm25_frac,
-               1 - (1 - 0.02 * t) * (1 - CASE WHEN importance = 'high' THEN 0.25 ELSE 0 END)
-                 AS g
+               1 - (1 - 0.02 * t)
+                   * (1 - CASE WHEN importance = 'high'
+                               THEN 0.25 * (alpha * cos_frac + (1 - alpha) * bm25_frac)
+                               ELSE 0 END) AS g
         FROM (SELECT r.rowid, r.importance, p.alpha,
                      CASE WHEN r.similarity IS NULL OR p.w_vec <= 0 THEN 0.0
                           ELSE coalesce(max(r.similarity, 0.0)
