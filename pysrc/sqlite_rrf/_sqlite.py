@@ -1,12 +1,108 @@
-"""Two helpers on an apsw connection that the store's modules share: a transaction
-that commits or rolls back as one, and a value from ``rrf_meta``."""
+"""Helpers on an apsw connection that the store's modules share: opening a file (read-only
+media included), telling a sqlite-rrf database from another application's before anything
+is written, a transaction that commits or rolls back as one, a bounded wait for the write
+lock, and a value from ``rrf_meta``."""
 
 from __future__ import annotations
 
+import os
+import urllib.parse
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, List, Optional, Tuple
 
 import apsw
+
+#: The first migration's name (``sql/migrations/0001_episodes.sql``): a ``schema_migrations``
+#: table whose version 1 has another name is another application's.
+FIRST_MIGRATION = "episodes"
+
+
+def _header(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(100)
+    except OSError:
+        return b""
+
+
+def is_wal_file(path: str) -> bool:
+    """True when the SQLite file at ``path`` is in WAL mode (its header's read and write
+    versions are 2)."""
+    head = _header(path)
+    return len(head) == 100 and head.startswith(b"SQLite format 3\x00") and head[18:20] == b"\x02\x02"
+
+
+def on_read_only_media(path: str) -> bool:
+    """True when the file system holding ``path`` is mounted read-only (``ST_RDONLY``):
+    nothing, in any process, can write the file through this mount."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def open_connection(path: str, *, readonly: bool = False) -> Tuple[apsw.Connection, Optional[str]]:
+    """Connect to ``path``; returns the connection and, when it was opened as immutable, why.
+
+    A WAL database needs its ``-shm`` file beside it, which SQLite cannot create on
+    read-only media, so a plain open fails there. When the file is a WAL database on a
+    file system mounted read-only and has no ``-wal`` file with content (the last writer
+    closed it cleanly), it is opened with ``immutable=1``: SQLite then reads the main
+    file as it is, without locks or ``-shm``. That is safe because nothing can change the
+    file while it is open. It is not used when the ``-wal`` file has content (immutable
+    would not read it: recent writes would be missing; SQLite can open such a file
+    read-only by itself when its ``-shm`` exists too), nor when the file is read-only only
+    by permissions (its owner may write it meanwhile)."""
+    if path not in (":memory:", "") and os.path.isfile(path) and on_read_only_media(path) \
+            and is_wal_file(path):
+        try:
+            wal = os.path.getsize(path + "-wal")
+        except OSError:
+            wal = 0
+        if wal == 0:
+            uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
+            conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            return conn, ("the file is on read-only media, so it was opened as immutable "
+                          "(read as it is, without locks)")
+    if readonly:
+        return apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY), None
+    return apsw.Connection(path), None
+
+
+def foreign(conn: apsw.Connection) -> Optional[str]:
+    """Why the database open on ``conn`` is another application's, or None when it is a
+    sqlite-rrf database (or has no tables yet). It only reads ``sqlite_master`` and
+    ``schema_migrations``, so it is asked before anything is written (the WAL switch
+    included)."""
+    tables: List[str] = [n for (n,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")]
+    if not tables:
+        return None
+    if "schema_migrations" not in tables:
+        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+        return (f"it has tables ({shown}) but not sqlite-rrf's schema_migrations, so it "
+                "belongs to another application")
+    cols = {r[1] for r in conn.execute("PRAGMA main.table_info(schema_migrations)")}
+    if not {"version", "name", "checksum", "applied_at"} <= cols:
+        return ("its schema_migrations table is another application's (columns "
+                f"{', '.join(sorted(cols))})")
+    first = conn.execute("SELECT name FROM schema_migrations WHERE version = 1").fetchall()
+    if first and first[0][0] != FIRST_MIGRATION:
+        return (f"its schema_migrations table records migration 1 as {first[0][0]!r}, not "
+                f"sqlite-rrf's {FIRST_MIGRATION!r}")
+    return None
+
+
+@contextmanager
+def patience(conn: apsw.Connection, ms: int, restore: int) -> Iterator[None]:
+    """Wait at most ``ms`` milliseconds for a lock inside the ``with`` block (the busy
+    timeout), then ``restore`` it."""
+    conn.set_busy_timeout(int(ms))
+    try:
+        yield
+    finally:
+        conn.set_busy_timeout(int(restore))
 
 
 @contextmanager

@@ -299,6 +299,30 @@ class Embedder:
     def __repr__(self) -> str:
         return f"Embedder(model={self.model_name!r}, dim={self._dim}, n_ctx={self._n_ctx})"
 
+    def fingerprint(self) -> bytes:
+        """The model's fingerprint (:func:`sqlite_rrf.models.fingerprint`: the embeddings of
+        a few fixed texts, which a database compares with its own), computed once per model
+        file: kept in :func:`fingerprint_cache_path` under the file's real path, size and
+        modification time (ns), with the context size, the texts and llama-cpp-python's
+        version, so a changed file (or llama.cpp) is embedded again. A cache that cannot be
+        read or written is ignored."""
+        key = _fingerprint_key(self._model_path, self._n_ctx)
+        if key is not None:
+            found = _fingerprint_cache_read().get(key)
+            if isinstance(found, str):
+                try:
+                    fp = bytes.fromhex(found)
+                except ValueError:
+                    fp = b""
+                if fp and len(fp) == 4 * self._dim * len(_fingerprint_texts()):
+                    return fp
+        from .models import fingerprint
+
+        fp = fingerprint(self)
+        if key is not None and key == _fingerprint_key(self._model_path, self._n_ctx):
+            _fingerprint_cache_write(key, fp)
+        return fp
+
     # -- embedding ----------------------------------------------------------------------
 
     def _live(self) -> Any:
@@ -450,3 +474,77 @@ def _progress_bar(total: int, desc: str, unit: str = "text") -> Any:
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
+# ---- the fingerprint cache (Embedder.fingerprint) ----
+
+#: How many model files the fingerprint cache remembers (the most recent).
+FINGERPRINT_CACHE_SIZE = 32
+
+
+def fingerprint_cache_path() -> str:
+    """``$XDG_CACHE_HOME/sqlite-rrf/fingerprints.json`` (``~/.cache/...`` when
+    XDG_CACHE_HOME is not set): each model file's fingerprint, so that opening a database
+    with a model does not embed the fingerprint texts every time."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "sqlite-rrf", "fingerprints.json")
+
+
+def _fingerprint_texts() -> Sequence[str]:
+    from .models import FINGERPRINT_TEXTS
+
+    return FINGERPRINT_TEXTS
+
+
+def _fingerprint_key(path: str, n_ctx: int) -> Optional[str]:
+    """The cache key of a model file as it is now, or None when it cannot be stat'ed."""
+    import hashlib
+
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    try:
+        from importlib.metadata import version
+
+        llama = version("llama-cpp-python")
+    except Exception:  # pragma: no cover - not installed as a distribution
+        llama = "?"
+    texts = hashlib.sha256("\0".join(_fingerprint_texts()).encode("utf-8")).hexdigest()[:16]
+    return f"{real}|{st.st_size}|{st.st_mtime_ns}|{n_ctx}|{texts}|{llama}"
+
+
+def _fingerprint_cache_read() -> dict:
+    import json
+
+    try:
+        with open(fingerprint_cache_path(), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _fingerprint_cache_write(key: str, fp: bytes) -> None:
+    """Add ``key``; written to a temporary file and renamed, so a reader never sees half."""
+    import json
+    import tempfile
+
+    path = fingerprint_cache_path()
+    data = _fingerprint_cache_read()
+    data.pop(key, None)
+    data[key] = fp.hex()
+    while len(data) > FINGERPRINT_CACHE_SIZE:
+        data.pop(next(iter(data)))
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".fingerprints.", dir=os.path.dirname(path))
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # a cache that cannot be written: the next open embeds again

@@ -5,7 +5,7 @@ hits of one recall, or why the recall was held back)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, overload
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, overload
 
 import numpy as np
 
@@ -83,6 +83,8 @@ class RecallResult(Sequence[RecallHit]):
     touched: bool = False
     touch_error: Optional[str] = None
     warnings: List[str] = field(default_factory=list)
+    #: what :meth:`sqlite_rrf.store.Store.touch` marks: (rowids, session, query vector)
+    _touch_args: Optional[Tuple[Any, ...]] = field(default=None, repr=False, compare=False)
 
     @overload
     def __getitem__(self, i: int) -> RecallHit: ...

@@ -15,6 +15,7 @@ importable from here too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -24,8 +25,8 @@ import apsw
 import numpy as np
 
 from . import knn
+from ._sqlite import foreign, open_connection, patience, transaction
 from ._sqlite import meta as _meta
-from ._sqlite import transaction
 from .checks import (IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector, blob,
                      check_dim, episode_row, has_text, recall_params, recall_query)
 from .doctor import open_check
@@ -102,17 +103,19 @@ class Store:
         self.embedder = embedder
         self._bad_vectors: Dict[int, str] = {}  # rowid -> why its embedding is unusable
         self._pending_dim: Optional[int] = None
-        if readonly:  # never writes, not even the WAL switch; the file must exist
-            self.conn = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY)
-        else:
-            self.conn = apsw.Connection(self.path)
+        self.conn: Any = None
+        self.busy_timeout_ms = busy_timeout_ms
+        # readonly: never writes, not even the WAL switch; the file must exist. On read-only
+        # media a WAL file opens as immutable (_sqlite.open_connection says when).
+        self.conn, self.opened_as = open_connection(self.path, readonly=readonly)
         self._gate = TopicGate(self.conn)
         self._stopwords = StopwordsRefresh(self.conn)
         try:
-            self.conn.set_busy_timeout(busy_timeout_ms)
+            self.conn.set_busy_timeout(self._busy_timeout_ms)
             #: True when the file can only be read (read-only media or permissions): recall
             #: works (without touching), writes raise.
             self.readonly = bool(self.conn.readonly("main"))
+            self._check_ours()  # reads only: before the WAL switch, the first write
             if self.path not in (":memory:", "") and not self.readonly:
                 self._wal()
             self.conn.execute("PRAGMA foreign_keys = ON")
@@ -124,20 +127,20 @@ class Store:
             load(self.conn)
             if self.has_knn:  # before migrating: a migration may write to the vec0 index
                 knn.load_sqlite_vec(self.conn)
+            migrated: List[int] = []
             if self.readonly:
                 self._check_schema_readable()
             else:
-                migrate(self.conn)
-                if self.meta("bm25_stopwords_rows") is None:
-                    self._wrote(0)  # a database from before migration 0003, or still small
+                migrated = migrate(self.conn)  # takes the write lock only when one is due
             #: What the open's schema check found and could not repair (a trigger dropped
             #: in a read-only database, the lock busy): named in every recall's warnings.
             self.schema_warnings: List[str] = open_check(
                 self.conn, readonly=self.readonly, busy_timeout_ms=busy_timeout_ms)
             self._guard_vectors()
             self._code_vectors()
-            if not self.readonly:
-                self.fill_codes()
+            if not self.readonly and migrated:
+                # this open wrote (a migration): the writer's maintenance, never waiting
+                self._maintain_after_write()
             if embedder is not None:
                 self._bind_model(embedder, remember=not self.readonly)
         except BaseException:
@@ -290,6 +293,50 @@ class Store:
             packed += size
         return packed
 
+    @property
+    def busy_timeout_ms(self) -> int:
+        """How long a write waits for another process's write lock (ms) before it fails
+        with a :class:`StoreError` and nothing written. Settable."""
+        return self._busy_timeout_ms
+
+    @busy_timeout_ms.setter
+    def busy_timeout_ms(self, ms: int) -> None:
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+            raise StoreError(f"busy_timeout_ms: must be an integer >= 0, got {ms!r}")
+        self._busy_timeout_ms = ms
+        if getattr(self, "conn", None) is not None:
+            self.conn.set_busy_timeout(ms)
+
+    def _busy_message(self) -> str:
+        return (f"{self.path}: another process held the write lock for the whole busy "
+                f"timeout ({self._busy_timeout_ms / 1000:g} s), so nothing was written; "
+                "try again when it has finished")
+
+    def _check_ours(self) -> None:
+        """Refuse another application's SQLite file before anything is written to it (not
+        even the WAL switch): :func:`sqlite_rrf._sqlite.foreign` says why. A WAL file this
+        connection cannot read (its ``-shm`` cannot be made) is refused with the reason."""
+        try:
+            why = foreign(self.conn)
+        except apsw.CantOpenError:
+            from ._sqlite import on_read_only_media
+
+            if on_read_only_media(self.path):
+                why = ("its -wal file has content but its -shm file is missing, and SQLite "
+                       "cannot create that on read-only media (immutable=1 would not read "
+                       "the -wal: recent writes would be missing)")
+            else:
+                why = ("SQLite cannot create its -shm file beside it (the directory is not "
+                       "writable for this user), and the file system is writable, so it is "
+                       "not opened as immutable (its owner may change it meanwhile)")
+            raise StoreError(
+                f"{self.path}: this WAL database cannot be read here: {why}. Open it once "
+                "where it can be written (its owner, a writable copy)") from None
+        if why is not None:
+            raise StoreError(f"{self.path} is not a sqlite-rrf database: {why}. sqlite-rrf "
+                             "opens only its own databases (or a new, empty file); nothing "
+                             "was written to it") from None
+
     def _check_schema_readable(self) -> None:
         """A read-only database cannot be migrated: it must be at this version already."""
         from .migrations import available, current_version
@@ -364,7 +411,10 @@ class Store:
 
         dim = int(embedder.dim)
         name = getattr(embedder, "model_spec", None) or getattr(embedder, "model_name", None)
-        fp = fingerprint(embedder) if hasattr(embedder, "embed_many") else None
+        if callable(getattr(embedder, "fingerprint", None)):
+            fp = embedder.fingerprint()  # an Embedder: computed once per model file
+        else:
+            fp = fingerprint(embedder) if hasattr(embedder, "embed_many") else None
         if not self._model_upserts(name, dim, fp) or not remember:
             return  # nothing to record: no write lock taken
         with transaction(self.conn):
@@ -504,6 +554,8 @@ class Store:
                 raise StoreError(f"id: an episode with this id already exists ({e}); "
                                  "replace=True (or upsert()) replaces it") from None
             raise
+        except (apsw.BusyError, apsw.LockedError):
+            raise StoreError(self._busy_message()) from None
         self._wrote(len(rows))
 
     #: Work done on the FTS5 index's segments after each write (FTS5's 'merge' command,
@@ -549,10 +601,65 @@ class Store:
         return self.stopwords
 
     def _wrote(self, n: int) -> None:
-        """Count ``n`` written or deleted episodes, refreshing the stopwords when the
-        episode count has moved by :attr:`STOPWORDS_DRIFT` (or reached
-        :data:`sqlite_rrf.stopwords.MIN_ROWS` without them) since they were computed."""
-        self._stopwords.wrote(n, self.count, self.refresh_stopwords, self.STOPWORDS_DRIFT)
+        """Count ``n`` written or deleted episodes, then do the writer's maintenance
+        (:meth:`_maintain_after_write`)."""
+        self._maintain_after_write(n)
+
+    #: How long the maintenance after a write waits for the write lock (ms): not at all.
+    #: What it cannot do now is done after a later write, or by :meth:`maintain`.
+    MAINTENANCE_PATIENCE_MS = 0
+
+    def _maintain_after_write(self, n: int = 0) -> None:
+        """The writer's maintenance, after its commit, never waiting for the lock: refresh
+        the stopwords when the episode count has moved by :attr:`STOPWORDS_DRIFT` (or
+        reached :data:`sqlite_rrf.stopwords.MIN_ROWS` without them) since they were
+        computed, and compute and pack the sign codes other clients left pending
+        (:meth:`fill_codes`, one indexed read when there are none). A reader's open never
+        does this."""
+        with patience(self.conn, self.MAINTENANCE_PATIENCE_MS, self._busy_timeout_ms):
+            self._stopwords.wrote(n, self.count, self.refresh_stopwords, self.STOPWORDS_DRIFT)
+            try:
+                self.fill_codes()
+            except (apsw.BusyError, apsw.LockedError):
+                pass  # another process writes: left pending (scored exactly) until later
+
+    def maintain(self) -> Dict[str, Any]:
+        """Do the upkeep that opening a Store never does, waiting for the write lock up to
+        the busy timeout: compute the sign codes other clients left pending and pack loose
+        codes into blocks (:meth:`fill_codes`, :meth:`pack_codes`), recompute the BM25
+        stopwords when they are out of date (:func:`sqlite_rrf.stopwords.stale`), and merge
+        the full-text index's segments (FTS5's ``merge``, :attr:`MERGE_PAGES` pages per
+        transaction) until there is nothing left to merge. The Store's writes do the same
+        after they commit, when the lock is free; ``sqlite-rrf maintain DB`` runs this.
+        Returns what was done: ``codes_filled``, ``codes_packed``, ``stopwords_refreshed``,
+        ``fts_merges`` (transactions that merged something)."""
+        from .stopwords import stale
+
+        if self.readonly:
+            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
+                             "there is nothing maintain can do")
+        packed_before = self._packed()
+        filled = self.fill_codes()  # ends with pack_codes()
+        packed = self._packed() - packed_before
+        refreshed = stale(self.count(), self.meta("bm25_stopwords_rows"), self.STOPWORDS_DRIFT)
+        if refreshed:
+            self.refresh_stopwords()
+        merges = 0
+        while True:
+            with transaction(self.conn):
+                before = self.conn.total_changes()
+                self._merge_index()
+                # FTS5: two or more changes mean the merge did some work
+                worked = self.conn.total_changes() - before >= 2
+            if not worked:
+                break
+            merges += 1
+        return {"codes_filled": filled, "codes_packed": packed,
+                "stopwords_refreshed": refreshed, "fts_merges": merges}
+
+    def _packed(self) -> int:
+        return self.conn.execute(
+            "SELECT coalesce(sum(n), 0) FROM episodes_code_blocks").fetchall()[0][0]
 
     def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
             created_at: Optional[int] = None, accessed_at: Optional[int] = None,
@@ -688,13 +795,16 @@ class Store:
 
     def delete(self, id: str) -> bool:
         """Delete the episode ``id``; True if it existed."""
-        with self.conn:
-            self._merging(True)
-            self.conn.execute("DELETE FROM episodes WHERE id = ?", (id,))
-            gone = self.conn.changes() > 0
-            if gone:
-                self._merge_index()
-            self._merging(False)
+        try:
+            with self.conn:
+                self._merging(True)
+                self.conn.execute("DELETE FROM episodes WHERE id = ?", (id,))
+                gone = self.conn.changes() > 0
+                if gone:
+                    self._merge_index()
+                self._merging(False)
+        except (apsw.BusyError, apsw.LockedError):
+            raise StoreError(self._busy_message()) from None
         if gone:
             self._wrote(1)
         return gone
@@ -760,10 +870,11 @@ class Store:
 
         The statement runs in a read transaction, which never blocks a writer. Then
         ``touch`` marks the returned episodes accessed (``accessed_at = now``,
-        ``access_count + 1``) in a short write transaction of its own, retried while other
-        writers hold the lock; a touch that cannot be made (a read-only database, or the
-        lock still busy after the retries) never fails the recall: ``result.touched`` is
-        False and ``result.touch_error`` says why.
+        ``access_count + 1``) in a short write transaction of its own, waiting at most
+        :attr:`TOUCH_PATIENCE` (50 ms) for another process's write lock; a touch that
+        cannot be made (the lock busy, a read-only database, a full disk, an I/O error)
+        never fails the recall: ``result.touched`` is False and ``result.touch_error`` says
+        why. With ``touch=False`` nothing is written; :meth:`touch` makes the touch later.
 
         Each hit carries ``relevance``, in [0, 1] and absolute: the same number means the
         same for every query (:func:`sqlite_rrf.relevance.relevance`, from the hit's cosine
@@ -832,10 +943,14 @@ class Store:
         if qarr is not None:
             self._gate.remember(qarr)
         touched, why = False, None
-        if touch and (hits or (session is not None and qarr is not None)):
-            touched, why = self._touch([h.rowid for h in hits], session, qarr)
+        args = None
+        if hits or (session is not None and qarr is not None):
+            args = ([h.rowid for h in hits], session, qarr)
+            if touch:
+                touched, why = self._touch(*args)
+                args = None
         return RecallResult(hits, query, params=params, touched=touched, touch_error=why,
-                            warnings=warnings, reason=floor_reason)
+                            warnings=warnings, _touch_args=args, reason=floor_reason)
 
     def _run_recall(self, params: Dict[str, Any], bindings: Dict[str, Any]) -> List[RecallHit]:
         """The statement in one read transaction (one snapshot, no write lock)."""
@@ -895,19 +1010,36 @@ class Store:
                 if fault is not None:
                     bad[rowid] = fault
 
-    #: How long a touch waits in all for the write lock before it gives up (seconds).
-    TOUCH_PATIENCE = 30.0
+    #: How long a touch waits for the write lock before it gives up (seconds): a touch is
+    #: best effort, and a recall never waits longer than this for another process's write.
+    TOUCH_PATIENCE = 0.05
+
+    def touch(self, result: RecallResult) -> RecallResult:
+        """Mark the hits of ``result``, a recall made with ``touch=False``, accessed (and
+        remember its session's query for the topic gate), as ``recall(touch=True)`` would
+        have; returns the result with ``touched`` and ``touch_error`` set. For a caller that
+        shows the hits first and touches after (the hook prints before it touches). Best
+        effort, like every touch: it waits at most :attr:`TOUCH_PATIENCE` for the write lock,
+        and a failure is reported in the returned result, never raised."""
+        args = result._touch_args
+        if args is None or result.touched:
+            return result
+        touched, why = self._touch(*args)
+        return dataclasses.replace(result, touched=touched, touch_error=why, _touch_args=None)
 
     def _touch(self, rowids: List[int], session: Optional[str],
                qarr: Optional[np.ndarray]) -> Tuple[bool, Optional[str]]:
         """Mark ``rowids`` accessed (and remember the session's query) in one short write
-        transaction, retried while the lock is busy. Returns (done, why not)."""
+        transaction, waiting at most :attr:`TOUCH_PATIENCE` for the write lock. Returns
+        (done, why not): any failure (the lock busy, a full disk, read-only media, an I/O
+        error) leaves the recall as it is."""
+        not_done = "so the recalled episodes were not touched"
         if self.readonly:
-            return False, "the database is read-only, so the recalled episodes were not touched"
+            return False, f"the database is read-only, {not_done}"
         now = now_ms()
-        deadline = time.monotonic() + self.TOUCH_PATIENCE
-        while True:
-            try:
+        wait_ms = max(0, int(self.TOUCH_PATIENCE * 1000))
+        try:
+            with patience(self.conn, wait_ms, self._busy_timeout_ms):
                 with transaction(self.conn):
                     self.conn.executemany(
                         "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
@@ -915,13 +1047,16 @@ class Store:
                     if session is not None and qarr is not None:
                         self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)",
                                           session_row(session, qarr))
-                return True, None
-            except (apsw.BusyError, apsw.LockedError) as e:
-                if time.monotonic() >= deadline:
-                    return False, f"the write lock stayed busy ({e}), so the episodes were not touched"
-                time.sleep(0.01)
-            except apsw.ReadOnlyError as e:
-                return False, f"the database is read-only ({e}), so the episodes were not touched"
+            return True, None
+        except (apsw.BusyError, apsw.LockedError):
+            return False, (f"another process held the write lock (waited {wait_ms} ms), "
+                           f"{not_done}")
+        except apsw.FullError:
+            return False, f"the disk is full, {not_done}"
+        except apsw.ReadOnlyError as e:
+            return False, f"the database is read-only ({e}), {not_done}"
+        except apsw.Error as e:
+            return False, f"the touch could not be written ({e}), {not_done}"
 
     #: Validate recall options; returns the statement's bindings (None = default):
     #: :func:`sqlite_rrf.checks.recall_params` (the CLI checks its options with it).
