@@ -33,7 +33,7 @@ import numpy as np
 from .migrations import available, current_version, migrate
 
 __all__ = ["Finding", "Report", "expected_objects", "schema_findings", "open_check",
-           "check", "repair", "check_path", "REPAIR_HINT"]
+           "check_data", "check", "repair", "check_path", "REPAIR_HINT"]
 
 #: What to run to repair a database (named in every message that needs it).
 REPAIR_HINT = "sqlite-rrf check DB --repair"
@@ -408,6 +408,14 @@ def _repair_data(conn: apsw.Connection, d: _Data) -> List[str]:
     return done
 
 
+def check_data(conn: apsw.Connection) -> List[Finding]:
+    """The derived tables' part of :func:`check`: the full-text index, ``episodes_vectors``,
+    ``episodes_codes``, ``episodes_code_blocks``, ``episodes_displaced``, the knn index,
+    and the embeddings the recall cannot use. Reads every row; writes nothing (FTS5's
+    check takes the write lock, so a read-only connection skips it and says so)."""
+    return _check_data(conn).findings()
+
+
 # ---------------------------------------------------------------- the full check
 
 def check(conn: apsw.Connection) -> Report:
@@ -426,7 +434,7 @@ def check(conn: apsw.Connection) -> Report:
             "schema", f"the database is at schema version {have}, this sqlite-rrf's is {want}: "
             "open it with a writable Store (or `sqlite-rrf init DB`) to migrate it"))
     report.findings += schema_findings(conn)
-    report.findings += _check_data(conn).findings()
+    report.findings += check_data(conn)
     report.seconds = time.perf_counter() - t
     return report
 
