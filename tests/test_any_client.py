@@ -565,9 +565,11 @@ def test_control_check_consistent_sees_narrow_tables_that_drift(tmp_path):
     check_consistent(c)
 
 
-def test_store_fills_the_codes_another_client_left_pending(tmp_path):
-    """A write without the extension leaves the code pending; the next Store opened
-    on the file computes it, equal to vec_signbits."""
+@pytest.mark.parametrize("how", ["maintain", "write"])
+def test_store_fills_the_codes_another_client_left_pending(tmp_path, how):
+    """A write without the extension leaves the code pending; opening a Store leaves it so
+    (an open never writes: the quantized pool scores a pending row exactly), and
+    Store.maintain() or the Store's next write computes it, equal to vec_signbits."""
     db = new_store(tmp_path / "p.db")
     c = plain(db)
     c.execute("UPDATE episodes SET embedding = ? WHERE id = 'e3'", (f32([-1.0] * DIM),))
@@ -576,6 +578,12 @@ def test_store_fills_the_codes_another_client_left_pending(tmp_path):
     c.close()
     s = Store(str(db))
     try:
+        assert s.conn.execute("SELECT count(*) FROM episodes_codes WHERE code IS NULL"
+                              ).fetchall() == [(1,)], "opening the Store wrote the code"
+        if how == "maintain":
+            assert s.maintain()["codes_filled"] == 1
+        else:
+            s.add("a new episode", embedding=[1.0] * DIM)
         assert s.conn.execute("SELECT count(*) FROM episodes_codes WHERE code IS NULL"
                               ).fetchall() == [(0,)]
         assert s.conn.execute(
