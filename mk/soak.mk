@@ -17,6 +17,7 @@ CHURN_OPS         ?= 100000
 CHURN_CHECKPOINTS ?= 25
 CHURN_SEED        ?= 0
 CHURN_FLAGS       ?=
+CHURN_TEXTS       ?= zipf
 CHURN_DIR         ?= build/churn
 CRASH_RUNS   ?= 50
 CRASH_DIR    ?= build/crash
@@ -33,10 +34,10 @@ latency: build ## writer latency p50/p99 alone and under touching recalls (pools
 	$(PY) tests/soak/latency.py --episodes $(LATENCY_EPISODES) --seconds $(LATENCY_SECONDS) \
 	  --rounds $(LATENCY_ROUNDS) --workdir $(LATENCY_DIR) --json $(LATENCY_DIR)-report.json
 
-churn: build ## churn soak: CHURN_EPISODES=20000 episodes, CHURN_OPS=100000 operations from Store and the sqlite3 shell (no rrf), CHURN_CHECKPOINTS=25 checks (CHURN_FLAGS=--knn: with the vec0 index)
+churn: build ## churn soak: CHURN_EPISODES=20000 episodes, CHURN_OPS=100000 operations from Store and the sqlite3 shell (no rrf), CHURN_CHECKPOINTS=25 checks of every BM25 path against bm25() and a fresh index (CHURN_TEXTS=scifact: SciFact abstracts; CHURN_FLAGS=--knn: with the vec0 index)
 	$(PY) tests/soak/churn.py --episodes $(CHURN_EPISODES) --ops $(CHURN_OPS) \
 	  --checkpoints $(CHURN_CHECKPOINTS) --seed $(CHURN_SEED) --workdir $(CHURN_DIR) \
-	  --json $(CHURN_DIR)-report.json $(CHURN_FLAGS)
+	  --texts $(CHURN_TEXTS) --json $(CHURN_DIR)-report.json $(CHURN_FLAGS)
 
 crash: build ## kill -9 a writer CRASH_RUNS=50 times (half imports, half migrations) and check each database
 	$(PY) tests/crash/crash.py --kills $(CRASH_RUNS) --workdir $(CRASH_DIR) \

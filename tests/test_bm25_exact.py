@@ -865,3 +865,201 @@ def test_property_B16_the_one_call_list_equals_bm25_across_sql_churn(start, ops,
         for q in queries:
             assert top_list(c, q, limit) == reference(c, q, limit), (q, limit)
     c.close()
+
+
+# ------------------------------------------- issue 19: every path, every writer, a fresh index
+#
+# After a churn of writes from the Store and from Debian's sqlite3 shell (no extension), with a
+# word rising above half of the rows and falling back, every path of the BM25 list must be
+# bm25()'s top, row for row and bit for bit, and bm25() of the live index must be that of an
+# index built afresh from the same rows (one segment, no delete ever written to it): the live
+# index after the churn scores exactly like a new one.
+
+SHELL = shutil.which("sqlite3") or ("/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None)
+RISER = "quokka"  # in no text of VOCAB: only the rise and fall ops write it
+FRESH_BUILD = ("DROP TABLE IF EXISTS temp.fresh_fts; CREATE VIRTUAL TABLE temp.fresh_fts USING "
+               "fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.fresh_fts(rowid, "
+               "content) SELECT rowid, content FROM main.episodes;")
+FN_OR_TOP = ("SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM episodes_fts "
+             "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') LIMIT 1")
+FN_OR = ("SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM "
+         "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
+         "ORDER BY s, rowid LIMIT ?2")
+FN_FULL = ("SELECT rowid, rrf_bm25(episodes_fts, ?2) AS s FROM episodes_fts WHERE episodes_fts "
+           "MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2")
+FRESH_REF = REFERENCE.replace("episodes_fts", "fresh_fts")  # temp.fresh_fts
+
+
+def common_now(conn):
+    """The terms in at least half of the rows now (FTS5's IDF floor), space-separated."""
+    return conn.execute("SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
+                        "WHERE 2 * doc >= (SELECT count(*) FROM episodes)").fetchone()[0]
+
+
+def every_path(conn, q, n, common):
+    """{path: (its list, what it must equal)} for every path of the BM25 list."""
+    want = reference(conn, q, n)
+    words = [t for _p, t in json.loads(conn.execute(
+        "SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (q,)).fetchone()[0])]
+    stored = hint(conn)
+    out = {}
+    for name, h in (("stored hint", stored), ("no hint", None), ("hint of this moment", common),
+                    ("hint of every word", " ".join(words + [RISER]))):
+        if h is None:
+            conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
+        else:
+            set_hint(conn, h)
+        out[f"statement, rrf_bm25_or_top, {name}"] = (top_list(conn, q, n), want)
+        out[f"statement, filtered scan, {name}"] = (top_list(conn, q, n, since=-2**62), want)
+    if stored is None:
+        conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
+    else:
+        set_hint(conn, stored)
+    out["rrf_bm25, whole query"] = (conn.execute(FN_FULL, (q, n)).fetchall(), want)
+    drop = " ".join(w for w in words if w in set(common.split()))
+    top = conn.execute(FN_OR_TOP, (q, n, drop)).fetchall()
+    for name, got in (("rrf_bm25_or_top", [tuple(x) for x in json.loads(top[0][0])] if top else []),
+                      ("rrf_bm25_or", conn.execute(FN_OR, (q, n, drop)).fetchall())):
+        # B13: the top m are bm25()'s when m rows of the scan score below what the dropped
+        # words alone can give a row (the rows that hold only those are not scanned)
+        m = sum(1 for _r, v in got if v < -2.2000022e-6 * len(drop.split())) if drop else n
+        out[f"{name}, common words dropped"] = (got[:m], want[:m])
+    out["bm25() of a fresh index"] = (conn.execute(FRESH_REF, (q, n)).fetchall(), want)
+    return out
+
+
+def assert_every_path(conn, queries, n):
+    conn.execute(FRESH_BUILD)
+    common = common_now(conn)
+    for q in queries:
+        for path, (got, want) in every_path(conn, q, n, common).items():
+            assert got == want, (q, n, path, got[:4], want[:4])
+    conn.execute("DROP TABLE temp.fresh_fts")
+
+
+CHURN19 = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), st.integers(1, 120), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("delete"), st.integers(1, 120), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("rewrite"), st.integers(1, 120), st.integers(0, 2**32 - 1)),
+        # a row's text written over another's: equal scores, ties broken by rowid
+        st.tuples(st.just("copy"), st.integers(1, 40), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("move"), st.integers(1, 20), st.integers(0, 2**32 - 1)),
+        # the riser in half of the rows less one, exactly half, half plus one, 90 %
+        st.tuples(st.just("rise"), st.sampled_from([-1, 0, 1, 40]), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("fall"), st.integers(1, 400), st.integers(0, 2**32 - 1)),
+        st.tuples(st.just("hint"), st.sampled_from(["refresh", "stale", "none"]),
+                  st.integers(0, 2**32 - 1)),
+    ),
+    min_size=1, max_size=6)
+QUERY19 = st.lists(st.sampled_from(VOCAB + ["The", "STUDIES", "xyzzy", RISER, RISER.upper()]),
+                   min_size=1, max_size=6).map(" ".join)
+
+
+def quote(s):
+    return "'" + s.replace("'", "''") + "'"
+
+
+def churn_sql(conn, op):
+    """The statements of one churn op (plain SQL, for any client): the state is read from
+    conn, the choices come from the op's seed."""
+    kind, k, seed = op
+    rng = random.Random(seed)
+    rowids = [r for (r,) in conn.execute("SELECT rowid FROM episodes ORDER BY rowid")]
+    n = len(rowids)
+    if kind == "insert":
+        return [f"INSERT INTO episodes(id, content) VALUES ('c' || lower(hex(randomblob(8))), "
+                f"{quote(text(rng))});" for _ in range(k)]
+    if not rowids:
+        return []
+    if kind == "delete":
+        return [f"DELETE FROM episodes WHERE rowid = {r};" for r in rng.sample(rowids, min(k, n))]
+    if kind == "rewrite":
+        return [f"UPDATE episodes SET content = {quote(text(rng))} WHERE rowid = {r};"
+                for r in rng.sample(rowids, min(k, n))]
+    if kind == "copy":
+        return [f"UPDATE episodes SET content = (SELECT content FROM episodes WHERE rowid = "
+                f"{rng.choice(rowids)}) WHERE rowid = {rng.choice(rowids)};" for _ in range(k)]
+    if kind == "move":  # a new rowid, below or above the others
+        return [f"UPDATE OR IGNORE episodes SET rowid = {r + rng.choice([-1, 1]) * rng.randint(10**3, 10**6)} "
+                f"WHERE rowid = {r};" for r in rng.sample(rowids, min(k, n))]
+    has = f"(' ' || content || ' ') LIKE '% {RISER} %'"
+    if kind == "rise":
+        target = n // 2 + k if k < 40 else (9 * n) // 10
+        held = conn.execute(f"SELECT count(*) FROM episodes WHERE {has}").fetchone()[0]
+        return [f"UPDATE episodes SET content = content || ' {RISER}' WHERE rowid IN (SELECT rowid "
+                f"FROM episodes WHERE NOT {has} ORDER BY (rowid * 7919 + {seed % 10007}) % 10007 "
+                f"LIMIT {max(0, target - held)});"]
+    if kind == "fall":
+        return [f"UPDATE episodes SET content = replace(content, ' {RISER}', '') WHERE rowid IN "
+                f"(SELECT rowid FROM episodes WHERE {has} ORDER BY (rowid * 7919 + {seed % 10007}) "
+                f"% 10007 LIMIT {k});"]
+    if k == "refresh":
+        return [read_sql("stopwords.sql").replace(":min_rows", "0")]
+    if k == "stale":
+        return ["INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', "
+                f"{quote(' '.join(rng.sample(['the', 'of', RISER, 'kubernet', 'zebra', 'run'], 3)))});"]
+    return ["DELETE FROM rrf_meta WHERE key = 'bm25_stopwords';"]
+
+
+def run_in_shell(path, statements):
+    """Debian's sqlite3 shell, without the extension, recursive_triggers off (its default)."""
+    script = ".bail on\nBEGIN;\n" + "\n".join(statements) + "\nCOMMIT;\n"
+    r = subprocess.run([SHELL, "-batch", str(path)], input=script, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and not r.stderr, r.stderr[:500]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(start=st.integers(0, 300), ops=CHURN19, queries=st.lists(QUERY19, min_size=1, max_size=3),
+       limit=st.sampled_from([1, 3, 20, 50]), seed=st.integers(0, 2**32 - 1))
+def test_property_issue19_every_path_is_bm25s_top_and_a_fresh_indexs(start, ops, queries, limit, seed):
+    """In-process writes (apsw), checked after every op."""
+    c = new_db()
+    fill(c, start, random.Random(seed))
+    refresh_hint(c)
+    for op in ops:
+        stmts = churn_sql(c, op)
+        with c:
+            for s in stmts:
+                c.execute(s)
+        event(f"op {op[0]}")
+        assert_every_path(c, queries, limit)
+    c.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1)")
+    c.close()
+
+
+@pytest.mark.skipif(SHELL is None, reason="the sqlite3 shell is missing: `make system-deps` "
+                    "installs Debian's sqlite3 package")
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(start=st.integers(0, 300), ops=CHURN19, queries=st.lists(QUERY19, min_size=1, max_size=3),
+       limit=st.sampled_from([1, 3, 20, 50]), seed=st.integers(0, 2**32 - 1))
+def test_property_issue19_every_path_after_writes_by_the_sqlite3_shell(tmp_path_factory, start, ops,
+                                                                        queries, limit, seed):
+    """The same, every op written by Debian's sqlite3 shell (SQLite 3.40, no extension) and
+    by a Store in turn."""
+    path = tmp_path_factory.mktemp("shell19") / "m.db"
+    rng = random.Random(seed)
+    with Store(path) as s:
+        s.add_many([dict(id=f"s{i}", content=text(rng)) for i in range(start)])
+        s.refresh_stopwords(min_rows=0)
+        for i, op in enumerate(ops):
+            stmts = churn_sql(s.conn, op)
+            if i % 2 == 0 or op[0] in ("move", "rise", "fall", "hint", "copy"):
+                run_in_shell(path, stmts)
+                event(f"shell {op[0]}")
+            else:  # the Store's own writes
+                ids = [r for (r,) in s.conn.execute("SELECT id FROM episodes")]
+                if op[0] == "insert":
+                    s.add_many([dict(content=text(rng)) for _ in range(op[1])])
+                elif op[0] == "delete":
+                    for x in rng.sample(ids, min(op[1], len(ids))):
+                        s.delete(x)
+                else:
+                    for x in rng.sample(ids, min(op[1], len(ids))):
+                        s.upsert(text(rng), id=x)
+                event(f"store {op[0]}")
+            assert_every_path(s.conn, queries, limit)
+        s.conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1)")

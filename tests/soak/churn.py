@@ -44,6 +44,17 @@ memory is checked:
     200), ids in order, ties by rowid, and the scores equal. The statement's list is
     read through ``Store.recall`` (``pool_size=0``, no query vector, so the candidates
     are the BM25 hits; sorted by ``bm25_score``, rowid);
+(b') every path of that list (issue 19), row for row and bit for bit against the same
+    bm25() list: the statement's own BM25 CTEs (sql/recall.sql) with rrf_bm25_or_top and
+    with the per-row filtered scan (a ``since`` every row passes), each under the stored
+    stopword hint, no hint, the hint of this moment and a hint of every word of the query;
+    rrf_bm25 of the whole query; rrf_bm25_or_top and rrf_bm25_or with the words now in
+    half of the rows dropped (their top m rows, m the rows scoring below what the dropped
+    words can give, B13); and bm25() of an index built afresh at the checkpoint from the
+    rows of episodes (one segment, no delete ever written to it) equals the live index's;
+(b'') the same at the moment the story's word crosses into FTS5's IDF floor: in a
+    savepoint rolled back at once, ``kubernetes`` is made to hold half of the rows less
+    one, exactly half and half plus one;
 (c) for a few queries with a random query vector (pools ``recent`` and ``all``) the
     recall of profile ``rrf`` (``Store.recall``) equals the plain-Python reference of
     tests/test_recall.py (``reference_recall``, compared with its ``assert_same``);
@@ -52,6 +63,10 @@ memory is checked:
     exactly the embedded episodes' vectors at their rowids.
 
     python tests/soak/churn.py --episodes 20000 --ops 100000 --checkpoints 25 --workdir build/churn
+
+``--texts scifact`` writes BEIR SciFact's abstracts instead (title and abstract, each
+used again now and then, so equal scores and ties are common) and queries SciFact's
+titles and claims, issue 19's two titles among the fixed queries.
 
 prints the counts (episodes, operations by kind and by client, checkpoints, queries
 checked, mismatches) and exits 1 on any mismatch or unexpected error. ``--client apsw``
@@ -80,6 +95,12 @@ if TESTS not in sys.path:
     sys.path.append(TESTS)
 
 SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.which("sqlite3")
+#: --texts scifact reads the BEIR SciFact corpus and claims (../shared/data/scifact).
+SCIFACT = os.path.join(os.path.dirname(os.path.dirname(TESTS)), "shared", "data", "scifact")
+#: Two SciFact titles for which issue 19 saw a BM25 list that was not bm25()'s top 20.
+ISSUE19 = ("Cryo-EM structure of a herpesvirus capsid at 3.1 \u00c5",
+           "The Evolution of Dominance in Sporophytic Self-Incompatibility Systems. II. "
+           "Mate Availability and Recombination")
 DIM = 16
 NWORDS = 3000
 WORDS = [f"z{i}" for i in range(NWORDS)]
@@ -106,6 +127,48 @@ REWRITES = {"upsert", "insert_or_replace_id", "update_content", "insert_or_repla
 
 
 FTS_CHECK = "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-check', 1);"
+
+#: FTS5's own list, the reference of every check of the BM25 list: bm25() of the OR query
+#: of every word (fts5_query(query)), best first, ties by rowid.
+BM25_REF = ("SELECT rowid, bm25({t}) AS s FROM {t} WHERE {t} MATCH "
+            "coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2")
+#: The second index of (c'): built at each checkpoint from the rows of episodes, as a
+#: new index is (one segment, no delete ever written to it).
+FRESH = "episodes_fts_fresh"
+FRESH_BUILD = (f"DROP TABLE IF EXISTS temp.{FRESH}; CREATE VIRTUAL TABLE temp.{FRESH} USING "
+               f"fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.{FRESH}(rowid, "
+               "content) SELECT rowid, content FROM main.episodes;")
+#: The terms in at least half of the rows now: the words FTS5 gives its IDF floor.
+STOP_NOW = ("SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
+            "WHERE 2 * doc >= (SELECT count(*) FROM episodes)")
+#: The functions of csrc/bm25.c called directly (c''): the one-call top (B16), the
+#: per-row scan of the query without its stopwords (B10..B13) and of the whole query (B3).
+FN_TOP = ("SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM "
+          "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
+          "LIMIT 1")
+FN_OR = ("SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM "
+         "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
+         "ORDER BY s, rowid LIMIT ?2")
+FN_FULL = ("SELECT rowid, rrf_bm25(episodes_fts, ?2) AS s FROM episodes_fts WHERE episodes_fts "
+           "MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2")
+#: The most a dropped word adds to a row's score, with B12's margin (sql/recall/bm25.sql 1c).
+DROP_BOUND = 2.2000022e-6
+#: since = this: a filter every row passes, so the statement takes its per-row scan (1b's
+#: second branch) instead of rrf_bm25_or_top.
+SINCE_ALL = -(2 ** 62)
+
+
+def bm25_cte() -> Tuple[str, List[str]]:
+    """The shipped recall statement (sql/recall.sql) up to its ``bm25`` CTE, selecting that
+    CTE's list (rowid, bm25_score, best first), and its parameters."""
+    from sqlite_rrf.resources import read_sql, statement_params
+
+    sql = read_sql("recall.sql")
+    head = sql[:sql.index("\n-- 2. ") + 1].rstrip()
+    if not head.endswith("),"):
+        raise AssertionError("sql/recall.sql: the BM25 CTEs no longer end before '-- 2.'")
+    cte = head[:-1] + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
+    return cte, statement_params(cte)
 
 
 class IdSet:
@@ -213,6 +276,12 @@ class Churn:
                 os.remove(self.db + suffix)
         self.store = Store(self.db)
         self.model = Model()
+        self.docs: List[str] = []     # --texts scifact: the texts (title and abstract)
+        self.claims: List[str] = []   # and the queries (titles and claims)
+        if args.texts == "scifact":
+            self.docs, self.claims = load_scifact(args.scifact)
+        self.cte, self.cte_params = bm25_cte()
+        self.stop_now = ""            # per checkpoint: the terms in half of the rows or more
         self.ops: Counter = Counter()       # "client:kind" -> operations
         self.rows: Counter = Counter()      # "client:kind" -> episodes written or removed
         self.failures: List[str] = []
@@ -244,6 +313,13 @@ class Churn:
 
     def text(self, story_p: float) -> str:
         rng = self.rng
+        if self.docs:  # a SciFact text (the same one again now and then: equal scores)
+            words = [rng.choice(self.docs)]
+            if rng.random() < story_p:
+                words.append(STORY)
+            if rng.random() < 0.003:
+                words.append(RARE)
+            return " ".join(words)
         words = rng.choices(WORDS, weights=ZIPF, k=rng.randint(2, 9))
         if rng.random() < 0.75:
             words.append("the")
@@ -598,6 +674,11 @@ class Churn:
 
     def query(self) -> str:
         rng = self.rng
+        if self.claims:
+            words = [rng.choice(self.claims)]
+            if rng.random() < 0.25:
+                words.append(STORY)
+            return " ".join(words)
         words = rng.choices(WORDS, weights=ZIPF, k=rng.randint(1, 5))
         for w, p in (("the", 0.3), ("of", 0.2), (STORY, 0.25), (RARE, 0.1), (ABSENT, 0.05)):
             if rng.random() < p:
@@ -607,6 +688,8 @@ class Churn:
     def bm25_queries(self) -> List[str]:
         fixed = [f"{STORY} {RARE}", STORY, f"the {ABSENT}", "the of", f"of {STORY} the",
                  f"the {RARE}"]
+        if self.docs:
+            fixed[4:] = ISSUE19
         return fixed + [self.query() for _ in range(self.args.queries)]
 
     def check_bm25(self, q: str, n: int) -> None:
@@ -621,6 +704,7 @@ class Churn:
             "fts5_query(?, 'or') ORDER BY s, rowid LIMIT ?", (q, n)).fetchall()
         self.checked["bm25_queries"] += 1
         self.checked["bm25_rows"] += len(want)
+        self.check_paths(q, n)
         if [r for _s, r in got] != [r for _s, r in want]:
             gs, ws = {r for _s, r in got}, {r for _s, r in want}
             self.miss("bm25_list", f"{q!r} top {n}: statement {len(got)} rows, bm25() "
@@ -632,6 +716,112 @@ class Churn:
             self.miss("bm25_scores", f"{q!r} top {n}: scores differ by up to {worst:.3g}")
         elif worst:
             self.checked["bm25_scores_not_bit_identical"] += 1
+
+    def cte_list(self, q: str, n: int, since: Optional[int] = None,
+                 hint: Any = "stored") -> List[Tuple[int, float]]:
+        """The statement's own BM25 list (sql/recall.sql's bm25 CTE), with the stored
+        stopword hint or, in a savepoint rolled back at once, another (None: none)."""
+        conn = self.store.conn
+        b: Dict[str, Any] = dict.fromkeys(self.cte_params)
+        b.update(query=q, bm25_limit=n, since=since)
+        if hint == "stored":
+            return [tuple(r) for r in conn.execute(self.cte, b).fetchall()]
+        conn.execute("SAVEPOINT churn_hint")
+        try:
+            if hint is None:
+                conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
+            else:
+                conn.execute("INSERT OR REPLACE INTO rrf_meta(key, value) "
+                             "VALUES ('bm25_stopwords', ?)", (hint,))
+            return [tuple(r) for r in conn.execute(self.cte, b).fetchall()]
+        finally:
+            conn.execute("ROLLBACK TO churn_hint")
+            conn.execute("RELEASE churn_hint")
+
+    def check_paths(self, q: str, n: int) -> None:
+        """(b') every path of the BM25 list against bm25() on the live index, row for row and
+        bit for bit, and that against a freshly built index of the same rows (c')."""
+        conn = self.store.conn
+        want = [tuple(r) for r in conn.execute(BM25_REF.format(t="episodes_fts"), (q, n))]
+        fresh = [tuple(r) for r in conn.execute(BM25_REF.format(t=FRESH), (q, n))]
+        self.checked["bm25_fresh_queries"] += 1
+        if fresh != want:
+            self.miss("bm25_fresh", f"{q[:60]!r} top {n}: bm25() of the live index and of a "
+                      f"fresh one differ: {self.difference(fresh, want)}")
+        words = [t for _p, t in json.loads(conn.execute(
+            "SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (q,)).fetchone()[0])]
+        stop = self.stop_now
+        common = " ".join(w for w in words if w in set(stop.split()))
+        paths = {
+            "statement, rrf_bm25_or_top, stored hint": self.cte_list(q, n),
+            "statement, rrf_bm25_or_top, no hint": self.cte_list(q, n, hint=None),
+            "statement, rrf_bm25_or_top, hint of this moment": self.cte_list(q, n, hint=stop),
+            "statement, rrf_bm25_or_top, hint of every word": self.cte_list(
+                q, n, hint=" ".join(words + [STORY_TERM])),
+            "statement, filtered scan, stored hint": self.cte_list(q, n, since=SINCE_ALL),
+            "statement, filtered scan, hint of this moment": self.cte_list(
+                q, n, since=SINCE_ALL, hint=stop),
+            "rrf_bm25 (whole query)": [tuple(r) for r in conn.execute(FN_FULL, (q, n))],
+        }
+        top = conn.execute(FN_TOP, (q, n, common)).fetchall()
+        scan = {"rrf_bm25_or_top (common words dropped)":
+                [tuple(r) for r in json.loads(top[0][0])] if top else [],
+                "rrf_bm25_or (common words dropped)":
+                [tuple(r) for r in conn.execute(FN_OR, (q, n, common))]}
+        expect = dict.fromkeys(paths, want)
+        for path, got in scan.items():
+            # B13: the top m rows are bm25()'s when m rows of the scan score below what
+            # the dropped words can give a row (rows holding only those are not scanned)
+            floor = -DROP_BOUND * len(common.split())
+            m = sum(1 for _r, v in got if v < floor) if common else len(want)
+            paths[path], expect[path] = got[:m], want[:m]
+            if m < len(want):
+                self.checked["bm25_paths_cut_by_B13"] += 1
+        for path, got in paths.items():
+            self.checked["bm25_paths"] += 1
+            self.checked["bm25_path_rows"] += len(expect[path])
+            if got != expect[path]:
+                self.miss("bm25_path", f"{q[:60]!r} top {n}, {path}: "
+                          f"{self.difference(got, expect[path])}")
+
+    def check_crossing(self) -> None:
+        """(b'') STORY in half of the rows less one, exactly half (FTS5's IDF floor starts
+        there: log(1) = 0) and half plus one, each in a savepoint rolled back at once:
+        every path of the BM25 list at the moment a word crosses into the floor."""
+        conn = self.store.conn
+        n = conn.execute("SELECT count(*) FROM episodes").fetchone()[0]
+        has = f"SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH '{STORY}'"
+        for target in sorted({max(0, n // 2 - 1), n // 2, (n + 1) // 2, n // 2 + 1}):
+            conn.execute("SAVEPOINT churn_cross")
+            try:
+                held = conn.execute(f"SELECT count(*) FROM ({has})").fetchone()[0]
+                if held < target:
+                    conn.execute(f"UPDATE episodes SET content = content || ' {STORY}' WHERE "
+                                 f"rowid IN (SELECT rowid FROM episodes WHERE rowid NOT IN "
+                                 f"({has}) LIMIT ?)", (target - held,))
+                elif held > target:
+                    conn.execute(f"UPDATE episodes SET content = replace(content, '{STORY}', "
+                                 f"'{RARE}') WHERE rowid IN ({has} LIMIT ?)", (held - target,))
+                doc = conn.execute(f"SELECT count(*) FROM ({has})").fetchone()[0]
+                if doc != target:
+                    self.fail(f"the crossing probe put {STORY} in {doc} rows, not {target}")
+                self.checked["crossing_probes"] += 1
+                conn.execute(FRESH_BUILD)
+                self.stop_now = conn.execute(STOP_NOW).fetchone()[0]
+                for q in (STORY, f"the {STORY}", f"{STORY} {RARE}", f"of {STORY} the z3"):
+                    for lim in (10, 50):
+                        self.check_paths(q, lim)
+            finally:
+                conn.execute("ROLLBACK TO churn_cross")
+                conn.execute("RELEASE churn_cross")
+
+    @staticmethod
+    def difference(got: List[Tuple[int, float]], want: List[Tuple[int, float]]) -> str:
+        """Where two BM25 lists part (for the report)."""
+        gr, wr = {r for r, _ in got}, {r for r, _ in want}
+        first = next(((i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w), None)
+        return (f"{len(got)} rows vs {len(want)}, {len(wr - gr)} missing {sorted(wr - gr)[:3]}, "
+                f"{len(gr - wr)} extra {sorted(gr - wr)[:3]}, first difference {first}")
 
     def check_reference(self, q: str, qvec: Any, pool: str) -> None:
         from test_recall import NOW, assert_same, reference_recall
@@ -712,6 +902,8 @@ class Churn:
         if qc != [("ok",)]:
             self.miss("quick_check", f"after {done} ops: {qc[:3]}")
         self.check_model()
+        conn.execute(FRESH_BUILD)
+        self.stop_now = conn.execute(STOP_NOW).fetchone()[0]
         for i, q in enumerate(self.bm25_queries()):
             n = (50, 10, 200)[i % 3] if i >= 6 else 50
             try:
@@ -720,6 +912,13 @@ class Churn:
                 self.checked["bm25_queries"] += 1
                 self.miss("bm25_error", f"after {done} ops, {q!r} top {n}: "
                           f"{type(e).__name__}: {e}")
+        conn.execute(f"DROP TABLE temp.{FRESH}")
+        try:
+            self.check_crossing()
+        except Exception as e:  # noqa: BLE001
+            self.miss("bm25_error", f"after {done} ops, the crossing probe: "
+                      f"{type(e).__name__}: {e}")
+        conn.execute(f"DROP TABLE IF EXISTS temp.{FRESH}")
         for i in range(self.args.ref_queries):
             qvec = self.nrng.standard_normal(DIM).astype("<f4")
             q, pool = self.query(), ("recent", "all")[i % 2]
@@ -783,7 +982,7 @@ class Churn:
         story_peak = max(t[f"{STORY}_share"] for t in self.timeline)
         report = {
             "seed": a.seed, "episodes_start": a.episodes, "episodes_end": len(self.model.ids),
-            "knn": a.knn, "client": a.client, "store_merges": a.store_merges,
+            "knn": a.knn, "client": a.client, "store_merges": a.store_merges, "texts": a.texts,
             "ops": sum(self.ops.values()), "ops_by_client": dict(by_client),
             "ops_by_kind": dict(sorted(self.ops.items())),
             "rows_by_kind": dict(sorted(self.rows.items())),
@@ -806,13 +1005,26 @@ class Churn:
         return report
 
 
+def load_scifact(folder: str) -> Tuple[List[str], List[str]]:
+    """SciFact's texts (title and abstract) and queries (titles and claims)."""
+    docs, claims = [], []
+    with open(os.path.join(folder, "corpus.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            docs.append(f"{d['title']} {d['text']}")
+            claims.append(d["title"])
+    with open(os.path.join(folder, "queries.jsonl"), encoding="utf-8") as f:
+        claims += [json.loads(line)["text"] for line in f]
+    return docs, claims
+
+
 def print_report(r: Dict[str, Any]) -> None:
     print(f"churn: {r['episodes_start']} -> {r['episodes_end']} episodes, {r['ops']} operations "
           f"({', '.join(f'{k} {v}' for k, v in r['ops_by_client'].items())}), "
           f"{r['shell_batches']} scripts run by the {r['client']}, knn index "
           f"{'on' if r['knn'] else 'off'}, "
           f"{'only the Store merges FTS5 segments, ' if r['store_merges'] else ''}"
-          f"seed {r['seed']}")
+          f"texts {r['texts']}, seed {r['seed']}")
     print("operations by kind (rows written or removed):")
     for k, v in r["ops_by_kind"].items():
         print(f"  {k:>32}: {v:7d}  ({r['rows_by_kind'].get(k, 0)} rows)")
@@ -835,7 +1047,7 @@ def make_args(**kw: Any) -> argparse.Namespace:
     """The churn's settings: the command line's defaults, updated with ``kw``."""
     a = dict(episodes=20_000, ops=100_000, checkpoints=25, workdir="build/churn", seed=0,
              knn=False, segment=200, queries=6, ref_queries=4, quiet=False, paranoid=False,
-             client="shell", store_merges=False)
+             client="shell", store_merges=False, texts="zipf", scifact=SCIFACT)
     unknown = set(kw) - set(a)
     if unknown:
         raise TypeError(f"unknown churn settings {sorted(unknown)}")
@@ -883,6 +1095,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "operation and shell script (with --segment 1, scripts of 1-3 "
                         "statements); stop at the first fault and keep the script and the "
                         "database before it (for finding a fault)")
+    p.add_argument("--texts", choices=("zipf", "scifact"), default="zipf",
+                   help="the episodes' texts: short ones over a Zipf vocabulary (default), or "
+                        "BEIR SciFact's abstracts, the same one again now and then, queried by "
+                        "SciFact titles and claims (issue 19's data)")
+    p.add_argument("--scifact", default=SCIFACT, help="the SciFact folder (corpus.jsonl, "
+                   "queries.jsonl) for --texts scifact")
     p.add_argument("--json", help="also write the report to this file")
     a = p.parse_args(argv)
     kw = vars(a)
