@@ -3,7 +3,8 @@
 - a model is a path or ``hf:ORG/REPO/FILE.gguf``, fetched through huggingface_hub; here the
   Hugging Face cache is filled offline (``HF_HUB_OFFLINE=1``) from the shared GGUF model,
   laid out as huggingface_hub lays out a download;
-- the order: ``--model``, ``SQLITE_RRF_MODEL``, the database's model, the default;
+- the order: ``--model``, ``SQLITE_RRF_MODEL``, the default; the database's own model is
+  never loaded or downloaded because the database names it (issue 19, item 7);
 - a database remembers its model by name, dimension and fingerprint, and refuses another
   model of the same dimension (a real second GGUF: the shared one with its token
   embeddings shuffled);
@@ -92,13 +93,28 @@ def test_a_path_spec_expands_the_home_directory(monkeypatch, tmp_path):
 def test_choice_order(monkeypatch):
     monkeypatch.delenv(MODEL_ENV, raising=False)
     assert choose_model() == DEFAULT_MODEL
-    assert choose_model(remembered="hf:a/b/c.gguf") == "hf:a/b/c.gguf"
-    assert choose_model(remembered="/abs/m.gguf") == "/abs/m.gguf"
-    # a bare file name (what older databases remember) cannot be found: the default
+    # the database's model is never chosen because the database names it (issue 19, 7)
+    assert choose_model(remembered="hf:a/b/c.gguf") == DEFAULT_MODEL
+    assert choose_model(remembered="/abs/m.gguf") == DEFAULT_MODEL
     assert choose_model(remembered="all-MiniLM-L6-v2-f16.gguf") == DEFAULT_MODEL
     monkeypatch.setenv(MODEL_ENV, "/env/m.gguf")
     assert choose_model(remembered="hf:a/b/c.gguf") == "/env/m.gguf"
     assert choose_model("hf:x/y/z.gguf", remembered="hf:a/b/c.gguf") == "hf:x/y/z.gguf"
+
+
+def test_a_foreign_model_is_one_the_user_did_not_name(monkeypatch):
+    from sqlite_rrf.models import foreign_model
+
+    monkeypatch.delenv(MODEL_ENV, raising=False)
+    assert foreign_model(None, "hf:someone/else/evil.gguf") == "hf:someone/else/evil.gguf"
+    assert foreign_model(None, "/etc/passwd") == "/etc/passwd"
+    assert foreign_model(None, "~/m.gguf") == "~/m.gguf"
+    assert foreign_model(None, DEFAULT_MODEL) is None  # the documented default
+    assert foreign_model(None, "all-MiniLM-L6-v2-f16.gguf") is None  # older databases' name
+    assert foreign_model(None, None) is None
+    assert foreign_model("/mine.gguf", "/etc/passwd") is None  # the user's model is used
+    monkeypatch.setenv(MODEL_ENV, "/env/m.gguf")
+    assert foreign_model(None, "hf:someone/else/evil.gguf") is None
 
 
 # ---- resolving ----
@@ -427,3 +443,124 @@ def test_demo_never_replaces_a_database_it_did_not_make(tmp_path):
     ok(cli("add", tmp_path / "sqlite-rrf-demo.db", "a real note", "--id", "real", cwd=tmp_path))
     p = cli("demo", cwd=tmp_path)
     assert p.returncode == 1 and _count(tmp_path / "sqlite-rrf-demo.db", "id = 'real'") == 1
+
+
+# ---- a model named only by the database is not loaded (issue 19, item 7) ----
+
+
+def _set_remembered(db: Path, spec: str) -> None:
+    """What anyone who can write the file can do: name another model in rrf_meta."""
+    with apsw.Connection(str(db)) as c:
+        c.execute("UPDATE rrf_meta SET value = ? WHERE key = 'embedding_model'", (spec,))
+
+
+def _no_model_env(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != MODEL_ENV}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "empty-hf-cache"))
+    return env
+
+
+@needs_hub
+@needs_model
+def test_a_path_named_by_the_database_is_never_opened(tmp_path):
+    """A database whose rrf_meta names a GGUF file by its absolute path (here a real model,
+    so that loading it would work): recall, hook and embed do not open that file unless the
+    user names it; they say which model the database was made with and how to pass it."""
+    import json
+
+    planted = tmp_path / "elsewhere" / "planted.gguf"
+    planted.parent.mkdir()
+    planted.write_bytes(SHARED_MODEL.read_bytes())
+    db = tmp_path / "m.db"
+    ok(cli("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
+           cwd=tmp_path, model=SHARED_MODEL))
+    ok(cli("add", db, "The user prefers green tea", "--id", "b", cwd=tmp_path))  # unembedded
+    _set_remembered(db, str(planted))
+
+    def untouched() -> float:  # an atime before the mtime: the next read moves it (relatime)
+        st = planted.stat()
+        os.utime(planted, (st.st_mtime - 3600, st.st_mtime))
+        return planted.stat().st_atime
+
+    atime = untouched()
+    p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path))
+    hits = json.loads(p.stdout)
+    assert hits[0]["id"] == "a" and hits[0]["vec_rank"] is None
+    assert p.stderr.count("vector list is off") == 1, p.stderr
+    assert f"made with the model {str(planted)!r}" in p.stderr
+    assert f"--model {str(planted)!r}" in p.stderr and MODEL_ENV in p.stderr
+    hook = subprocess.run([sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", ""],
+                          input=json.dumps({"prompt": "postgres credentials"}), text=True,
+                          capture_output=True, timeout=300, env=_no_model_env(tmp_path))
+    assert hook.returncode == 0 and "_(id `a`" in hook.stdout, hook.stderr
+    assert str(planted) in hook.stderr
+    p = cli("embed", db, cwd=tmp_path)
+    assert p.returncode == 1 and f"made with the model {str(planted)!r}" in p.stderr
+    assert _count(db, "embedding IS NULL") == 1
+    assert planted.stat().st_atime == atime, "the planted model file was read"
+
+    # the default model, when it is in the cache, is used: the fingerprint shows that it is
+    # the model the database was made with; the planted file is still not read
+    cache = tmp_path / "hf-cache"
+    fill_hf_cache(cache, DEFAULT_MODEL, SHARED_MODEL)
+    p = ok(cli("recall", db, "where are the db passwords?", "--json", cwd=tmp_path,
+               env={"HF_HUB_CACHE": str(cache)}))
+    assert json.loads(p.stdout)[0]["vec_rank"] == 1 and "vector list is off" not in p.stderr
+    assert planted.stat().st_atime == atime, "the planted model file was read"
+
+    # the check can fail: the user names the file, and it is read and used
+    p = ok(cli("recall", db, "where are the db passwords?", "--json", "--model", planted,
+               cwd=tmp_path))
+    assert json.loads(p.stdout)[0]["vec_rank"] == 1
+    assert planted.stat().st_atime != atime
+
+
+@needs_hub
+@needs_model
+def test_an_hf_model_named_by_the_database_is_never_downloaded(tmp_path):
+    """A database whose rrf_meta names hf:someone/else/evil.gguf, with a Hub that answers
+    (a local HTTP server as HF_ENDPOINT, recording every request) and an empty cache:
+    recall, hook and embed ask the Hub for nothing (neither that model nor the default,
+    which is not downloaded for a database of another model)."""
+    import http.server
+    import json
+    import threading
+
+    requests: list = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            requests.append(self.path)
+            self.send_error(404)
+
+        do_HEAD = do_GET
+
+        def log_message(self, *a) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        db = tmp_path / "m.db"
+        ok(cli("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
+               cwd=tmp_path, model=SHARED_MODEL))
+        ok(cli("add", db, "The user prefers green tea", "--id", "b", cwd=tmp_path))
+        evil = "hf:someone/else/evil.gguf"
+        _set_remembered(db, evil)
+        hub = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+               "HF_HUB_CACHE": str(tmp_path / "hf-cache"), "HF_HOME": str(tmp_path / "hf")}
+        p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path, env=hub))
+        assert json.loads(p.stdout)[0]["vec_rank"] is None
+        assert f"made with the model {evil!r}" in p.stderr and f"--model {evil!r}" in p.stderr
+        env = dict(_no_model_env(tmp_path), **hub)
+        hook = subprocess.run([sys.executable, "-m", "sqlite_rrf", "hook", str(db),
+                               "--scope", ""], input=json.dumps({"prompt": "postgres"}),
+                              text=True, capture_output=True, timeout=300, env=env)
+        assert hook.returncode == 0 and "_(id `a`" in hook.stdout, hook.stderr
+        p = cli("embed", db, cwd=tmp_path, env=hub)
+        assert p.returncode == 1 and evil in p.stderr
+        assert requests == [], requests
+        assert not any((tmp_path / "hf-cache").rglob("*.gguf"))
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -2,13 +2,14 @@
 the field and the fault before anything is written.
 
 Episodes (:func:`episode_row`), vectors (:func:`blob`, :func:`check_dim`), text
-(:func:`has_text`, :func:`check_utf8`) and recall options (:func:`recall_params`).
+(:func:`has_text`, :func:`check_utf8`, :func:`check_one_line` for ids and scopes) and recall options (:func:`recall_params`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import unicodedata
 import uuid
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
@@ -46,6 +47,17 @@ def check_utf8(s: str, field_name: str) -> None:
     except UnicodeEncodeError as e:
         raise StoreError(f"{field_name}: not valid UTF-8 text (undecodable character at "
                          f"index {e.start})") from None
+
+
+def check_one_line(s: str, field_name: str) -> None:
+    """Refuse text with a control character (a line break, tab, escape, NUL, ...: Unicode
+    category Cc) or a line or paragraph separator (U+2028, U+2029). Ids and scopes are
+    names shown on one line (the hook's Markdown, the command line's output): a line break
+    in one could pass for a line of its own there."""
+    for i, ch in enumerate(s):
+        if ch in "\u2028\u2029" or unicodedata.category(ch) == "Cc":
+            raise StoreError(f"{field_name}: must be one line of text without control "
+                             f"characters, got U+{ord(ch):04X} at index {i} in {s!r}")
 
 
 def blob(vec: Vector, field_name: str = "embedding") -> Tuple[bytes, int]:
@@ -99,6 +111,8 @@ def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> 
         eid = uuid.uuid4().hex
     elif not isinstance(eid, str) or not eid:
         raise StoreError(f"id: must be non-empty text, got {eid!r}")
+    else:
+        check_one_line(eid, "id")
     importance = ep.get("importance") or "normal"
     if importance not in IMPORTANCE:
         raise StoreError(f"importance: must be one of {IMPORTANCE}, got {importance!r}")
@@ -114,6 +128,7 @@ def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> 
     elif not isinstance(scope, str):
         raise StoreError(f"scope: must be text, got {type(scope).__name__}")
     check_utf8(scope, "scope")
+    check_one_line(scope, "scope")
     row["scope"] = scope
     for key in ("created_at", "accessed_at", "access_count"):
         v = ep.get(key)

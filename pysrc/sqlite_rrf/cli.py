@@ -3,8 +3,8 @@
 Commands: ``init``, ``import``, ``add``, ``recall``, ``embed``, ``stats``, ``stopwords``,
 ``model``, ``path``, ``sql``, ``knn``, ``demo``, ``eval``. Every command that embeds takes
 ``--model`` (a GGUF path or ``hf:ORG/REPO/FILE.gguf``); without it the model is
-``$SQLITE_RRF_MODEL``, else the database's own, else the default
-(:data:`sqlite_rrf.models.DEFAULT_MODEL`). Without any model, ``add``, ``import``,
+``$SQLITE_RRF_MODEL``, else the default (:data:`sqlite_rrf.models.DEFAULT_MODEL`); the
+database's own model is loaded only when it is one of these. Without any model, ``add``, ``import``,
 ``recall`` and ``demo`` work with the BM25, recency and access lists and say so once.
 
 A command imports what it runs and no more: the parser of every command is built on each
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import textwrap
 from typing import Any, List, Optional, Sequence
@@ -47,21 +48,27 @@ def note(text: str) -> None:
 
 def _embedder(args: argparse.Namespace, remembered: Optional[str] = None,
               required: bool = False) -> Any:
-    """The Embedder of the chosen model (--model, $SQLITE_RRF_MODEL, the database's model,
-    the default), or None when no model is available and none was asked for by name.
+    """The Embedder of the chosen model (--model, $SQLITE_RRF_MODEL, the default), or None
+    when no model is available and none was asked for by name.
 
     A model named by --model or $SQLITE_RRF_MODEL that cannot be loaded is an error; the
-    database's or the default model that cannot be had turns the vector list off, and
-    that is said once on stderr.
+    default model that cannot be had turns the vector list off, and that is said once on
+    stderr. The database's own model is never loaded because the database names it; for a
+    database made with another model (:func:`sqlite_rrf.models.foreign_model`) the default
+    is used only from the Hugging Face cache, and what to pass is said.
     """
     from .embed import Embedder, EmbeddingError
-    from .models import MODEL_ENV, ModelNotFoundError, model_candidates
+    from .models import (MODEL_ENV, ModelNotFoundError, foreign_hint, foreign_model,
+                         model_candidates, resolve_model)
 
     asked = getattr(args, "model", None)
     explicit = bool(asked) or bool(os.environ.get(MODEL_ENV, "").strip())
+    foreign = foreign_model(asked, remembered)
     first_error: Optional[Exception] = None
     for spec in model_candidates(asked, remembered):
         try:
+            if foreign:  # the default, not downloaded for a database of another model
+                resolve_model(spec, download=False)
             return Embedder(spec, n_ctx=getattr(args, "n_ctx", None) or _default_n_ctx())
         except ValueError as e:  # a malformed hf: name, a bad --n-ctx
             raise CliError(str(e)) from None
@@ -69,9 +76,10 @@ def _embedder(args: argparse.Namespace, remembered: Optional[str] = None,
             first_error = first_error or e
             if isinstance(e, EmbeddingError) and "llama-cpp-python" in str(e):
                 break  # no other model can load either
+    why = foreign_hint(foreign) if foreign else str(first_error)
     if explicit or required:
-        raise CliError(str(first_error)) from None
-    note(f"the vector list is off: {first_error}")
+        raise CliError(why) from None
+    note(f"the vector list is off: {why}")
     return None
 
 
@@ -99,7 +107,7 @@ def _open(args: argparse.Namespace, model: Optional[str] = None,
           must_exist: bool = True) -> Any:
     """Open the database. ``model`` 'write' or 'recall' attaches the chosen model (see
     :func:`_embedder`); a recall of a database that has no embeddings loads none."""
-    from .models import MODEL_ENV
+    from .models import MODEL_ENV, foreign_hint, foreign_model
     from .store import Store, StoreError
 
     if must_exist and not os.path.exists(args.db):
@@ -124,7 +132,9 @@ def _open(args: argparse.Namespace, model: Optional[str] = None,
                     emb.close()
                     if getattr(args, "model", None) or os.environ.get(MODEL_ENV, "").strip():
                         raise CliError(str(e)) from None
-                    note(f"the vector list is off: {e}")
+                    foreign = foreign_model(None, store.model)
+                    note(f"the vector list is off: {e}"
+                         + (f"; {foreign_hint(foreign)}" if foreign else ""))
             elif model == "write" and store.dim is not None:
                 note(f"new episodes are stored without embeddings; `sqlite-rrf embed {args.db}` "
                      "adds them once a model is available")
@@ -138,7 +148,7 @@ def _weights(text: Optional[str]) -> Optional[List[float]]:
     if text is None:
         return None
     try:
-        ws = [float(x) for x in text.split(",")]
+        ws = [_ascii_float(x) for x in text.split(",")]
     except ValueError:
         raise CliError(f"--weights: expected four numbers b,v,r,a, got {text!r}") from None
     if len(ws) != 4:
@@ -239,7 +249,7 @@ def _time_arg(text: Optional[str], option: str) -> Optional[int]:
     if text is None:
         return None
     text = text.strip()
-    if text.lstrip("-").isdigit():
+    if re.fullmatch(r"-?[0-9]+", text):  # ASCII digits only: '²'.isdigit() is true
         v = int(text)
         if abs(v) > 2**62:
             raise CliError(f"{option}: {text} is out of range")
@@ -254,6 +264,34 @@ def _time_arg(text: Optional[str], option: str) -> Optional[int]:
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.timezone.utc)
     return int(t.timestamp() * 1000)
+
+
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _ascii_float(text: str) -> float:
+    """A number written in ASCII (``0.5``, ``-1``, ``2e-3``); ValueError otherwise (Python's
+    float() also takes other scripts' digits, ``_`` separators, ``nan`` and ``inf``)."""
+    if not _FLOAT.fullmatch(text.strip()):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
+def int_arg(text: str) -> int:
+    """argparse ``type=`` of an integer option: ASCII digits, an optional minus sign.
+    argparse's error names the option (``argument --limit: expected an integer ...``)."""
+    if not re.fullmatch(r"-?[0-9]+", text.strip()):
+        raise argparse.ArgumentTypeError(f"expected an integer (digits 0-9), got {text!r}")
+    return int(text)
+
+
+def float_arg(text: str) -> float:
+    """argparse ``type=`` of a number option: ASCII digits, a point, an exponent."""
+    try:
+        return _ascii_float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 0.5 or 60, got "
+                                          f"{text!r}") from None
 
 
 def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
@@ -566,9 +604,9 @@ def _add_model(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--model", metavar="MODEL",
                    help="embedding model: a GGUF file or hf:ORG/REPO/FILE.gguf (downloaded once "
-                        "into the Hugging Face cache). Default: $SQLITE_RRF_MODEL, else the "
-                        f"database's own model, else {DEFAULT_MODEL}")
-    p.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX, dest="n_ctx",
+                        "into the Hugging Face cache). Default: $SQLITE_RRF_MODEL, else "
+                        f"{DEFAULT_MODEL} (a database's own model is loaded only when named)")
+    p.add_argument("--n-ctx", type=int_arg, default=DEFAULT_N_CTX, dest="n_ctx",
                    help=f"the model's context in tokens (default {DEFAULT_N_CTX}, right for "
                         "all-MiniLM-L6-v2)")
 
@@ -577,7 +615,7 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
     # every default is the statement's own (sql/recall/params.sql), read from there
     d = recall_defaults()
     decay_k = recall_defaults("decay")["k"]
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--limit", type=int_arg, default=None,
                    help=f"how many episodes (default {d['result_limit']})")
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.add_argument("--explain", action="store_true", help="show each list's contribution")
@@ -599,14 +637,14 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                         "accessed episodes; all, the nearest of all episodes (exact, one scan "
                         "of the vectors); quantized, the same found through 1-bit codes and "
                         "rescored exactly; knn, sqlite-vec's nearest (needs `sqlite-rrf knn DB`)")
-    p.add_argument("--pool-size", type=int, default=None, dest="pool_size",
+    p.add_argument("--pool-size", type=int_arg, default=None, dest="pool_size",
                    help=f"how many episodes the vector pool holds (default {d['pool_size']})")
-    p.add_argument("--oversample", type=int, default=None,
+    p.add_argument("--oversample", type=int_arg, default=None,
                    help="quantized pool: how many times pool-size candidates the codes "
                         f"select before the exact rescoring (default {d['oversample']})")
-    p.add_argument("--bm25-limit", type=int, default=None, dest="bm25_limit",
+    p.add_argument("--bm25-limit", type=int_arg, default=None, dest="bm25_limit",
                    help=f"how many BM25 hits join the candidates (default {d['bm25_limit']})")
-    p.add_argument("--k", type=float, default=None,
+    p.add_argument("--k", type=float_arg, default=None,
                    help=f"RRF constant (default {d['k']:g}; {decay_k:g} for the decay profile)")
     p.add_argument("--weights", metavar="B,V,R,A",
                    help="weights of the bm25, vector, recency and access lists (default "
@@ -614,12 +652,12 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=PROFILES, default=None,
                    help=f"fusion profile (default {d['profile']}): " + "; ".join(
                        f"{name}: {what}" for name, what in PROFILE_SUMMARIES.items()))
-    p.add_argument("--alpha", type=float, default=None,
+    p.add_argument("--alpha", type=float_arg, default=None,
                    help="hybrid and convex profiles: weight of the cosine against BM25 "
                         f"(default {d['alpha']:g})")
-    p.add_argument("--min-similarity", type=float, default=None, dest="min_similarity",
+    p.add_argument("--min-similarity", type=float_arg, default=None, dest="min_similarity",
                    help="drop candidates with no BM25 hit and a similarity below this")
-    p.add_argument("--min-relevance", type=float, default=None, dest="min_relevance",
+    p.add_argument("--min-relevance", type=float_arg, default=None, dest="min_relevance",
                    metavar="R",
                    help="show only the hits whose relevance (0 to 1, the same scale for every "
                         "query) is at least R (default: no floor; the hook and MCP recall use "
@@ -705,7 +743,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("embed", help="embed the episodes that have no embedding (batched, "
                        "resumable)")
     p.add_argument("db", help=DB_HELP)
-    p.add_argument("--batch-size", type=int, default=64, dest="batch_size",
+    p.add_argument("--batch-size", type=int_arg, default=64, dest="batch_size",
                    help="episodes per batch; each batch is written all or nothing (default 64)")
     _add_model(p)
     p.set_defaults(func=cmd_embed)
@@ -723,9 +761,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"where the demo database goes (default {DEMO_DB}); an existing file "
                         "is replaced only if the demo made it")
     p.add_argument("--query", default=DEMO_QUERY, help="the query of the demo's recall")
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--limit", type=int_arg, default=None,
                    help="how many episodes it shows (default: recall's)")
-    p.add_argument("--pool-size", type=int, default=10, dest="pool_size",
+    p.add_argument("--pool-size", type=int_arg, default=10, dest="pool_size",
                    help="the recent pool (small, so the sample shows BM25 rescuing an old "
                         "episode; default 10)")
     _add_model(p)

@@ -10,7 +10,8 @@ Requirements (tests/test_hook.py cites them):
 H1. The scope is ``--scope`` when given, else derived from the payload's ``cwd`` (the
     process's working directory when the payload has none) by :func:`derive_scope`: the
     name of the enclosing git work tree's top directory (the nearest directory, going up,
-    that holds a ``.git`` entry), else of the directory itself. ``--scope ''`` is the
+    that holds a ``.git`` entry), else of the directory itself, its control characters
+    (a line break in a directory's name) made spaces. ``--scope ''`` is the
     shared memory and ``--scope '*'`` (:data:`ALL_SCOPES`) recalls every scope.
 H2. The topic gate is keyed by the payload's ``session_id``: a prompt on the same topic as
     the session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
@@ -20,6 +21,12 @@ H3. The hits are touched (the agent was shown them), and the session's query is
 H4. The output is short Markdown: one header line and one bullet per hit, each episode's
     text on one line, cut at ``--max-chars``. Nothing at all is printed when nothing
     matched or the gate held the recall back, or for a blank prompt.
+H4a. Nothing from a memory (text, id, scope) forges structure in the output, whoever wrote
+    it (the sqlite3 shell too): line breaks and every other control character become
+    spaces (:func:`flatten`), and ``<``, ``>`` and an ``&`` that starts a character
+    reference are written ``&lt;``, ``&gt;``, ``&amp;`` (:func:`escape`), so no text
+    reads as a tag (``</context>``, ``<system-reminder>``) or starts a line of its own;
+    ids and scopes are code spans that no backtick in them can close (:func:`code`).
 H4b. Only hits whose relevance (:mod:`sqlite_rrf.relevance`) reaches ``--min-relevance``
     (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`) are printed, so a prompt
     about nothing in the memory ("hi", "thanks") prints nothing.
@@ -39,8 +46,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
+import unicodedata
 from typing import Any, Dict, List, NoReturn, Optional
 
 #: The ``--scope`` value (hook and MCP server) that recalls every scope.
@@ -64,11 +73,43 @@ def derive_scope(cwd: Optional[str] = None) -> str:
     d = path
     while True:
         if os.path.lexists(os.path.join(d, ".git")):
-            return os.path.basename(d)
+            return flatten(os.path.basename(d))
         parent = os.path.dirname(d)
         if parent == d:
-            return os.path.basename(path)
+            return flatten(os.path.basename(path))
         d = parent
+
+
+#: What :func:`escape` rewrites: ``<``, ``>``, and an ``&`` that starts a character
+#: reference (``&lt;``, ``&#60;``, ``&#x3c;``), so that the escaping can be undone.
+_ESCAPES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_TO_ESCAPE = re.compile(r"[<>]|&(?=#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
+
+
+def flatten(text: str) -> str:
+    """``text`` on one line: every control character (Unicode category Cc: line breaks,
+    tabs, escapes, NULs) and line or paragraph separator made a space, runs of white
+    space made one space, the ends stripped."""
+    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+    return " ".join(text.split())
+
+
+def escape(text: str) -> str:
+    """``text`` with no tag-like text: ``<`` → ``&lt;``, ``>`` → ``&gt;``, and ``&`` →
+    ``&amp;`` where it starts a character reference. A Markdown viewer shows the
+    original text; a model reads ``&lt;/context&gt;`` as text, not as a tag."""
+    return _TO_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)[0]], text)
+
+
+def code(text: str) -> str:
+    """``text`` (flattened and escaped) as a Markdown code span that no backtick in it can
+    close: fenced by one backtick more than its longest run of backticks."""
+    text = escape(flatten(text))
+    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if not text or text[0] == "`" or text[-1] == "`":
+        text = f" {text} "
+    return f"{fence}{text}{fence}"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,18 +118,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", help="recall only this scope ('' is the shared memory, '*' "
                    "every scope); default: derived from the payload's cwd, the name of its "
                    "git work tree's top directory, else of the directory")
+    from .cli import int_arg
     from .statements import recall_defaults
 
     limit = recall_defaults()["result_limit"]
-    p.add_argument("--limit", type=int, default=limit, metavar="N",
+    p.add_argument("--limit", type=int_arg, default=limit, metavar="N",
                    help=f"how many episodes, 1 to 100 (default {limit}, the recall's)")
-    p.add_argument("--max-chars", type=int, default=DEFAULT_MAX_CHARS, dest="max_chars",
+    p.add_argument("--max-chars", type=int_arg, default=DEFAULT_MAX_CHARS, dest="max_chars",
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "
                         f"{DEFAULT_MAX_CHARS}; 0: never)")
     from .relevance import DEFAULT_MIN_RELEVANCE
 
-    p.add_argument("--min-relevance", type=float, default=DEFAULT_MIN_RELEVANCE,
+    from .cli import float_arg
+
+    p.add_argument("--min-relevance", type=float_arg, default=DEFAULT_MIN_RELEVANCE,
                    dest="min_relevance", metavar="R",
                    help=f"show only the episodes whose relevance (0 to 1, the same scale for "
                         f"every prompt) is at least R (default {DEFAULT_MIN_RELEVANCE:g}; 0: "
@@ -154,7 +198,9 @@ def read_payload(stream: Any = None) -> Dict[str, Any]:
     return payload
 
 
-def _age(ms: int, now_ms: int) -> str:
+def _age(ms: Any, now_ms: int) -> str:
+    if isinstance(ms, bool) or not isinstance(ms, int):  # another client wrote a non-integer
+        return "at an unknown time"
     s = max(0, (now_ms - ms) // 1000)
     if s < 90:
         return "just now"
@@ -173,15 +219,16 @@ def render(hits: List[Any], scope: Optional[str], max_chars: int,
     if not hits:
         return ""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    where = "every scope" if scope is None else (f"scope `{scope}`" if scope else
+    where = "every scope" if scope is None else (f"scope {code(scope)}" if scope else
                                                  "the shared scope")
     lines = [f"Recalled from memory (sqlite-rrf, {where}); may be outdated:"]
-    for h in hits:
-        text = " ".join(h.content.split())
+    for h in hits:  # H4a: nothing from the memory leaves its line or reads as a tag
+        text = flatten(str(h.content))
         if max_chars and len(text) > max_chars:
             text = text[:max_chars].rstrip() + " …"
         mark = ", important" if h.importance == "high" else ""
-        lines.append(f"- {text} _(id `{h.id}`, {_age(h.created_at, now_ms)}{mark})_")
+        lines.append(f"- {escape(text)} _(id {code(str(h.id))}, "
+                     f"{_age(h.created_at, now_ms)}{mark})_")
     return "\n".join(lines) + "\n"
 
 

@@ -25,11 +25,17 @@ M5a. ``recall`` returns only the hits whose relevance reaches its ``min_relevanc
     (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in
     the memory gets no hits, and ``reason`` says why.
 M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_RRF_MODEL``,
-    the database's, the default); without one the server works with the BM25, recency and
-    access lists and says so once on stderr. A database that does not exist is created.
+    the default; the database's own model only when it is one of these); without one the
+    server works with the BM25, recency and access lists and says so once on stderr. A
+    database that does not exist is created.
 M7. One Store serves the tools, one call at a time (the SDK runs tools on worker threads).
     Several servers may share one file: each one's writes are visible to the others'
     recalls (SQLite's WAL; the store's busy timeout).
+M8. Nothing from a memory reaches the client's text as a tag: each tool's text content is
+    its structured content as JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 written
+    ``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029`` (the same JSON
+    values; control characters are escaped by JSON itself), and the default scope is
+    shown with the hook's escaping (:func:`sqlite_rrf.hook.escape`).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations, which
@@ -40,7 +46,7 @@ import os
 import sys
 from typing import Any, Iterator
 
-from .hook import ALL_SCOPES, derive_scope
+from .hook import ALL_SCOPES, derive_scope, escape
 
 #: What to install for this command.
 INSTALL_HINT = "pip install 'sqlite-rrf[mcp]'"
@@ -130,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> Any:
     """An ``MCPServer`` whose tools work on ``store``; ``default_scope`` as in M4."""
+    import json
     import logging
     import threading
     import typing
@@ -138,7 +145,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
     import apsw
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import ToolAnnotations
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import BaseModel, ConfigDict, Field
 
     from . import __version__, cli
@@ -152,14 +159,25 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
     log = logging.getLogger("sqlite_rrf.mcp")
     lock = threading.Lock()
     write_scope = "" if default_scope == ALL_SCOPES else default_scope
-    read_scope = "every scope" if default_scope == ALL_SCOPES else repr(default_scope)
+    shown_scope = escape(repr(default_scope))  # M8
+    read_scope = "every scope" if default_scope == ALL_SCOPES else shown_scope
+
+    def as_result(out: BaseModel) -> CallToolResult:
+        """A tool's result: its structured content, and as text that JSON with no
+        tag-like text (M8)."""
+        data = out.model_dump(mode="json")
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        for ch in "<>&\u2028\u2029":  # never outside a JSON string: the same values
+            text = text.replace(ch, f"\\u{ord(ch):04x}")
+        return CallToolResult(content=[TextContent(type="text", text=text)],
+                              structured_content=data)
 
     def call(tool: str, fn: Any) -> Any:
         """Run ``fn`` on the store: one call at a time (M7), stdout to stderr (M3), faults
-        as tool errors with the CLI's messages (M2)."""
+        as tool errors with the CLI's messages (M2); the result as in M8."""
         with lock, contextlib.redirect_stdout(sys.stderr):
             try:
-                return fn()
+                return as_result(fn())
             except ToolError:
                 raise
             except cli.CliError as e:
@@ -264,7 +282,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
 
     ScopeArg = Annotated[Optional[str], Field(
         description=f"the memory to use: a project, a user; '' is the shared memory. "
-                    f"Default: the server's scope ({default_scope!r})")]
+                    f"Default: the server's scope ({shown_scope})")]
     IdArg = Annotated[str, Field(description="the episode's id (as remember or recall "
                                              "returned it)")]
     KindArg = Annotated[Optional[str], Field(
@@ -278,7 +296,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         "decision or preference worth keeping across sessions; `recall` finds the stored "
         "episodes that best match a query (full-text BM25, embedding similarity, recency "
         "and use, fused); `update` corrects one, `forget` deletes one, `stats` describes "
-        f"the memory. The default scope is {default_scope!r}"
+        f"the memory. The default scope is {shown_scope}"
         + (" (every scope for recall, '' for remember)." if default_scope == ALL_SCOPES
            else ": pass scope to use another, '' for the shared memory, '*' to recall "
                 "every scope."))

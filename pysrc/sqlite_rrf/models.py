@@ -10,8 +10,14 @@ Which model, first that applies (:func:`choose_model`):
 
 1. the model asked for (``--model`` on the command line, ``model=`` in Python);
 2. the ``SQLITE_RRF_MODEL`` environment variable;
-3. the model the database remembers (the one its embeddings were made with);
-4. :data:`DEFAULT_MODEL`, a public GGUF (f16) build of all-MiniLM-L6-v2.
+3. :data:`DEFAULT_MODEL`, a public GGUF (f16) build of all-MiniLM-L6-v2.
+
+The model a database remembers (the one its embeddings were made with) is never loaded or
+downloaded because the database names it: a database is data, and anyone who can write
+to it could name any file or Hub repository. It is used when the user names it (1 or 2),
+or when it is the default. When it names another model (:func:`foreign_model`), the
+default is used only if it is already in the Hugging Face cache (it is not downloaded for
+a database made with another model), and what to pass is said (:func:`foreign_hint`).
 
 This module imports neither ``llama_cpp`` nor ``huggingface_hub`` until a model is
 resolved, so the core package works without the ``embed`` extra.
@@ -35,6 +41,8 @@ __all__ = [
     "parse_spec",
     "choose_model",
     "model_candidates",
+    "foreign_model",
+    "foreign_hint",
     "resolve_model",
 ]
 
@@ -110,27 +118,47 @@ def parse_spec(spec: str) -> ModelSpec:
 def model_candidates(asked: Optional[str] = None,
                      remembered: Optional[str] = None) -> List[str]:
     """The specs to try, in order: ``[asked]`` or ``[$SQLITE_RRF_MODEL]`` when given (a
-    model named by the user is the only candidate), else the database's ``remembered``
-    model (when it is a spec that can be resolved: an ``hf:`` name or an absolute path)
-    and then :data:`DEFAULT_MODEL`."""
+    model named by the user is the only candidate), else ``[DEFAULT_MODEL]``. The
+    database's ``remembered`` model is never a candidate of its own (see the module
+    docstring); it is accepted for the callers that pass it."""
     if asked:
         return [asked]
     env = os.environ.get(MODEL_ENV, "").strip()
     if env:
         return [env]
-    out = []
-    if remembered and (remembered.startswith(_HF_PREFIX) or os.path.isabs(remembered)):
-        out.append(remembered)
-    if DEFAULT_MODEL not in out:
-        out.append(DEFAULT_MODEL)
-    return out
+    return [DEFAULT_MODEL]
 
 
 def choose_model(asked: Optional[str] = None, remembered: Optional[str] = None) -> str:
-    """The spec of the model to use: ``asked``, then ``$SQLITE_RRF_MODEL``, then the
-    database's ``remembered`` model (ignored unless it is a spec that can be resolved: an
-    ``hf:`` name or an absolute path), then :data:`DEFAULT_MODEL`."""
+    """The spec of the model to use: ``asked``, then ``$SQLITE_RRF_MODEL``, then
+    :data:`DEFAULT_MODEL`; never the database's ``remembered`` model for its own sake."""
     return model_candidates(asked, remembered)[0]
+
+
+def foreign_model(asked: Optional[str], remembered: Optional[str]) -> Optional[str]:
+    """The database's ``remembered`` model when it names a model the user did not name and
+    that is not the default: an ``hf:`` name, or a path with a directory, other than
+    ``asked``, ``$SQLITE_RRF_MODEL`` and :data:`DEFAULT_MODEL`. Such a model is not loaded
+    (and the default is not downloaded for such a database). ``None`` otherwise, also for a
+    bare file name (what older databases remember, naming no place to load from)."""
+    if not isinstance(remembered, str) or not remembered.strip():
+        return None
+    spec = remembered.strip()
+    user = asked or os.environ.get(MODEL_ENV, "").strip()
+    if user:
+        return None  # the user's model is the one used; the fingerprint check decides
+    if spec == DEFAULT_MODEL:
+        return None
+    if spec.startswith(_HF_PREFIX) or os.path.dirname(spec):
+        return remembered
+    return None
+
+
+def foreign_hint(remembered: str) -> str:
+    """What to say about a database's model that is not loaded (:func:`foreign_model`)."""
+    return (f"this database's embeddings were made with the model {remembered!r}, which is "
+            f"loaded only when you name it: pass --model {remembered!r} (or set "
+            f"{MODEL_ENV}) if you trust it")
 
 
 def _offline() -> bool:
