@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from sqlite_rrf.store import Store
-from tests.test_any_client import check_blocks, check_consistent, needs_shell, plain, shell
+from tests.test_any_client import (check_blocks, check_consistent, needs_shell, needs_vec, plain,
+                                   shell)
 
 DIM = 16
 N = 600  # with the Store's blocks of 256: two blocks and 88 loose codes
@@ -204,6 +205,25 @@ def test_a_dropped_trigger_is_noticed_and_recreated_on_open(db, tamper):
     out = shell(db, "INSERT INTO episodes(id, content, embedding) VALUES ('late', 'late', "
                     f"x'{vecs(1, 11)[0].tobytes().hex()}');")
     check_consistent(plain(db))  # the trigger is back
+
+
+@needs_shell
+@needs_vec
+def test_a_dropped_knn_trigger_is_recreated_and_the_index_resynced(db):
+    with Store(str(db)) as s:
+        s.enable_knn()
+    v = vecs(1, 13)[0]
+    out = shell(db, "DROP TRIGGER episodes_vec_insert;\nINSERT INTO episodes(id, content, "
+                    f"embedding) VALUES ('k1', 'knn one', x'{v.tobytes().hex()}');", vec=True)
+    assert out.returncode == 0, out.stderr
+    with pytest.raises(AssertionError):
+        check_consistent(plain(db, vec=True))  # the knn index missed the new row
+    with Store(str(db)) as s:
+        assert s.schema_warnings == []
+        res = s.recall("zzzz", 1, qvec=v, pool="knn", weights=(0, 1, 0, 0), profile="rrf",
+                       touch=False)
+        assert [h.id for h in res] == ["k1"]
+    check_consistent(plain(db, vec=True))
 
 
 @needs_shell

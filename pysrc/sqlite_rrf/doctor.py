@@ -96,13 +96,43 @@ def expected_objects() -> Dict[str, Tuple[str, str, Optional[str]]]:
     return _expected(tuple(m.checksum for m in available()))
 
 
+@functools.lru_cache(maxsize=1)
+def _knn_triggers() -> Dict[str, Tuple[str, str, Optional[str]]]:
+    """The triggers of ``sql/knn.sql`` (the same text as migration 0004's knn part), which a
+    database with the knn index (``episodes_vec``) must hold too."""
+    from .resources import read_sql
+
+    found: Dict[str, Tuple[str, str, Optional[str]]] = {}
+    statement = ""
+    for line in read_sql("knn.sql").splitlines(keepends=True):
+        statement += line
+        if apsw.complete(statement):
+            lines = statement.strip().splitlines()
+            while lines and lines[0].lstrip().startswith("--"):  # the comment before it
+                lines.pop(0)
+            text = "\n".join(lines).strip().rstrip(";")
+            words = text.split()
+            if words[:2] == ["CREATE", "TRIGGER"]:
+                found[words[2]] = ("trigger", words[words.index("ON") + 1], text)
+            statement = ""
+    return found
+
+
+def _expected_for(conn: apsw.Connection) -> Dict[str, Tuple[str, str, Optional[str]]]:
+    expected = dict(expected_objects())
+    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'episodes_vec'").fetchall():
+        expected.update(_knn_triggers())
+    return expected
+
+
 def _norm(sql: Optional[str]) -> str:
     return " ".join((sql or "").split())
 
 
 def schema_findings(conn: apsw.Connection) -> List[Finding]:
-    """The objects of the migrations that ``conn``'s database lacks or holds with other
-    SQL (a dropped trigger, a ``writable_schema`` edit). Reads ``sqlite_master`` only.
+    """The objects of the migrations (and, with the knn index, the triggers of
+    ``sql/knn.sql``) that ``conn``'s database lacks or holds with other SQL (a dropped
+    trigger, a ``writable_schema`` edit). Reads ``sqlite_master`` only.
     Objects of its own a database may add are not looked at. A database not yet at this
     code's schema version is not compared (migrating comes first)."""
     have_version = current_version(conn)
@@ -111,7 +141,7 @@ def schema_findings(conn: apsw.Connection) -> List[Finding]:
     have = {name: (kind, sql) for kind, name, sql in conn.execute(
         "SELECT type, name, sql FROM main.sqlite_master")}
     found = []
-    for name, (kind, tbl, sql) in sorted(expected_objects().items()):
+    for name, (kind, tbl, sql) in sorted(_expected_for(conn).items()):
         got = have.get(name)
         if got is None:
             fixable = kind != "table" or name in _DERIVED_TABLES
@@ -127,7 +157,7 @@ def schema_findings(conn: apsw.Connection) -> List[Finding]:
 def _repair_schema(conn: apsw.Connection) -> List[str]:
     """In the caller's transaction: create again the missing or changed objects that can
     be (tables first: the derived ones only)."""
-    expected = expected_objects()
+    expected = _expected_for(conn)
     have = {name: (kind, sql) for kind, name, sql in conn.execute(
         "SELECT type, name, sql FROM main.sqlite_master")}
     done = []
