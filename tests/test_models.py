@@ -484,6 +484,7 @@ def test_a_path_named_by_the_database_is_never_opened(tmp_path):
 
     atime = untouched()
     p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path))
+    assert planted.stat().st_atime == atime, "the planted model file was read"
     hits = json.loads(p.stdout)
     assert hits[0]["id"] == "a" and hits[0]["vec_rank"] is None
     assert p.stderr.count("vector list is off") == 1, p.stderr
@@ -550,6 +551,7 @@ def test_an_hf_model_named_by_the_database_is_never_downloaded(tmp_path):
         hub = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
                "HF_HUB_CACHE": str(tmp_path / "hf-cache"), "HF_HOME": str(tmp_path / "hf")}
         p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path, env=hub))
+        assert requests == [], requests  # not even a HEAD request for the file
         assert json.loads(p.stdout)[0]["vec_rank"] is None
         assert f"made with the model {evil!r}" in p.stderr and f"--model {evil!r}" in p.stderr
         env = dict(_no_model_env(tmp_path), **hub)
