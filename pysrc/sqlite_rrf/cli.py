@@ -1,7 +1,8 @@
 """The ``sqlite-rrf`` command line (also ``python -m sqlite_rrf``).
 
 Commands: ``init``, ``import``, ``add``, ``recall``, ``embed``, ``stats``, ``stopwords``,
-``model``, ``path``, ``sql``, ``knn``, ``demo``, ``eval``. Every command that embeds takes
+``maintain``, ``model``, ``path``, ``sql``, ``knn``, ``demo``, ``eval``. Every command that
+embeds takes
 ``--model`` (a GGUF path or ``hf:ORG/REPO/FILE.gguf``); without it the model is
 ``$SQLITE_RRF_MODEL``, else the default (:data:`sqlite_rrf.models.DEFAULT_MODEL`); the
 database's own model is loaded only when it is one of these. Without any model, ``add``, ``import``,
@@ -426,6 +427,31 @@ def cmd_stopwords(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from .store import Store, StoreError
+
+    if not os.path.exists(args.db):
+        raise CliError(f"{args.db}: no such database")
+    import apsw
+
+    try:
+        with Store(args.db) as store:
+            done = store.maintain()
+    except StoreError as e:
+        raise CliError(str(e)) from None
+    except apsw.BusyError:
+        raise CliError(f"{args.db}: another process held the write lock past the busy "
+                       "timeout; what was done before is kept; run it again later") from None
+    if args.json:
+        print(json.dumps(done))
+    else:
+        print(f"{args.db}: {done['codes_filled']:,} pending codes computed, "
+              f"{done['codes_packed']:,} codes packed into blocks, stopwords "
+              f"{'refreshed' if done['stopwords_refreshed'] else 'up to date'}, "
+              f"{done['fts_merges']:,} full-text index merges")
+    return 0
+
+
 def cmd_path(args: argparse.Namespace) -> int:
     print(loadable_path())
     return 0
@@ -715,6 +741,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("db", help=DB_HELP)
     p.add_argument("--json", action="store_true", help="print them as a JSON object")
     p.set_defaults(func=cmd_stopwords)
+
+    p = sub.add_parser("maintain", help="the upkeep a read never does: compute and pack "
+                       "pending sign codes, refresh stale BM25 stopwords, merge the full-text "
+                       "index")
+    p.add_argument("db", help=DB_HELP)
+    p.add_argument("--json", action="store_true", help="print what was done as a JSON object")
+    p.set_defaults(func=cmd_maintain)
 
     p = sub.add_parser("path", help="print the loadable extension's path (for .load)")
     p.set_defaults(func=cmd_path)

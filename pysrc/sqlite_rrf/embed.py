@@ -474,6 +474,7 @@ def _progress_bar(total: int, desc: str, unit: str = "text") -> Any:
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
+
 # ---- the fingerprint cache (Embedder.fingerprint) ----
 
 #: How many model files the fingerprint cache remembers (the most recent).

@@ -31,6 +31,11 @@ M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_R
 M7. One Store serves the tools, one call at a time (the SDK runs tools on worker threads).
     Several servers may share one file: each one's writes are visible to the others'
     recalls (SQLite's WAL; the store's busy timeout).
+M10. Another process holding the write lock (for minutes) never stalls the server: ``recall``
+    answers in its normal time (its touch waits at most 50 ms and is otherwise skipped, said
+    in ``warnings``); ``remember``, ``update`` and ``forget`` wait at most
+    :data:`WRITE_PATIENCE_MS` and then fail with a tool error saying the write lock was
+    held and nothing was written.
 M8. Nothing from a memory reaches the client's text as a tag: each tool's text content is
     its structured content as JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 written
     ``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029`` (the same JSON
@@ -47,6 +52,11 @@ import sys
 from typing import Any, Iterator
 
 from .hook import ALL_SCOPES, derive_scope, escape
+
+#: M10: how long ``remember``, ``update`` and ``forget`` wait for another process's write
+#: lock (ms) before they fail, nothing written (tools run one at a time, so a recall waits
+#: behind a waiting write at most this long).
+WRITE_PATIENCE_MS = 2000
 
 #: What to install for this command.
 INSTALL_HINT = "pip install 'sqlite-rrf[mcp]'"
@@ -119,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     scope = args.scope if args.scope is not None else derive_scope()
     with _stdout_to_stderr():
         store = _open_store(args)
+    store.busy_timeout_ms = WRITE_PATIENCE_MS  # M10
     try:
         server = build_server(store, scope, log_level=args.log_level)
         model = getattr(store.embedder, "model_spec", None) or getattr(
