@@ -398,6 +398,40 @@ def test_a_wal_database_on_read_only_media(tmp_path):
         assert rc == 0 and json.loads(out)["episodes"] == 40, err
         rc, out, err, _ = run(["hook", str(db), "--scope", ""], env, stdin=payload)
         assert rc == 0 and "vault key number 7" in out, (out, err)
+        if mcp_sdk():
+            got = mcp_recall(db, "the vault key number 7", env, tmp_path)
+            assert any(h["id"] == "e7" for h in got["hits"]), got
+            assert any("read-only" in w for w in got["warnings"]), got["warnings"]
+
+
+def mcp_sdk() -> bool:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def mcp_recall(db: Path, query: str, env: Dict[str, str], tmp_path: Path) -> Dict[str, Any]:
+    """One MCP recall from a fresh `sqlite-rrf mcp DB` server, through the SDK's client."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", ""],
+        env={k: v for k, v in env.items() if k in ("HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_HOME",
+                                                   "PYTHONPATH", "HOME", "PATH")})
+
+    async def main() -> Dict[str, Any]:
+        with open(tmp_path / "mcp-err.txt", "a", encoding="utf-8") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    res = await session.call_tool("recall", {"query": query})
+                    assert not res.is_error, res.content
+                    return res.structured_content
+
+    return asyncio.run(main())
 
 
 def test_a_wal_with_content_on_read_only_media_is_read_whole(tmp_path):
@@ -411,16 +445,15 @@ def test_a_wal_with_content_on_read_only_media_is_read_whole(tmp_path):
     writer.execute("PRAGMA wal_autocheckpoint = 0")
     writer.execute("UPDATE episodes SET content = 'rewritten in the wal' WHERE id = 'e3'")
     assert os.path.getsize(str(db_src) + "-wal") > 0
-    try:
-        with read_only_view(src, tmp_path / "ro") as ro:
+    with read_only_view(src, tmp_path / "ro") as ro:
+        try:
             with Store(ro / "m.db", readonly=True) as s:
                 assert s.opened_as is None
                 assert s.get("e3").content == "rewritten in the wal"
+        finally:
             # SQLite keeps the reader's file open while this process's writer holds locks
-            # on the same file: close it before the mount goes
+            # on the same file: close the writer before the mount goes
             writer.close()
-    finally:
-        writer.close()
 
 
 # ---- another application's file ----
