@@ -11,6 +11,7 @@ had, so these tests fail there on their assertions, not on an import).
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import apsw
@@ -315,3 +316,27 @@ def test_check_names_a_vector_it_cannot_repair(db):
     report = check(plain(db))
     assert [f.part for f in report.findings] == ["embeddings"]
     assert "rowid 8 " in report.findings[0].message and not report.findings[0].repairable
+
+
+def test_check_refuses_another_applications_file_and_a_read_only_repair(tmp_path, capsys):
+    from sqlite_rrf.cli import main
+
+    other = tmp_path / "other.db"
+    c = apsw.Connection(str(other))
+    c.execute("CREATE TABLE notes(x)")
+    c.close()
+    before = other.read_bytes()
+    assert main(["check", str(other), "--repair"]) != 0
+    assert "not a sqlite-rrf database" in capsys.readouterr().err
+    assert other.read_bytes() == before  # nothing written: no migration, no WAL
+    db = tmp_path / "ro.db"
+    Store(str(db)).close()
+    db.chmod(0o444)
+    try:
+        if os.access(db, os.W_OK):
+            pytest.skip("running as a user who may write a read-only file (root)")
+        assert main(["check", str(db), "--repair"]) != 0
+        err = capsys.readouterr().err
+        assert "--repair cannot write it" in err and "Error" not in err
+    finally:
+        db.chmod(0o644)

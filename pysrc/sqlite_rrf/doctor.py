@@ -494,10 +494,23 @@ def repair(conn: apsw.Connection, *, busy_timeout_ms: int = 10_000) -> Report:
 def check_path(path: str, *, repair_it: bool = False) -> Report:
     """:func:`check` (or :func:`repair`, with ``repair_it``) of the database file at
     ``path``, on a connection of its own (sqlite-vec loaded when the knn index exists and
-    it is installed; the rrf extension is not needed)."""
+    it is installed; the rrf extension is not needed). Another application's SQLite file,
+    or a repair of a file that can only be read, is refused with a
+    :class:`~sqlite_rrf.checks.StoreError` and nothing is written."""
+    from ._sqlite import foreign
+    from .checks import StoreError
+
     conn = apsw.Connection(path)
     try:
         conn.set_busy_timeout(10_000)
+        why = foreign(conn)  # reads only: another application's file is never written
+        if why is not None:
+            raise StoreError(f"{path} is not a sqlite-rrf database: {why}; check leaves it "
+                             "as it is")
+        if repair_it and conn.readonly("main"):
+            raise StoreError(f"{path} can only be read (read-only media or permissions): "
+                             "--repair cannot write it; run the check without --repair, or "
+                             "repair a writable copy")
         if _has_table(conn, "episodes_vec"):
             try:
                 from . import knn
