@@ -340,3 +340,23 @@ def test_check_refuses_another_applications_file_and_a_read_only_repair(tmp_path
         assert "--repair cannot write it" in err and "Error" not in err
     finally:
         db.chmod(0o644)
+
+
+def test_the_shipped_schema_objects_are_current():
+    """sql/schema_objects.sql is what the migrations make (opening a Store reads it instead
+    of migrating an in-memory database)."""
+    from sqlite_rrf.doctor import SCHEMA_FILE, render_expected
+    from sqlite_rrf.resources import read_sql
+
+    assert read_sql(SCHEMA_FILE) == render_expected(), (
+        f"sql/{SCHEMA_FILE} is stale (a migration was added or changed): run "
+        "`.venv/bin/python -m sqlite_rrf.doctor --write`")
+
+
+def test_schema_objects_of_other_migrations_are_not_used():
+    from sqlite_rrf import doctor
+
+    assert doctor._shipped("0" * 64) is None
+    assert doctor._expected("0" * 64) == doctor.build_expected()
+    assert set(doctor.expected_objects()) >= {"episodes_vectors_insert", "episodes_codes_keep",
+                                              "idx_episodes_codes_loose"}
