@@ -243,6 +243,24 @@ def test_the_open_check_does_not_wait_for_a_busy_lock(db):
         assert s.schema_warnings == []
 
 
+@needs_shell
+def test_a_repair_that_fails_on_open_changes_nothing_and_says_so(db):
+    v = vecs(1, 17)[0]
+    out = shell(db, "DROP TRIGGER episodes_vectors_insert;\n"
+                    "INSERT INTO episodes(id, content, embedding) VALUES ('f1', 'f one', "
+                    f"x'{v.tobytes().hex()}');\n"
+                    "CREATE TRIGGER mine BEFORE INSERT ON episodes_vectors "
+                    "BEGIN SELECT RAISE(ABORT, 'no vectors today'); END;")
+    assert out.returncode == 0, out.stderr
+    with Store(str(db)) as s:
+        assert "repairing it failed" in s.schema_warnings[0]
+        assert "no vectors today" in s.schema_warnings[0]
+        assert not s.conn.execute("SELECT 1 FROM sqlite_master WHERE name = "
+                                  "'episodes_vectors_insert'").fetchall()  # rolled back
+        res = s.recall("cats", 3, touch=False)
+        assert len(res) == 3 and "repairing it failed" in res.warnings[0]
+
+
 def test_a_whole_database_opens_with_no_schema_warning(db):
     with Store(str(db)) as s:
         assert s.schema_warnings == []

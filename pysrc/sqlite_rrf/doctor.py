@@ -268,6 +268,11 @@ def open_check(conn: apsw.Connection, *, readonly: bool, patience_ms: int = 200,
         _repair_schema(conn)
         _repair_data(conn, _check_data(conn))
         conn.execute("COMMIT")
+    except apsw.Error as e:  # e.g. a full disk: the open goes on, and says so
+        if not conn.getautocommit():
+            conn.execute("ROLLBACK")
+        return [f"the database's schema is damaged ({what}) and repairing it failed "
+                f"({e}); nothing was changed: run `{REPAIR_HINT}`"]
     except BaseException:
         if not conn.getautocommit():
             conn.execute("ROLLBACK")
