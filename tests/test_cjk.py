@@ -271,3 +271,233 @@ def test_query_tokens_by_hand():
 @given(texts)
 def test_query_tokens_are_the_python_reference(t):
     assert query_tokens(new_db(), t) == reference_tokens(t)
+
+
+# ---------------------------------------------------------------- the issue's cases
+
+
+def test_issue_cases_are_found_by_keyword_with_no_model(tmp_path):
+    memories = {
+        "jp": "Postgresの認証情報はVaultに保存されています。パスワードは毎月変更します。",
+        "zh": "每天晚上三点备份数据库到S3存储桶",
+        "ko": "서버 비밀번호를 어제 변경했습니다",
+        "th": "ภาษาไทยเป็นภาษาราชการของประเทศไทย",
+        "en": "The cat sat on the mat while the vault was locked",
+        "emoji": "Deploy finished 🚀 デプロイ完了",
+    }
+    with Store(str(tmp_path / "m.db")) as s:
+        ids = {k: s.add(v, id=k) for k, v in memories.items()}
+        for query, want in [("パスワード", "jp"), ("Postgres", "jp"),
+                            ("認証情報", "jp"), ("备份", "zh"), ("数据库备份", "zh"),
+                            ("비밀번호", "ko"), ("변경", "ko"), ("ภาษาไทย", "th"),
+                            ("デプロイ", "emoji"), ("cat", "en")]:
+            hits = s.recall(query, 3, touch=False).hits
+            assert hits and hits[0].id == ids[want], (query, [h.id for h in hits])
+        # a word touching CJK is its own word: 'vault' is in two memories
+        for query in ("vault", "Vault"):
+            assert {h.id for h in s.recall(query, 5, touch=False).hits} == {"jp", "en"}
+
+
+# ---------------------------------------------------------------- BM25 stays bm25()'s
+
+
+def bm25_cte() -> str:
+    """The recall statement up to its ``bm25`` CTE, selecting that CTE."""
+    sql = read_sql("recall.sql")
+    head = sql[:sql.index("\n-- 2. ") + 1].rstrip()
+    assert head.endswith("),")
+    return head[:-1] + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
+
+
+CTE = bm25_cte()
+CTE_PARAMS = statement_params(CTE)
+REFERENCE = ("SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
+             "WHERE episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') "
+             "ORDER BY bm25(episodes_fts), rowid LIMIT ?2")
+
+#: words that repeat (so that some bigrams are in half of the rows: stopwords)
+WORDS = ["パスワード", "データベース", "バックアップ", "の", "は", "を", "認証", "情報", "します",
+         "备份", "数据库", "服务器", "密码", "的", "了", "비밀번호를", "변경", "서버", "의",
+         "ภาษา", "ไทย", "Postgres", "Vault", "the", "cat", "😀", "🚀", "2024年", "ＡＢＣ", "ｶﾀｶﾅ"]
+
+
+def cjk_text(rng: random.Random) -> str:
+    words = rng.choices(WORDS, k=rng.randint(1, 12))
+    return "".join(w + rng.choice(["", "", " ", "、", "。"]) for w in words)
+
+
+def bm25_list(conn, query, limit):
+    b = dict.fromkeys(CTE_PARAMS)
+    b.update(query=query, bm25_limit=limit)
+    return conn.execute(CTE, b).fetchall()
+
+
+def fresh_index_agrees(conn, queries) -> None:
+    """bm25() over the index equals bm25() over an index built afresh from the
+    reference's segmentation of the rows: the index holds exactly that text."""
+    rows = conn.execute("SELECT rowid, content FROM episodes").fetchall()
+    conn.execute("CREATE VIRTUAL TABLE temp.ref USING fts5(content, tokenize = 'porter unicode61')")
+    try:
+        conn.executemany("INSERT INTO temp.ref(rowid, content) VALUES (?, ?)",
+                         [(r, segment(c)) for r, c in rows])
+        for q in queries:
+            want = conn.execute("SELECT rowid, bm25(ref) FROM temp.ref WHERE ref MATCH "
+                                "coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid", (q,)).fetchall()
+            got = conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+                               "episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid",
+                               (q,)).fetchall()
+            assert got == want, q
+    finally:
+        conn.execute("DROP TABLE temp.ref")
+
+
+def assert_exact(conn, queries, limits=(1, 5, 50)) -> None:
+    for q in queries:
+        for limit in limits:
+            got = bm25_list(conn, q, limit)
+            want = conn.execute(REFERENCE, (q, limit)).fetchall()
+            assert got == want, (q, limit, got[:5], want[:5])
+
+
+op = st.tuples(st.sampled_from(["insert", "replace", "update", "delete", "rowid"]),
+               st.integers(0, 40), st.integers(0, 2**32))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 120), st.lists(op, max_size=40), st.integers(0, 2**32),
+       st.sampled_from(["fresh", "absent", "stale"]))
+def test_property_bm25_list_is_bm25s_across_cjk_churn(start, ops, seed, hint):
+    rng = random.Random(seed)
+    conn = new_db()
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", cjk_text(rng)) for i in range(start)])
+    if hint != "absent":
+        conn.execute(read_sql("stopwords.sql"), {"min_rows": 0})
+    for kind, n, s in ops:
+        r = random.Random(s)
+        if kind == "insert":
+            conn.execute("INSERT OR IGNORE INTO episodes(id, content) VALUES (?, ?)",
+                         (f"n{n}", cjk_text(r)))
+        elif kind == "replace":
+            conn.execute("INSERT OR REPLACE INTO episodes(id, content) VALUES (?, ?)",
+                         (f"e{n}", cjk_text(r)))
+        elif kind == "update":
+            conn.execute("UPDATE episodes SET content = ? WHERE id = ?", (cjk_text(r), f"e{n}"))
+        elif kind == "delete":
+            conn.execute("DELETE FROM episodes WHERE id = ?", (f"e{n}",))
+        else:
+            conn.execute("UPDATE OR REPLACE episodes SET rowid = ? WHERE id = ?",
+                         (r.randint(1, 200), f"e{n}"))
+    if hint == "stale":  # computed before the churn, or for another database
+        conn.execute("UPDATE rrf_meta SET value = value || ' の認 备份 the' "
+                     "WHERE key = 'bm25_stopwords'")
+    integrity(conn)
+    queries = [cjk_text(random.Random(seed + i)) for i in range(6)]
+    queries += ["パスワード", "の", "は", "认证", "Postgres", "😀", "备份数据库", "の認証"]
+    assert_exact(conn, queries)
+    fresh_index_agrees(conn, queries)
+
+
+def test_common_bigrams_are_stopwords_and_the_list_stays_exact():
+    rng = random.Random(5)
+    conn = new_db()
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", "データの" + cjk_text(rng)) for i in range(300)])
+    conn.execute(read_sql("stopwords.sql"), {"min_rows": 0})
+    stop = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()[0][0]
+    assert {"デー", "ータ", "タの"} <= set(stop.split())
+    dropped = json.loads(conn.execute("SELECT fts5_query('データの备份', 'terms', ?, "
+                                      "'porter unicode61')", (stop,)).fetchall()[0][0])
+    assert [t for _, t in dropped][:3] == ["デー", "ータ", "タの"]
+    assert_exact(conn, ["データの备份", "データ", "の备份 Vault", "タの"])
+
+
+# ---------------------------------------------------------------- the shell without the extension
+
+
+@needs_shell
+def test_every_kind_of_write_through_the_shell_keeps_the_index_right(tmp_path):
+    db = tmp_path / "s.db"
+    conn = new_db(db)
+    rng = random.Random(3)
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", cjk_text(rng)) for i in range(30)])
+    conn.close()
+
+    def q(t: str) -> str:
+        return "'" + t.replace("'", "''") + "'"
+
+    writes = []
+    for i in range(60):
+        t = cjk_text(rng)
+        n = rng.randint(0, 40)
+        writes.append(rng.choice([
+            f"INSERT INTO episodes(id, content) VALUES ('s{i}', {q(t)});",
+            f"INSERT OR REPLACE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
+            f"REPLACE INTO episodes(rowid, id, content) VALUES ({n}, 'r{i}', {q(t)});",
+            f"UPDATE episodes SET content = {q(t)} WHERE id = 'e{n}';",
+            f"UPDATE episodes SET content = content || {q(t)} WHERE rowid % 7 = {n % 7};",
+            f"UPDATE OR REPLACE episodes SET rowid = {n + 1} WHERE id = 'e{(n * 3) % 40}';",
+            f"UPDATE OR REPLACE episodes SET id = 'e{n}' WHERE id = 'e{(n + 1) % 40}';",
+            f"DELETE FROM episodes WHERE id = 'e{n}';",
+            f"INSERT INTO episodes(id, content) VALUES ('e{n}', {q(t)}) "
+            f"ON CONFLICT(id) DO UPDATE SET content = excluded.content;",
+            f"INSERT OR IGNORE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
+        ]))
+    check = "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);\n"
+    out = shell(db, "PRAGMA recursive_triggers;\n" + "".join(w + "\n" + check for w in writes))
+    assert out.split() == ["0"]  # the shell's default: recursive_triggers OFF
+    conn = new_db(db)
+    integrity(conn)
+    queries = [cjk_text(random.Random(i)) for i in range(10)] + ["パスワード", "Vault", "备份"]
+    fresh_index_agrees(conn, queries)
+    assert_exact(conn, queries)
+    assert conn.execute("SELECT count(*) FROM episodes_displaced").fetchall() == [(0,)]
+
+
+# ---------------------------------------------------------------- the migration
+
+
+def test_migration_keeps_english_exact_and_segments_the_rest(tmp_path):
+    ms = available()
+    before = [m for m in ms if m.version < 11]
+    conn = apsw.Connection(str(tmp_path / "m.db"))
+    sqlite_rrf.load(conn)
+    migrate(conn, before)
+    rng = random.Random(9)
+    english = ["the cat sat on the mat", "running runs runner", "a vault of keys",
+               "Study of memory in cats", "na\u00efve caf\u00e9 \u00fcber", "x\U0001D400y"]
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", rng.choice(english) + f" {i}") for i in range(200)])
+        # CJK rows without ASCII letters or digits, so that the ASCII terms below are the
+        # English rows' alone (Latin words touching CJK become their own terms)
+        no_ascii = [w for w in WORDS if not any(c.isascii() for c in w)]
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"j{i}", "".join(rng.choices(no_ascii, k=8))) for i in range(50)])
+        conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('usermerge', 7)")
+    queries = ["cat", "running vault", "study memory cats", "caf\u00e9", "the 17"]
+    old = {q: conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+                           "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
+                           (q,)).fetchall() for q in queries}
+    vocab = "SELECT term, doc, cnt FROM episodes_fts_vocab WHERE term NOT GLOB '*[^a-z0-9]*'"
+    old_vocab = conn.execute(vocab).fetchall()
+    want = {r for r, c in conn.execute("SELECT rowid, content FROM episodes")
+            if "パスワード" in c}
+    assert set(match(conn, '"パスワード"')) < want  # before: only a whole run matched
+    migrate(conn)
+    integrity(conn)
+    assert conn.execute(vocab).fetchall() == old_vocab
+    for q in queries:  # the English rows keep their bm25(): same terms, same lengths
+        got = conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+                           "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
+                           (q,)).fetchall()
+        assert [r for r, _ in got] == [r for r, _ in old[q]]
+    assert dict(conn.execute("SELECT k, v FROM episodes_fts_config")) == {
+        "automerge": 0, "crisismerge": 16, "usermerge": 7, "version": 4}
+    assert want and set(match(conn, conn.execute("SELECT fts5_query('パスワード', 'and')")
+                                   .fetchall()[0][0])) >= want
+    fresh_index_agrees(conn, ["パスワード", "cat", "the 17", "备份"])
