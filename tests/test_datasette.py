@@ -198,11 +198,12 @@ def test_form_fields_are_the_statements_parameters():
     wrapped so that '' means NULL, and numbers are converted: a new parameter in
     recall.sql shows up here and must be classified (TEXT_PARAMS or numeric)."""
     q = plugin.canned_query()
-    assert q["params"][:7] == ["query", "limit", "scope", "kind", "since", "until", "profile"]
+    assert q["params"][:8] == ["query", "limit", "min_relevance", "scope", "kind", "since",
+                               "until", "profile"]
     assert set(q["params"]) == {
         "query", "qvec", "profile", "pool", "k", "w_bm25", "w_vec", "w_recency",
         "w_access", "bm25_limit", "pool_size", "oversample", "limit", "alpha", "min_similarity",
-        "now",
+        "min_relevance", "now",
         "skip_vectors", "scope", "kind", "since", "until"}
     code = "\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
     for name in q["params"]:

@@ -2,8 +2,9 @@
 
 - every hit's ``relevance`` equals a plain reference computed here from the texts (FTS5's
   IDF and bm25 formulas written out, the logistic model of :mod:`sqlite_rrf.relevance`);
-- ``min_relevance`` drops the hits below it after the ranking, through Store, the command
-  line, the prompt hook and MCP (the real SDK client); the hook and MCP ``recall`` use
+- ``min_relevance`` empties a recall none of whose hits reaches it (after the ranking;
+  a recall that passes keeps its hits as ranked), through Store, the command line, the
+  prompt hook and MCP (the real SDK client); the hook and MCP ``recall`` use
   DEFAULT_MIN_RELEVANCE, so an off-topic prompt gets nothing and an on-topic one its memory;
 - without a model, a high-importance memory that matches no word of the query never
   outranks a keyword match (the 'hybrid' profile's importance nudge scales with relevance).
@@ -81,7 +82,8 @@ def reference_relevance(docs: Dict[str, str], query: str, doc: str,
                         cosine: Any) -> float:
     """FTS5's bm25 of ``doc`` for ``query`` (k1 1.2, b 0.75; IDF ln((N - n + 0.5) /
     (n + 0.5)), at least 1e-6), divided by the query's IDF mass (a word no document
-    holds counted as if one did), capped at 2, through the documented logistic model.
+    holds counted as if one did) plus 10, capped at 2, through the documented logistic
+    model.
     Words are plain lower-case tokens that the porter stemmer leaves as they are."""
     toks = {k: v.split() for k, v in docs.items()}
     n_docs = len(docs)
@@ -98,18 +100,18 @@ def reference_relevance(docs: Dict[str, str], query: str, doc: str,
     dl = len(toks[doc])
     bm25 = sum(idf(w) * tf[w] * 2.2 / (tf[w] + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
                for w in qwords if tf[w])
-    b = min(bm25 / mass, 2.0) if mass > 0 else 0.0
+    b = min(bm25 / (mass + 10.0), 2.0) if mass > 0 else 0.0
     if cosine is None:
-        z = -2.48 + 5.94 * b
+        z = -2.62 + 8.30 * b
     else:
-        z = -3.81 + 6.51 * cosine + 3.42 * b
+        z = -3.82 + 6.26 * cosine + 4.84 * b
     return 1 / (1 + math.exp(-z))
 
 
 def test_the_module_constants_are_the_documented_model():
     """The reference above writes the coefficients out; they are the module's."""
-    assert R.WITH_VECTOR == (-3.81, 6.51, 3.42) and R.BM25_ONLY == (-2.48, 5.94)
-    assert R.BM25_CAP == 2.0 and 0 < R.DEFAULT_MIN_RELEVANCE < 1
+    assert R.WITH_VECTOR == (-3.82, 6.26, 4.84) and R.BM25_ONLY == (-2.62, 8.30)
+    assert R.BM25_CAP == 2.0 and R.MASS_PRIOR == 10.0 and 0 < R.DEFAULT_MIN_RELEVANCE < 1
 
 
 @pytest.mark.parametrize("with_vectors", [True, False])
@@ -147,7 +149,7 @@ def test_relevance_is_absolute_not_relative_to_the_best():
             store.add(text, id=eid)
         strong = store.recall("staging database password Vault", touch=False)[0]
         weak = store.recall("thanks, that is the plan", touch=False)[0]
-        assert strong.id == "vault" and strong.relevance > 0.9
+        assert strong.id == "vault" and strong.relevance > 0.5
         assert weak.relevance < R.DEFAULT_MIN_RELEVANCE
         assert weak.score > 0.5  # what the relevance is there for
 
@@ -169,22 +171,24 @@ def test_query_idf_mass_counts_absent_words():
 def test_store_floor_silences_off_topic_and_keeps_on_topic(model_db, embedder):
     with Store(model_db, embedder=embedder) as store:
         for prompt in OFF_TOPIC:
-            every = store.recall(prompt, touch=False)
+            every = store.recall(prompt, touch=False, force=True)
             assert len(every) == 3  # Store's own default: no floor
             assert all(h.relevance is not None and 0 <= h.relevance <= 1 for h in every)
-            got = store.recall(prompt, touch=False, min_relevance=R.DEFAULT_MIN_RELEVANCE)
+            got = store.recall(prompt, touch=False, force=True, min_relevance=R.DEFAULT_MIN_RELEVANCE)
             assert list(got) == [], (prompt, [(h.id, h.relevance) for h in got])
             assert not got.skipped and "min_relevance" in got.reason
         for prompt, want in ON_TOPIC:
-            got = store.recall(prompt, touch=False, min_relevance=R.DEFAULT_MIN_RELEVANCE)
+            got = store.recall(prompt, touch=False, force=True, min_relevance=R.DEFAULT_MIN_RELEVANCE)
             assert got[0].id == want and got.reason is None
-            assert all(h.relevance >= R.DEFAULT_MIN_RELEVANCE for h in got)
-        # the floor applies after the ranking: the kept hits keep their order
-        every = store.recall("which shell does the user use?", limit=8, touch=False)
-        kept = store.recall("which shell does the user use?", limit=8, touch=False,
-                            min_relevance=0.05)
-        assert [h.id for h in kept] == [h.id for h in every if h.relevance >= 0.05]
-        assert len(store.recall("hi", touch=False, min_relevance=0)) == 3
+            assert got[0].relevance >= R.DEFAULT_MIN_RELEVANCE
+        # the floor applies after the ranking and decides whether the recall speaks: one
+        # hit above it keeps every hit, as ranked, the weak ones too
+        every = store.recall("which shell does the user use?", limit=8, touch=False, force=True)
+        assert min(h.relevance for h in every) < R.DEFAULT_MIN_RELEVANCE < every[0].relevance
+        kept = store.recall("which shell does the user use?", limit=8, touch=False, force=True,
+                            min_relevance=R.DEFAULT_MIN_RELEVANCE)
+        assert [(h.id, h.relevance) for h in kept] == [(h.id, h.relevance) for h in every]
+        assert len(store.recall("hi", touch=False, force=True, min_relevance=0)) == 3
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "high", True, float("nan")])
@@ -283,7 +287,10 @@ def test_cli_recall_min_relevance(model_db):
     rc, out, _ = cli("recall", str(model_db), "which shell does the user use?", "--no-touch",
                      "--json", "--min-relevance", "0.5")
     hits = json.loads(out)
-    assert [h["id"] for h in hits] == ["shell"] and hits[0]["relevance"] >= 0.5
+    assert hits[0]["id"] == "shell" and hits[0]["relevance"] >= 0.5 and len(hits) == 3
+    rc, out, _ = cli("recall", str(model_db), "which shell does the user use?", "--no-touch",
+                     "--json", "--min-relevance", "1")
+    assert rc == 0 and json.loads(out) == []
     rc, out, err = cli("recall", str(model_db), "hi", "--min-relevance", "-1")
     assert rc != 0 and "--min-relevance: must be a number from 0 to 1" in err
 
@@ -330,3 +337,50 @@ def test_mcp_recall_uses_the_floor(model_db, tmp_path):
     assert out["bad"][0] == "error" and "min_relevance" in out["bad"][1]
     prop = out["schema"]["properties"]["min_relevance"]
     assert prop["default"] == R.DEFAULT_MIN_RELEVANCE and prop["maximum"] == 1
+
+
+# ---- Datasette: the canned query's relevance column and min_relevance ----
+
+def test_datasette_recall_has_the_relevance_and_the_floor(tmp_path):
+    """Through Datasette's own test client: the canned query's ``relevance`` column is
+    Store's, and ``min_relevance`` keeps the rows that reach it."""
+    datasette_app = pytest.importorskip("datasette.app", reason="needs datasette")
+    from datasette.utils.sqlite import sqlite3 as ds_sqlite3
+    if not hasattr(ds_sqlite3.connect(":memory:"), "enable_load_extension"):
+        pytest.skip("Datasette's sqlite3 module cannot load extensions")
+    import urllib.parse
+
+    db = tmp_path / "memory.db"
+    rng = np.random.default_rng(4)
+    vecs = {eid: rng.normal(size=16) for eid, _ in MEMORY}
+    with Store(db) as store:
+        store.add_many([{"id": eid, "content": text, "embedding": vecs[eid]}
+                        for eid, text in MEMORY])
+    qvec = (vecs["vault"] + 0.5 * rng.normal(size=16)).tolist()
+
+    def rows(**params: Any) -> List[Dict[str, Any]]:
+        async def go() -> Any:
+            ds = datasette_app.Datasette([str(db)])
+            await ds.invoke_startup()
+            q = urllib.parse.urlencode(dict(params, _shape="array"))
+            return await ds.client.get(f"/memory/recall.json?{q}")
+        r = asyncio.run(go())
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    for query, qv in (("where is the staging database password?", qvec),
+                      ("which shell does the user use", None)):
+        params = dict(query=query, limit=8, profile="rrf")
+        if qv is not None:
+            params["qvec"] = json.dumps(qv)
+        got = rows(**params)
+        with Store(db) as store:
+            want = {h.id: h.relevance for h in store.recall(
+                query, limit=8, profile="rrf", qvec=qv, touch=False)}
+        assert len(got) >= 5 and {r["id"] for r in got} <= set(want)
+        for r in got:
+            assert r["relevance"] == pytest.approx(want[r["id"]], rel=1e-9), r["id"]
+        floor = sorted(r["relevance"] for r in got)[-2]
+        kept = rows(**params, min_relevance=floor)
+        assert [r["id"] for r in kept] == [r["id"] for r in got if r["relevance"] >= floor]
+        assert len(kept) == 2

@@ -8,7 +8,8 @@ Installed with the package (entry point ``datasette`` → ``sqlite_rrf``); with
   ``rrf_explain``, ``fts5_query``, ``rrf_version``, ``rrf_debug``) into every
   connection, and sqlite-vec too when it is installed (for ``episodes_vec``, the
   ``knn`` pool's index);
-- ``canned_queries`` offers ``recall`` (``sql/recall.sql``) in every database that has
+- ``canned_queries`` offers ``recall`` (``sql/recall.sql``, each row with its relevance and
+  the ``min_relevance`` floor: :func:`sqlite_rrf.relevance.relevance_sql`) in every database that has
   the ``episodes`` and ``episodes_fts`` tables, and ``recall_knn`` (the ``knn`` pool
   form) where ``episodes_vec`` exists and sqlite-vec is loaded. Read-only: a recall in
   Datasette never marks episodes accessed.
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 TEXT_PARAMS = frozenset({"query", "profile", "pool", "qvec", "scope", "kind", "skip_vectors"})
 #: The form's first fields, in this order; the statement's other parameters follow
 #: in the order they appear in it.
-FORM_ORDER = ("query", "limit", "scope", "kind", "since", "until", "profile", "qvec", "pool")
+FORM_ORDER = ("query", "limit", "min_relevance", "scope", "kind", "since", "until", "profile",
+              "qvec", "pool")
 
 TITLE = "Recall (sqlite-rrf)"
 def _description() -> str:
@@ -57,8 +59,11 @@ def _description() -> str:
         f"(or {others}), pool {d['pool']} (or {pools}), k {d['k']:g}, weights "
         f"w_bm25 {d['w_bm25']:g}, w_vec {d['w_vec']:g}, w_recency {d['w_recency']:g}, "
         f"w_access {d['w_access']:g}. qvec is optional: the query embedding as a JSON "
-        "array such as [0.1, -0.2, ...]; without it the vector list is empty. Numbers are "
-        "JSON numbers. Read-only: recalling here does not mark episodes accessed."
+        "array such as [0.1, -0.2, ...]; without it the vector list is empty. Each row's "
+        "relevance (0 to 1, the same scale for every query: sqlite_rrf.relevance) is its "
+        "last column; min_relevance keeps only the rows that reach it (empty: every row). "
+        "Numbers are JSON numbers. Read-only: recalling here does not mark episodes "
+        "accessed."
     )
 
 
@@ -116,7 +121,9 @@ def form_params(sql: str) -> List[str]:
 def canned_query(pool: Optional[str] = None) -> Dict[str, Any]:
     """The canned query definition for the recall statement (``pool='knn'``: its
     knn form), as Datasette's ``queries`` metadata takes it."""
-    sql = recall_statement("knn") if pool == "knn" else recall_statement()
+    from .relevance import relevance_sql
+
+    sql = relevance_sql(recall_statement("knn") if pool == "knn" else recall_statement())
     return {
         "sql": form_sql(sql),
         "title": TITLE if pool != "knn" else TITLE + " — knn pool",

@@ -7,14 +7,16 @@ default profile divides by the query's best hit, so the top hit of any query, ev
 ``[0, 1]`` made of two pieces of evidence that do not depend on the other hits:
 
 - the **cosine** of the hit's embedding with the query's (``RecallHit.similarity``);
-- the **BM25 evidence** ``b = -bm25 / idf_mass``: the hit's FTS5 ``bm25()`` (which sums,
-  over the query's terms found in the hit, the term's IDF times a term-frequency factor
-  that is 1 for one occurrence in a text of average length) divided by the query's
-  **IDF mass**, the sum of the IDFs of all of the query's terms (:func:`query_idf_mass`).
-  A term that no episode holds counts with the IDF it would have if one did
-  (``ln((N + 0.5) / 1.5)``, N the episodes): a query whose rare words the memory has never
-  seen ("Shinjuku", "sourdough") cannot be well matched, whatever its best hit.
-  ``b`` is about the share of the query's informative words that the hit holds.
+- the **BM25 evidence** ``b = -bm25 / (idf_mass + MASS_PRIOR)``: the hit's FTS5 ``bm25()``
+  (which sums, over the query's terms found in the hit, the term's IDF times a
+  term-frequency factor that is 1 for one occurrence in a text of average length) divided
+  by the query's **IDF mass**, the sum of the IDFs of all of the query's terms
+  (:func:`query_idf_mass`), plus :data:`MASS_PRIOR`. A term that no episode holds counts
+  with the IDF it would have if one did (``ln((N - 0.5) / 1.5)``, N the episodes): a query
+  whose rare words the memory has never seen ("Shinjuku", "sourdough") cannot be well
+  matched, whatever its best hit. ``b`` is about the share of the query's informative
+  words that the hit holds; the prior (about two informative words' IDF) keeps a one-word
+  prompt ("hi", which the stemmer finds in every "his") from being a full match.
 
 They are combined by a logistic model, ``relevance = 1 / (1 + exp(-(c0 + c_cos * cosine +
 c_bm25 * min(b, 2))))``, with coefficients :data:`WITH_VECTOR`; when the hit has no
@@ -23,9 +25,9 @@ coefficients were fitted on development data only; ``docs/python.md`` ("Relevanc
 floor") says on what and how, and ``tests/bench/bench_silence.py`` measures the floor.
 
 :data:`DEFAULT_MIN_RELEVANCE` is the floor the prompt hook and the MCP ``recall`` use by
-default: hits below it are not shown, so a prompt about nothing in the memory gets
-nothing. :meth:`Store.recall <sqlite_rrf.store.Store.recall>` itself has no floor unless
-given ``min_relevance``.
+default: a recall none of whose hits reaches it returns nothing, so a prompt about nothing
+in the memory gets nothing (:func:`above_floor`). :meth:`Store.recall
+<sqlite_rrf.store.Store.recall>` itself has no floor unless given ``min_relevance``.
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ from dataclasses import dataclass, replace
 from typing import Any, List, Optional, Sequence, Tuple
 
 #: The floor of the prompt hook and of MCP ``recall`` (``--min-relevance`` / the tool's
-#: ``min_relevance`` change it): hits whose relevance is below it are not shown.
-DEFAULT_MIN_RELEVANCE = 0.15
+#: ``min_relevance`` change it): a recall none of whose hits reaches it shows nothing.
+DEFAULT_MIN_RELEVANCE = 0.17
 
 #: ``(c0, c_cos, c_bm25)`` of the logistic model for a hit with a cosine.
-WITH_VECTOR: Tuple[float, float, float] = (-3.81, 6.51, 3.42)
+WITH_VECTOR: Tuple[float, float, float] = (-3.82, 6.26, 4.84)
 #: ``(c0, c_bm25)`` of the logistic model for a hit without one (no model).
-BM25_ONLY: Tuple[float, float] = (-2.48, 5.94)
+BM25_ONLY: Tuple[float, float] = (-2.62, 8.30)
+#: Added to the query's IDF mass before it divides the hit's bm25 (see the module docstring).
+MASS_PRIOR = 10.0
 #: ``b`` is capped here (repeated words in a short text can push bm25 past the IDF mass).
 BM25_CAP = 2.0
 
@@ -114,10 +118,10 @@ def query_idf_mass(conn: Any, query: str) -> QueryEvidence:
 
 def bm25_evidence(bm25_score: Optional[float], idf_mass: float) -> float:
     """``b``: the hit's ``bm25()`` (negative, lower is better; None: not a BM25 hit) as a
-    share of the query's IDF mass, in ``[0, BM25_CAP]``."""
+    share of the query's IDF mass plus :data:`MASS_PRIOR`, in ``[0, BM25_CAP]``."""
     if bm25_score is None or idf_mass <= 0 or not math.isfinite(bm25_score):
         return 0.0
-    return min(max(-bm25_score / idf_mass, 0.0), BM25_CAP)
+    return min(max(-bm25_score / (idf_mass + MASS_PRIOR), 0.0), BM25_CAP)
 
 
 def _sigmoid(x: float) -> float:
@@ -163,14 +167,75 @@ def with_relevance(conn: Any, query: str, hits: Sequence[Any]) -> List[Any]:
 
 def above_floor(hits: Sequence[Any], min_relevance: Optional[float]
                 ) -> Tuple[List[Any], Optional[str]]:
-    """The hits whose relevance is at least ``min_relevance`` (all of them when it is
-    None), in their order, and, when the floor dropped every hit, why the result is
-    empty."""
+    """The floor, applied after the ranking: ``hits`` as they are when one of them has a
+    relevance of at least ``min_relevance`` (or it is None), else no hit and why.
+
+    The floor decides whether the recall has anything to say, not which hits make it:
+    the hits of a recall that passes keep their ranks, weak ones included. Dropping each
+    hit below the floor instead cost answerable questions 5x as much recall for the same
+    silence on off-topic prompts (LongMemEval_S dev half; ``tests/bench/bench_silence.py``
+    prints both): the evidence turn of a question is often a long message whose cosine
+    with it is low, ranked under a stronger hit."""
     if min_relevance is None or not hits:
         return list(hits), None
-    kept = [h for h in hits if h.relevance is not None and h.relevance >= min_relevance]
-    if kept:
-        return kept, None
+    if any(h.relevance is not None and h.relevance >= min_relevance for h in hits):
+        return list(hits), None
     best = max((h.relevance for h in hits if h.relevance is not None), default=0.0)
     return [], (f"nothing relevant enough: {len(hits)} hit(s) below min_relevance "
                 f"{min_relevance:g} (the best {best:.3f})")
+
+
+def relevance_sql(statement: str) -> str:
+    """``statement`` (a recall statement, e.g. :func:`sqlite_rrf.statements.recall_statement`)
+    for clients that run SQL alone (Datasette's canned query): every row gets a last
+    column, ``relevance``, computed as :func:`relevance` computes it (the same IDF mass, the
+    same coefficients, written in from this module), and ``:min_relevance`` keeps only the
+    rows that reach it (NULL or unbound: every row).
+
+    That is not :func:`above_floor`'s rule (a recall speaks, all its hits, when one hit
+    reaches the floor): deciding on all the rows at once needs a second look at the
+    ranking, and the statement that chooses its profile at run time then nests deeper than
+    SQLite allows. The query's IDF mass is one more CTE, joined to the final SELECT
+    (sql/recall/select.sql), which gains the column and the filter in place. Needs SQLite's
+    math functions (``exp``, ``ln``; built in since 3.35 in most builds)."""
+    from .resources import read_sql
+
+    final = read_sql("recall/select.sql")
+    head, sep, order = final.partition("\nORDER BY ")
+    if not statement.endswith(final) or not sep or "\nFROM explain AS t" not in head:
+        raise ValueError("relevance_sql: not a recall statement (its final SELECT is not "
+                         "sql/recall/select.sql's)")
+    ctes = statement[:-len(final)].rstrip().rstrip(",")
+    c0, cc, cb = WITH_VECTOR
+    d0, db = BM25_ONLY
+    b = (f"CASE WHEN t.bm25_score IS NULL OR m.mass <= 0 THEN 0.0 ELSE "
+         f"min(max(-t.bm25_score / (m.mass + {MASS_PRIOR!r}), 0.0), {BM25_CAP!r}) END")
+    rel = (f"1.0 / (1.0 + exp(-(CASE WHEN t.similarity IS NULL THEN {d0!r} + {db!r} * ({b})\n"
+           f"       ELSE {c0!r} + {cc!r} * t.similarity + {cb!r} * ({b}) END)))")
+    select, frm = head.split("\nFROM explain AS t", 1)
+    return f"""{ctes},
+-- The query's IDF mass (sqlite_rrf.relevance.query_idf_mass): its distinct terms' IDFs,
+-- a term no episode holds as if one did, a word of the stopwords hint 1e-6.
+rrf_mass AS MATERIALIZED (
+  SELECT coalesce(sum(idf), 0.0) AS mass FROM (
+    SELECT CASE WHEN instr(x.stop, ' ' || t.term || ' ') > 0 THEN 1e-6
+                ELSE coalesce((SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts
+                               WHERE episodes_fts MATCH t.phrase LIMIT 1),
+                              max(ln((x.n - 1 + 0.5) / 1.5), 1e-6)) END AS idf
+    FROM (SELECT json_extract(j.value, '$[1]') AS term,
+                 min(json_extract(j.value, '$[0]')) AS phrase
+          FROM json_each(fts5_query(:query, 'terms', NULL, '{_TOKENIZE}')) AS j
+          GROUP BY 1) AS t,
+         (SELECT coalesce((SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords_rows'
+                           AND typeof(value) = 'integer' AND value > 0),
+                          (SELECT count(*) FROM episodes)) AS n,
+                 ' ' || coalesce((SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'
+                                  AND typeof(value) = 'text'), '') || ' ' AS stop) AS x)
+)
+-- 9. (with relevance) The returned rows, each with its absolute relevance; only those
+--    that reach :min_relevance.
+{select},
+       {rel} AS relevance
+FROM rrf_mass AS m CROSS JOIN explain AS t{frm}
+WHERE :min_relevance IS NULL OR {rel} >= :min_relevance
+ORDER BY {order}"""

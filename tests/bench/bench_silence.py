@@ -8,7 +8,7 @@ embedding cache, :mod:`sqlite_rrf.evaluation.embcache`). Then:
 
 (a) abstention questions (``_abs``) of the dev half, each asked of its own memory;
 (b) chit-chat (:data:`CHIT_CHAT`, written for this bench, never used to calibrate) asked
-    of the first ``--chat-memories`` memories;
+    of the last ``--chat-memories`` memories;
 (c) SciFact train claims (the even positions of the sorted train ids: the odd ones were
     used to calibrate) asked of the memories in turn;
 
@@ -21,11 +21,12 @@ shares are printed.
 
 (d) the answerable (scored) questions: LongMemEval's session-level recall_any@5 and
     recall_all@5 (its own definitions, :func:`score_question`) of ``Store.recall`` (limit
-    50, ``now`` = the question's date), without a floor and with the default floor (hits
-    below it dropped).
+    50, ``now`` = the question's date), without a floor and with the default floor: the
+    ranking counts only when the recall with the hook's limit (3) and the floor is not
+    empty (when the hook would print), else the question gets an empty ranking.
 
-A sweep of the floor (through Store.recall, limit 50; the hook's silence read from the
-top 3) closes the table.
+A sweep of the floor closes the table (Store.recall; silence read from the top 3), with,
+for comparison, the other way a floor could work: dropping each hit below it.
 
 Run: ``python tests/bench/bench_silence.py [--hook-sample 40] [--cached-only]``
 (needs $SQLITE_RRF_MODEL; the first run of the evaluation fills the embedding cache).
@@ -126,8 +127,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hook-sample", type=int, default=40,
                     help="prompts of each set asked through the hook process (default 40)")
-    ap.add_argument("--chat-memories", type=int, default=5,
-                    help="memories the chit-chat is asked of (default 5)")
+    ap.add_argument("--chat-memories", type=int, default=10,
+                    help="memories the chit-chat is asked of (default 10)")
     ap.add_argument("--cached-only", action="store_true",
                     help="use only the questions whose vectors are all cached (no embedding)")
     ap.add_argument("--json", help="also write the numbers to this file")
@@ -152,22 +153,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     dbs = {q.question_id: build(q, vecs, tmp) for q in abstain + scored}
     pool = [dbs[q.question_id] for q in scored] or list(dbs.values())
 
-    def store_silent(db: str, prompt: str, qvec: Optional[np.ndarray] = None) -> Tuple[bool, List[float]]:
+    def store_silent(db: str, prompt: str) -> bool:
+        """Whether Store.recall with the hook's parameters (its default limit, the floor)
+        returns nothing."""
         with Store(db, embedder=emb) as st:
-            r = st.recall(prompt, touch=False, qvec=qvec)  # the hook's limit: the default
-            return all(h.relevance < floor for h in r), [h.relevance for h in r]
+            return not st.recall(prompt, touch=False, min_relevance=floor).hits
 
     sets: Dict[str, List[Tuple[str, str]]] = {
         "abstention (LongMemEval_S dev, _abs)": [(dbs[q.question_id], q.question)
                                                  for q in abstain],
-        "chit-chat (30 prompts x memories)": [(db, p) for db in pool[:a.chat_memories]
+        "chit-chat (30 prompts x memories)": [(db, p) for db in pool[-a.chat_memories:]
                                               for p in CHIT_CHAT],
         "SciFact train claims (measurement half)": [(pool[i % len(pool)], c)
                                                     for i, c in enumerate(scifact_claims())],
     }
     table = []
     for name, items in sets.items():
-        silent = [store_silent(db, p)[0] for db, p in items]
+        silent = [store_silent(db, p) for db, p in items]
         step = max(1, len(items) // a.hook_sample) if a.hook_sample else 0
         sample = items[::step][:a.hook_sample] if step else []
         hooked = [not hook_prints(db, p, env) for db, p in sample]
@@ -178,16 +180,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     # (d) answerable: LongMemEval's session-level metrics, without and with the floor
     ranked: Dict[str, List[Tuple[str, float]]] = {}
+    best3: Dict[str, float] = {}
     for q in scored:
         with Store(dbs[q.question_id]) as st:
             r = st.recall(q.question, limit=50, qvec=vecs[q.question], now=q.question_date_ms,
                           touch=False)
             ranked[q.question_id] = [(h.id, h.relevance) for h in r]
+            r3 = st.recall(q.question, qvec=vecs[q.question], now=q.question_date_ms,
+                           touch=False)  # the hook's limit
+            best3[q.question_id] = max((h.relevance for h in r3), default=0.0)
+            if not st.recall(q.question, qvec=vecs[q.question], now=q.question_date_ms,
+                             touch=False, min_relevance=floor).hits:
+                assert best3[q.question_id] < floor  # the product's floor is this rule
     by_id = {q.question_id: q for q in scored}
 
-    def metrics(f: Optional[float]) -> Dict[str, float]:
-        ms = [score_question(by_id[k], [i for i, rel in v if f is None or rel >= f])
-              for k, v in ranked.items()]
+    def metrics(f: Optional[float], each: bool = False) -> Dict[str, float]:
+        ms = []
+        for k, v in ranked.items():
+            if f is None:
+                ids = [i for i, _ in v]
+            elif each:  # the alternative: every hit below the floor dropped
+                ids = [i for i, rel in v if rel >= f]
+            else:  # the product: the whole ranking when the hook's recall speaks
+                ids = [i for i, _ in v] if best3[k] >= f else []
+            ms.append(score_question(by_id[k], ids))
         return {m: float(np.mean([x[m] for x in ms])) for m in
                 ("session.recall_any@5", "session.recall_all@5", "session.recall_all@10")}
 
@@ -196,17 +212,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     # the sweep (Store.recall, limit 50; silence read from the top 3)
     top3: Dict[str, List[List[float]]] = {}
-    for name, items in list(sets.items())[0::2]:
+    for name, items in sets.items():
         top3[name] = []
         for db, p in items:
             with Store(db, embedder=emb) as st:
                 top3[name].append([h.relevance for h in st.recall(p, touch=False, limit=3)])
     sweep = []
-    for f in (0.05, 0.1, 0.125, 0.15, 0.175, 0.2, 0.25, 0.3, 0.4, 0.5):
-        m = metrics(f)
+    for f in (0.05, 0.1, 0.125, 0.15, 0.17, 0.2, 0.25, 0.3, 0.4, 0.5):
+        m, e = metrics(f), metrics(f, each=True)
         sweep.append((f, *[float(np.mean([max(r, default=0) < f for r in v]))
                            for v in top3.values()], m["session.recall_any@5"],
-                      m["session.recall_all@5"]))
+                      m["session.recall_all@5"], e["session.recall_any@5"]))
     rows["sweep"] = sweep
 
     print(f"# Silence (issue 20, item 3): default floor min_relevance {floor:g}; "
@@ -224,11 +240,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"| {name} | {m['session.recall_any@5']:.3f} | {m['session.recall_all@5']:.3f} | "
               f"{m['session.recall_all@10']:.3f} |")
     names = list(top3)
-    print(f"\n| floor | silent: {names[0]} | silent: {names[1]} | recall_any@5 | "
-          "recall_all@5 |")
-    print("| --- | --- | --- | --- | --- |")
-    for f, s0, s1, any5, all5 in sweep:
-        print(f"| {f:g} | {s0:.3f} | {s1:.3f} | {any5:.3f} | {all5:.3f} |")
+    print(f"\n| floor | silent: {names[0]} | silent: {names[1]} | silent: {names[2]} | "
+          "recall_any@5 | recall_all@5 | recall_any@5, each hit below dropped |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for f, s0, s1, s2, any5, all5, each5 in sweep:
+        print(f"| {f:g} | {s0:.3f} | {s1:.3f} | {s2:.3f} | {any5:.3f} | {all5:.3f} | "
+              f"{each5:.3f} |")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=2)
