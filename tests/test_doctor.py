@@ -209,6 +209,20 @@ def test_a_dropped_trigger_is_noticed_and_recreated_on_open(db, tamper):
 
 
 @needs_shell
+def test_a_dropped_fts_trigger_is_recreated_and_the_index_rebuilt(db):
+    out = shell(db, "DROP TRIGGER episodes_fts_insert;\n"
+                    "INSERT INTO episodes(id, content) VALUES ('u1', 'a unicorn grazes');")
+    assert out.returncode == 0, out.stderr
+    c = plain(db)
+    assert c.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'unicorn'"
+                     ).fetchall() == [(0,)]
+    with Store(str(db)) as s:
+        assert s.schema_warnings == []
+        assert [h.id for h in s.recall("unicorn", 1, touch=False)] == ["u1"]
+    check_consistent(plain(db))
+
+
+@needs_shell
 @needs_vec
 def test_a_dropped_knn_trigger_is_recreated_and_the_index_resynced(db):
     with Store(str(db)) as s:
@@ -241,6 +255,24 @@ def test_the_open_check_does_not_wait_for_a_busy_lock(db):
         holder.execute("ROLLBACK")
     with Store(str(db)) as s:
         assert s.schema_warnings == []
+
+
+@needs_shell
+def test_a_repair_that_fails_on_open_changes_nothing_and_says_so(db):
+    v = vecs(1, 17)[0]
+    out = shell(db, "DROP TRIGGER episodes_vectors_insert;\n"
+                    "INSERT INTO episodes(id, content, embedding) VALUES ('f1', 'f one', "
+                    f"x'{v.tobytes().hex()}');\n"
+                    "CREATE TRIGGER mine BEFORE INSERT ON episodes_vectors "
+                    "BEGIN SELECT RAISE(ABORT, 'no vectors today'); END;")
+    assert out.returncode == 0, out.stderr
+    with Store(str(db)) as s:
+        assert "repairing it failed" in s.schema_warnings[0]
+        assert "no vectors today" in s.schema_warnings[0]
+        assert not s.conn.execute("SELECT 1 FROM sqlite_master WHERE name = "
+                                  "'episodes_vectors_insert'").fetchall()  # rolled back
+        res = s.recall("cats", 3, touch=False)
+        assert len(res) == 3 and "repairing it failed" in res.warnings[0]
 
 
 def test_a_whole_database_opens_with_no_schema_warning(db):
@@ -340,3 +372,23 @@ def test_check_refuses_another_applications_file_and_a_read_only_repair(tmp_path
         assert "--repair cannot write it" in err and "Error" not in err
     finally:
         db.chmod(0o644)
+
+
+def test_the_shipped_schema_objects_are_current():
+    """sql/schema_objects.sql is what the migrations make (opening a Store reads it instead
+    of migrating an in-memory database)."""
+    from sqlite_rrf.doctor import SCHEMA_FILE, render_expected
+    from sqlite_rrf.resources import read_sql
+
+    assert read_sql(SCHEMA_FILE) == render_expected(), (
+        f"sql/{SCHEMA_FILE} is stale (a migration was added or changed): run "
+        "`.venv/bin/python -m sqlite_rrf.doctor --write`")
+
+
+def test_schema_objects_of_other_migrations_are_not_used():
+    from sqlite_rrf import doctor
+
+    assert doctor._shipped("0" * 64) is None
+    assert doctor._expected("0" * 64) == doctor.build_expected()
+    assert set(doctor.expected_objects()) >= {"episodes_vectors_insert", "episodes_codes_keep",
+                                              "idx_episodes_codes_loose"}
