@@ -261,7 +261,7 @@ def test_mcp_under_a_held_lock(tmp_path):
                     await session.initialize()
                     with lock_held(db):
                         t0 = time.monotonic()
-                        res = await session.call_tool("recall", {"query": "vault key"})
+                        res = await session.call_tool("recall", {"query": "the vault key number 7"})
                         times["recall"] = time.monotonic() - t0
                         assert not res.is_error, res.content
                         got = res.structured_content
@@ -347,12 +347,15 @@ def fill_up(directory: Path) -> Path:
 
 def test_a_full_disk_leaves_the_recall_intact(tmp_path):
     """On a full file system the recall's touch fails (SQLite cannot grow the -wal file):
-    the recall returns its hits with touched=False and the reason; with room again the
-    touch is made. The CLI recall, run while another connection keeps the file open (so
-    its -shm exists), answers too."""
+    the recall returns its hits with touched=False and the reason; the CLI's recall answers
+    too, both while another connection has the file open (its -shm exists) and cold (SQLite
+    cannot create the -shm on a full disk: the file is opened as immutable, nobody else
+    having it open). With room again the touch is made."""
+    env = no_model_env(tmp_path)
+    payload = json.dumps({"prompt": "the vault key number 7", "cwd": str(tmp_path)}).encode()
     with tmpfs(tmp_path / "small", "1m") as small:
         db = make_db(small / "m.db", n=60)
-        keep = plain(db)  # keeps the -shm file (SQLite cannot create it on a full disk)
+        keep = plain(db)  # has the file open, as a server would: its -shm exists
         keep.execute("SELECT count(*) FROM episodes").fetchall()
         s = Store(db)
         try:
@@ -361,16 +364,23 @@ def test_a_full_disk_leaves_the_recall_intact(tmp_path):
             assert len(got) == 5
             assert got.touched is False
             assert got.touch_error is not None and "disk is full" in got.touch_error
-            rc, out, err, _ = run(["recall", str(db), "vault key", "--limit", "2"],
-                                  no_model_env(tmp_path))
+            rc, out, err, _ = run(["recall", str(db), "vault key", "--limit", "2"], env)
             assert rc == 0, err
             assert out.count("episode ") == 2 and "disk is full" in err
-            filler.unlink()
-            again = s.recall("vault key", limit=5)
-            assert again.touched is True and again.touch_error is None
         finally:
             s.close()
             keep.close()
+        assert not os.path.exists(str(db) + "-shm") or os.path.getsize(str(db) + "-shm") == 0
+        rc, out, err, _ = run(["recall", str(db), "vault key", "--limit", "2"], env)
+        assert rc == 0, err
+        assert out.count("episode ") == 2 and "disk is full" in err
+        rc, out, err, _ = run(["hook", str(db), "--scope", ""], env, stdin=payload)
+        assert rc == 0 and "vault key number 7" in out, (out, err)
+        filler.unlink()
+        with Store(db) as s:
+            assert s.opened_as is None
+            again = s.recall("vault key", limit=5)
+            assert again.touched is True and again.touch_error is None
 
 
 def test_a_wal_database_on_read_only_media(tmp_path):

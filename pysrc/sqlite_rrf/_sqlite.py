@@ -41,32 +41,70 @@ def on_read_only_media(path: str) -> bool:
         return False
 
 
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _immutable(path: str) -> apsw.Connection:
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
+    return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+
+
+#: A file system with less free space than this (bytes) counts as full when SQLite cannot
+#: create a WAL database's ``-shm`` file there.
+FULL_BELOW = 1 << 20
+
+
 def open_connection(path: str, *, readonly: bool = False) -> Tuple[apsw.Connection, Optional[str]]:
     """Connect to ``path``; returns the connection and, when it was opened as immutable, why.
 
     A WAL database needs its ``-shm`` file beside it, which SQLite cannot create on
-    read-only media, so a plain open fails there. When the file is a WAL database on a
-    file system mounted read-only and has no ``-wal`` file with content (the last writer
-    closed it cleanly), it is opened with ``immutable=1``: SQLite then reads the main
-    file as it is, without locks or ``-shm``. That is safe because nothing can change the
-    file while it is open. It is not used when the ``-wal`` file has content (immutable
-    would not read it: recent writes would be missing; SQLite can open such a file
-    read-only by itself when its ``-shm`` exists too), nor when the file is read-only only
-    by permissions (its owner may write it meanwhile)."""
-    if path not in (":memory:", "") and os.path.isfile(path) and on_read_only_media(path) \
-            and is_wal_file(path):
+    read-only media or on a full disk, so a plain open fails there. It is then opened with
+    ``immutable=1`` (SQLite reads the main file as it is, without locks or ``-shm``) when
+    that is safe:
+
+    * on a file system mounted read-only, when the file has no ``-wal`` content (the last
+      writer closed it cleanly): nothing can change the file through that mount;
+    * on a full file system, when it has neither ``-wal`` content nor a ``-shm`` file with
+      content: no connection has it open (each would have made the ``-shm``), and none can
+      open it to write while the disk stays full.
+
+    It is not used when the ``-wal`` file has content (immutable would not read it: recent
+    writes would be missing; SQLite opens such a file read-only by itself when its ``-shm``
+    exists too), nor when the file is read-only only by permissions (its owner may write it
+    meanwhile). A read-only bind mount of a directory that is written through another
+    mount is read-only media to this test, yet its file can change: there immutable reads
+    could miss or tear concurrent writes."""
+    if path in (":memory:", "") or not os.path.isfile(path) or not is_wal_file(path):
+        flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+            apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        return apsw.Connection(path, flags=flags), None
+    if on_read_only_media(path) and _size(path + "-wal") == 0:
+        return _immutable(path), ("the file is on read-only media, so it was opened as "
+                                  "immutable (read as it is, without locks)")
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+    conn = apsw.Connection(path, flags=flags)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # makes the -shm
+    except (apsw.IOError, apsw.FullError):
         try:
-            wal = os.path.getsize(path + "-wal")
+            st = os.statvfs(path)
+            full = st.f_bavail * st.f_frsize < FULL_BELOW
         except OSError:
-            wal = 0
-        if wal == 0:
-            uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
-            conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-            return conn, ("the file is on read-only media, so it was opened as immutable "
-                          "(read as it is, without locks)")
-    if readonly:
-        return apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY), None
-    return apsw.Connection(path), None
+            full = False
+        if not (full and _size(path + "-wal") == 0 and _size(path + "-shm") == 0):
+            raise
+        conn.close()
+        return _immutable(path), ("the disk is full and SQLite could not create the "
+                                  "database's -shm file, so it was opened as immutable (read "
+                                  "as it is, without locks)")
+    except apsw.Error:
+        pass  # said by the caller's first statement (Store._check_ours)
+    return conn, None
 
 
 def foreign(conn: apsw.Connection) -> Optional[str]:

@@ -1034,6 +1034,8 @@ class Store:
         (done, why not): any failure (the lock busy, a full disk, read-only media, an I/O
         error) leaves the recall as it is."""
         not_done = "so the recalled episodes were not touched"
+        if self.readonly and self.opened_as:
+            return False, f"the recalled episodes were not touched: {self.opened_as}"
         if self.readonly:
             return False, f"the database is read-only, {not_done}"
         now = now_ms()
