@@ -13,8 +13,10 @@ H1. The scope is ``--scope`` when given, else derived from the payload's ``cwd``
     that holds a ``.git`` entry), else of the directory itself, its control characters
     (a line break in a directory's name) made spaces. ``--scope ''`` is the
     shared memory and ``--scope '*'`` (:data:`ALL_SCOPES`) recalls every scope.
-H2. The topic gate is keyed by the payload's ``session_id``: a prompt on the same topic as
-    the session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
+H2. The topic gate is off unless ``--topic-gate`` turns it on (a cosine above 0.85 does not
+    mean the same question: a follow-up about another painting can have 0.96). When on,
+    it is keyed by the payload's ``session_id``: a prompt on the same topic as the
+    session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
     Without a ``session_id`` nothing is gated.
 H3. The hits are touched (the agent was shown them), and the session's query is
     remembered in ``rrf_meta`` (``topic_gate:<session_id>``).
@@ -128,6 +130,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "
                         f"{DEFAULT_MAX_CHARS}; 0: never)")
+    p.add_argument("--topic-gate", action="store_true", dest="topic_gate",
+                   help="print nothing for a prompt whose embedding has cosine > 0.85 with "
+                        "the session's previous prompt (off by default: such a prompt can "
+                        "still ask something else)")
     from .relevance import DEFAULT_MIN_RELEVANCE
 
     from .cli import float_arg
@@ -314,5 +320,6 @@ def _recall(args: argparse.Namespace) -> str:
         store = Store(args.db)
     with store:
         result = store.recall(prompt, limit=args.limit, scope=store_scope, session=session,
+                              topic_gate=getattr(args, "topic_gate", False),
                               min_relevance=min_relevance)
     return render(list(result), store_scope, args.max_chars)
