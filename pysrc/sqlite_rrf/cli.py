@@ -719,7 +719,7 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="drop candidates with no BM25 hit and a similarity below this")
     p.add_argument("--min-relevance", type=float_arg, default=None, dest="min_relevance",
                    metavar="R",
-                   help="show only the hits whose relevance (0 to 1, the same scale for every "
+                   help="print no hit unless one's relevance (0 to 1, the same scale for every "
                         "query) is at least R (default: no floor; the hook and MCP recall use "
                         f"{DEFAULT_MIN_RELEVANCE:g})")
 

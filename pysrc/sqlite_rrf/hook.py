@@ -29,9 +29,9 @@ H4a. Nothing from a memory (text, id, scope) forges structure in the output, who
     reference are written ``&lt;``, ``&gt;``, ``&amp;`` (:func:`escape`), so no text
     reads as a tag (``</context>``, ``<system-reminder>``) or starts a line of its own;
     ids and scopes are code spans that no backtick in them can close (:func:`code`).
-H4b. Only hits whose relevance (:mod:`sqlite_rrf.relevance`) reaches ``--min-relevance``
-    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`) are printed, so a prompt
-    about nothing in the memory ("hi", "thanks") prints nothing.
+H4b. Nothing is printed unless a hit's relevance (:mod:`sqlite_rrf.relevance`) reaches
+    ``--min-relevance`` (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`), so a
+    prompt about nothing in the memory ("hi", "thanks") prints nothing.
 H5. The exit status is 0 whatever happens: on any fault (bad JSON, no prompt, no such
     database, bad options) one line goes to stderr, starting with ``sqlite-rrf hook:``,
     and nothing to stdout, so a hook never blocks the agent (for Claude Code, exit status
@@ -140,9 +140,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--min-relevance", type=float_arg, default=DEFAULT_MIN_RELEVANCE,
                    dest="min_relevance", metavar="R",
-                   help=f"show only the episodes whose relevance (0 to 1, the same scale for "
-                        f"every prompt) is at least R (default {DEFAULT_MIN_RELEVANCE:g}; 0: "
-                        f"every hit)")
+                   help=f"print nothing unless an episode's relevance (0 to 1, the same "
+                        f"scale for every prompt) is at least R (default "
+                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)")
     _quiet_usage_errors(p)
 
 

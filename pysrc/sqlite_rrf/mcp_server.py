@@ -21,9 +21,9 @@ M4. The default scope is ``--scope``, else derived from the server's working dir
     server started with ``--scope '*'`` remembers into ``''``, the shared memory).
 M5. ``recall`` touches its hits and is never held back by the topic gate: an agent's
     explicit recall is answered (the gate, off by default, is for the per-prompt hook).
-M5a. ``recall`` returns only the hits whose relevance reaches its ``min_relevance`` argument
-    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in
-    the memory gets no hits, and ``reason`` says why.
+M5a. ``recall`` returns no hits unless one reaches its ``min_relevance`` argument (default
+    :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in the
+    memory gets no hits, and ``reason`` says why.
 M9. No duplicates (issue 20): ``remember`` without an id stores a text its scope already
     has (the same after normalising case and white space) once: the episode is refreshed
     and its id returned, with ``duplicate`` true. ``recall`` collapses near-duplicates
@@ -266,7 +266,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         warnings: List[str] = Field(description="what the recall could not do (e.g. touch "
                                                 "a read-only database)")
         reason: Optional[str] = Field(
-            default=None, description="why there are no hits, when every hit was below "
+            default=None, description="why there are no hits, when none reached "
                                       "min_relevance")
 
     class EpisodeOut(BaseModel):
@@ -381,14 +381,15 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         explain: Annotated[bool, Field(
             description="include each list's contribution to the score")] = False,
         min_relevance: Annotated[float, Field(
-            description=f"return only the episodes whose relevance (0 to 1, the same scale "
-                        f"for every query) is at least this (default "
-                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: every hit)",
+            description=f"return nothing unless an episode's relevance (0 to 1, the same "
+                        f"scale for every query) is at least this (default "
+                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always answer)",
             json_schema_extra={"minimum": 0, "maximum": 1})] = DEFAULT_MIN_RELEVANCE,
     ) -> Recollection:
         """The stored episodes that best match the query, best first, each with its
-        score and its rank in each list (BM25, vector, recency, access). The episodes
-        returned are marked as used (their access count goes up)."""
+        score, its relevance and its rank in each list (BM25, vector, recency, access);
+        none when no episode reaches min_relevance. The episodes returned are marked as
+        used (their access count goes up)."""
         s = default_scope if scope is None else scope
         store_scope = None if s == ALL_SCOPES else s
 

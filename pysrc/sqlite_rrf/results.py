@@ -78,7 +78,7 @@ class RecallHit:
 class RecallResult(Sequence[RecallHit]):
     """The hits of one recall (a sequence), or an empty result with ``skipped=True``
     and the ``reason`` when the topic gate held the recall back, or with ``skipped=False``
-    and the ``reason`` when every hit was below ``min_relevance``. ``touched`` says whether
+    and the ``reason`` when no hit reached ``min_relevance``. ``touched`` says whether
     the hits were marked accessed, and ``touch_error`` why not when a touch was asked for
     and could not be made."""
 

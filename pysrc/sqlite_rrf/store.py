@@ -945,9 +945,10 @@ class Store:
 
         Each hit carries ``relevance``, in [0, 1] and absolute: the same number means the
         same for every query (:func:`sqlite_rrf.relevance.relevance`, from the hit's cosine
-        and its BM25 score as a share of the query's IDF mass). ``min_relevance`` drops the
-        hits below it, after the ranking; when it drops them all, the result is empty and
-        ``result.reason`` says so. Its default here is None, no floor: a library caller
+        and its BM25 score as a share of the query's IDF mass). ``min_relevance`` is a
+        floor applied after the ranking: when no hit reaches it, the result is empty and
+        ``result.reason`` says so; otherwise the hits are returned as ranked
+        (:func:`sqlite_rrf.relevance.above_floor`). Its default here is None, no floor: a library caller
         gets the whole ranking with the relevance to judge it by; the prompt hook and the
         MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
 
