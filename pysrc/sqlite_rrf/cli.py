@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import textwrap
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence
 
 from . import __version__, loadable_path
+from .app import (UserError, ascii_float, check_model_args, choose_embedder, error_message,
+                  fault_message, float_arg, int_arg, note, open_store, parse_time)
 from .relevance import DEFAULT_MIN_RELEVANCE, check_min_relevance
 from .resources import data_path, recall_statement
 from .statements import POOL_MODES, PROFILES, recall_defaults
@@ -33,116 +34,29 @@ EXIT_USAGE = 2
 EXIT_ERROR = 1
 
 
-class CliError(Exception):
-    """A failure to report as one line on stderr with exit status 1."""
-
-
-_NOTES_SAID: set = set()
-
-
-def note(text: str) -> None:
-    """Say ``text`` on stderr, once per process."""
-    if text not in _NOTES_SAID:
-        _NOTES_SAID.add(text)
-        print(f"sqlite-rrf: {text}", file=sys.stderr)
+#: The command line's one-line errors are the application layer's (exit status 1).
+CliError = UserError
 
 
 def _embedder(args: argparse.Namespace, remembered: Optional[str] = None,
               required: bool = False) -> Any:
-    """The Embedder of the chosen model (--model, $SQLITE_RRF_MODEL, the default), or None
-    when no model is available and none was asked for by name.
-
-    A model named by --model or $SQLITE_RRF_MODEL that cannot be loaded is an error; the
-    default model that cannot be had turns the vector list off, and that is said once on
-    stderr. The database's own model is never loaded because the database names it; for a
-    database made with another model (:func:`sqlite_rrf.models.foreign_model`) the default
-    is used only from the Hugging Face cache, and what to pass is said.
-    """
-    from .embed import Embedder, EmbeddingError
-    from .models import (MODEL_ENV, ModelNotFoundError, foreign_hint, foreign_model,
-                         model_candidates, resolve_model)
-
-    asked = getattr(args, "model", None)
-    explicit = bool(asked) or bool(os.environ.get(MODEL_ENV, "").strip())
-    foreign = foreign_model(asked, remembered)
-    first_error: Optional[Exception] = None
-    for spec in model_candidates(asked, remembered):
-        try:
-            if foreign:  # the default, not downloaded for a database of another model
-                resolve_model(spec, download=False)
-            return Embedder(spec, n_ctx=getattr(args, "n_ctx", None) or _default_n_ctx())
-        except ValueError as e:  # a malformed hf: name, a bad --n-ctx
-            raise CliError(str(e)) from None
-        except (ModelNotFoundError, EmbeddingError) as e:
-            first_error = first_error or e
-            if isinstance(e, EmbeddingError) and "llama-cpp-python" in str(e):
-                break  # no other model can load either
-    why = foreign_hint(foreign) if foreign else str(first_error)
-    if explicit or required:
-        raise CliError(why) from None
-    note(f"the vector list is off: {why}")
-    return None
+    """The Embedder of the chosen model, or None (:func:`sqlite_rrf.app.choose_embedder`
+    with ``--model`` and ``--n-ctx``)."""
+    return choose_embedder(getattr(args, "model", None), getattr(args, "n_ctx", None),
+                           remembered=remembered, required=required)
 
 
 def _check_model_args(args: argparse.Namespace) -> None:
     """Refuse a malformed --model or --n-ctx before anything is opened."""
-    from .models import parse_spec
-
-    if getattr(args, "model", None) is not None:
-        try:
-            parse_spec(args.model)
-        except ValueError as e:
-            raise CliError(f"--model: {e}") from None
-    n_ctx = getattr(args, "n_ctx", None)
-    if n_ctx is not None and not 8 <= n_ctx <= 1 << 20:
-        raise CliError(f"--n-ctx: must be from 8 to {1 << 20} tokens, got {n_ctx}")
-
-
-def _default_n_ctx() -> int:
-    from .models import DEFAULT_N_CTX
-
-    return DEFAULT_N_CTX
+    check_model_args(getattr(args, "model", None), getattr(args, "n_ctx", None))
 
 
 def _open(args: argparse.Namespace, model: Optional[str] = None,
           must_exist: bool = True) -> Any:
-    """Open the database. ``model`` 'write' or 'recall' attaches the chosen model (see
-    :func:`_embedder`); a recall of a database that has no embeddings loads none."""
-    from .models import MODEL_ENV, foreign_hint, foreign_model
-    from .store import Store, StoreError
-
-    if must_exist and not os.path.exists(args.db):
-        raise CliError(f"{args.db}: no such database (create it with `sqlite-rrf init {args.db}`)")
-    _check_model_args(args)
-    store = Store(args.db)
-    try:
-        if model == "write" and store.readonly:
-            raise CliError(f"{args.db}: the database is read-only (read-only media or "
-                           "permissions): nothing can be added")
-        if model is not None:
-            if model == "recall" and store.dim is None and not getattr(args, "model", None):
-                if store.count():
-                    note("the vector list is off: this database has no embeddings yet "
-                         f"(`sqlite-rrf embed {args.db}` adds them)")
-                return store
-            emb = _embedder(args, remembered=store.model)
-            if emb is not None:
-                try:
-                    store.attach_embedder(emb, remember=model == "write")
-                except StoreError as e:
-                    emb.close()
-                    if getattr(args, "model", None) or os.environ.get(MODEL_ENV, "").strip():
-                        raise CliError(str(e)) from None
-                    foreign = foreign_model(None, store.model)
-                    note(f"the vector list is off: {e}"
-                         + (f"; {foreign_hint(foreign)}" if foreign else ""))
-            elif model == "write" and store.dim is not None:
-                note(f"new episodes are stored without embeddings; `sqlite-rrf embed {args.db}` "
-                     "adds them once a model is available")
-    except BaseException:
-        store.close()
-        raise
-    return store
+    """Open ``args.db`` (:func:`sqlite_rrf.app.open_store`): ``model`` 'write' or 'recall'
+    attaches the model chosen by ``--model`` and ``--n-ctx``."""
+    return open_store(args.db, model, model=getattr(args, "model", None),
+                      n_ctx=getattr(args, "n_ctx", None), must_exist=must_exist)
 
 
 def _weights(text: Optional[str]) -> Optional[List[float]]:
@@ -211,9 +125,7 @@ def read_jsonl(path: str) -> tuple:
 
 
 def _import(store: Any, path: str, episodes: list, labels: list, replace: bool,
-            quiet: bool = False) -> Tuple[int, str]:
-    """Import the episodes; returns how many were stored and what to say about the
-    repeated ones."""
+            quiet: bool = False) -> int:
     from .store import StoreError
 
     try:
@@ -221,31 +133,15 @@ def _import(store: Any, path: str, episodes: list, labels: list, replace: bool,
                              progress=None if not quiet else False)
     except StoreError as e:
         raise CliError(f"{path}: {e}; nothing was imported") from None
-    return len(ids) - len(ids.duplicates), _repeated(ids)
-
-
-def _repeated(ids: Any) -> str:
-    """What to add to the import's line about the episodes that repeated a text of their
-    scope (Store.add_many's ``duplicates`` and ``repeats``); '' when none did."""
-    said = []
-    if ids.duplicates:
-        n = len(ids.duplicates)
-        said.append(f"{n} repeated a text already stored in {'its' if n == 1 else 'their'} "
-                    "scope (the same after normalising case and white space): no copy was "
-                    "stored; the episode with that text was refreshed")
-    if ids.repeats:
-        n = len(ids.repeats)
-        said.append(f"{n} {'has an id of its' if n == 1 else 'have ids of their'} own and "
-                    "repeated a text of the scope: stored all the same")
-    return "; " + "; ".join(said) if said else ""
+    return len(ids)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     episodes, labels = read_jsonl(args.file)
     need_embed = any(ep.get("embedding") is None for ep in episodes)
     with _open(args, model="write" if need_embed else None, must_exist=False) as store:
-        n, repeated = _import(store, args.file, episodes, labels, args.replace)
-    print(f"imported {n} episodes into {args.db}{repeated}")
+        n = _import(store, args.file, episodes, labels, args.replace)
+    print(f"imported {n} episodes into {args.db}")
     return 0
 
 
@@ -254,67 +150,16 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     with _open(args, model="write", must_exist=False) as store:
         try:
-            ids = store.add_many([dict(content=args.text, id=args.id,
-                                       importance=args.importance, kind=args.kind,
-                                       scope=args.scope)])
+            eid = store.add(args.text, id=args.id, importance=args.importance, kind=args.kind,
+                            scope=args.scope)
         except StoreError as e:
             raise CliError(str(e)) from None
-    if ids.duplicates:
-        note(f"the scope already had this text (the same after normalising case and white "
-             f"space): no copy was stored; episode {ids[0]} was refreshed")
-    print(ids[0])
+    print(eid)
     return 0
 
 
-def _time_arg(text: Optional[str], option: str) -> Optional[int]:
-    """A time option: milliseconds since the epoch, or an ISO 8601 date/time (UTC when it
-    names no zone)."""
-    if text is None:
-        return None
-    text = text.strip()
-    if re.fullmatch(r"-?[0-9]+", text):  # ASCII digits only: '²'.isdigit() is true
-        v = int(text)
-        if abs(v) > 2**62:
-            raise CliError(f"{option}: {text} is out of range")
-        return v
-    import datetime as dt
-
-    try:
-        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise CliError(f"{option}: expected milliseconds since the epoch or an ISO date such "
-                       f"as 2026-11-24 or 2026-11-24T09:30, got {text!r}") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return int(t.timestamp() * 1000)
-
-
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-def _ascii_float(text: str) -> float:
-    """A number written in ASCII (``0.5``, ``-1``, ``2e-3``); ValueError otherwise (Python's
-    float() also takes other scripts' digits, ``_`` separators, ``nan`` and ``inf``)."""
-    if not _FLOAT.fullmatch(text.strip()):
-        raise ValueError(f"not a number: {text!r}")
-    return float(text)
-
-
-def int_arg(text: str) -> int:
-    """argparse ``type=`` of an integer option: ASCII digits, an optional minus sign.
-    argparse's error names the option (``argument --limit: expected an integer ...``)."""
-    if not re.fullmatch(r"-?[0-9]+", text.strip()):
-        raise argparse.ArgumentTypeError(f"expected an integer (digits 0-9), got {text!r}")
-    return int(text)
-
-
-def float_arg(text: str) -> float:
-    """argparse ``type=`` of a number option: ASCII digits, a point, an exponent."""
-    try:
-        return _ascii_float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number such as 0.5 or 60, got "
-                                          f"{text!r}") from None
+_time_arg = parse_time
+_ascii_float = ascii_float
 
 
 def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
@@ -324,9 +169,7 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
     sim = f" (cos {h.similarity:.3f})" if h.similarity is not None else ""
     rel = f"  relevance {h.relevance:.3f}" if h.relevance is not None else ""
     head = (f"{i}. {h.id}  score {h.score:.5f}{rel}"
-            + ("  [high importance]" if h.importance == "high" else "")
-            + (f"  [stands for {h.duplicates} near-duplicate"
-               f"{'s' if h.duplicates != 1 else ''}]" if h.duplicates else ""))
+            + ("  [high importance]" if h.importance == "high" else ""))
     ranks = "   " + " · ".join([rank("bm25", h.bm25_rank), rank("vector", h.vec_rank, sim),
                                 rank("recency", h.recency_rank), rank("access", h.access_rank)])
     body = textwrap.fill(h.content, width=width, initial_indent="   ", subsequent_indent="   ",
@@ -373,8 +216,6 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
                               oversample=getattr(args, "oversample", None),
                               bm25_limit=args.bm25_limit,
                               touch=not args.no_touch, force=args.force,
-                              topic_gate=getattr(args, "topic_gate", False),
-                              collapse=not getattr(args, "no_collapse", False),
                               session=getattr(args, "session", None),
                               scope=getattr(args, "scope", None),
                               kind=getattr(args, "kind", None),
@@ -393,8 +234,7 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
         note(warning)
     if args.json:
         keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank",
-                "access_rank", "similarity", "explain", "duplicates", "duplicate_ids",
-                "relevance")
+                "access_rank", "similarity", "explain", "relevance")
         print(json.dumps([{k: getattr(h, k) for k in keys} for h in result], indent=2,
                          ensure_ascii=False))
         return 0
@@ -579,7 +419,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if embedder is not None:
             store.attach_embedder(embedder)
         print(f"created {args.db} (schema version {store.stats()['schema_version']})")
-        n, _ = _import(store, "sample", episodes, labels, replace=False, quiet=True)
+        n = _import(store, "sample", episodes, labels, replace=False, quiet=True)
         print(f"imported {n} sample episodes"
               + (f", embedded with {embedder.model_name}" if embedder else
                  " without embeddings: recalling with the BM25, recency and access lists"))
@@ -674,24 +514,17 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true", help="show each list's contribution")
     p.add_argument("--no-touch", action="store_true",
                    help="do not mark the returned episodes as accessed")
-    p.add_argument("--force", action="store_true", help="recall even if the topic gate (on "
-                   "with --topic-gate) says the query repeats the previous one")
-    p.add_argument("--topic-gate", action="store_true", dest="topic_gate",
-                   help="turn the topic gate on (off by default): skip the recall when the "
-                        "query's embedding has cosine > 0.85 with the --session's previous one")
-    p.add_argument("--no-collapse", action="store_true", dest="no_collapse",
-                   help="show near-duplicates as hits of their own, in score order (by "
-                        "default they fill one slot, the newest, and among near-ties about "
-                        "the same thing the newest ranks first)")
+    p.add_argument("--force", action="store_true", help="recall even if the topic gate says "
+                   "the query repeats the previous one")
     p.add_argument("--scope", help="only the episodes of this scope ('' is the shared one)")
     p.add_argument("--kind", help="only the episodes of this kind")
     p.add_argument("--since", metavar="TIME", help="only episodes created at or after TIME "
                    "(ms since the epoch, or an ISO date/time, UTC)")
     p.add_argument("--until", metavar="TIME", help="only episodes created before TIME")
     p.add_argument("--session", metavar="ID",
-                   help="the caller's session: with --topic-gate, the gate compares the query "
-                        "with this session's previous one (without a session, a command line "
-                        "recall is never gated)")
+                   help="the caller's session: the topic gate compares the query with this "
+                        "session's previous one (without it, a command line recall is never "
+                        "gated)")
     p.add_argument("--pool", choices=POOL_MODES, default=None,
                    help=f"vector pool (default {d['pool']}): recent, the most recently "
                         "accessed episodes; all, the nearest of all episodes (exact, one scan "
@@ -719,7 +552,7 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="drop candidates with no BM25 hit and a similarity below this")
     p.add_argument("--min-relevance", type=float_arg, default=None, dest="min_relevance",
                    metavar="R",
-                   help="print no hit unless one's relevance (0 to 1, the same scale for every "
+                   help="show only the hits whose relevance (0 to 1, the same scale for every "
                         "query) is at least R (default: no floor; the hook and MCP recall use "
                         f"{DEFAULT_MIN_RELEVANCE:g})")
 
@@ -860,20 +693,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _known_error(e: Exception) -> Optional[str]:
     """The one-line report of an error the command line expects (bad input; a database,
-    extension or model it cannot use), or None for a fault of ours. The error classes
-    are imported here, on the error path, so that a command imports only what it runs."""
-    import apsw
-
-    from .embed import EmbeddingError
-    from .loader import ExtensionLoadError
-    from .migrations import MigrationError
-    from .store import StoreError
-
-    if isinstance(e, (StoreError, MigrationError, ExtensionLoadError, EmbeddingError)):
-        return str(e)
-    if isinstance(e, (apsw.Error, OSError)):
-        return f"{type(e).__name__}: {e}"
-    return None
+    extension or model it cannot use), or None for a fault of ours
+    (:func:`sqlite_rrf.app.error_message`)."""
+    return error_message(e)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -897,6 +719,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return EXIT_ERROR
         if os.environ.get("SQLITE_RRF_DEBUG"):  # a fault of ours: one line, unless asked
             raise
-        print(f"sqlite-rrf: {where}unexpected {type(e).__name__}: {e} (set SQLITE_RRF_DEBUG=1 "
-              "for the traceback, and please report it)", file=sys.stderr)
+        print(f"sqlite-rrf: {where}{fault_message(e)}", file=sys.stderr)
         return EXIT_ERROR

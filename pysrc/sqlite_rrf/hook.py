@@ -13,10 +13,8 @@ H1. The scope is ``--scope`` when given, else derived from the payload's ``cwd``
     that holds a ``.git`` entry), else of the directory itself, its control characters
     (a line break in a directory's name) made spaces. ``--scope ''`` is the
     shared memory and ``--scope '*'`` (:data:`ALL_SCOPES`) recalls every scope.
-H2. The topic gate is off unless ``--topic-gate`` turns it on (a cosine above 0.85 does not
-    mean the same question: a follow-up about another painting can have 0.96). When on,
-    it is keyed by the payload's ``session_id``: a prompt on the same topic as the
-    session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
+H2. The topic gate is keyed by the payload's ``session_id``: a prompt on the same topic as
+    the session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
     Without a ``session_id`` nothing is gated.
 H3. The hits are touched (the agent was shown them), and the session's query is
     remembered in ``rrf_meta`` (``topic_gate:<session_id>``).
@@ -29,9 +27,9 @@ H4a. Nothing from a memory (text, id, scope) forges structure in the output, who
     reference are written ``&lt;``, ``&gt;``, ``&amp;`` (:func:`escape`), so no text
     reads as a tag (``</context>``, ``<system-reminder>``) or starts a line of its own;
     ids and scopes are code spans that no backtick in them can close (:func:`code`).
-H4b. Nothing is printed unless a hit's relevance (:mod:`sqlite_rrf.relevance`) reaches
-    ``--min-relevance`` (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`), so a
-    prompt about nothing in the memory ("hi", "thanks") prints nothing.
+H4b. Only hits whose relevance (:mod:`sqlite_rrf.relevance`) reaches ``--min-relevance``
+    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`) are printed, so a prompt
+    about nothing in the memory ("hi", "thanks") prints nothing.
 H5. The exit status is 0 whatever happens: on any fault (bad JSON, no prompt, no such
     database, bad options) one line goes to stderr, starting with ``sqlite-rrf hook:``,
     and nothing to stdout, so a hook never blocks the agent (for Claude Code, exit status
@@ -48,70 +46,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
-import unicodedata
 from typing import Any, Dict, List, NoReturn, Optional
 
-#: The ``--scope`` value (hook and MCP server) that recalls every scope.
-ALL_SCOPES = "*"
+from .app import (ALL_SCOPES, UserError, code, derive_scope, error_message, escape,
+                  fault_message, flatten, open_store)
+
 #: ``--max-chars``'s default: each recalled episode's text is cut at this many characters.
 DEFAULT_MAX_CHARS = 400
 
 _PREFIX = "sqlite-rrf hook"
 
 
-class HookFault(Exception):
+class HookFault(UserError):
     """A fault of the hook's input, said as one line on stderr."""
-
-
-def derive_scope(cwd: Optional[str] = None) -> str:
-    """The scope of a working directory (H1): the name of the top directory of the git
-    work tree that holds ``cwd`` (the nearest directory, going up, with a ``.git`` entry:
-    a directory, or the file of a worktree or submodule), else the name of ``cwd``
-    itself; ``''`` for the root directory. ``cwd`` defaults to the process's."""
-    path = os.path.abspath(cwd if cwd else os.getcwd())
-    d = path
-    while True:
-        if os.path.lexists(os.path.join(d, ".git")):
-            return flatten(os.path.basename(d))
-        parent = os.path.dirname(d)
-        if parent == d:
-            return flatten(os.path.basename(path))
-        d = parent
-
-
-#: What :func:`escape` rewrites: ``<``, ``>``, and an ``&`` that starts a character
-#: reference (``&lt;``, ``&#60;``, ``&#x3c;``), so that the escaping can be undone.
-_ESCAPES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
-_TO_ESCAPE = re.compile(r"[<>]|&(?=#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
-
-
-def flatten(text: str) -> str:
-    """``text`` on one line: every control character (Unicode category Cc: line breaks,
-    tabs, escapes, NULs) and line or paragraph separator made a space, runs of white
-    space made one space, the ends stripped."""
-    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
-    return " ".join(text.split())
-
-
-def escape(text: str) -> str:
-    """``text`` with no tag-like text: ``<`` → ``&lt;``, ``>`` → ``&gt;``, and ``&`` →
-    ``&amp;`` where it starts a character reference. A Markdown viewer shows the
-    original text; a model reads ``&lt;/context&gt;`` as text, not as a tag."""
-    return _TO_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)[0]], text)
-
-
-def code(text: str) -> str:
-    """``text`` (flattened and escaped) as a Markdown code span that no backtick in it can
-    close: fenced by one backtick more than its longest run of backticks."""
-    text = escape(flatten(text))
-    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    if not text or text[0] == "`" or text[-1] == "`":
-        text = f" {text} "
-    return f"{fence}{text}{fence}"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -120,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", help="recall only this scope ('' is the shared memory, '*' "
                    "every scope); default: derived from the payload's cwd, the name of its "
                    "git work tree's top directory, else of the directory")
-    from .cli import int_arg
+    from .app import int_arg
     from .statements import recall_defaults
 
     limit = recall_defaults()["result_limit"]
@@ -130,19 +79,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "
                         f"{DEFAULT_MAX_CHARS}; 0: never)")
-    p.add_argument("--topic-gate", action="store_true", dest="topic_gate",
-                   help="print nothing for a prompt whose embedding has cosine > 0.85 with "
-                        "the session's previous prompt (off by default: such a prompt can "
-                        "still ask something else)")
     from .relevance import DEFAULT_MIN_RELEVANCE
 
-    from .cli import float_arg
+    from .app import float_arg
 
     p.add_argument("--min-relevance", type=float_arg, default=DEFAULT_MIN_RELEVANCE,
                    dest="min_relevance", metavar="R",
-                   help=f"print nothing unless an episode's relevance (0 to 1, the same "
-                        f"scale for every prompt) is at least R (default "
-                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)")
+                   help=f"show only the episodes whose relevance (0 to 1, the same scale for "
+                        f"every prompt) is at least R (default {DEFAULT_MIN_RELEVANCE:g}; 0: "
+                        f"every hit)")
     _quiet_usage_errors(p)
 
 
@@ -239,19 +184,15 @@ def render(hits: List[Any], scope: Optional[str], max_chars: int,
 
 
 def _describe(e: BaseException, db: str) -> str:
-    """The one line for a fault, in the CLI's words."""
-    from . import cli
-
-    if isinstance(e, (HookFault, cli.CliError)):
+    """The one line for a fault, in the command line's words (:mod:`sqlite_rrf.app`)."""
+    if isinstance(e, UserError):
         return str(e)
-    name = type(e).__module__.split(".")[0]
-    if name == "apsw" or isinstance(e, OSError):
-        return f"{db}: {type(e).__name__}: {e}"
-    if isinstance(e, ValueError) or type(e).__name__ in (
-            "MigrationError", "ExtensionLoadError", "EmbeddingError"):
+    known = error_message(e)
+    if known is not None:
+        return f"{db}: {known}"
+    if isinstance(e, ValueError):
         return f"{db}: {e}"
-    return f"{db}: unexpected {type(e).__name__}: {e} (set SQLITE_RRF_DEBUG=1 for the " \
-           "traceback, and please report it)"
+    return f"{db}: {fault_message(e)}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -278,8 +219,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recall(args: argparse.Namespace) -> str:
-    from . import cli
-
     if not 1 <= args.limit <= 100:
         raise HookFault(f"--limit: must be from 1 to 100, got {args.limit}")
     if args.max_chars < 0:
@@ -308,8 +247,9 @@ def _recall(args: argparse.Namespace) -> str:
         scope = derive_scope(cwd if isinstance(cwd, str) and cwd else None)
     store_scope = None if scope == ALL_SCOPES else scope
     try:
-        store = cli._open(args, model="recall")
-    except cli.CliError as e:
+        store = open_store(args.db, "recall", model=getattr(args, "model", None),
+                           n_ctx=getattr(args, "n_ctx", None))
+    except UserError as e:
         if not os.path.exists(args.db):
             raise
         # a model named by --model or $SQLITE_RRF_MODEL that cannot be used: say so, and
@@ -320,6 +260,5 @@ def _recall(args: argparse.Namespace) -> str:
         store = Store(args.db)
     with store:
         result = store.recall(prompt, limit=args.limit, scope=store_scope, session=session,
-                              topic_gate=getattr(args, "topic_gate", False),
                               min_relevance=min_relevance)
     return render(list(result), store_scope, args.max_chars)

@@ -15,20 +15,15 @@ M3. Nothing but the protocol is written to stdout. While the database and the mo
     the wire); while serving, the SDK's transport does the same, and each tool runs with
     Python's ``sys.stdout`` sent to stderr. Logs and notes go to stderr.
 M4. The default scope is ``--scope``, else derived from the server's working directory as
-    the hook derives it (:func:`sqlite_rrf.hook.derive_scope`), so memories the agent
+    the hook derives it (:func:`sqlite_rrf.app.derive_scope`), so memories the agent
     remembers are the ones the hook recalls. ``remember`` writes to it and ``recall``
     searches it unless a call names another scope; ``'*'`` recalls every scope (and a
     server started with ``--scope '*'`` remembers into ``''``, the shared memory).
 M5. ``recall`` touches its hits and is never held back by the topic gate: an agent's
-    explicit recall is answered (the gate, off by default, is for the per-prompt hook).
-M5a. ``recall`` returns no hits unless one reaches its ``min_relevance`` argument (default
-    :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in the
-    memory gets no hits, and ``reason`` says why.
-M9. No duplicates (issue 20): ``remember`` without an id stores a text its scope already
-    has (the same after normalising case and white space) once: the episode is refreshed
-    and its id returned, with ``duplicate`` true. ``recall`` collapses near-duplicates
-    into one hit (the newest; ``duplicates`` and ``duplicate_ids`` say what it stands
-    for) and ranks the newer of same-thing near-ties first (:mod:`sqlite_rrf.diversify`).
+    explicit recall is answered (the gate is for the per-prompt hook).
+M5a. ``recall`` returns only the hits whose relevance reaches its ``min_relevance`` argument
+    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in
+    the memory gets no hits, and ``reason`` says why.
 M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_RRF_MODEL``,
     the default; the database's own model only when it is one of these); without one the
     server works with the BM25, recency and access lists and says so once on stderr. A
@@ -45,7 +40,7 @@ M8. Nothing from a memory reaches the client's text as a tag: each tool's text c
     its structured content as JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 written
     ``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029`` (the same JSON
     values; control characters are escaped by JSON itself), and the default scope is
-    shown with the hook's escaping (:func:`sqlite_rrf.hook.escape`).
+    shown with the hook's escaping (:func:`sqlite_rrf.app.escape`).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations, which
@@ -56,7 +51,8 @@ import os
 import sys
 from typing import Any, Iterator
 
-from .hook import ALL_SCOPES, derive_scope, escape
+from .app import (ALL_SCOPES, UserError, derive_scope, error_message, escape,
+                  fault_message, open_store, parse_time, write_scope)
 
 #: M10: how long ``remember``, ``update`` and ``forget`` wait for another process's write
 #: lock (ms) before they fail, nothing written (tools run one at a time, so a recall waits
@@ -108,28 +104,18 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 def _open_store(args: argparse.Namespace) -> Any:
     """The Store with the chosen model (M6); a read-only file is served for recall."""
-    from . import cli
-
-    try:
-        return cli._open(args, model="write", must_exist=False)
-    except cli.CliError as e:
-        if "read-only" not in str(e) or not os.path.exists(args.db):
-            raise
-    cli.note(f"{args.db} is read-only: recall works (without touching); remember, update "
-             "and forget will fail")
-    return cli._open(args, model="recall")
+    return open_store(args.db, "serve", model=getattr(args, "model", None),
+                      n_ctx=getattr(args, "n_ctx", None), must_exist=False)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve ``args.db`` over stdio until the client closes the connection."""
-    from . import cli
-
     try:
         import anyio  # noqa: F401
         import pydantic  # noqa: F401
         from mcp.server.mcpserver import MCPServer  # noqa: F401
     except ImportError as e:
-        raise cli.CliError(f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} "
+        raise UserError(f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} "
                            f"({e})") from None
     scope = args.scope if args.scope is not None else derive_scope()
     with _stdout_to_stderr():
@@ -158,13 +144,12 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
     import typing
     from typing import Dict, List, Optional, Union
 
-    import apsw
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import BaseModel, ConfigDict, Field
 
-    from . import __version__, cli
+    from . import __version__
     from .relevance import DEFAULT_MIN_RELEVANCE
     from .statements import recall_defaults
     from .store import IMPORTANCE, PROFILES, StoreError
@@ -196,29 +181,24 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
                 return as_result(fn())
             except ToolError:
                 raise
-            except cli.CliError as e:
+            except (UserError, StoreError, ValueError) as e:
                 raise ToolError(str(e)) from None
-            except (StoreError, ValueError) as e:
-                raise ToolError(str(e)) from None
-            except (apsw.Error, OSError) as e:
-                raise ToolError(f"{store.path}: {type(e).__name__}: {e}") from None
             except Exception as e:
-                if type(e).__name__ in ("MigrationError", "EmbeddingError"):
-                    raise ToolError(f"{store.path}: {e}") from None
+                known = error_message(e)
+                if known is not None:
+                    raise ToolError(f"{store.path}: {known}") from None
                 log.exception("tool %s failed", tool)
-                raise ToolError(f"unexpected {type(e).__name__}: {e} (the traceback is on "
-                                "the server's stderr; please report it)") from None
+                raise ToolError(f"{fault_message(e)} (the traceback is on the server's "
+                                "stderr)") from None
 
-    def one_scope(scope: Optional[str]) -> str:
-        if scope == ALL_SCOPES:
-            raise ToolError(f"scope: {ALL_SCOPES!r} means every scope in a recall; an "
-                            "episode belongs to one scope ('' is the shared memory)")
-        return scope
+    def one_scope(scope: str) -> str:
+        try:
+            return write_scope(scope)
+        except UserError as e:
+            raise ToolError(str(e)) from None
 
     def time_ms(value: Union[int, str, None], name: str) -> Optional[int]:
-        if value is None:
-            return None
-        return cli._time_arg(str(value), name)
+        return None if value is None else parse_time(str(value), name)
 
     # Choices and bounds are in the schemas (enum, minimum) for clients to see; the store
     # enforces them, with the command line's messages (M2).
@@ -228,11 +208,6 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         scope: str = Field(description="the scope it was stored in")
         embedded: bool = Field(description="whether it was embedded (false: no model; "
                                            "BM25, recency and access still find it)")
-        duplicate: bool = Field(
-            default=False,
-            description="true: the scope already had this text (the same after normalising "
-                        "case and white space), so no copy was stored; that episode was "
-                        "refreshed and its id is returned")
 
     class Hit(BaseModel):
         id: str = Field(description="the episode's id")
@@ -252,11 +227,6 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         created_at: int = Field(description="ms since the epoch")
         accessed_at: int = Field(description="ms since the epoch, before this recall")
         access_count: int = Field(description="recalls that returned it, before this one")
-        duplicates: int = Field(
-            default=0, description="how many near-duplicates of this recall it stands for "
-                                   "(it is the newest of them; they fill no other slot)")
-        duplicate_ids: List[str] = Field(
-            default_factory=list, description="the ids of those near-duplicates")
         explain: Optional[Dict[str, Any]] = Field(
             default=None, description="each list's contribution (when explain was asked)")
 
@@ -266,7 +236,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         warnings: List[str] = Field(description="what the recall could not do (e.g. touch "
                                                 "a read-only database)")
         reason: Optional[str] = Field(
-            default=None, description="why there are no hits, when none reached "
+            default=None, description="why there are no hits, when every hit was below "
                                       "min_relevance")
 
     class EpisodeOut(BaseModel):
@@ -345,16 +315,13 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
             description="the episode's id; default: a new one. An id that exists is an "
                         "error (use update)")] = None,
     ) -> Remembered:
-        """Store an episode in the memory; returns its id. A text the scope already has
-        (the same after normalising case and white space) is not stored twice: that
-        episode is refreshed and its id returned (``duplicate`` is true)."""
+        """Store an episode in the memory; returns its id."""
         s = write_scope if scope is None else one_scope(scope)
 
         def go() -> Remembered:
-            ids = store.add_many([dict(content=content, id=id, importance=importance,
-                                       kind=kind, metadata=metadata, scope=s)])
-            return Remembered(id=ids[0], scope=s, embedded=store.embedder is not None,
-                              duplicate=bool(ids.duplicates))
+            eid = store.add(content, id=id, importance=importance, kind=kind,
+                            metadata=metadata, scope=s)
+            return Remembered(id=eid, scope=s, embedded=store.embedder is not None)
 
         return call("remember", go)
 
@@ -381,15 +348,14 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         explain: Annotated[bool, Field(
             description="include each list's contribution to the score")] = False,
         min_relevance: Annotated[float, Field(
-            description=f"return nothing unless an episode's relevance (0 to 1, the same "
-                        f"scale for every query) is at least this (default "
-                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always answer)",
+            description=f"return only the episodes whose relevance (0 to 1, the same scale "
+                        f"for every query) is at least this (default "
+                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: every hit)",
             json_schema_extra={"minimum": 0, "maximum": 1})] = DEFAULT_MIN_RELEVANCE,
     ) -> Recollection:
         """The stored episodes that best match the query, best first, each with its
-        score, its relevance and its rank in each list (BM25, vector, recency, access);
-        none when no episode reaches min_relevance. The episodes returned are marked as
-        used (their access count goes up)."""
+        score and its rank in each list (BM25, vector, recency, access). The episodes
+        returned are marked as used (their access count goes up)."""
         s = default_scope if scope is None else scope
         store_scope = None if s == ALL_SCOPES else s
 

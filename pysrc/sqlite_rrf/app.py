@@ -1,0 +1,378 @@
+"""The application layer every way in shares: the command line (:mod:`sqlite_rrf.cli`),
+the prompt hook (:mod:`sqlite_rrf.hook`), MCP (:mod:`sqlite_rrf.mcp_server`) and the
+warm server (:mod:`sqlite_rrf.server`).
+
+- :func:`open_store`: open a memory database with the chosen model (``--model``,
+  ``$SQLITE_RRF_MODEL``, the default; the database's own model only when it is one of
+  these), and :func:`choose_embedder`.
+- :class:`UserError` and :func:`error_message`: the product's one-line messages for every
+  error a user can meet (bad input; a database, extension or model it cannot use),
+  SQLite's errors said in words (no library class names); :func:`fault_message` for a
+  fault of ours.
+- :func:`parse_time`, :func:`ascii_float`, :func:`int_arg`, :func:`float_arg`: the
+  options' values.
+- Scopes: :data:`ALL_SCOPES`, :func:`derive_scope`, :func:`recall_scope`,
+  :func:`write_scope`.
+- Text that cannot forge structure in an agent's context: :func:`flatten`,
+  :func:`escape`, :func:`code`.
+- :func:`note`: a note on stderr, once per process.
+
+This module imports only the standard library at module level (the hook's client path
+imports it); the store and the model load when :func:`open_store` runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import unicodedata
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+#: The scope value (hook, MCP, server) that recalls every scope.
+ALL_SCOPES = "*"
+
+_NOTES_SAID: set = set()
+
+
+class UserError(Exception):
+    """A failure said to the user in one line (the command line's exit status 1, the
+    hook's line on stderr, an MCP tool error): bad input, or a database, extension or
+    model that cannot be used. The message names the option or file and the fault."""
+
+
+def note(text: str) -> None:
+    """Say ``text`` on stderr (``sqlite-rrf: text``), once per process."""
+    if text not in _NOTES_SAID:
+        _NOTES_SAID.add(text)
+        try:
+            print(f"sqlite-rrf: {text}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+
+# ---- errors in words ----
+
+#: SQLite's result codes that a user meets, as apsw names their exceptions: what to add
+#: to SQLite's own words (``database is locked``) so that the line says what to do.
+_SQLITE_HINTS = {
+    "BusyError": "another connection held the lock longer than this one waits; nothing of "
+                 "this write was kept; try again",
+    "LockedError": "another statement of this connection holds a lock; try again",
+    "ReadOnlyError": "the file, its directory or its medium is read-only",
+    "FullError": "the disk is full; nothing of this write was kept",
+    "CantOpenError": "the file or its directory does not exist or cannot be read",
+    "IOError": "the disk or file system failed",
+    "CorruptError": "`sqlite-rrf check DB` says what is damaged",
+    "NotADBError": "",
+    "PermissionsError": "the file or its directory is not accessible",
+    "AuthError": "",
+    "NoMemError": "",
+    "InterruptError": "",
+    "TooBigError": "a text or value is larger than SQLite's limit",
+}
+_CLASS_PREFIX = re.compile(r"^[A-Za-z]+Error: ")
+
+#: The product's own exception classes whose message is already the user's line, by the
+#: module that defines them: an error of a class exists only once its module is loaded,
+#: so none is imported to recognise it.
+_PRODUCT_ERRORS = (("sqlite_rrf.checks", "StoreError"),
+                   ("sqlite_rrf.migrations", "MigrationError"),
+                   ("sqlite_rrf.loader", "ExtensionLoadError"),
+                   ("sqlite_rrf.embed", "EmbeddingError"),
+                   ("sqlite_rrf.models", "ModelNotFoundError"))
+
+
+def sqlite_words(e: BaseException) -> str:
+    """SQLite's error ``e`` (an apsw exception) in words: SQLite's message and, for the
+    errors a user meets, what it means, naming no library class."""
+    text = _CLASS_PREFIX.sub("", str(e)).strip() or "SQLite error"
+    hint = _SQLITE_HINTS.get(type(e).__name__)
+    return f"{text} ({hint})" if hint else text
+
+
+def error_message(e: BaseException) -> Optional[str]:
+    """The one line for an error a user can meet (a :class:`UserError`, the store's,
+    the migrations', the extension loader's or the model's error, SQLite's, the
+    operating system's), or None for a fault of ours (a bug: say
+    :func:`fault_message`)."""
+    if isinstance(e, UserError):
+        return str(e)
+    for module, name in _PRODUCT_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(e, cls):
+            return str(e)
+    if type(e).__module__ == "apsw":
+        return sqlite_words(e)
+    if isinstance(e, OSError):
+        what = e.strerror or str(e)
+        return f"{e.filename}: {what}" if e.filename else what
+    return None
+
+
+def fault_message(e: BaseException) -> str:
+    """The one line for a fault of ours: what it was, and how to report it."""
+    return (f"unexpected {type(e).__name__}: {e} (set SQLITE_RRF_DEBUG=1 for the "
+            "traceback, and please report it)")
+
+
+# ---- values of options ----
+
+_INT = re.compile(r"-?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_time(text: Optional[str], option: str) -> Optional[int]:
+    """A time option's value in ms since the epoch: milliseconds since the epoch, or an
+    ISO 8601 date/time (UTC when it names no zone); None for None. A bad value is a
+    :class:`UserError` naming ``option``."""
+    if text is None:
+        return None
+    text = text.strip()
+    if _INT.fullmatch(text):  # ASCII digits only: '²'.isdigit() is true
+        v = int(text)
+        if abs(v) > 2**62:
+            raise UserError(f"{option}: {text} is out of range")
+        return v
+    import datetime as dt
+
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"{option}: expected milliseconds since the epoch or an ISO date such "
+                        f"as 2026-11-24 or 2026-11-24T09:30, got {text!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def ascii_float(text: str) -> float:
+    """A number written in ASCII (``0.5``, ``-1``, ``2e-3``); ValueError otherwise (Python's
+    float() also takes other scripts' digits, ``_`` separators, ``nan`` and ``inf``)."""
+    if not _FLOAT.fullmatch(text.strip()):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
+def int_arg(text: str) -> int:
+    """argparse ``type=`` of an integer option: ASCII digits, an optional minus sign.
+    argparse's error names the option (``argument --limit: expected an integer ...``)."""
+    if not _INT.fullmatch(text.strip()):
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"expected an integer (digits 0-9), got {text!r}")
+    return int(text)
+
+
+def float_arg(text: str) -> float:
+    """argparse ``type=`` of a number option: ASCII digits, a point, an exponent."""
+    try:
+        return ascii_float(text)
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"expected a number such as 0.5 or 60, got "
+                                         f"{text!r}") from None
+
+
+# ---- scopes ----
+
+def derive_scope(cwd: Optional[str] = None) -> str:
+    """The scope of a working directory: the name of the top directory of the git work
+    tree that holds ``cwd`` (the nearest directory, going up, with a ``.git`` entry: a
+    directory, or the file of a worktree or submodule), else the name of ``cwd`` itself;
+    ``''`` for the root directory. ``cwd`` defaults to the process's. Its control
+    characters (a line break in a directory's name) are made spaces."""
+    path = os.path.abspath(cwd if cwd else os.getcwd())
+    d = path
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return flatten(os.path.basename(d))
+        parent = os.path.dirname(d)
+        if parent == d:
+            return flatten(os.path.basename(path))
+        d = parent
+
+
+def recall_scope(scope: Optional[str]) -> Optional[str]:
+    """The store's ``scope=`` for a recall of ``scope``: None (every scope) for
+    :data:`ALL_SCOPES` and None, else ``scope``."""
+    return None if scope is None or scope == ALL_SCOPES else scope
+
+
+def write_scope(scope: str, option: str = "scope") -> str:
+    """``scope`` as the scope an episode is written to; :data:`ALL_SCOPES` is refused
+    (a :class:`UserError` naming ``option``): an episode belongs to one scope."""
+    if scope == ALL_SCOPES:
+        raise UserError(f"{option}: {ALL_SCOPES!r} means every scope in a recall; an "
+                        "episode belongs to one scope ('' is the shared memory)")
+    return scope
+
+
+# ---- text that forges no structure ----
+
+#: What :func:`escape` rewrites: ``<``, ``>``, and an ``&`` that starts a character
+#: reference (``&lt;``, ``&#60;``, ``&#x3c;``), so that the escaping can be undone.
+_ESCAPES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_TO_ESCAPE = re.compile(r"[<>]|&(?=#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
+
+
+def flatten(text: str) -> str:
+    """``text`` on one line: every control character (Unicode category Cc: line breaks,
+    tabs, escapes, NULs) and line or paragraph separator made a space, runs of white
+    space made one space, the ends stripped."""
+    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+    return " ".join(text.split())
+
+
+def escape(text: str) -> str:
+    """``text`` with no tag-like text: ``<`` → ``&lt;``, ``>`` → ``&gt;``, and ``&`` →
+    ``&amp;`` where it starts a character reference. A Markdown viewer shows the
+    original text; a model reads ``&lt;/context&gt;`` as text, not as a tag."""
+    return _TO_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)[0]], text)
+
+
+def code(text: str) -> str:
+    """``text`` (flattened and escaped) as a Markdown code span that no backtick in it can
+    close: fenced by one backtick more than its longest run of backticks."""
+    text = escape(flatten(text))
+    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if not text or text[0] == "`" or text[-1] == "`":
+        text = f" {text} "
+    return f"{fence}{text}{fence}"
+
+
+# ---- opening a store with the chosen model ----
+
+def check_model_args(model: Optional[str], n_ctx: Optional[int]) -> None:
+    """Refuse a malformed ``--model`` or ``--n-ctx`` before anything is opened."""
+    from .models import parse_spec
+
+    if model is not None:
+        try:
+            parse_spec(model)
+        except ValueError as e:
+            raise UserError(f"--model: {e}") from None
+    if n_ctx is not None and not 8 <= n_ctx <= 1 << 20:
+        raise UserError(f"--n-ctx: must be from 8 to {1 << 20} tokens, got {n_ctx}")
+
+
+def _model_named(model: Optional[str]) -> bool:
+    """Whether a model was asked for by name (``--model`` or ``$SQLITE_RRF_MODEL``)."""
+    from .models import MODEL_ENV
+
+    return bool(model) or bool(os.environ.get(MODEL_ENV, "").strip())
+
+
+def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
+                    remembered: Optional[str] = None, required: bool = False) -> Any:
+    """The Embedder of the chosen model (``model``, ``$SQLITE_RRF_MODEL``, the default), or
+    None when no model is available and none was asked for by name.
+
+    A model named by ``model`` or ``$SQLITE_RRF_MODEL`` that cannot be loaded is a
+    :class:`UserError` (so is any failure when ``required``); the default model that
+    cannot be had turns the vector list off, and that is said once on stderr. The
+    database's own model (``remembered``) is never loaded because the database names it;
+    for a database made with another model (:func:`sqlite_rrf.models.foreign_model`) the
+    default is used only from the Hugging Face cache, and what to pass is said.
+    """
+    from .embed import Embedder, EmbeddingError
+    from .models import (DEFAULT_N_CTX, ModelNotFoundError, foreign_hint, foreign_model,
+                         model_candidates, resolve_model)
+
+    foreign = foreign_model(model, remembered)
+    first_error: Optional[Exception] = None
+    for spec in model_candidates(model, remembered):
+        try:
+            if foreign:  # the default, not downloaded for a database of another model
+                resolve_model(spec, download=False)
+            return Embedder(spec, n_ctx=n_ctx or DEFAULT_N_CTX)
+        except ValueError as e:  # a malformed hf: name, a bad --n-ctx
+            raise UserError(str(e)) from None
+        except (ModelNotFoundError, EmbeddingError) as e:
+            first_error = first_error or e
+            if isinstance(e, EmbeddingError) and "llama-cpp-python" in str(e):
+                break  # no other model can load either
+    why = foreign_hint(foreign) if foreign else str(first_error)
+    if _model_named(model) or required:
+        raise UserError(why) from None
+    note(f"the vector list is off: {why}")
+    return None
+
+
+#: :func:`open_store`'s uses: what the store is opened for.
+USES = (None, "write", "recall", "serve")
+
+
+def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = None,
+               n_ctx: Optional[int] = None, must_exist: bool = True) -> Any:
+    """Open the memory database ``db`` as a :class:`~sqlite_rrf.store.Store`.
+
+    ``use``: None opens it without a model; ``'write'`` and ``'recall'`` attach the
+    chosen model (:func:`choose_embedder`), and a recall of a database that has no
+    embeddings loads none; ``'serve'`` (the MCP server, ``sqlite-rrf serve``) is
+    ``'write'``, or ``'recall'`` when the file is read-only (said once on stderr).
+    ``must_exist``: a file that does not exist is a :class:`UserError` (else it is
+    created). A write to a read-only file is a :class:`UserError`."""
+    if use not in USES:
+        raise ValueError(f"use: expected one of {USES}, got {use!r}")
+    if use == "serve":
+        try:
+            return open_store(db, "write", model=model, n_ctx=n_ctx, must_exist=must_exist)
+        except UserError as e:
+            if "read-only" not in str(e) or not os.path.exists(db):
+                raise
+        note(f"{db} is read-only: recall works (without touching); remember, update "
+             "and forget will fail")
+        return open_store(db, "recall", model=model, n_ctx=n_ctx)
+
+    from .store import Store, StoreError
+
+    if must_exist and not os.path.exists(db):
+        raise UserError(f"{db}: no such database (create it with `sqlite-rrf init {db}`)")
+    check_model_args(model, n_ctx)
+    store = Store(db)
+    try:
+        if use == "write" and store.readonly:
+            raise UserError(f"{db}: the database is read-only (read-only media or "
+                            "permissions): nothing can be added")
+        if use is not None:
+            if use == "recall" and store.dim is None and not model:
+                if store.count():
+                    note("the vector list is off: this database has no embeddings yet "
+                         f"(`sqlite-rrf embed {db}` adds them)")
+                return store
+            emb = choose_embedder(model, n_ctx, remembered=store.model)
+            if emb is not None:
+                try:
+                    store.attach_embedder(emb, remember=use == "write")
+                except StoreError as e:
+                    emb.close()
+                    if _model_named(model):
+                        raise UserError(str(e)) from None
+                    from .models import foreign_hint, foreign_model
+
+                    foreign = foreign_model(None, store.model)
+                    note(f"the vector list is off: {e}"
+                         + (f"; {foreign_hint(foreign)}" if foreign else ""))
+            elif use == "write" and store.dim is not None:
+                note(f"new episodes are stored without embeddings; `sqlite-rrf embed {db}` "
+                     "adds them once a model is available")
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def close_store(store: Any) -> None:
+    """Close ``store`` and its model."""
+    emb = getattr(store, "embedder", None)
+    try:
+        if emb is not None and hasattr(emb, "close"):
+            emb.close()
+    finally:
+        store.close()
