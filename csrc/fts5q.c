@@ -86,8 +86,20 @@
 **       The array escapes '"', '\' and control characters as JSON does, so it
 **       is valid JSON for valid UTF-8 terms (those of the built-in tokenizers).
 **       A tokenizer is always made, so mode 'terms' needs FTS5.
+**  Q16. CJK text (migration 0011, docs/languages.md): within a Q2 token, a run of
+**       CJK characters (code points of the scripts written without spaces
+**       between words: Thai, Lao, Myanmar, Hangul, Khmer, kana, bopomofo, the
+**       CJK ideographs and their extensions; U+30FB, the katakana middle dot, is
+**       punctuation, Q2) is apart from the characters around it, and gives one
+**       token per character bigram, in order ("パスワード": "パス", "スワ",
+**       "ワー", "ード"); a run of one character is that character. The rest of
+**       the token (its non-CJK runs) gives one token each. These are the
+**       tokens of Q4 (repeats), Q7 (the cap counts each bigram) and Q10 (each
+**       bigram is looked up alone). So each token is still a substring of the
+**       text, and the index, which holds the same bigrams (migration 0011's
+**       segmentation), matches each of them.
 **
-** Here: the SQL function, the tokens (Q2, Q4, Q7), the tokenizer and the plan
+** Here: the SQL function, the tokens (Q2, Q4, Q7, Q16), the tokenizer and the plan
 ** (Q10..Q13, Q15). The hash sets (Q4, Q8) are in strset.c, the tokenize
 ** argument's parser (Q9, Q14) in tokspec.c, the messages' forms in errors.c.
 */
@@ -150,12 +162,13 @@ static int is_token_char(unsigned cp) {
   if (cp >= 0x20A0 && cp <= 0x20CF) return 0;      /* currency symbols */
   if (cp >= 0x2190 && cp <= 0x2BFF) return 0;      /* arrows, math operators, shapes */
   if (cp >= 0x3000 && cp <= 0x303F) return 0;      /* CJK symbols and punctuation */
+  if (cp == 0x30FB) return 0;                      /* katakana middle dot */
   if (cp >= 0xFE30 && cp <= 0xFE4F) return 0;      /* CJK compatibility forms */
   if (cp >= 0xFF00 && cp <= 0xFF0F) return 0;      /* fullwidth punctuation */
   if (cp >= 0xFF1A && cp <= 0xFF20) return 0;
   if (cp >= 0xFF3B && cp <= 0xFF40) return 0;
   if (cp >= 0xFF5B && cp <= 0xFF65) return 0;
-  if (cp >= 0xFFF0) return 0;                      /* specials, non-characters */
+  if (cp >= 0xFFF0 && cp <= 0xFFFF) return 0;     /* specials, non-characters */
   if (cp >= 0x1F000 && cp <= 0x1FAFF) return 0;    /* emoji and pictographs */
   if (cp >= 0xE0000) return 0;                     /* tags, variation selectors */
   return 1;
@@ -357,7 +370,39 @@ static int token_terms(const Prune *pr, const unsigned char *s, int n, int *nter
 
 /* ---------------------------------------------------------------- the plan (Q2..Q12, Q15) */
 
-/* Q2, Q4, Q7: the first RRF_FTS5_MAX_TOKENS distinct tokens of s[0..len), into
+/* Q16: is this code point a CJK character (a script written without spaces
+** between words)? The same ranges as the GLOB class of migration 0011. */
+static int rrf_is_cjk(unsigned cp) {
+  if (cp < 0x0E00) return 0;
+  return (cp <= 0x0EFF) ||                   /* Thai, Lao */
+         (cp >= 0x1000 && cp <= 0x109F) ||   /* Myanmar */
+         (cp >= 0x1100 && cp <= 0x11FF) ||   /* Hangul Jamo */
+         (cp >= 0x1780 && cp <= 0x17FF) ||   /* Khmer */
+         (cp >= 0x3041 && cp <= 0x309F) ||   /* Hiragana */
+         (cp >= 0x30A1 && cp <= 0x30FA) ||   /* Katakana, without the middle dot */
+         (cp >= 0x30FC && cp <= 0x30FF) ||
+         (cp >= 0x3100 && cp <= 0x31BF) ||   /* Bopomofo, Hangul compatibility Jamo, Kanbun */
+         (cp >= 0x31F0 && cp <= 0x31FF) ||   /* Katakana phonetic extensions */
+         (cp >= 0x3400 && cp <= 0x4DBF) ||   /* CJK extension A */
+         (cp >= 0x4E00 && cp <= 0x9FFF) ||   /* CJK unified ideographs */
+         (cp >= 0xA960 && cp <= 0xA97F) ||   /* Hangul Jamo extended A */
+         (cp >= 0xAC00 && cp <= 0xD7FF) ||   /* Hangul syllables, Jamo extended B */
+         (cp >= 0xF900 && cp <= 0xFAFF) ||   /* CJK compatibility ideographs */
+         (cp >= 0xFF66 && cp <= 0xFFDC) ||   /* halfwidth Katakana and Hangul */
+         (cp >= 0x20000 && cp <= 0x3FFFD);   /* CJK extensions B and after */
+}
+
+/* Q4, Q7: add the token s[start, start + n) unless seen; returns the new count. */
+static int add_token(const unsigned char *s, int start, int n, RrfSpan *toks, int ntok,
+                     RrfSpanSet *seen) {
+  if (rrf_spanset_find(seen, s, toks, s + start, n) >= 0) return ntok; /* Q4 */
+  toks[ntok].start = start;
+  toks[ntok].len = n;
+  rrf_spanset_add(seen, s, toks, ntok);
+  return ntok + 1;
+}
+
+/* Q2, Q4, Q7, Q16: the first RRF_FTS5_MAX_TOKENS distinct tokens of s[0..len), into
 ** toks (room for RRF_FTS5_MAX_TOKENS), `seen` (empty, nocase) holding them.
 ** Returns their number. */
 static int split_tokens(const unsigned char *s, int len, RrfSpan *toks, RrfSpanSet *seen) {
@@ -369,16 +414,19 @@ static int split_tokens(const unsigned char *s, int len, RrfSpan *toks, RrfSpanS
       i += n;
       continue;
     }
-    int start = i;
-    while (i < len) {
+    int cjk = rrf_is_cjk(cp);
+    int start = i, prev = -1; /* prev: where the run's previous character starts */
+    while (i < len && ntok < RRF_FTS5_MAX_TOKENS) {
       n = rrf_utf8_decode(s, len, i, &cp);
-      if (!is_token_char(cp)) break;
+      if (!is_token_char(cp) || rrf_is_cjk(cp) != cjk) break;
+      if (cjk && prev >= 0) /* Q16: the bigram ending here */
+        ntok = add_token(s, prev, i + n - prev, toks, ntok, seen);
+      prev = i;
       i += n;
     }
-    if (rrf_spanset_find(seen, s, toks, s + start, i - start) >= 0) continue; /* Q4 */
-    toks[ntok].start = start;
-    toks[ntok].len = i - start;
-    rrf_spanset_add(seen, s, toks, ntok++);
+    if (ntok >= RRF_FTS5_MAX_TOKENS) break;
+    /* a run that is not CJK, or a CJK run of one character: one token */
+    if (!cjk || prev == start) ntok = add_token(s, start, i - start, toks, ntok, seen);
   }
   return ntok;
 }

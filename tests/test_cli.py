@@ -39,7 +39,7 @@ N_MIGRATIONS = len([f for f in os.listdir(os.path.join(REPO, "sql", "migrations"
 LISTS = ("bm25", "vector", "recency", "access")
 DEFAULT_W = (1.0, 1.0, 0.6, 0.4)
 JSON_KEYS = {"id", "content", "score", "bm25_rank", "vec_rank", "recency_rank", "access_rank",
-             "similarity", "explain"}
+             "similarity", "explain", "duplicates", "duplicate_ids", "relevance"}
 
 
 def _llama_importable() -> bool:
@@ -790,21 +790,28 @@ def test_touch_no_touch_and_topic_gate(tmp_path, rdb, corpus, embedder):
     assert isinstance(last, bytes)
     assert unit_cos(np.frombuffer(last, "<f4"), embedder.embed(QUERY)) > 0.999
 
-    # the same query again in that session, in another process: skipped, nothing touched
+    # the gate is off unless asked for (issue 20): the same query in that session is answered
+    again, p = recall_json(rdb, QUERY, "--session", "agent-1", "--no-touch", cwd=tmp_path)
+    assert "skipped" not in p.stderr and len(again) == 3
+    # with --topic-gate, the same query again in that session, in another process:
+    # skipped, nothing touched
     state = dump(rdb)
-    p = ok(run("recall", rdb, QUERY, "--session", "agent-1", cwd=tmp_path, model=MODEL))
+    p = ok(run("recall", rdb, QUERY, "--session", "agent-1", "--topic-gate", cwd=tmp_path,
+               model=MODEL))
     assert p.stdout == ""
     assert "skipped" in p.stderr and "force" in p.stderr
     assert dump(rdb) == state
-    skipped, p = recall_json(rdb, QUERY, "--session", "agent-1", cwd=tmp_path)
+    skipped, p = recall_json(rdb, QUERY, "--session", "agent-1", "--topic-gate", cwd=tmp_path)
     assert skipped == [] and "skipped" in p.stderr
     assert dump(rdb) == state
     # another agent on the same memory is not gated by agent-1's query
-    other_agent, p = recall_json(rdb, QUERY, "--session", "agent-2", "--no-touch", cwd=tmp_path)
+    other_agent, p = recall_json(rdb, QUERY, "--session", "agent-2", "--topic-gate",
+                                 "--no-touch", cwd=tmp_path)
     assert "skipped" not in p.stderr and len(other_agent) == 3
 
     # --force recalls anyway
-    forced, p = recall_json(rdb, QUERY, "--session", "agent-1", "--force", cwd=tmp_path)
+    forced, p = recall_json(rdb, QUERY, "--session", "agent-1", "--topic-gate", "--force",
+                            cwd=tmp_path)
     assert "skipped" not in p.stderr
     assert len(forced) == 3
     assert {h["id"] for h in forced} >= {"ep00"}
@@ -1076,3 +1083,64 @@ def test_a_command_imports_only_what_it_runs(tmp_path):
     # A database without embeddings recalls without the embedder or the evaluation.
     assert _imported_by(tmp_path, "recall", db, "postgres") == ["apsw", "numpy",
                                                                  "sqlite_rrf.store"]
+
+
+# ---- issue 20: no duplicates, the latest fact first ----
+
+def test_add_twice_is_one_episode_and_an_import_says_how_many_repeated(tmp_path):
+    db = tmp_path / "m.db"
+    first = ok(run("add", db, "The user uses fish shell, not bash.", cwd=tmp_path))
+    again = ok(run("add", db, "the user uses  FISH shell, not bash.", "--importance", "high",
+                   cwd=tmp_path))
+    assert again.stdout == first.stdout and len(first.stdout.split()) == 1
+    assert "no copy was stored" in again.stderr and "refreshed" in again.stderr
+    rows = rows_by_id(db)
+    assert list(rows) == [first.stdout.strip()]
+    assert rows[first.stdout.strip()]["importance"] == "high"
+    # 500 lines, 106 of them repeating an earlier line's text (case and spaces aside)
+    texts = [f"memory {i}: the user likes item {i}" for i in range(394)]
+    lines = [{"content": t} for t in texts] + [{"content": "  " + texts[i * 3].upper()}
+                                               for i in range(106)]
+    p = ok(run("import", db, "-", cwd=tmp_path,
+               stdin="".join(json.dumps(x) + "\n" for x in lines)))
+    assert "imported 394 episodes" in p.stdout
+    assert "106 repeated a text already stored" in p.stdout, p.stdout
+    assert len(rows_by_id(db)) == 395
+    # lines with ids of their own are stored, and said to repeat
+    p = ok(run("import", db, "-", cwd=tmp_path,
+               stdin=json.dumps({"id": "x1", "content": texts[0]}) + "\n"))
+    assert "imported 1 episodes" in p.stdout and "1 has an id of its own" in p.stdout
+
+
+SCENARIO_FACT = "The team's shared password is stored in 1Password."
+SCENARIO_FIX = "Update: the shared password moved from 1Password to Vault."
+
+
+@requires_model
+def test_recall_shows_the_correction_first_and_the_copies_once(tmp_path):
+    db = tmp_path / "m.db"
+    day = 86_400_000
+    t0 = 1_700_000_000_000
+    others = ["We chose SQLite for the agent's memory.", "The deploy runs on Fridays.",
+              "Lunch is at noon.", "The VPN password rotates monthly."]
+    lines = [{"content": t, "created_at": t0} for t in others]
+    lines += [{"id": f"copy{i}", "content": SCENARIO_FACT, "created_at": t0 + i * day}
+              for i in range(3)]
+    lines.append({"id": "fix", "content": SCENARIO_FIX, "created_at": t0 + 5 * day})
+    ok(run("import", db, "-", cwd=tmp_path, model=MODEL,
+           stdin="".join(json.dumps(x) + "\n" for x in lines)))
+    q = "where is the shared password?"
+    for limit in ("2", "3"):
+        hits, _ = recall_json(db, q, "--profile", "hybrid", "--limit", limit, "--no-touch",
+                              cwd=tmp_path)
+        assert [h["id"] for h in hits][:2] == ["fix", "copy2"], hits
+        assert hits[1]["duplicates"] == 2 and sorted(hits[1]["duplicate_ids"]) == \
+            ["copy0", "copy1"]
+        assert len(hits) == int(limit)
+    p = ok(run("recall", db, q, "--limit", "2", "--no-touch", cwd=tmp_path, model=MODEL))
+    assert p.stdout.index(SCENARIO_FIX) < p.stdout.index(SCENARIO_FACT)
+    assert "[stands for 2 near-duplicates]" in p.stdout
+    # --no-collapse: the statement's ranking as it is
+    raw, _ = recall_json(db, q, "--profile", "hybrid", "--limit", "2", "--no-touch",
+                         "--no-collapse", cwd=tmp_path)
+    assert [h["content"] for h in raw] == [SCENARIO_FACT, SCENARIO_FACT]

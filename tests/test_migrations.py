@@ -134,7 +134,9 @@ def test_episodes_table_columns(tmp_path):
                          # 0002: the 'decay' profile's lifecycle multipliers, NULL = neutral
                          "strength", "depth", "session_spread", "stability",
                          # 0005: the memory an episode belongs to ('' = the shared one)
-                         "scope"}
+                         "scope",
+                         # 0010: the digest of the content's normal form (NULL: pending)
+                         "content_key"}
     assert cols["scope"][3] == 1 and cols["scope"][4] == "''"  # NOT NULL DEFAULT ''
     with pytest.raises(apsw.ConstraintError):
         conn.execute("INSERT INTO episodes(id, content, scope) VALUES ('s', 'x', x'00')")
@@ -191,7 +193,8 @@ def test_fts_table_is_external_content_porter_unicode61(tmp_path):
     sql = conn.execute(
         "SELECT sql FROM sqlite_master WHERE name = 'episodes_fts'").fetchall()[0][0]
     assert re.search(r"using\s+fts5", sql, re.I)
-    assert re.search(r"content\s*=\s*'episodes'", sql, re.I)
+    # migration 0011: the text is read through the view of its segmentation
+    assert re.search(r"content\s*=\s*'episodes_fts_text'", sql, re.I)
     assert re.search(r"porter\s+unicode61", sql, re.I)
     # External content: FTS5 keeps no copy of the text (no _content shadow table).
     tables = names(conn, "table")

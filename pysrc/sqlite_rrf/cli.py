@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import textwrap
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import __version__, loadable_path
 from .app import (UserError, ascii_float, check_model_args, choose_embedder, error_message,
@@ -125,7 +125,9 @@ def read_jsonl(path: str) -> tuple:
 
 
 def _import(store: Any, path: str, episodes: list, labels: list, replace: bool,
-            quiet: bool = False) -> int:
+            quiet: bool = False) -> Tuple[int, str]:
+    """Import the episodes; returns how many were stored and what to say about the
+    repeated ones."""
     from .store import StoreError
 
     try:
@@ -133,15 +135,31 @@ def _import(store: Any, path: str, episodes: list, labels: list, replace: bool,
                              progress=None if not quiet else False)
     except StoreError as e:
         raise CliError(f"{path}: {e}; nothing was imported") from None
-    return len(ids)
+    return len(ids) - len(ids.duplicates), _repeated(ids)
+
+
+def _repeated(ids: Any) -> str:
+    """What to add to the import's line about the episodes that repeated a text of their
+    scope (Store.add_many's ``duplicates`` and ``repeats``); '' when none did."""
+    said = []
+    if ids.duplicates:
+        n = len(ids.duplicates)
+        said.append(f"{n} repeated a text already stored in {'its' if n == 1 else 'their'} "
+                    "scope (the same after normalising case and white space): no copy was "
+                    "stored; the episode with that text was refreshed")
+    if ids.repeats:
+        n = len(ids.repeats)
+        said.append(f"{n} {'has an id of its' if n == 1 else 'have ids of their'} own and "
+                    "repeated a text of the scope: stored all the same")
+    return "; " + "; ".join(said) if said else ""
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     episodes, labels = read_jsonl(args.file)
     need_embed = any(ep.get("embedding") is None for ep in episodes)
     with _open(args, model="write" if need_embed else None, must_exist=False) as store:
-        n = _import(store, args.file, episodes, labels, args.replace)
-    print(f"imported {n} episodes into {args.db}")
+        n, repeated = _import(store, args.file, episodes, labels, args.replace)
+    print(f"imported {n} episodes into {args.db}{repeated}")
     return 0
 
 
@@ -150,11 +168,15 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     with _open(args, model="write", must_exist=False) as store:
         try:
-            eid = store.add(args.text, id=args.id, importance=args.importance, kind=args.kind,
-                            scope=args.scope)
+            ids = store.add_many([dict(content=args.text, id=args.id,
+                                       importance=args.importance, kind=args.kind,
+                                       scope=args.scope)])
         except StoreError as e:
             raise CliError(str(e)) from None
-    print(eid)
+    if ids.duplicates:
+        note(f"the scope already had this text (the same after normalising case and white "
+             f"space): no copy was stored; episode {ids[0]} was refreshed")
+    print(ids[0])
     return 0
 
 
@@ -169,7 +191,9 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
     sim = f" (cos {h.similarity:.3f})" if h.similarity is not None else ""
     rel = f"  relevance {h.relevance:.3f}" if h.relevance is not None else ""
     head = (f"{i}. {h.id}  score {h.score:.5f}{rel}"
-            + ("  [high importance]" if h.importance == "high" else ""))
+            + ("  [high importance]" if h.importance == "high" else "")
+            + (f"  [stands for {h.duplicates} near-duplicate"
+               f"{'s' if h.duplicates != 1 else ''}]" if h.duplicates else ""))
     ranks = "   " + " · ".join([rank("bm25", h.bm25_rank), rank("vector", h.vec_rank, sim),
                                 rank("recency", h.recency_rank), rank("access", h.access_rank)])
     body = textwrap.fill(h.content, width=width, initial_indent="   ", subsequent_indent="   ",
@@ -216,6 +240,8 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
                               oversample=getattr(args, "oversample", None),
                               bm25_limit=args.bm25_limit,
                               touch=not args.no_touch, force=args.force,
+                              topic_gate=getattr(args, "topic_gate", False),
+                              collapse=not getattr(args, "no_collapse", False),
                               session=getattr(args, "session", None),
                               scope=getattr(args, "scope", None),
                               kind=getattr(args, "kind", None),
@@ -234,7 +260,8 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
         note(warning)
     if args.json:
         keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank",
-                "access_rank", "similarity", "explain", "relevance")
+                "access_rank", "similarity", "explain", "duplicates", "duplicate_ids",
+                "relevance")
         print(json.dumps([{k: getattr(h, k) for k in keys} for h in result], indent=2,
                          ensure_ascii=False))
         return 0
@@ -419,7 +446,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if embedder is not None:
             store.attach_embedder(embedder)
         print(f"created {args.db} (schema version {store.stats()['schema_version']})")
-        n = _import(store, "sample", episodes, labels, replace=False, quiet=True)
+        n, _ = _import(store, "sample", episodes, labels, replace=False, quiet=True)
         print(f"imported {n} sample episodes"
               + (f", embedded with {embedder.model_name}" if embedder else
                  " without embeddings: recalling with the BM25, recency and access lists"))
@@ -514,17 +541,24 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true", help="show each list's contribution")
     p.add_argument("--no-touch", action="store_true",
                    help="do not mark the returned episodes as accessed")
-    p.add_argument("--force", action="store_true", help="recall even if the topic gate says "
-                   "the query repeats the previous one")
+    p.add_argument("--force", action="store_true", help="recall even if the topic gate (on "
+                   "with --topic-gate) says the query repeats the previous one")
+    p.add_argument("--topic-gate", action="store_true", dest="topic_gate",
+                   help="turn the topic gate on (off by default): skip the recall when the "
+                        "query's embedding has cosine > 0.85 with the --session's previous one")
+    p.add_argument("--no-collapse", action="store_true", dest="no_collapse",
+                   help="show near-duplicates as hits of their own, in score order (by "
+                        "default they fill one slot, the newest, and among near-ties about "
+                        "the same thing the newest ranks first)")
     p.add_argument("--scope", help="only the episodes of this scope ('' is the shared one)")
     p.add_argument("--kind", help="only the episodes of this kind")
     p.add_argument("--since", metavar="TIME", help="only episodes created at or after TIME "
                    "(ms since the epoch, or an ISO date/time, UTC)")
     p.add_argument("--until", metavar="TIME", help="only episodes created before TIME")
     p.add_argument("--session", metavar="ID",
-                   help="the caller's session: the topic gate compares the query with this "
-                        "session's previous one (without it, a command line recall is never "
-                        "gated)")
+                   help="the caller's session: with --topic-gate, the gate compares the query "
+                        "with this session's previous one (without a session, a command line "
+                        "recall is never gated)")
     p.add_argument("--pool", choices=POOL_MODES, default=None,
                    help=f"vector pool (default {d['pool']}): recent, the most recently "
                         "accessed episodes; all, the nearest of all episodes (exact, one scan "
@@ -552,7 +586,7 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="drop candidates with no BM25 hit and a similarity below this")
     p.add_argument("--min-relevance", type=float_arg, default=None, dest="min_relevance",
                    metavar="R",
-                   help="show only the hits whose relevance (0 to 1, the same scale for every "
+                   help="print no hit unless one's relevance (0 to 1, the same scale for every "
                         "query) is at least R (default: no floor; the hook and MCP recall use "
                         f"{DEFAULT_MIN_RELEVANCE:g})")
 

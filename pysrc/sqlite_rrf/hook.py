@@ -13,8 +13,10 @@ H1. The scope is ``--scope`` when given, else derived from the payload's ``cwd``
     that holds a ``.git`` entry), else of the directory itself, its control characters
     (a line break in a directory's name) made spaces. ``--scope ''`` is the
     shared memory and ``--scope '*'`` (:data:`ALL_SCOPES`) recalls every scope.
-H2. The topic gate is keyed by the payload's ``session_id``: a prompt on the same topic as
-    the session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
+H2. The topic gate is off unless ``--topic-gate`` turns it on (a cosine above 0.85 does not
+    mean the same question: a follow-up about another painting can have 0.96). When on,
+    it is keyed by the payload's ``session_id``: a prompt on the same topic as the
+    session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
     Without a ``session_id`` nothing is gated.
 H3. The hits are touched (the agent was shown them), and the session's query is
     remembered in ``rrf_meta`` (``topic_gate:<session_id>``).
@@ -27,9 +29,9 @@ H4a. Nothing from a memory (text, id, scope) forges structure in the output, who
     reference are written ``&lt;``, ``&gt;``, ``&amp;`` (:func:`escape`), so no text
     reads as a tag (``</context>``, ``<system-reminder>``) or starts a line of its own;
     ids and scopes are code spans that no backtick in them can close (:func:`code`).
-H4b. Only hits whose relevance (:mod:`sqlite_rrf.relevance`) reaches ``--min-relevance``
-    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`) are printed, so a prompt
-    about nothing in the memory ("hi", "thanks") prints nothing.
+H4b. Nothing is printed unless a hit's relevance (:mod:`sqlite_rrf.relevance`) reaches
+    ``--min-relevance`` (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`), so a
+    prompt about nothing in the memory ("hi", "thanks") prints nothing.
 H5. The exit status is 0 whatever happens: on any fault (bad JSON, no prompt, no such
     database, bad options) one line goes to stderr, starting with ``sqlite-rrf hook:``,
     and nothing to stdout, so a hook never blocks the agent (for Claude Code, exit status
@@ -79,15 +81,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "
                         f"{DEFAULT_MAX_CHARS}; 0: never)")
+    p.add_argument("--topic-gate", action="store_true", dest="topic_gate",
+                   help="print nothing for a prompt whose embedding has cosine > 0.85 with "
+                        "the session's previous prompt (off by default: such a prompt can "
+                        "still ask something else)")
     from .relevance import DEFAULT_MIN_RELEVANCE
 
     from .app import float_arg
 
     p.add_argument("--min-relevance", type=float_arg, default=DEFAULT_MIN_RELEVANCE,
                    dest="min_relevance", metavar="R",
-                   help=f"show only the episodes whose relevance (0 to 1, the same scale for "
-                        f"every prompt) is at least R (default {DEFAULT_MIN_RELEVANCE:g}; 0: "
-                        f"every hit)")
+                   help=f"print nothing unless an episode's relevance (0 to 1, the same "
+                        f"scale for every prompt) is at least R (default "
+                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)")
     _quiet_usage_errors(p)
 
 
@@ -260,5 +266,6 @@ def _recall(args: argparse.Namespace) -> str:
         store = Store(args.db)
     with store:
         result = store.recall(prompt, limit=args.limit, scope=store_scope, session=session,
+                              topic_gate=getattr(args, "topic_gate", False),
                               min_relevance=min_relevance)
     return render(list(result), store_scope, args.max_chars)

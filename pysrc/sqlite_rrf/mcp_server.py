@@ -20,10 +20,15 @@ M4. The default scope is ``--scope``, else derived from the server's working dir
     searches it unless a call names another scope; ``'*'`` recalls every scope (and a
     server started with ``--scope '*'`` remembers into ``''``, the shared memory).
 M5. ``recall`` touches its hits and is never held back by the topic gate: an agent's
-    explicit recall is answered (the gate is for the per-prompt hook).
-M5a. ``recall`` returns only the hits whose relevance reaches its ``min_relevance`` argument
-    (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in
-    the memory gets no hits, and ``reason`` says why.
+    explicit recall is answered (the gate, off by default, is for the per-prompt hook).
+M5a. ``recall`` returns no hits unless one reaches its ``min_relevance`` argument (default
+    :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in the
+    memory gets no hits, and ``reason`` says why.
+M9. No duplicates (issue 20): ``remember`` without an id stores a text its scope already
+    has (the same after normalising case and white space) once: the episode is refreshed
+    and its id returned, with ``duplicate`` true. ``recall`` collapses near-duplicates
+    into one hit (the newest; ``duplicates`` and ``duplicate_ids`` say what it stands
+    for) and ranks the newer of same-thing near-ties first (:mod:`sqlite_rrf.diversify`).
 M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_RRF_MODEL``,
     the default; the database's own model only when it is one of these); without one the
     server works with the BM25, recency and access lists and says so once on stderr. A
@@ -208,6 +213,11 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         scope: str = Field(description="the scope it was stored in")
         embedded: bool = Field(description="whether it was embedded (false: no model; "
                                            "BM25, recency and access still find it)")
+        duplicate: bool = Field(
+            default=False,
+            description="true: the scope already had this text (the same after normalising "
+                        "case and white space), so no copy was stored; that episode was "
+                        "refreshed and its id is returned")
 
     class Hit(BaseModel):
         id: str = Field(description="the episode's id")
@@ -227,6 +237,11 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         created_at: int = Field(description="ms since the epoch")
         accessed_at: int = Field(description="ms since the epoch, before this recall")
         access_count: int = Field(description="recalls that returned it, before this one")
+        duplicates: int = Field(
+            default=0, description="how many near-duplicates of this recall it stands for "
+                                   "(it is the newest of them; they fill no other slot)")
+        duplicate_ids: List[str] = Field(
+            default_factory=list, description="the ids of those near-duplicates")
         explain: Optional[Dict[str, Any]] = Field(
             default=None, description="each list's contribution (when explain was asked)")
 
@@ -236,7 +251,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         warnings: List[str] = Field(description="what the recall could not do (e.g. touch "
                                                 "a read-only database)")
         reason: Optional[str] = Field(
-            default=None, description="why there are no hits, when every hit was below "
+            default=None, description="why there are no hits, when none reached "
                                       "min_relevance")
 
     class EpisodeOut(BaseModel):
@@ -315,13 +330,16 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
             description="the episode's id; default: a new one. An id that exists is an "
                         "error (use update)")] = None,
     ) -> Remembered:
-        """Store an episode in the memory; returns its id."""
+        """Store an episode in the memory; returns its id. A text the scope already has
+        (the same after normalising case and white space) is not stored twice: that
+        episode is refreshed and its id returned (``duplicate`` is true)."""
         s = write_scope if scope is None else one_scope(scope)
 
         def go() -> Remembered:
-            eid = store.add(content, id=id, importance=importance, kind=kind,
-                            metadata=metadata, scope=s)
-            return Remembered(id=eid, scope=s, embedded=store.embedder is not None)
+            ids = store.add_many([dict(content=content, id=id, importance=importance,
+                                       kind=kind, metadata=metadata, scope=s)])
+            return Remembered(id=ids[0], scope=s, embedded=store.embedder is not None,
+                              duplicate=bool(ids.duplicates))
 
         return call("remember", go)
 
@@ -348,14 +366,15 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         explain: Annotated[bool, Field(
             description="include each list's contribution to the score")] = False,
         min_relevance: Annotated[float, Field(
-            description=f"return only the episodes whose relevance (0 to 1, the same scale "
-                        f"for every query) is at least this (default "
-                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: every hit)",
+            description=f"return nothing unless an episode's relevance (0 to 1, the same "
+                        f"scale for every query) is at least this (default "
+                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always answer)",
             json_schema_extra={"minimum": 0, "maximum": 1})] = DEFAULT_MIN_RELEVANCE,
     ) -> Recollection:
         """The stored episodes that best match the query, best first, each with its
-        score and its rank in each list (BM25, vector, recency, access). The episodes
-        returned are marked as used (their access count goes up)."""
+        score, its relevance and its rank in each list (BM25, vector, recency, access);
+        none when no episode reaches min_relevance. The episodes returned are marked as
+        used (their access count goes up)."""
         s = default_scope if scope is None else scope
         store_scope = None if s == ALL_SCOPES else s
 

@@ -40,6 +40,10 @@ class RecallHit:
     ``*_rank`` is the episode's rank in that list (1 = best; None = absent from the
     list), ``similarity`` its cosine with the query, ``bm25_score`` FTS5's bm25
     (lower is better), ``explain`` the per-list contributions (``rrf_explain``).
+
+    ``duplicates`` is how many other episodes of the recall this hit stands for: its
+    near-duplicates, collapsed into it (it is the newest of them), whose ids are
+    ``duplicate_ids`` (:mod:`sqlite_rrf.diversify`).
     """
 
     id: str
@@ -60,17 +64,21 @@ class RecallHit:
     #: How likely the hit is to be about the query, in [0, 1], on one scale for every
     #: query (:mod:`sqlite_rrf.relevance`); None when it was not computed.
     relevance: Optional[float] = None
+    duplicates: int = 0
+    duplicate_ids: Tuple[str, ...] = ()
 
     def as_dict(self) -> Dict[str, Any]:
         """The hit as a plain dict (what ``sqlite-rrf recall --json`` prints)."""
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["duplicate_ids"] = list(self.duplicate_ids)
+        return d
 
 
 @dataclass(frozen=True)
 class RecallResult(Sequence[RecallHit]):
     """The hits of one recall (a sequence), or an empty result with ``skipped=True``
     and the ``reason`` when the topic gate held the recall back, or with ``skipped=False``
-    and the ``reason`` when every hit was below ``min_relevance``. ``touched`` says whether
+    and the ``reason`` when no hit reached ``min_relevance``. ``touched`` says whether
     the hits were marked accessed, and ``touch_error`` why not when a touch was asked for
     and could not be made."""
 
@@ -99,3 +107,20 @@ class RecallResult(Sequence[RecallHit]):
     def __iter__(self) -> Iterator[RecallHit]:
         return iter(self.hits)
 
+
+class Written(List[str]):
+    """What :meth:`sqlite_rrf.store.Store.add_many` returns: the episodes' ids, one per
+    episode given, in order (a list of str), and which of them repeated a text.
+
+    ``duplicates`` lists the positions of the episodes that named no id and whose text
+    their scope already had (an episode, or an earlier one of the batch): no copy was
+    stored; the episode that has the text was refreshed and its id is at that position.
+    ``repeats`` lists the positions of episodes that named an id of their own and
+    repeated a text of their scope: they were stored all the same.
+    """
+
+    def __init__(self, ids: Sequence[str], duplicates: Sequence[int] = (),
+                 repeats: Sequence[int] = ()) -> None:
+        super().__init__(ids)
+        self.duplicates: Tuple[int, ...] = tuple(duplicates)
+        self.repeats: Tuple[int, ...] = tuple(repeats)

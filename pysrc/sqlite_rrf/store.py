@@ -24,21 +24,24 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import apsw
 import numpy as np
 
+from . import dedupe as _dedupe
 from . import knn
 from ._sqlite import foreign, open_connection, patience, transaction
 from ._sqlite import meta as _meta
 from .checks import (IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector, blob,
                      check_dim, episode_row, has_text, recall_params, recall_query)
+from .diversify import candidates, diversify
 from .doctor import open_check
 from .gate import TOPIC_GATE_COSINE, TopicGate, gate_key, session_row
 from .loader import load
 from .migrations import migrate
 from .relevance import above_floor, check_min_relevance, with_relevance
-from .results import Episode, RecallHit, RecallResult
+from .results import Episode, RecallHit, RecallResult, Written
 from .statements import POOL_MODES, PROFILES, recall_defaults, recall_statement
 from .stopwords import STOPWORDS_DRIFT, StopwordsRefresh, compute_stopwords, read_stopwords
 
-__all__ = ["Store", "StoreError", "Episode", "RecallHit", "RecallResult", "UNSET", "Vector",
+__all__ = ["Store", "StoreError", "Episode", "RecallHit", "RecallResult", "Written", "UNSET",
+           "Vector",
            "now_ms", "MAX_QUERY_CHARS", "MAX_COUNT", "TOPIC_GATE_COSINE", "LISTS",
            "IMPORTANCE", "POOL_MODES", "PROFILES"]
 
@@ -481,9 +484,11 @@ class Store:
 
     def _prepare(self, episodes: Sequence[Mapping[str, Any]], progress: Optional[bool],
                  labels: Optional[Sequence[str]] = None,
-                 replace: bool = True) -> List[Dict[str, Any]]:
+                 replace: bool = True, dedupe: bool = False) -> List[Dict[str, Any]]:
         """Validate every episode and embed those without an embedding, before any
-        write, so a bad episode fails the batch with nothing written."""
+        write, so a bad episode fails the batch with nothing written. With ``dedupe``,
+        the episodes that name no id are marked for :func:`sqlite_rrf.dedupe.write_rows`,
+        and those whose text is already stored are not embedded."""
         now = now_ms()
         dim = self.dim
         rows: List[Dict[str, Any]] = []
@@ -508,6 +513,14 @@ class Store:
             except StoreError as e:
                 raise StoreError(f"{label}: {e}" if len(episodes) > 1 or labels else str(e)
                                  ) from None
+        for row in rows:
+            row["content_key"] = _dedupe.content_key(row["content"])
+        if dedupe:
+            known = _dedupe.mark(self.conn, [ep.get("id") is not None for ep in episodes],
+                                 rows)
+            for i in known:
+                rows[i]["unembedded"] = True
+            missing = [i for i in missing if i not in known]
         if not replace:
             taken = self._existing_ids([r["id"] for r in rows])
             for i, row in enumerate(rows):
@@ -527,13 +540,13 @@ class Store:
         return rows
 
     _INSERT = ("INSERT INTO episodes(id, content, embedding, created_at, accessed_at, "
-               "access_count, importance, kind, metadata, scope) VALUES (:id, :content, "
-               ":embedding, :created_at, :accessed_at, :access_count, :importance, :kind, "
-               ":metadata, :scope)")
+               "access_count, importance, kind, metadata, scope, content_key) VALUES (:id, "
+               ":content, :embedding, :created_at, :accessed_at, :access_count, :importance, "
+               ":kind, :metadata, :scope, :content_key)")
     _UPSERT = _INSERT + (" ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
                          "embedding = excluded.embedding, importance = excluded.importance, "
                          "kind = excluded.kind, metadata = excluded.metadata, "
-                         "scope = excluded.scope")
+                         "scope = excluded.scope, content_key = excluded.content_key")
 
     def _write(self, sql: str, rows: List[Dict[str, Any]]) -> None:
         if self.readonly:
@@ -545,7 +558,10 @@ class Store:
                     self.conn.execute("INSERT OR IGNORE INTO rrf_meta VALUES "
                                       "('embedding_dim', ?)", (self._pending_dim,))
                 self._merging(True)
-                self.conn.executemany(sql, rows)
+                if any(r.get("dedupe") for r in rows):  # add_many: no second copy of a text
+                    _dedupe.write_rows(self.conn, sql, rows, self._embed_row)
+                else:
+                    self.conn.executemany(sql, rows)
                 self._merge_index()
                 self._pack(self.CODE_BLOCK, 2**31 // self.CODE_BLOCK)
                 self._merging(False)
@@ -667,7 +683,9 @@ class Store:
             metadata: Any = None, scope: str = "") -> str:
         """Add one episode; returns its id (a new uuid4 hex when not given). Without
         ``embedding`` the store's embedder embeds ``content`` (if there is one). ``scope``
-        is the memory it belongs to (a project, a user; ``''``: the shared memory)."""
+        is the memory it belongs to (a project, a user; ``''``: the shared memory).
+        Without ``id``, a text the scope already has is not stored twice: that episode is
+        refreshed and its id returned (:meth:`add_many`)."""
         return self.add_many([dict(id=id, content=content, embedding=embedding,
                                    created_at=created_at, accessed_at=accessed_at,
                                    access_count=access_count, importance=importance,
@@ -675,19 +693,60 @@ class Store:
 
     def add_many(self, episodes: Iterable[Mapping[str, Any]], *,
                  progress: Optional[bool] = None, replace: bool = False,
-                 labels: Optional[Sequence[str]] = None) -> List[str]:
+                 labels: Optional[Sequence[str]] = None, dedupe: bool = True) -> Written:
         """Add episodes (dicts with the keys of :meth:`add`) in one transaction: all
-        are written or, on any error, none. Returns their ids.
+        are written or, on any error, none. Returns their ids (a :class:`Written`: a
+        list of str that also says which episodes repeated a text).
+
+        No second copy of a text: an episode that names no id, whose text its scope
+        already has (the same after :func:`sqlite_rrf.dedupe.normalise`: Unicode NFKC,
+        case folded, white space collapsed), in the database or earlier in the batch, is
+        not stored again. The episode that has the text is refreshed instead
+        (``created_at`` and ``accessed_at`` become the later of the two, ``importance``
+        the higher, ``kind`` and ``metadata`` the new ones when given; its text, embedding
+        and access count stay) and its id is returned in that place;
+        ``result.duplicates`` lists those places. An episode that names its own id is
+        stored as given (``result.repeats`` lists those that repeat a text). ``dedupe=False``
+        stores every episode.
 
         ``replace`` upserts episodes whose id exists (see :meth:`upsert`); ``labels``
         name the episodes in error messages (e.g. ``"line 12"``); ``progress`` shows
         a progress bar while embedding (default: for large batches)."""
-        rows = self._prepare(list(episodes), progress, labels, replace=replace)
-        if replace:
-            self._write(self._UPSERT, rows)
-            return [r["id"] for r in rows]
-        self._write(self._INSERT, rows)
-        return [r["id"] for r in rows]
+        episodes = list(episodes)
+        if dedupe and not self.readonly:
+            self.fill_keys()  # other clients' rows: their keys, before looking for a twin
+        rows = self._prepare(episodes, progress, labels, replace=replace, dedupe=dedupe)
+        self._write(self._UPSERT if replace else self._INSERT, rows)
+        return Written([r["id"] for r in rows],
+                       [i for i, r in enumerate(rows) if r.get("duplicate")],
+                       [i for i, r in enumerate(rows) if r.get("repeat")])
+
+    def fill_keys(self) -> int:
+        """Compute the pending ``content_key`` of episodes written by other clients (or
+        whose content they changed), which :meth:`add_many` needs to find a text already
+        stored, and return how many were computed. Each batch of
+        :data:`sqlite_rrf.dedupe.KEYS_BATCH` is its own transaction; with none pending
+        this is one indexed read and takes no write lock."""
+        if self.readonly:
+            return 0
+        done = 0
+        while self.conn.execute(
+                "SELECT 1 FROM episodes INDEXED BY idx_episodes_content_key "
+                "WHERE content_key IS NULL LIMIT 1").fetchall():
+            with transaction(self.conn):
+                n = _dedupe.fill_pending(self.conn)
+            done += n
+            if not n:
+                break
+        return done
+
+    def _embed_row(self, row: Dict[str, Any]) -> None:
+        """Embed one row in the write transaction (a row that looked like a duplicate
+        and was not embedded, whose twin was deleted before the write)."""
+        if self.embedder is not None:
+            emb, n = blob(self.embedder.embed(row["content"]), "embedder output")
+            check_dim(n, self.dim)
+            row["embedding"] = emb
 
     def upsert(self, content: str, *, id: str, embedding: Optional[Vector] = None,
                importance: str = "normal", kind: Optional[str] = None,
@@ -843,7 +902,8 @@ class Store:
                now: Optional[int] = None, session: Optional[str] = None,
                scope: Optional[str] = None, kind: Optional[str] = None,
                since: Optional[int] = None, until: Optional[int] = None,
-               oversample: Optional[int] = None,
+               oversample: Optional[int] = None, topic_gate: bool = False,
+               collapse: bool = True,
                min_relevance: Optional[float] = None) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement of the
         chosen pool and profile (:func:`sqlite_rrf.statements.recall_statement`): BM25,
@@ -876,19 +936,30 @@ class Store:
         never fails the recall: ``result.touched`` is False and ``result.touch_error`` says
         why. With ``touch=False`` nothing is written; :meth:`touch` makes the touch later.
 
+        Then the hits are deduplicated and the newest fact put first
+        (:func:`sqlite_rrf.diversify.diversify`, unless ``collapse=False``): near-duplicates
+        fill one slot, the newest of them, whose ``duplicates`` says how many others it
+        stands for; among hits about the same thing whose scores nearly tie, the newer
+        ranks first (a correction before the fact it corrects). The freed slots are filled
+        from further down the ranking.
+
         Each hit carries ``relevance``, in [0, 1] and absolute: the same number means the
         same for every query (:func:`sqlite_rrf.relevance.relevance`, from the hit's cosine
-        and its BM25 score as a share of the query's IDF mass). ``min_relevance`` drops the
-        hits below it, after the ranking; when it drops them all, the result is empty and
-        ``result.reason`` says so. Its default here is None, no floor: a library caller
+        and its BM25 score as a share of the query's IDF mass). ``min_relevance`` is a
+        floor applied after the ranking: when no hit reaches it, the result is empty and
+        ``result.reason`` says so; otherwise the hits are returned as ranked
+        (:func:`sqlite_rrf.relevance.above_floor`). Its default here is None, no floor: a library caller
         gets the whole ranking with the relevance to judge it by; the prompt hook and the
         MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
 
-        The topic gate skips the recall (``result.skipped``) when the query's embedding has
-        cosine > 0.85 with the caller's previous query, unless ``force``. The previous query
-        belongs to the caller: this Store instance, or, with ``session`` (any text, e.g. an
-        agent's session id), that session, remembered in the database by touching recalls so
-        that it holds across processes. Two agents sharing a memory never gate each other.
+        The topic gate is off unless ``topic_gate=True``: then it skips the recall
+        (``result.skipped``) when the query's embedding has cosine > 0.85 with the caller's
+        previous query, unless ``force``. The previous query belongs to the caller: this
+        Store instance, or, with ``session`` (any text, e.g. an agent's session id), that
+        session, remembered in the database by touching recalls so that it holds across
+        processes. Two agents sharing a memory never gate each other. The gate is off by
+        default because a cosine that high does not mean the same question: a follow-up
+        about another painting of the same artist can have 0.96.
         """
         query = recall_query(query)
         if session is not None:
@@ -907,13 +978,15 @@ class Store:
             check_dim(n, self.dim, "qvec")
             qarr = np.frombuffer(qblob, "<f4").astype(np.float64)
             qarr /= np.linalg.norm(qarr)
-            held = self._gate.holds(qarr, session, force)
+            held = self._gate.holds(qarr, session, force) if topic_gate else None
             if held is not None:
                 return RecallResult([], query, skipped=True, gate_cosine=held[0],
                                     params=params, reason=held[1])
         knn.check_pool(self.conn, params, qblob)
         bindings = dict(params, query=query, qvec=qblob)
         hits: List[RecallHit] = []
+        if collapse:  # more rows than asked: diversify fills the slots it frees
+            bindings["limit"] = candidates(params["limit"])
         warnings: List[str] = list(self.schema_warnings)
         # the unusable vectors keep pending codes: a seek finds them, on every recall
         pending_bad = self._pending_faults(warnings) if qblob is not None else {}
@@ -937,6 +1010,8 @@ class Store:
             warnings.append(f"episode rowid {rowid} has an embedding that cannot be used "
                             f"({why}): it is left out of the vector list; rewrite its embedding "
                             "(or set it to NULL and run `sqlite-rrf embed`)")
+        if collapse:
+            hits = diversify(self.conn, hits, params["limit"], query)
         with transaction(self.conn, write=False):
             hits = with_relevance(self.conn, query, hits)
         hits, floor_reason = above_floor(hits, min_relevance)

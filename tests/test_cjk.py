@@ -1,0 +1,503 @@
+"""Keyword hits in every script (issue 22; migration 0011, fts5_query's Q16,
+docs/languages.md).
+
+Migration 0011 indexes a segmented copy of each episode's text: every run of CJK
+characters (the code points of scripts written without spaces: Thai, Lao, Myanmar,
+Hangul, Khmer, kana, bopomofo, CJK ideographs) becomes its character bigrams between
+spaces, a run of one character that character; every other character stays as it is.
+The segmentation is plain SQL (a view and the triggers), so every client, the Debian
+``sqlite3`` 3.40 shell without the extension too, indexes alike; fts5_query splits a
+query into the same bigrams in C.
+
+What is tested, against a Python reference of the segmentation (:func:`segment`):
+
+- the SQL segmentation equals the reference on random mixed text (CJK, Latin, digits,
+  emoji, Thai marks, punctuation, fullwidth and halfwidth forms, long texts), in the
+  bundled SQLite (apsw) and in the sqlite3 3.40 shell; text without a CJK character
+  is its own segmentation, so English rows are indexed as before;
+- fts5_query's tokens of a text are the reference's: the CJK bigrams and single
+  characters of its runs, and its other words as before; every text is found by its
+  own query;
+- the issue's cases: a Japanese memory by 'パスワード' and by 'Postgres' and 'Vault'
+  (Latin words touching kana), a Chinese one by '备份', a Korean one by '비밀번호'
+  (a word with its particle), through the recall statement with no model;
+- the BM25 list is exactly bm25()'s top, value for value, after random writes of CJK,
+  mixed and emoji text (hypothesis), with fresh, stale and absent stopword hints, and
+  bm25() over the index equals bm25() over an index built afresh from the
+  reference's segmentation (so the index holds exactly the segmented text);
+- writes of every kind through the sqlite3 shell without the extension keep the
+  index right (FTS5's integrity-check reads the text through the view);
+- the migration: an existing database gets the segmented index, keeps its index
+  settings, and its English rows keep their terms and bm25() values exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+from typing import List
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sqlite_rrf
+from sqlite_rrf.migrations import available, migrate
+from sqlite_rrf.resources import read_sql, statement_params
+from sqlite_rrf.store import Store
+
+SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.which("sqlite3")
+needs_shell = pytest.mark.skipif(SHELL is None, reason="the sqlite3 shell is not installed")
+
+#: migration 0011's CJK characters (and fts5q.c's rrf_is_cjk)
+CJK_RANGES = [(0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1100, 0x11FF), (0x1780, 0x17FF),
+              (0x3041, 0x309F), (0x30A1, 0x30FA), (0x30FC, 0x30FF), (0x3100, 0x31BF),
+              (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F),
+              (0xAC00, 0xD7FF), (0xF900, 0xFAFF), (0xFF66, 0xFFDC), (0x20000, 0x3FFFD)]
+SEGMENTED = 65536  # characters segmented; the rest follows as it is
+
+
+def is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return any(a <= o <= b for a, b in CJK_RANGES)
+
+
+def segment(t: str) -> str:
+    """The reference: what migration 0011 indexes for the text ``t``. SQLite's text
+    functions stop at a NUL: what follows the first one is appended as it is."""
+    t, nul, after = t.partition("\0")
+    if not any(is_cjk(ch) for ch in t):
+        return t + nul + after
+    return _segment(t) + (" " + nul + after if nul else "")
+
+
+def _segment(t: str) -> str:
+    out = []
+    n = len(t)
+    for i in range(min(n, SEGMENTED)):
+        ch = t[i]
+        if not is_cjk(ch):
+            out.append(ch)
+        elif i + 1 < n and is_cjk(t[i + 1]):
+            out.append(" " + t[i:i + 2] + " ")
+        elif i > 0 and is_cjk(t[i - 1]):
+            pass  # the last character of a run: in the bigram before it
+        else:
+            out.append(" " + ch + " ")
+    s = "".join(out)
+    return s + " " + t[SEGMENTED:] if n > SEGMENTED else s
+
+
+# Characters to build texts from: CJK of every block, Latin, digits, emoji, Thai
+# combining marks, the katakana middle dot and prolonged sound mark, fullwidth and
+# halfwidth forms, ideographic space and punctuation, an extension-B ideograph.
+ALPHABET = (list("abcXYZ019 .,-'\"*") + list("パスワードをー・ァヺ") + list("あいうゝゞ")
+            + list("認証情報备份数据库猫々〆") + list("비밀번호를가ᄀㄱ") + list("ภาษาไทยที่นี่")
+            + list("ກຂ") + list("ကခ") + list("កខ") + list("ㄅㄆ")
+            + ["\U00020000", "\U0002A700", "\uF900", "\uFF76", "\uFF9E", "\uFFA1", "\uFF21",
+               "\u3000", "\u3001", "\u300C", "\U0001F600", "\u00e9", "\u00df", "\u2122",
+               "\u0301", "\u3099", "\u309B", "\u30A0", "\u3040", "\u0E3F"])
+
+texts = st.lists(st.sampled_from(ALPHABET), max_size=60).map("".join)
+
+
+def new_db(path=":memory:") -> apsw.Connection:
+    c = apsw.Connection(str(path))
+    sqlite_rrf.load(c)
+    migrate(c)
+    return c
+
+
+def shell(db, sql: str, *args: str) -> str:
+    """Run ``sql`` in the sqlite3 shell (no extension); returns its stdout."""
+    r = subprocess.run([SHELL, *args, str(db)], input=sql, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and not r.stderr, (r.returncode, r.stderr)
+    return r.stdout
+
+
+def integrity(conn) -> None:
+    conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def match(conn, expr: str) -> List[int]:
+    return [r for (r,) in conn.execute(
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rowid", (expr,))]
+
+
+# ---------------------------------------------------------------- the segmentation
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=20))
+def test_sql_segmentation_is_the_reference(batch):
+    conn = new_db()
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", t) for i, t in enumerate(batch)])
+    got = [t for (t,) in conn.execute("SELECT content FROM episodes_fts_text ORDER BY rowid")]
+    assert got == [segment(t) for t in batch]
+    integrity(conn)
+
+
+def test_segmentation_of_long_texts_and_the_cut():
+    rng = random.Random(7)
+    conn = new_db()
+    batch = ["".join(rng.choices(ALPHABET, k=n)) for n in (255, 256, 257, 511, 512, 513, 5000)]
+    batch.append("猫" * (SEGMENTED - 1) + "犬犬 tail")       # a bigram across the cut
+    batch.append("a" * 70000 + "認証")                         # a CJK run after the cut
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", t) for i, t in enumerate(batch)])
+    got = [t for (t,) in conn.execute("SELECT content FROM episodes_fts_text ORDER BY rowid")]
+    assert got == [segment(t) for t in batch]
+    integrity(conn)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_text_without_cjk_is_its_own_segmentation(t):
+    conn = new_db()
+    conn.execute("INSERT INTO episodes(id, content) VALUES ('a', ?)", (t,))
+    got = conn.execute("SELECT content FROM episodes_fts_text").fetchall()[0][0]
+    assert got == segment(t)
+    if not any(is_cjk(ch) for ch in t):
+        assert got == t
+
+
+@needs_shell
+def test_the_shell_segments_like_the_reference(tmp_path):
+    """SQLite 3.40 (no ORDER BY inside group_concat) gives the same text, and its own
+    writes index it: the rows are inserted by the shell itself."""
+    rng = random.Random(11)
+    batch = ["".join(rng.choices(ALPHABET, k=rng.randint(0, 80))) for _ in range(300)]
+    batch += ["".join(rng.choices(ALPHABET, k=n)) for n in (256, 257, 1000, 3000)]
+    db = tmp_path / "s.db"
+    new_db(db).close()
+    values = ", ".join("('e%d', '%s')" % (i, t.replace("'", "''")) for i, t in enumerate(batch))
+    shell(db, f"INSERT INTO episodes(id, content) VALUES {values};"
+              "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);")
+    out = json.loads(shell(db, "SELECT content FROM episodes_fts_text ORDER BY rowid;", "-json"))
+    assert [r["content"] for r in out] == [segment(t) for t in batch]
+
+
+# ---------------------------------------------------------------- fts5_query (Q16)
+
+
+def query_tokens(conn, t: str) -> List[str]:
+    expr = conn.execute("SELECT fts5_query(?)", (t,)).fetchall()[0][0]
+    return [] if expr == '""' else re.findall(r'"([^"]*)"', expr)
+
+
+def is_token_char(ch: str) -> bool:
+    """fts5q.c's Q2 (a port of is_token_char)."""
+    cp = ord(ch)
+    if cp < 0x80:
+        return ch.isascii() and ch.isalnum()
+    if cp < 0xC0:
+        return cp in (0xAA, 0xB5, 0xBA, 0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE)
+    excluded = [(0xD7, 0xD7), (0xF7, 0xF7), (0x2000, 0x206F), (0x20A0, 0x20CF),
+                (0x2190, 0x2BFF), (0x3000, 0x303F), (0x30FB, 0x30FB), (0xFE30, 0xFE4F),
+                (0xFF00, 0xFF0F), (0xFF1A, 0xFF20), (0xFF3B, 0xFF40), (0xFF5B, 0xFF65),
+                (0xFFF0, 0xFFFF), (0x1F000, 0x1FAFF), (0xE0000, 0x10FFFF)]
+    return not any(a <= cp <= b for a, b in excluded)
+
+
+def reference_tokens(t: str) -> List[str]:
+    """fts5_query's tokens by Q2, Q4 and Q16, from Python: the runs of token
+    characters, each CJK run as its bigrams (a single character alone), repeats once
+    (ASCII case folded)."""
+    out: List[str] = []
+    for run in re.findall(r"[^\x00]+", "".join(c if is_token_char(c) else "\x00" for c in t)):
+        for part, cjk in _runs(run):
+            if cjk and len(part) > 1:
+                out.extend(part[i:i + 2] for i in range(len(part) - 1))
+            else:
+                out.append(part)
+    seen, uniq = set(), []
+    for w in out:
+        key = "".join(c.lower() if c.isascii() else c for c in w)
+        if key not in seen:
+            seen.add(key)
+            uniq.append(w)
+    return uniq[:1000]
+
+
+def _runs(s: str):
+    i = 0
+    while i < len(s):
+        c = is_cjk(s[i])
+        j = i
+        while j < len(s) and is_cjk(s[j]) == c:
+            j += 1
+        yield s[i:j], c
+        i = j
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_query_cjk_tokens_are_the_indexs_pieces(t):
+    """The CJK tokens of fts5_query(t) are exactly the CJK pieces the SQL segmentation
+    indexes for t, and the text's row is found by its own query."""
+    conn = new_db()
+    conn.execute("INSERT INTO episodes(id, content) VALUES ('a', ?)", (t,))
+    indexed = conn.execute("SELECT content FROM episodes_fts_text").fetchall()[0][0]
+    pieces = {p for p in indexed.split() if all(is_cjk(ch) for ch in p)}
+    toks = query_tokens(conn, t)
+    assert {w for w in toks if all(is_cjk(ch) for ch in w)} == pieces
+    assert not any(is_cjk(ch) for w in toks for ch in w if not all(is_cjk(c) for c in w))
+    terms = json.loads(conn.execute("SELECT fts5_query(?, 'terms')", (t,)).fetchall()[0][0])
+    if terms:  # some token gives a term: the row is found by its own words
+        assert match(conn, conn.execute("SELECT fts5_query(?)", (t,)).fetchall()[0][0]) == [1]
+
+
+def test_query_tokens_by_hand():
+    conn = new_db()
+    assert query_tokens(conn, "パスワード") == ["パス", "スワ", "ワー", "ード"]
+    assert query_tokens(conn, "Postgresの認証情報はVault") == [
+        "Postgres", "の認", "認証", "証情", "情報", "報は", "Vault"]
+    assert query_tokens(conn, "猫 a猫b 猫猫") == ["猫", "a", "b", "猫猫"]
+    assert query_tokens(conn, "認証・情報") == ["認証", "情報"]  # U+30FB is punctuation
+    assert query_tokens(conn, "비밀번호를") == ["비밀", "밀번", "번호", "호를"]
+    assert query_tokens(conn, "the quick fox") == ["the", "quick", "fox"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_query_tokens_are_the_python_reference(t):
+    assert query_tokens(new_db(), t) == reference_tokens(t)
+
+
+# ---------------------------------------------------------------- the issue's cases
+
+
+def test_issue_cases_are_found_by_keyword_with_no_model(tmp_path):
+    memories = {
+        "jp": "Postgresの認証情報はVaultに保存されています。パスワードは毎月変更します。",
+        "zh": "每天晚上三点备份数据库到S3存储桶",
+        "ko": "서버 비밀번호를 어제 변경했습니다",
+        "th": "ภาษาไทยเป็นภาษาราชการของประเทศไทย",
+        "en": "The cat sat on the mat while the vault was locked",
+        "emoji": "Deploy finished 🚀 デプロイ完了",
+    }
+    with Store(str(tmp_path / "m.db")) as s:
+        ids = {k: s.add(v, id=k) for k, v in memories.items()}
+        for query, want in [("パスワード", "jp"), ("Postgres", "jp"),
+                            ("認証情報", "jp"), ("备份", "zh"), ("数据库备份", "zh"),
+                            ("비밀번호", "ko"), ("변경", "ko"), ("ภาษาไทย", "th"),
+                            ("デプロイ", "emoji"), ("cat", "en")]:
+            hits = s.recall(query, 3, touch=False).hits
+            assert hits and hits[0].id == ids[want], (query, [h.id for h in hits])
+        # a word touching CJK is its own word: 'vault' is in two memories
+        for query in ("vault", "Vault"):
+            assert {h.id for h in s.recall(query, 5, touch=False).hits} == {"jp", "en"}
+
+
+# ---------------------------------------------------------------- BM25 stays bm25()'s
+
+
+def bm25_cte() -> str:
+    """The recall statement up to its ``bm25`` CTE, selecting that CTE."""
+    sql = read_sql("recall.sql")
+    head = sql[:sql.index("\n-- 2. ") + 1].rstrip()
+    assert head.endswith("),")
+    return head[:-1] + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
+
+
+CTE = bm25_cte()
+CTE_PARAMS = statement_params(CTE)
+REFERENCE = ("SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
+             "WHERE episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') "
+             "ORDER BY bm25(episodes_fts), rowid LIMIT ?2")
+
+#: words that repeat (so that some bigrams are in half of the rows: stopwords)
+WORDS = ["パスワード", "データベース", "バックアップ", "の", "は", "を", "認証", "情報", "します",
+         "备份", "数据库", "服务器", "密码", "的", "了", "비밀번호를", "변경", "서버", "의",
+         "ภาษา", "ไทย", "Postgres", "Vault", "the", "cat", "😀", "🚀", "2024年", "ＡＢＣ", "ｶﾀｶﾅ"]
+
+
+def cjk_text(rng: random.Random) -> str:
+    words = rng.choices(WORDS, k=rng.randint(1, 12))
+    return "".join(w + rng.choice(["", "", " ", "、", "。"]) for w in words)
+
+
+def bm25_list(conn, query, limit):
+    b = dict.fromkeys(CTE_PARAMS)
+    b.update(query=query, bm25_limit=limit)
+    return conn.execute(CTE, b).fetchall()
+
+
+def fresh_index_agrees(conn, queries) -> None:
+    """bm25() over the index equals bm25() over an index built afresh from the
+    reference's segmentation of the rows: the index holds exactly that text."""
+    rows = conn.execute("SELECT rowid, content FROM episodes").fetchall()
+    conn.execute("CREATE VIRTUAL TABLE temp.ref USING fts5(content, tokenize = 'porter unicode61')")
+    try:
+        conn.executemany("INSERT INTO temp.ref(rowid, content) VALUES (?, ?)",
+                         [(r, segment(c)) for r, c in rows])
+        for q in queries:
+            want = conn.execute("SELECT rowid, bm25(ref) FROM temp.ref WHERE ref MATCH "
+                                "coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid", (q,)).fetchall()
+            got = conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+                               "episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid",
+                               (q,)).fetchall()
+            assert got == want, q
+    finally:
+        conn.execute("DROP TABLE temp.ref")
+
+
+def assert_exact(conn, queries, limits=(1, 5, 50)) -> None:
+    for q in queries:
+        for limit in limits:
+            got = bm25_list(conn, q, limit)
+            want = conn.execute(REFERENCE, (q, limit)).fetchall()
+            assert got == want, (q, limit, got[:5], want[:5])
+
+
+op = st.tuples(st.sampled_from(["insert", "replace", "update", "delete", "rowid"]),
+               st.integers(0, 40), st.integers(0, 2**32))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(20, 120), st.lists(op, max_size=40), st.integers(0, 2**32),
+       st.sampled_from(["fresh", "absent", "stale"]))
+def test_property_bm25_list_is_bm25s_across_cjk_churn(start, ops, seed, hint):
+    rng = random.Random(seed)
+    conn = new_db()
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", cjk_text(rng)) for i in range(start)])
+    if hint != "absent":
+        conn.execute(read_sql("stopwords.sql"), {"min_rows": 0})
+    for kind, n, s in ops:
+        r = random.Random(s)
+        if kind == "insert":
+            conn.execute("INSERT OR IGNORE INTO episodes(id, content) VALUES (?, ?)",
+                         (f"n{n}", cjk_text(r)))
+        elif kind == "replace":
+            conn.execute("INSERT OR REPLACE INTO episodes(id, content) VALUES (?, ?)",
+                         (f"e{n}", cjk_text(r)))
+        elif kind == "update":
+            conn.execute("UPDATE episodes SET content = ? WHERE id = ?", (cjk_text(r), f"e{n}"))
+        elif kind == "delete":
+            conn.execute("DELETE FROM episodes WHERE id = ?", (f"e{n}",))
+        else:
+            conn.execute("UPDATE OR REPLACE episodes SET rowid = ? WHERE id = ?",
+                         (r.randint(1, 200), f"e{n}"))
+    if hint == "stale":  # computed before the churn, or for another database
+        conn.execute("UPDATE rrf_meta SET value = value || ' の認 备份 the' "
+                     "WHERE key = 'bm25_stopwords'")
+    integrity(conn)
+    queries = [cjk_text(random.Random(seed + i)) for i in range(6)]
+    queries += ["パスワード", "の", "は", "认证", "Postgres", "😀", "备份数据库", "の認証"]
+    assert_exact(conn, queries)
+    fresh_index_agrees(conn, queries)
+
+
+def test_common_bigrams_are_stopwords_and_the_list_stays_exact():
+    rng = random.Random(5)
+    conn = new_db()
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", "データの" + cjk_text(rng)) for i in range(300)])
+    conn.execute(read_sql("stopwords.sql"), {"min_rows": 0})
+    stop = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()[0][0]
+    assert {"デー", "ータ", "タの"} <= set(stop.split())
+    dropped = json.loads(conn.execute("SELECT fts5_query('データの备份', 'terms', ?, "
+                                      "'porter unicode61')", (stop,)).fetchall()[0][0])
+    assert [t for _, t in dropped][:3] == ["デー", "ータ", "タの"]
+    assert_exact(conn, ["データの备份", "データ", "の备份 Vault", "タの"])
+
+
+# ---------------------------------------------------------------- the shell without the extension
+
+
+@needs_shell
+def test_every_kind_of_write_through_the_shell_keeps_the_index_right(tmp_path):
+    db = tmp_path / "s.db"
+    conn = new_db(db)
+    rng = random.Random(3)
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", cjk_text(rng)) for i in range(30)])
+    conn.close()
+
+    def q(t: str) -> str:
+        return "'" + t.replace("'", "''") + "'"
+
+    writes = []
+    for i in range(60):
+        t = cjk_text(rng)
+        n = rng.randint(0, 40)
+        writes.append(rng.choice([
+            f"INSERT INTO episodes(id, content) VALUES ('s{i}', {q(t)});",
+            f"INSERT OR REPLACE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
+            f"REPLACE INTO episodes(rowid, id, content) VALUES ({n}, 'r{i}', {q(t)});",
+            f"UPDATE episodes SET content = {q(t)} WHERE id = 'e{n}';",
+            f"UPDATE episodes SET content = content || {q(t)} WHERE rowid % 7 = {n % 7};",
+            f"UPDATE OR REPLACE episodes SET rowid = {n + 1} WHERE id = 'e{(n * 3) % 40}';",
+            f"UPDATE OR REPLACE episodes SET id = 'e{n}' WHERE id = 'e{(n + 1) % 40}';",
+            f"DELETE FROM episodes WHERE id = 'e{n}';",
+            f"INSERT INTO episodes(id, content) VALUES ('e{n}', {q(t)}) "
+            f"ON CONFLICT(id) DO UPDATE SET content = excluded.content;",
+            f"INSERT OR IGNORE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
+        ]))
+    check = "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);\n"
+    out = shell(db, "PRAGMA recursive_triggers;\n" + "".join(w + "\n" + check for w in writes))
+    assert out.split() == ["0"]  # the shell's default: recursive_triggers OFF
+    conn = new_db(db)
+    integrity(conn)
+    queries = [cjk_text(random.Random(i)) for i in range(10)] + ["パスワード", "Vault", "备份"]
+    fresh_index_agrees(conn, queries)
+    assert_exact(conn, queries)
+    assert conn.execute("SELECT count(*) FROM episodes_displaced").fetchall() == [(0,)]
+
+
+# ---------------------------------------------------------------- the migration
+
+
+def test_migration_keeps_english_exact_and_segments_the_rest(tmp_path):
+    ms = available()
+    before = [m for m in ms if m.version < 11]
+    conn = apsw.Connection(str(tmp_path / "m.db"))
+    sqlite_rrf.load(conn)
+    migrate(conn, before)
+    rng = random.Random(9)
+    english = ["the cat sat on the mat", "running runs runner", "a vault of keys",
+               "Study of memory in cats", "na\u00efve caf\u00e9 \u00fcber", "x\U0001D400y"]
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", rng.choice(english) + f" {i}") for i in range(200)])
+        # CJK rows without ASCII letters or digits, so that the ASCII terms below are the
+        # English rows' alone (Latin words touching CJK become their own terms)
+        no_ascii = [w for w in WORDS if not any(c.isascii() for c in w)]
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"j{i}", "".join(rng.choices(no_ascii, k=8))) for i in range(50)])
+        conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('usermerge', 7)")
+    queries = ["cat", "running vault", "study memory cats", "caf\u00e9", "the 17"]
+    old = {q: conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+                           "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
+                           (q,)).fetchall() for q in queries}
+    vocab = "SELECT term, doc, cnt FROM episodes_fts_vocab WHERE term NOT GLOB '*[^a-z0-9]*'"
+    old_vocab = conn.execute(vocab).fetchall()
+    want = {r for r, c in conn.execute("SELECT rowid, content FROM episodes")
+            if "パスワード" in c}
+    assert set(match(conn, '"パスワード"')) < want  # before: only a whole run matched
+    migrate(conn)
+    integrity(conn)
+    assert conn.execute(vocab).fetchall() == old_vocab
+    for q in queries:  # the English rows keep their bm25(): same terms, same lengths
+        got = conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+                           "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
+                           (q,)).fetchall()
+        assert [r for r, _ in got] == [r for r, _ in old[q]]
+    assert dict(conn.execute("SELECT k, v FROM episodes_fts_config")) == {
+        "automerge": 0, "crisismerge": 16, "usermerge": 7, "version": 4}
+    assert want and set(match(conn, conn.execute("SELECT fts5_query('パスワード', 'and')")
+                                   .fetchall()[0][0])) >= want
+    fresh_index_agrees(conn, ["パスワード", "cat", "the 17", "备份"])
