@@ -41,7 +41,9 @@
 WITH
 -- 0. Parameters with their defaults: the one place the defaults are written
 --    (sqlite-rrf's Python reads them from here). k's default depends on the
---    profile: 30 for 'decay', else 60.
+--    profile: 30 for 'decay', else 60. time_from/time_to (ms, no default) is the
+--    window a time expression of the query names (sqlite_rrf.timeexpr; NULL: none),
+--    w_time its weight in 'hybrid'.
 params AS (
   SELECT coalesce(:profile, 'hybrid')    AS profile,
          coalesce(:k, CASE :profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k,
@@ -55,6 +57,9 @@ params AS (
          coalesce(:oversample, 40)       AS oversample,
          coalesce(:limit, 3)             AS result_limit,
          coalesce(:alpha, 0.5)           AS alpha,
+         coalesce(:w_time, 0.2)          AS w_time,
+         :time_from                      AS time_from,
+         :time_to                        AS time_to,
          :min_similarity                 AS min_similarity,
          coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 ),
@@ -289,6 +294,7 @@ scored AS MATERIALIZED (
 --    a list = NULL).
 ranked AS MATERIALIZED (
   SELECT rowid, similarity, bm25_score, bm25_rank, age_days, access_count, importance,
+         created_at,
          CASE WHEN similarity IS NOT NULL THEN
            dense_rank() OVER (PARTITION BY similarity IS NULL ORDER BY similarity DESC)
          END AS vec_rank,
@@ -310,16 +316,23 @@ ranked AS MATERIALIZED (
 --    episodes within 2 % of each other's distance from the top, and high importance
 --    cuts that distance by a quarter of the episode's own relevance: an important
 --    episode that matches nothing (rel 0, e.g. only a stopword in common, without a
---    model) gets no boost, so importance never outranks relevance.
+--    model) gets no boost, so importance never outranks relevance. When the query
+--    names a time (time_from/to, see params), an episode created in that window gains
+--    w_time of relevance: rel = (blend + w_time * in_window) / (1 + w_time), so rel
+--    stays in [0, 1]; without a window rel is the blend.
 score_hybrid AS (
   SELECT rowid, rel + (1 - rel) * g AS score, 0 AS boost, g AS multiplier,
          cos_frac AS cos_norm, bm25_frac AS bm25_norm
-  FROM (SELECT rowid, alpha * cos_frac + (1 - alpha) * bm25_frac AS rel, cos_frac, bm25_frac,
+  FROM (SELECT rowid, (alpha * cos_frac + (1 - alpha) * bm25_frac + w_t * in_window)
+                      / (1 + w_t) AS rel, cos_frac, bm25_frac,
                1 - (1 - 0.02 * t)
                    * (1 - CASE WHEN importance = 'high'
                                THEN 0.25 * (alpha * cos_frac + (1 - alpha) * bm25_frac)
                                ELSE 0 END) AS g
         FROM (SELECT r.rowid, r.importance, p.alpha,
+                     coalesce(r.created_at >= p.time_from AND r.created_at < p.time_to, 0)
+                       AS in_window,
+                     CASE WHEN p.time_from IS NULL THEN 0.0 ELSE p.w_time END AS w_t,
                      CASE WHEN r.similarity IS NULL OR p.w_vec <= 0 THEN 0.0
                           ELSE coalesce(max(r.similarity, 0.0)
                                         / nullif(max(max(r.similarity, 0.0)) OVER (), 0.0),

@@ -85,6 +85,25 @@ def _question(qid="q1", qtype="multi-session", sessions=None, answer_ids=("answe
     }
 
 
+def test_session_unit_ids_follow_longmemeval(tmp_path):
+    x = _question(sessions=[
+        ("answer_a_1", [("user", "I adopted a cat named Miso", True), ("assistant", "Nice", False),
+                        ("user", "what food is best", False)]),
+        ("answer_b_2", [("user", "hello", False), ("assistant", "the cat is Miso", True)]),
+        ("other_1", [("user", "tell me about rust lifetimes", False)]),
+    ], answer_ids=("answer_a_1", "answer_b_2"))
+    p = tmp_path / "q.json"
+    p.write_text(json.dumps([x]))
+    (q,) = lme.load_longmemeval(str(p), unit="session")
+    # an evidence session whose answer is only in the assistant's message is "noans"
+    assert [t.corpus_id for t in q.turns] == ["answer_a_1", "noans_b_2", "other_1"]
+    assert q.turns[0].content == "I adopted a cat named Miso\n\nwhat food is best"
+    s = lme.score_question(q, ["s2", "s1", "s0"])
+    assert s["session.recall_all@5"] == 1.0 and not any(k.startswith("turn.") for k in s)
+    assert s["session.ndcg@5"] == pytest.approx(1 / _log2(3))
+    assert s["published.recall_all@5"] == 1.0  # gold = answer_session_ids there
+
+
 def test_corpus_ids_follow_longmemeval(tmp_path):
     p = tmp_path / "q.json"
     p.write_text(json.dumps([_question()]))
@@ -198,7 +217,7 @@ def test_eval_cli_runs_longmemeval_and_reruns_from_the_cache(tmp_path):
     small = _small_file(tmp_path)
     cache = tmp_path / "emb.sqlite"
     cmd = [sys.executable, "-m", "sqlite_rrf", "eval", str(small), "--cache", str(cache),
-           "--run", "default", "bm25", "vector", "--json", "--no-progress"]
+           "--run", "default", "bm25", "vector", "--json", "--no-progress", "--unit", "turn"]
     env = dict(os.environ)
     first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert first.returncode == 0, first.stderr
@@ -220,6 +239,21 @@ def test_eval_cli_runs_longmemeval_and_reruns_from_the_cache(tmp_path):
     res2 = json.loads(second.stdout)
     assert res2["timings"]["embedded_texts"] == 0
     assert res2["runs"] == res["runs"]
+    # the session unit (the default): one episode per session, LongMemEval's session
+    # granularity (no turn level)
+    sess = subprocess.run(cmd[:-2], capture_output=True, text=True, env=env, timeout=600)
+    assert sess.returncode == 0, sess.stderr
+    rs = json.loads(sess.stdout)
+    assert rs["unit"] == "session"
+    assert rs["episodes"] == sum(len(x["haystack_sessions"]) for x in _load(small))
+    d = rs["runs"]["default"]["lme"]["all"]
+    assert "session.recall_all@5" in d and not any(k.startswith("turn.") for k in d)
+    assert d["session.recall_all@10"] == 1.0  # five sessions: every one is in the top 10
+
+
+def _load(path: Path):
+    with lzma.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
 
 
 def test_eval_cli_longmemeval_errors(tmp_path):

@@ -17,6 +17,7 @@ import pytest
 import sqlite_rrf
 from sqlite_rrf.resources import read_sql
 from sqlite_rrf.resources import recall_parameters
+from sqlite_rrf.statements import recall_defaults
 from sqlite_rrf.store import Store, StoreError
 
 DIM = 16
@@ -32,7 +33,8 @@ WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu 
 def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0.6, 0.4),
                      bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25"),
                      profile="rrf", alpha=0.5, min_similarity=None, now=NOW,
-                     scope=None, kind=None, since=None, until=None, oversample=40):
+                     scope=None, kind=None, since=None, until=None, oversample=40,
+                     time_from=None, time_to=None, w_time=None):
     """The fusion of DESIGN.md and docs/profiles.md computed in Python. Only the BM25
     list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute).
     ``scope``, ``kind``, ``since``, ``until`` keep the episodes that pass them, in both
@@ -174,11 +176,16 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
             best_bm25 = min(hit_scores, default=0.0)
             bm25_frac = (0.0 if c not in bm25_score or w_b <= 0
                          else (1.0 if best_bm25 == 0 else bm25_score[c] / best_bm25))
-            rel = alpha * cos_frac + (1 - alpha) * bm25_frac
+            blend = alpha * cos_frac + (1 - alpha) * bm25_frac
+            # the query's time window (timeexpr): created in it gains w_time of relevance
+            w_t = 0.0 if time_from is None else (
+                recall_defaults()["w_time"] if w_time is None else w_time)
+            in_window = time_from is not None and time_from <= rows[c][3] < time_to
+            rel = (blend + w_t * in_window) / (1 + w_t)
             t = ((w_r * (k + 1) / (k + ranks["recency"][c])
                   + w_a * (k + 1) / (k + ranks["access"][c])) / (w_r + w_a)
                  if w_r + w_a > 0 else 0.0)
-            g = 1 - (1 - 0.02 * t) * (1 - (0.25 * rel if high else 0.0))
+            g = 1 - (1 - 0.02 * t) * (1 - (0.25 * blend if high else 0.0))
             score = rel + (1 - rel) * g
             explain = None
         else:  # convex
@@ -299,7 +306,8 @@ def test_parameters_equal_python_fusion(tmp_path, params):
 def test_defaults_are_the_designs(small_store):
     """Unbound parameters take DESIGN.md's defaults (k 60, weights 1/1/0.6/0.4,
     bm25_limit 50, pool_size 200, limit 3) and the departures' (profile 'hybrid', pool
-    'quantized', oversample 40, alpha 0.5: docs/design-departures.md)."""
+    'quantized', oversample 40, alpha 0.5: docs/design-departures.md; a time the query
+    names weighs 0.2, chosen on the LongMemEval_S dev half: docs/evaluation.md)."""
     cte = re.search(r"\nparams AS \((.*?)\n\),", read_sql("recall.sql"), re.S).group(1)
     names = set(re.findall(r":(\w+)", cte))
     cur = small_store.conn.execute(cte, dict.fromkeys(names))
@@ -307,7 +315,8 @@ def test_defaults_are_the_designs(small_store):
     assert abs(params.pop("now_ms") - time.time() * 1000) < 60_000
     assert params == dict(profile="hybrid", k=60.0, w_bm25=1.0, w_vec=1.0, w_recency=0.6,
                           w_access=0.4, bm25_limit=50, pool_size=200, pool="quantized",
-                          oversample=40, result_limit=3, alpha=0.5, min_similarity=None)
+                          oversample=40, result_limit=3, alpha=0.5, min_similarity=None,
+                          w_time=0.2, time_from=None, time_to=None)
     rng = np.random.default_rng(3)
     qvec = rng.normal(size=DIM)
     assert len(run_recall(small_store.conn, "alpha", qvec)) == 3
@@ -596,6 +605,8 @@ def profile_db(tmp_path_factory):
     dict(w=(0.0, 1.0, 0.6, 0.4)), dict(pool="all"), dict(pool_size=30),
     dict(pool="quantized", pool_size=30, oversample=2),
     dict(min_similarity=0.2), dict(alpha=0.8), dict(bm25_limit=3),
+    dict(time_from=NOW - 6 * 10**9, time_to=NOW - 3 * 10**9),
+    dict(time_from=NOW - 6 * 10**9, time_to=NOW - 3 * 10**9, w_time=0.7),
 ])
 def test_profiles_equal_python_reference(profile_db, profile, params):
     rng = np.random.default_rng(len(profile) * 7 + len(params))
@@ -870,3 +881,33 @@ def test_mmap_size_maps_the_file_and_recalls_the_same(tmp_path):
     for bad in (-1, 1.5, "big", True):
         with pytest.raises(StoreError, match="mmap_size: must be an integer"):
             Store(tmp_path / "m.db", mmap_size=bad)
+
+
+# ---- time expressions in the query (sqlite_rrf.timeexpr) ----
+
+def test_a_time_in_the_query_raises_the_episodes_of_its_window(tmp_path):
+    """Two equally good matches, one written yesterday and one a month ago: 'yesterday'
+    in the query puts yesterday's first, 'a month ago' the other; without a time, or
+    with time_expressions=False or time_weight=0, the order is the statement's usual
+    one (newer first on a tie). The window is a signal: the other match stays."""
+    day = 86_400_000
+    now = 1_700_000_000_000 - 1_700_000_000_000 % day + 15 * 3_600_000  # 15:00 UTC
+    with Store(tmp_path / "t.db") as s:
+        s.add("the plumber fixed the kitchen sink", id="old", created_at=now - 30 * day,
+              accessed_at=now - 30 * day)
+        s.add("the plumber fixed the kitchen sink", id="new", created_at=now - day,
+              accessed_at=now - day)
+        s.add("unrelated note about taxes", id="x", created_at=now - 5 * day,
+              accessed_at=now - 5 * day)
+
+        def ids(q, **kw):
+            return [h.id for h in s.recall(q, 3, now=now, touch=False, collapse=False, **kw)]
+
+        assert ids("what did the plumber fix yesterday")[:2] == ["new", "old"]
+        assert ids("what did the plumber fix a month ago")[:2] == ["old", "new"]
+        assert ids("what did the plumber fix")[:2] == ["new", "old"]
+        assert ids("what did the plumber fix a month ago", time_expressions=False)[:2] == \
+            ["new", "old"]
+        assert ids("what did the plumber fix a month ago", time_weight=0)[:2] == ["new", "old"]
+        with pytest.raises(StoreError, match="time_weight: must be a finite number >= 0"):
+            s.recall("plumber", time_weight=-1)

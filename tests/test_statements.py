@@ -43,6 +43,8 @@ def sql_defaults(profile):
 def test_defaults_read_as_text_equal_what_sqlite_computes(profile):
     want = sql_defaults(profile)
     assert want.pop("min_similarity") is None
+    # the query's time window has no default: no window
+    assert want.pop("time_from") is None and want.pop("time_to") is None
     want.pop("now_ms")
     got = recall_defaults(profile)
     assert got.pop("profile") == sql_defaults(None)["profile"]  # the default profile

@@ -166,8 +166,14 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
                   now: Optional[int] = None, *, scope: Optional[str] = None,
                   kind: Optional[str] = None, since: Optional[int] = None,
                   until: Optional[int] = None,
-                  oversample: Optional[int] = None) -> Dict[str, Any]:
-    """Validate recall options; returns the statement's bindings (None = default)."""
+                  oversample: Optional[int] = None,
+                  time_weight: Optional[float] = None) -> Dict[str, Any]:
+    """Validate recall options; returns the statement's bindings (None = default; the
+    time window ``time_from``/``time_to`` is None: the caller sets it)."""
+    if time_weight is not None and (isinstance(time_weight, bool)
+                                    or not isinstance(time_weight, (int, float))
+                                    or not math.isfinite(time_weight) or time_weight < 0):
+        raise StoreError(f"time_weight: must be a finite number >= 0, got {time_weight!r}")
     if limit is None:
         from .statements import recall_defaults
 
@@ -227,4 +233,5 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
             "scope": scope, "kind": kind, "since": since, "until": until,
             "bm25_limit": bm25_limit, "oversample": oversample,
             "w_bm25": w["bm25"], "w_vec": w["vector"],
-            "w_recency": w["recency"], "w_access": w["access"]}
+            "w_recency": w["recency"], "w_access": w["access"],
+            "w_time": time_weight, "time_from": None, "time_to": None}

@@ -28,6 +28,7 @@ from . import dedupe as _dedupe
 from . import knn
 from ._sqlite import foreign, open_connection, patience, transaction
 from ._sqlite import meta as _meta
+from .timeexpr import resolve as resolve_time
 from .checks import (IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector, blob,
                      check_dim, episode_row, has_text, recall_params, recall_query)
 from .diversify import candidates, diversify
@@ -904,7 +905,9 @@ class Store:
                since: Optional[int] = None, until: Optional[int] = None,
                oversample: Optional[int] = None, topic_gate: bool = False,
                collapse: bool = True,
-               min_relevance: Optional[float] = None) -> RecallResult:
+               min_relevance: Optional[float] = None,
+               time_expressions: bool = True,
+               time_weight: Optional[float] = None) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement of the
         chosen pool and profile (:func:`sqlite_rrf.statements.recall_statement`): BM25,
         vector similarity, recency and access fused.
@@ -922,7 +925,12 @@ class Store:
         use and importance as bounded nudges; ``'rrf'`` is DESIGN.md's four-list RRF);
         ``alpha`` weighs cosine against BM25 in ``'hybrid'`` and ``'convex'``; ``min_similarity``
         drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
-        fixes the clock for ages. ``qvec`` gives the query vector instead of the
+        fixes the clock for ages and for the query's time expressions: with
+        ``time_expressions`` (the default) a time the query names ("yesterday", "last
+        week", "in May", "two months ago": :mod:`sqlite_rrf.timeexpr`, resolved against
+        ``now``) is a window, and in profile ``'hybrid'`` the episodes created in it gain
+        ``time_weight`` of relevance (default in ``params.sql``; 0 turns it off); it is a
+        signal, never a filter. ``qvec`` gives the query vector instead of the
         embedder's. ``scope``, ``kind``, ``since`` and ``until`` (ms, on ``created_at``;
         ``since`` inclusive, ``until`` exclusive) keep only the episodes that match, in
         both lists: the BM25 list is the best of the matching rows, the vector pool the
@@ -967,7 +975,12 @@ class Store:
         min_relevance = check_min_relevance(min_relevance)
         params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
                                      alpha, min_similarity, now, scope=scope, kind=kind,
-                                     since=since, until=until, oversample=oversample)
+                                     since=since, until=until, oversample=oversample,
+                                     time_weight=time_weight)
+        if time_expressions:  # "last week", "in May": a window around now (timeexpr)
+            window = resolve_time(query, now_ms() if now is None else now)
+            if window is not None:
+                params["time_from"], params["time_to"] = window.start, window.end
         qblob = None
         qarr = None
         if qvec is not None:

@@ -31,6 +31,7 @@ scored AS MATERIALIZED (
 --    a list = NULL).
 ranked AS MATERIALIZED (
   SELECT rowid, similarity, bm25_score, bm25_rank, age_days, access_count, importance,
+         created_at,
          CASE WHEN similarity IS NOT NULL THEN
            dense_rank() OVER (PARTITION BY similarity IS NULL ORDER BY similarity DESC)
          END AS vec_rank,

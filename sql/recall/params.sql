@@ -1,6 +1,8 @@
 -- 0. Parameters with their defaults: the one place the defaults are written
 --    (sqlite-rrf's Python reads them from here). k's default depends on the
---    profile: 30 for 'decay', else 60.
+--    profile: 30 for 'decay', else 60. time_from/time_to (ms, no default) is the
+--    window a time expression of the query names (sqlite_rrf.timeexpr; NULL: none),
+--    w_time its weight in 'hybrid'.
 params AS (
   SELECT coalesce(:profile, 'hybrid')    AS profile,
          coalesce(:k, CASE :profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k,
@@ -14,6 +16,9 @@ params AS (
          coalesce(:oversample, 40)       AS oversample,
          coalesce(:limit, 3)             AS result_limit,
          coalesce(:alpha, 0.5)           AS alpha,
+         coalesce(:w_time, 0.2)          AS w_time,
+         :time_from                      AS time_from,
+         :time_to                        AS time_to,
          :min_similarity                 AS min_similarity,
          coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 )

@@ -61,6 +61,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "~/.cache/sqlite-rrf/embeddings.sqlite)")
     p.add_argument("--limit", metavar="N", type=int, default=None,
                    help="LongMemEval: only the first N questions")
+    p.add_argument("--unit", choices=("session", "turn"), default="session",
+                   help="LongMemEval: one episode per session (default) or per user turn")
     p.set_defaults(func=run_cli)
     return p
 
@@ -159,7 +161,8 @@ def _run_longmemeval(args: argparse.Namespace, progress: bool) -> int:
         limit = getattr(args, "limit", None)
         if limit is not None and limit < 1:
             raise ValueError(f"--limit: must be >= 1, got {limit}")
-        res = evaluate_longmemeval(args.data_dir, runs=runs,
+        res = evaluate_longmemeval(args.data_dir, unit=getattr(args, "unit", "session"),
+                                   runs=runs,
                                    run_params=_parse_sets(getattr(args, "set_params", None)),
                                    limit=limit, cache_path=getattr(args, "cache", None),
                                    model_path=getattr(args, "model", None), progress=progress)
