@@ -879,7 +879,7 @@ SHELL = shutil.which("sqlite3") or ("/usr/bin/sqlite3" if os.path.exists("/usr/b
 RISER = "quokka"  # in no text of VOCAB: only the rise and fall ops write it
 FRESH_BUILD = ("DROP TABLE IF EXISTS temp.fresh_fts; CREATE VIRTUAL TABLE temp.fresh_fts USING "
                "fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.fresh_fts(rowid, "
-               "content) SELECT rowid, content FROM main.episodes;")
+               "content) SELECT rowid, content FROM main.episodes_fts;")  # its content source's rows
 FN_OR_TOP = ("SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM episodes_fts "
              "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') LIMIT 1")
 FN_OR = ("SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM "

@@ -132,12 +132,13 @@ FTS_CHECK = "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-chec
 #: of every word (fts5_query(query)), best first, ties by rowid.
 BM25_REF = ("SELECT rowid, bm25({t}) AS s FROM {t} WHERE {t} MATCH "
             "coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2")
-#: The second index of (c'): built at each checkpoint from the rows of episodes, as a
-#: new index is (one segment, no delete ever written to it).
+#: The second index of (b'): built at each checkpoint from the rows the live index reads
+#: its text from (a scan of the external-content table episodes_fts reads its content
+#: source), as a new index is built (one segment, no delete ever written to it).
 FRESH = "episodes_fts_fresh"
 FRESH_BUILD = (f"DROP TABLE IF EXISTS temp.{FRESH}; CREATE VIRTUAL TABLE temp.{FRESH} USING "
                f"fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.{FRESH}(rowid, "
-               "content) SELECT rowid, content FROM main.episodes;")
+               "content) SELECT rowid, content FROM main.episodes_fts;")
 #: The terms in at least half of the rows now: the words FTS5 gives its IDF floor.
 STOP_NOW = ("SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
             "WHERE 2 * doc >= (SELECT count(*) FROM episodes)")
@@ -282,6 +283,7 @@ class Churn:
             self.docs, self.claims = load_scifact(args.scifact)
         self.cte, self.cte_params = bm25_cte()
         self.stop_now = ""            # per checkpoint: the terms in half of the rows or more
+        self.fresh_ready = False      # the fresh index of this moment is built
         self.ops: Counter = Counter()       # "client:kind" -> operations
         self.rows: Counter = Counter()      # "client:kind" -> episodes written or removed
         self.failures: List[str] = []
@@ -740,8 +742,18 @@ class Churn:
 
     def check_paths(self, q: str, n: int) -> None:
         """(b') every path of the BM25 list against bm25() on the live index, row for row and
-        bit for bit, and that against a freshly built index of the same rows (c')."""
+        bit for bit, and that against a freshly built index of the same rows."""
         conn = self.store.conn
+        if not self.fresh_ready:  # called on its own (not from a checkpoint): the index now
+            self.fresh_ready = True
+            try:
+                conn.execute(FRESH_BUILD)
+                self.stop_now = conn.execute(STOP_NOW).fetchone()[0]
+                self.check_paths(q, n)
+            finally:
+                conn.execute(f"DROP TABLE IF EXISTS temp.{FRESH}")
+                self.fresh_ready = False
+            return
         want = [tuple(r) for r in conn.execute(BM25_REF.format(t="episodes_fts"), (q, n))]
         fresh = [tuple(r) for r in conn.execute(BM25_REF.format(t=FRESH), (q, n))]
         self.checked["bm25_fresh_queries"] += 1
@@ -904,6 +916,7 @@ class Churn:
         self.check_model()
         conn.execute(FRESH_BUILD)
         self.stop_now = conn.execute(STOP_NOW).fetchone()[0]
+        self.fresh_ready = True
         for i, q in enumerate(self.bm25_queries()):
             n = (50, 10, 200)[i % 3] if i >= 6 else 50
             try:
@@ -919,6 +932,7 @@ class Churn:
             self.miss("bm25_error", f"after {done} ops, the crossing probe: "
                       f"{type(e).__name__}: {e}")
         conn.execute(f"DROP TABLE IF EXISTS temp.{FRESH}")
+        self.fresh_ready = False
         for i in range(self.args.ref_queries):
             qvec = self.nrng.standard_normal(DIM).astype("<f4")
             q, pool = self.query(), ("recent", "all")[i % 2]
