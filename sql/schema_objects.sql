@@ -3,7 +3,7 @@
 -- (do not edit; tests/test_doctor.py checks it is current). Opening a Store
 -- compares a database's sqlite_master with these rows (sqlite_rrf.doctor);
 -- when the migrations differ from the digest below it builds them instead.
--- migrations: f5fa5fb1d0ae6c6d29c7534c1627f1df3ada5b87db001f8fa13666ca6e7a5776
+-- migrations: cba7266fb597f23f401e2c122d10850c8eb991673d34a9d0ba8999e1a6985893
 INSERT INTO expected(type, name, tbl_name, sql) VALUES
 ('table', 'episodes', 'episodes', 'CREATE TABLE "episodes" (
   rowid        INTEGER PRIMARY KEY,
@@ -23,7 +23,8 @@ INSERT INTO expected(type, name, tbl_name, sql) VALUES
   depth          REAL CHECK (depth          IS NULL OR depth          >= 0),
   session_spread REAL CHECK (session_spread IS NULL OR session_spread >= 0),
   stability      REAL CHECK (stability      IS NULL OR stability      >= 0)
-, scope TEXT NOT NULL DEFAULT '''' CHECK (typeof(scope) = ''text''))'),
+, scope TEXT NOT NULL DEFAULT '''' CHECK (typeof(scope) = ''text''), content_key BLOB
+  CHECK (content_key IS NULL OR (typeof(content_key) = ''blob'' AND length(content_key) = 16)))'),
 ('table', 'episodes_code_blocks', 'episodes_code_blocks', 'CREATE TABLE episodes_code_blocks (
   block  INTEGER PRIMARY KEY,
   n      INTEGER NOT NULL,
@@ -122,6 +123,12 @@ BEGIN
   UPDATE episodes_codes SET code = NULL WHERE rowid = NEW.rowid AND code IS NOT NULL;
   SELECT RAISE(IGNORE);
 END'),
+('trigger', 'episodes_content_key_stale', 'episodes', 'CREATE TRIGGER episodes_content_key_stale AFTER UPDATE OF content ON episodes
+WHEN NEW.content IS NOT OLD.content AND NEW.content_key IS NOT NULL
+ AND NEW.content_key IS OLD.content_key
+BEGIN
+  UPDATE episodes SET content_key = NULL WHERE rowid = NEW.rowid;
+END'),
 ('trigger', 'episodes_displace_insert', 'episodes', 'CREATE TRIGGER episodes_displace_insert BEFORE INSERT ON episodes BEGIN
   DELETE FROM episodes_displaced;
   -- NEW.rowid is -1 when the statement gives none: then only id can collide
@@ -181,7 +188,7 @@ BEGIN
 END'),
 ('table', 'episodes_fts', 'episodes_fts', 'CREATE VIRTUAL TABLE episodes_fts USING fts5(
   content,
-  content = ''episodes'',
+  content = ''episodes_fts_text'',
   content_rowid = ''rowid'',
   tokenize = ''porter unicode61''
 )'),
@@ -189,13 +196,47 @@ END'),
 ('table', 'episodes_fts_data', 'episodes_fts_data', 'CREATE TABLE ''episodes_fts_data''(id INTEGER PRIMARY KEY, block BLOB)'),
 ('trigger', 'episodes_fts_delete', 'episodes', 'CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
-    VALUES (''delete'', OLD.rowid, OLD.content);
+    VALUES (''delete'', OLD.rowid,
+    CASE WHEN OLD.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+      (SELECT group_concat(p, '''') FROM (
+         SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
+                     WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
+                     WHEN substr(c.w, j.i + 1, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN ''''
+                     ELSE '' '' || substr(c.w, j.i + 2, 1) || '' '' END AS p
+         FROM (SELECT k.i AS k, CASE WHEN k.i = 0 THEN '' '' || substr(OLD.content, 1, 257)
+                                     ELSE substr(OLD.content, k.i * 256, 258) END AS w
+               FROM rrf_seq256 AS k WHERE k.i <= (length(OLD.content) - 1) / 256 LIMIT 256) AS c
+              CROSS JOIN rrf_seq256 AS j
+         WHERE j.i < length(OLD.content) - c.k * 256
+         ORDER BY c.k, j.i))
+      || CASE WHEN length(OLD.content) > 65536 THEN '' '' || substr(OLD.content, 65537) ELSE '''' END
+      || coalesce('' '' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
+                                            length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
+                                     AS TEXT), ''''), '''')
+    ELSE OLD.content END);
   DELETE FROM episodes_displaced WHERE rowid = OLD.rowid;
 END'),
 ('trigger', 'episodes_fts_displaced', 'episodes_displaced', 'CREATE TRIGGER episodes_fts_displaced
 AFTER UPDATE OF gone ON episodes_displaced BEGIN
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
-    VALUES (''delete'', OLD.rowid, OLD.content);
+    VALUES (''delete'', OLD.rowid,
+    CASE WHEN OLD.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+      (SELECT group_concat(p, '''') FROM (
+         SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
+                     WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
+                     WHEN substr(c.w, j.i + 1, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN ''''
+                     ELSE '' '' || substr(c.w, j.i + 2, 1) || '' '' END AS p
+         FROM (SELECT k.i AS k, CASE WHEN k.i = 0 THEN '' '' || substr(OLD.content, 1, 257)
+                                     ELSE substr(OLD.content, k.i * 256, 258) END AS w
+               FROM rrf_seq256 AS k WHERE k.i <= (length(OLD.content) - 1) / 256 LIMIT 256) AS c
+              CROSS JOIN rrf_seq256 AS j
+         WHERE j.i < length(OLD.content) - c.k * 256
+         ORDER BY c.k, j.i))
+      || CASE WHEN length(OLD.content) > 65536 THEN '' '' || substr(OLD.content, 65537) ELSE '''' END
+      || coalesce('' '' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
+                                            length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
+                                     AS TEXT), ''''), '''')
+    ELSE OLD.content END);
 END'),
 ('table', 'episodes_fts_docsize', 'episodes_fts_docsize', 'CREATE TABLE ''episodes_fts_docsize''(id INTEGER PRIMARY KEY, sz BLOB)'),
 ('table', 'episodes_fts_idx', 'episodes_fts_idx', 'CREATE TABLE ''episodes_fts_idx''(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID'),
@@ -205,8 +246,46 @@ END'),
    WHERE rowid = NEW.rowid
       OR NOT EXISTS (SELECT 1 FROM episodes AS e WHERE e.rowid = episodes_displaced.rowid);
   DELETE FROM episodes_displaced;
-  INSERT INTO episodes_fts(rowid, content) VALUES (NEW.rowid, NEW.content);
+  INSERT INTO episodes_fts(rowid, content)
+    VALUES (NEW.rowid,
+    CASE WHEN NEW.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+      (SELECT group_concat(p, '''') FROM (
+         SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
+                     WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
+                     WHEN substr(c.w, j.i + 1, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN ''''
+                     ELSE '' '' || substr(c.w, j.i + 2, 1) || '' '' END AS p
+         FROM (SELECT k.i AS k, CASE WHEN k.i = 0 THEN '' '' || substr(NEW.content, 1, 257)
+                                     ELSE substr(NEW.content, k.i * 256, 258) END AS w
+               FROM rrf_seq256 AS k WHERE k.i <= (length(NEW.content) - 1) / 256 LIMIT 256) AS c
+              CROSS JOIN rrf_seq256 AS j
+         WHERE j.i < length(NEW.content) - c.k * 256
+         ORDER BY c.k, j.i))
+      || CASE WHEN length(NEW.content) > 65536 THEN '' '' || substr(NEW.content, 65537) ELSE '''' END
+      || coalesce('' '' || nullif(CAST(substr(CAST(NEW.content AS BLOB),
+                                            length(CAST(substr(NEW.content, 1, length(NEW.content)) AS BLOB)) + 1)
+                                     AS TEXT), ''''), '''')
+    ELSE NEW.content END);
 END'),
+('view', 'episodes_fts_text', 'episodes_fts_text', 'CREATE VIEW episodes_fts_text(rowid, content) AS
+SELECT rowid,
+  CASE WHEN content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+    (SELECT group_concat(p, '''') FROM (
+       SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
+                   WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
+                   WHEN substr(c.w, j.i + 1, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN ''''
+                   ELSE '' '' || substr(c.w, j.i + 2, 1) || '' '' END AS p
+       FROM (SELECT k.i AS k, CASE WHEN k.i = 0 THEN '' '' || substr(content, 1, 257)
+                                   ELSE substr(content, k.i * 256, 258) END AS w
+             FROM rrf_seq256 AS k WHERE k.i <= (length(content) - 1) / 256 LIMIT 256) AS c
+            CROSS JOIN rrf_seq256 AS j
+       WHERE j.i < length(content) - c.k * 256
+       ORDER BY c.k, j.i))
+    || CASE WHEN length(content) > 65536 THEN '' '' || substr(content, 65537) ELSE '''' END
+    || coalesce('' '' || nullif(CAST(substr(CAST(content AS BLOB),
+                                          length(CAST(substr(content, 1, length(content)) AS BLOB)) + 1)
+                                   AS TEXT), ''''), '''')
+  ELSE content END AS content
+FROM episodes'),
 ('trigger', 'episodes_fts_update', 'episodes', 'CREATE TRIGGER episodes_fts_update AFTER UPDATE ON episodes
 WHEN NEW.rowid IS NOT OLD.rowid OR NEW.id IS NOT OLD.id OR NEW.content IS NOT OLD.content
 BEGIN
@@ -215,10 +294,44 @@ BEGIN
       OR NOT EXISTS (SELECT 1 FROM episodes AS e WHERE e.rowid = episodes_displaced.rowid);
   DELETE FROM episodes_displaced;
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
-    SELECT ''delete'', OLD.rowid, OLD.content
+    SELECT ''delete'', OLD.rowid,
+    CASE WHEN OLD.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+      (SELECT group_concat(p, '''') FROM (
+         SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
+                     WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
+                     WHEN substr(c.w, j.i + 1, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN ''''
+                     ELSE '' '' || substr(c.w, j.i + 2, 1) || '' '' END AS p
+         FROM (SELECT k.i AS k, CASE WHEN k.i = 0 THEN '' '' || substr(OLD.content, 1, 257)
+                                     ELSE substr(OLD.content, k.i * 256, 258) END AS w
+               FROM rrf_seq256 AS k WHERE k.i <= (length(OLD.content) - 1) / 256 LIMIT 256) AS c
+              CROSS JOIN rrf_seq256 AS j
+         WHERE j.i < length(OLD.content) - c.k * 256
+         ORDER BY c.k, j.i))
+      || CASE WHEN length(OLD.content) > 65536 THEN '' '' || substr(OLD.content, 65537) ELSE '''' END
+      || coalesce('' '' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
+                                            length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
+                                     AS TEXT), ''''), '''')
+    ELSE OLD.content END
      WHERE NEW.rowid IS NOT OLD.rowid OR NEW.content IS NOT OLD.content;
   INSERT INTO episodes_fts(rowid, content)
-    SELECT NEW.rowid, NEW.content
+    SELECT NEW.rowid,
+    CASE WHEN NEW.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+      (SELECT group_concat(p, '''') FROM (
+         SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
+                     WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
+                     WHEN substr(c.w, j.i + 1, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN ''''
+                     ELSE '' '' || substr(c.w, j.i + 2, 1) || '' '' END AS p
+         FROM (SELECT k.i AS k, CASE WHEN k.i = 0 THEN '' '' || substr(NEW.content, 1, 257)
+                                     ELSE substr(NEW.content, k.i * 256, 258) END AS w
+               FROM rrf_seq256 AS k WHERE k.i <= (length(NEW.content) - 1) / 256 LIMIT 256) AS c
+              CROSS JOIN rrf_seq256 AS j
+         WHERE j.i < length(NEW.content) - c.k * 256
+         ORDER BY c.k, j.i))
+      || CASE WHEN length(NEW.content) > 65536 THEN '' '' || substr(NEW.content, 65537) ELSE '''' END
+      || coalesce('' '' || nullif(CAST(substr(CAST(NEW.content AS BLOB),
+                                            length(CAST(substr(NEW.content, 1, length(NEW.content)) AS BLOB)) + 1)
+                                     AS TEXT), ''''), '''')
+    ELSE NEW.content END
      WHERE NEW.rowid IS NOT OLD.rowid OR NEW.content IS NOT OLD.content;
 END'),
 ('table', 'episodes_fts_vocab', 'episodes_fts_vocab', 'CREATE VIRTUAL TABLE episodes_fts_vocab USING fts5vocab(episodes_fts, row)'),
@@ -282,6 +395,7 @@ END'),
 ('index', 'idx_episodes_codes_loose', 'episodes_codes', 'CREATE INDEX idx_episodes_codes_loose ON episodes_codes(code)
   WHERE block IS NULL AND code IS NOT NULL'),
 ('index', 'idx_episodes_codes_pending', 'episodes_codes', 'CREATE INDEX idx_episodes_codes_pending ON episodes_codes(code) WHERE code IS NULL'),
+('index', 'idx_episodes_content_key', 'episodes', 'CREATE INDEX idx_episodes_content_key ON episodes(content_key, scope)'),
 ('index', 'idx_episodes_filters', 'episodes', 'CREATE INDEX idx_episodes_filters ON episodes(rowid, scope, kind, created_at)'),
 ('index', 'idx_episodes_scope_accessed_at', 'episodes', 'CREATE INDEX idx_episodes_scope_accessed_at
   ON episodes(scope, accessed_at DESC) WHERE embedding IS NOT NULL'),
@@ -289,6 +403,9 @@ END'),
   key   TEXT PRIMARY KEY,
   value ANY
 ) WITHOUT ROWID'),
+('view', 'rrf_seq16', 'rrf_seq16', 'CREATE VIEW rrf_seq16(i) AS
+  VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9), (10), (11), (12), (13), (14), (15)'),
+('view', 'rrf_seq256', 'rrf_seq256', 'CREATE VIEW rrf_seq256(i) AS SELECT a.i * 16 + b.i FROM rrf_seq16 AS a, rrf_seq16 AS b'),
 ('table', 'schema_migrations', 'schema_migrations', 'CREATE TABLE schema_migrations (
   version    INTEGER PRIMARY KEY,
   name       TEXT    NOT NULL,
