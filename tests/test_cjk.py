@@ -501,3 +501,45 @@ def test_migration_keeps_english_exact_and_segments_the_rest(tmp_path):
     assert want and set(match(conn, conn.execute("SELECT fts5_query('パスワード', 'and')")
                                    .fetchall()[0][0])) >= want
     fresh_index_agrees(conn, ["パスワード", "cat", "the 17", "备份"])
+
+
+# ---------------------------------------------------------------- a multilingual model by name
+
+#: the multilingual model docs/languages.md suggests, named as the docs name it
+MULTILINGUAL = "hf:hdrrayan/multilingual-e5-small-gguf/multilingual-e5-small-f16.gguf"
+
+
+def test_a_model_named_hf_embeds_and_recalls_cjk(tmp_path):
+    """The naming path of a multilingual model (--model hf:ORG/REPO/FILE.gguf), with the
+    local GGUF file standing in for its download (no network here): the CLI embeds
+    Japanese and Chinese memories with it, remembers the name, and recalls by vector and
+    keyword."""
+    from conftest import SHARED_MODEL, embedding_model, fill_hf_cache
+
+    if embedding_model() is None:
+        pytest.skip("needs the embedding model and llama-cpp-python")
+    pytest.importorskip("huggingface_hub")
+    cache = tmp_path / "cache"
+    fill_hf_cache(cache, MULTILINGUAL, SHARED_MODEL)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache))
+    env.pop("SQLITE_RRF_MODEL", None)
+    db = str(tmp_path / "m.db")
+    exe = [os.path.join(os.path.dirname(os.path.realpath(os.sys.executable)), "sqlite-rrf")]
+    if not os.path.exists(exe[0]):
+        exe = [os.sys.executable, "-m", "sqlite_rrf"]
+
+    def cli(*args: str) -> str:
+        r = subprocess.run([*exe, *args], capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    cli("add", db, "--model", MULTILINGUAL, "Postgresの認証情報はVaultに保存されています")
+    cli("add", db, "--model", MULTILINGUAL, "每天晚上备份数据库")
+    out = cli("recall", db, "--model", MULTILINGUAL, "备份")
+    assert "每天晚上备份数据库" in out.split("\n")[1] and "vector #" in out
+    with Store(db, readonly=True) as s:
+        remembered = s.conn.execute(
+            "SELECT value FROM rrf_meta WHERE key = 'embedding_model'").fetchall()
+        assert remembered and MULTILINGUAL in str(remembered[0][0])
+        assert s.conn.execute("SELECT count(*) FROM episodes WHERE embedding IS NOT NULL"
+                              ).fetchall() == [(2,)]

@@ -37,6 +37,12 @@
 -- group_concat has no ORDER BY before SQLite 3.44; it concatenates in the order
 -- of the ordered subquery it reads (SQLite keeps a subquery's ORDER BY under an
 -- aggregate), which tests/test_cjk.py checks on SQLite 3.40 and the bundled one.
+-- Text without a CJK character is its own segmentation; it is recognised cheaply
+-- (FTS5 reads a row's text through the view, e.g. for rrf_bm25_or_top): ASCII
+-- text by its length in characters and in bytes (1 us for 1,500 characters), other
+-- text by a GLOB with two ranges that hold every CJK character (U+0E00-1FFF,
+-- U+2E80-3FFFD; not the punctuation of U+2000-2BFF), before the GLOB of the exact
+-- class (16 ranges: ~90 ns a character).
 
 -- 0..255 without a table (a view cannot lose rows)
 CREATE VIEW rrf_seq16(i) AS
@@ -46,7 +52,9 @@ CREATE VIEW rrf_seq256(i) AS SELECT a.i * 16 + b.i FROM rrf_seq16 AS a, rrf_seq1
 -- what the index holds for each episode
 CREATE VIEW episodes_fts_text(rowid, content) AS
 SELECT rowid,
-  CASE WHEN content GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN
+  CASE WHEN length(content) = length(CAST(content AS BLOB))
+         OR content NOT GLOB '*[฀-῿⺀-𿿽]*'
+         OR content NOT GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN content ELSE
     (SELECT group_concat(p, '') FROM (
        SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN substr(c.w, j.i + 2, 1)
                    WHEN substr(c.w, j.i + 3, 1) GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN ' ' || substr(c.w, j.i + 2, 2) || ' '
@@ -62,7 +70,7 @@ SELECT rowid,
     || coalesce(' ' || nullif(CAST(substr(CAST(content AS BLOB),
                                           length(CAST(substr(content, 1, length(content)) AS BLOB)) + 1)
                                    AS TEXT), ''), '')
-  ELSE content END AS content
+  END AS content
 FROM episodes;
 
 DROP TRIGGER episodes_fts_insert;
@@ -90,7 +98,9 @@ CREATE TRIGGER episodes_fts_displaced
 AFTER UPDATE OF gone ON episodes_displaced BEGIN
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
     VALUES ('delete', OLD.rowid,
-    CASE WHEN OLD.content GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN
+    CASE WHEN length(OLD.content) = length(CAST(OLD.content AS BLOB))
+           OR OLD.content NOT GLOB '*[฀-῿⺀-𿿽]*'
+           OR OLD.content NOT GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN OLD.content ELSE
       (SELECT group_concat(p, '') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN ' ' || substr(c.w, j.i + 2, 2) || ' '
@@ -106,7 +116,7 @@ AFTER UPDATE OF gone ON episodes_displaced BEGIN
       || coalesce(' ' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
                                             length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
                                      AS TEXT), ''), '')
-    ELSE OLD.content END);
+    END);
 END;
 
 CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
@@ -117,7 +127,9 @@ CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
   DELETE FROM episodes_displaced;
   INSERT INTO episodes_fts(rowid, content)
     VALUES (NEW.rowid,
-    CASE WHEN NEW.content GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN
+    CASE WHEN length(NEW.content) = length(CAST(NEW.content AS BLOB))
+           OR NEW.content NOT GLOB '*[฀-῿⺀-𿿽]*'
+           OR NEW.content NOT GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN NEW.content ELSE
       (SELECT group_concat(p, '') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN ' ' || substr(c.w, j.i + 2, 2) || ' '
@@ -133,7 +145,7 @@ CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
       || coalesce(' ' || nullif(CAST(substr(CAST(NEW.content AS BLOB),
                                             length(CAST(substr(NEW.content, 1, length(NEW.content)) AS BLOB)) + 1)
                                      AS TEXT), ''), '')
-    ELSE NEW.content END);
+    END);
 END;
 
 CREATE TRIGGER episodes_fts_update AFTER UPDATE ON episodes
@@ -145,7 +157,9 @@ BEGIN
   DELETE FROM episodes_displaced;
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
     SELECT 'delete', OLD.rowid,
-    CASE WHEN OLD.content GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN
+    CASE WHEN length(OLD.content) = length(CAST(OLD.content AS BLOB))
+           OR OLD.content NOT GLOB '*[฀-῿⺀-𿿽]*'
+           OR OLD.content NOT GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN OLD.content ELSE
       (SELECT group_concat(p, '') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN ' ' || substr(c.w, j.i + 2, 2) || ' '
@@ -161,11 +175,13 @@ BEGIN
       || coalesce(' ' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
                                             length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
                                      AS TEXT), ''), '')
-    ELSE OLD.content END
+    END
      WHERE NEW.rowid IS NOT OLD.rowid OR NEW.content IS NOT OLD.content;
   INSERT INTO episodes_fts(rowid, content)
     SELECT NEW.rowid,
-    CASE WHEN NEW.content GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN
+    CASE WHEN length(NEW.content) = length(CAST(NEW.content AS BLOB))
+           OR NEW.content NOT GLOB '*[฀-῿⺀-𿿽]*'
+           OR NEW.content NOT GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN NEW.content ELSE
       (SELECT group_concat(p, '') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN ' ' || substr(c.w, j.i + 2, 2) || ' '
@@ -181,14 +197,16 @@ BEGIN
       || coalesce(' ' || nullif(CAST(substr(CAST(NEW.content AS BLOB),
                                             length(CAST(substr(NEW.content, 1, length(NEW.content)) AS BLOB)) + 1)
                                      AS TEXT), ''), '')
-    ELSE NEW.content END
+    END
      WHERE NEW.rowid IS NOT OLD.rowid OR NEW.content IS NOT OLD.content;
 END;
 
 CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
     VALUES ('delete', OLD.rowid,
-    CASE WHEN OLD.content GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN
+    CASE WHEN length(OLD.content) = length(CAST(OLD.content AS BLOB))
+           OR OLD.content NOT GLOB '*[฀-῿⺀-𿿽]*'
+           OR OLD.content NOT GLOB '*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*' THEN OLD.content ELSE
       (SELECT group_concat(p, '') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB '[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]' THEN ' ' || substr(c.w, j.i + 2, 2) || ' '
@@ -204,7 +222,7 @@ CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
       || coalesce(' ' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
                                             length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
                                      AS TEXT), ''), '')
-    ELSE OLD.content END);
+    END);
   DELETE FROM episodes_displaced WHERE rowid = OLD.rowid;
 END;
 
