@@ -49,8 +49,9 @@ def db(template, tmp_path):
 
 
 def top(store: Store, v: np.ndarray, pool: str, limit: int = 10) -> list:
+    # the ranking itself: no diversification, which may put a newer near-tie first
     res = store.recall("zzzz", limit, qvec=v, pool=pool, weights=(0, 1, 0, 0), profile="rrf",
-                       touch=False)
+                       touch=False, collapse=False)
     return [h.rowid for h in res]
 
 
@@ -236,7 +237,7 @@ def test_a_dropped_knn_trigger_is_recreated_and_the_index_resynced(db):
     with Store(str(db)) as s:
         assert s.schema_warnings == []
         res = s.recall("zzzz", 1, qvec=v, pool="knn", weights=(0, 1, 0, 0), profile="rrf",
-                       touch=False)
+                       collapse=False, touch=False)
         assert [h.id for h in res] == ["k1"]
     check_consistent(plain(db, vec=True))
 
