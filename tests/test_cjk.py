@@ -543,3 +543,36 @@ def test_a_model_named_hf_embeds_and_recalls_cjk(tmp_path):
         assert remembered and MULTILINGUAL in str(remembered[0][0])
         assert s.conn.execute("SELECT count(*) FROM episodes WHERE embedding IS NOT NULL"
                               ).fetchall() == [(2,)]
+
+
+def test_a_long_migration_says_how_long_on_a_terminal(monkeypatch):
+    """migrate() reports a running migration on a terminal's stderr (every
+    PROGRESS_EVERY_S seconds; 0 here so that every progress callback reports)."""
+    import io
+
+    from sqlite_rrf import migrations as mig
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    conn = apsw.Connection(":memory:")
+    sqlite_rrf.load(conn)
+    migrate(conn, [m for m in available() if m.version < 11])
+    with conn:
+        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
+                         [(f"e{i}", f"memory {i} パスワード{i}") for i in range(3000)])
+    err = Tty()
+    monkeypatch.setattr(mig, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(mig.sys, "stderr", err)
+    assert migrate(conn) == [11]
+    lines = err.getvalue().splitlines()
+    assert lines and all(line.startswith("sqlite-rrf: migration 0011_every_script: ")
+                         for line in lines)
+    assert lines[-1].endswith(" s") and "done in" in lines[-1]
+    # not a terminal: nothing is printed
+    quiet = io.StringIO()
+    monkeypatch.setattr(mig.sys, "stderr", quiet)
+    conn2 = apsw.Connection(":memory:")
+    migrate(conn2)
+    assert quiet.getvalue() == ""
