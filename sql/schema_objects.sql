@@ -3,7 +3,7 @@
 -- (do not edit; tests/test_doctor.py checks it is current). Opening a Store
 -- compares a database's sqlite_master with these rows (sqlite_rrf.doctor);
 -- when the migrations differ from the digest below it builds them instead.
--- migrations: cba7266fb597f23f401e2c122d10850c8eb991673d34a9d0ba8999e1a6985893
+-- migrations: 124bebf518afdaf9772e16273db194d8fd88db12a03ab21d5049238af2be3e29
 INSERT INTO expected(type, name, tbl_name, sql) VALUES
 ('table', 'episodes', 'episodes', 'CREATE TABLE "episodes" (
   rowid        INTEGER PRIMARY KEY,
@@ -197,7 +197,9 @@ END'),
 ('trigger', 'episodes_fts_delete', 'episodes', 'CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
     VALUES (''delete'', OLD.rowid,
-    CASE WHEN OLD.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+    CASE WHEN length(OLD.content) = length(CAST(OLD.content AS BLOB))
+           OR OLD.content NOT GLOB ''*[฀-῿⺀-𿿽]*''
+           OR OLD.content NOT GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN OLD.content ELSE
       (SELECT group_concat(p, '''') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
@@ -213,14 +215,16 @@ END'),
       || coalesce('' '' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
                                             length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
                                      AS TEXT), ''''), '''')
-    ELSE OLD.content END);
+    END);
   DELETE FROM episodes_displaced WHERE rowid = OLD.rowid;
 END'),
 ('trigger', 'episodes_fts_displaced', 'episodes_displaced', 'CREATE TRIGGER episodes_fts_displaced
 AFTER UPDATE OF gone ON episodes_displaced BEGIN
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
     VALUES (''delete'', OLD.rowid,
-    CASE WHEN OLD.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+    CASE WHEN length(OLD.content) = length(CAST(OLD.content AS BLOB))
+           OR OLD.content NOT GLOB ''*[฀-῿⺀-𿿽]*''
+           OR OLD.content NOT GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN OLD.content ELSE
       (SELECT group_concat(p, '''') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
@@ -236,7 +240,7 @@ AFTER UPDATE OF gone ON episodes_displaced BEGIN
       || coalesce('' '' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
                                             length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
                                      AS TEXT), ''''), '''')
-    ELSE OLD.content END);
+    END);
 END'),
 ('table', 'episodes_fts_docsize', 'episodes_fts_docsize', 'CREATE TABLE ''episodes_fts_docsize''(id INTEGER PRIMARY KEY, sz BLOB)'),
 ('table', 'episodes_fts_idx', 'episodes_fts_idx', 'CREATE TABLE ''episodes_fts_idx''(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID'),
@@ -248,7 +252,9 @@ END'),
   DELETE FROM episodes_displaced;
   INSERT INTO episodes_fts(rowid, content)
     VALUES (NEW.rowid,
-    CASE WHEN NEW.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+    CASE WHEN length(NEW.content) = length(CAST(NEW.content AS BLOB))
+           OR NEW.content NOT GLOB ''*[฀-῿⺀-𿿽]*''
+           OR NEW.content NOT GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN NEW.content ELSE
       (SELECT group_concat(p, '''') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
@@ -264,11 +270,13 @@ END'),
       || coalesce('' '' || nullif(CAST(substr(CAST(NEW.content AS BLOB),
                                             length(CAST(substr(NEW.content, 1, length(NEW.content)) AS BLOB)) + 1)
                                      AS TEXT), ''''), '''')
-    ELSE NEW.content END);
+    END);
 END'),
 ('view', 'episodes_fts_text', 'episodes_fts_text', 'CREATE VIEW episodes_fts_text(rowid, content) AS
 SELECT rowid,
-  CASE WHEN content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+  CASE WHEN length(content) = length(CAST(content AS BLOB))
+         OR content NOT GLOB ''*[฀-῿⺀-𿿽]*''
+         OR content NOT GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN content ELSE
     (SELECT group_concat(p, '''') FROM (
        SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
                    WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
@@ -284,7 +292,7 @@ SELECT rowid,
     || coalesce('' '' || nullif(CAST(substr(CAST(content AS BLOB),
                                           length(CAST(substr(content, 1, length(content)) AS BLOB)) + 1)
                                    AS TEXT), ''''), '''')
-  ELSE content END AS content
+  END AS content
 FROM episodes'),
 ('trigger', 'episodes_fts_update', 'episodes', 'CREATE TRIGGER episodes_fts_update AFTER UPDATE ON episodes
 WHEN NEW.rowid IS NOT OLD.rowid OR NEW.id IS NOT OLD.id OR NEW.content IS NOT OLD.content
@@ -295,7 +303,9 @@ BEGIN
   DELETE FROM episodes_displaced;
   INSERT INTO episodes_fts(episodes_fts, rowid, content)
     SELECT ''delete'', OLD.rowid,
-    CASE WHEN OLD.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+    CASE WHEN length(OLD.content) = length(CAST(OLD.content AS BLOB))
+           OR OLD.content NOT GLOB ''*[฀-῿⺀-𿿽]*''
+           OR OLD.content NOT GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN OLD.content ELSE
       (SELECT group_concat(p, '''') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
@@ -311,11 +321,13 @@ BEGIN
       || coalesce('' '' || nullif(CAST(substr(CAST(OLD.content AS BLOB),
                                             length(CAST(substr(OLD.content, 1, length(OLD.content)) AS BLOB)) + 1)
                                      AS TEXT), ''''), '''')
-    ELSE OLD.content END
+    END
      WHERE NEW.rowid IS NOT OLD.rowid OR NEW.content IS NOT OLD.content;
   INSERT INTO episodes_fts(rowid, content)
     SELECT NEW.rowid,
-    CASE WHEN NEW.content GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN
+    CASE WHEN length(NEW.content) = length(CAST(NEW.content AS BLOB))
+           OR NEW.content NOT GLOB ''*[฀-῿⺀-𿿽]*''
+           OR NEW.content NOT GLOB ''*[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]*'' THEN NEW.content ELSE
       (SELECT group_concat(p, '''') FROM (
          SELECT CASE WHEN substr(c.w, j.i + 2, 1) NOT GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN substr(c.w, j.i + 2, 1)
                      WHEN substr(c.w, j.i + 3, 1) GLOB ''[฀-໿က-႟ᄀ-ᇿក-៿ぁ-ゟァ-ヺー-ヿ㄀-ㆿㇰ-ㇿ㐀-䶿一-鿿ꥠ-꥿가-퟿豈-﫿ｦ-ￜ𠀀-𿿽]'' THEN '' '' || substr(c.w, j.i + 2, 2) || '' ''
@@ -331,7 +343,7 @@ BEGIN
       || coalesce('' '' || nullif(CAST(substr(CAST(NEW.content AS BLOB),
                                             length(CAST(substr(NEW.content, 1, length(NEW.content)) AS BLOB)) + 1)
                                      AS TEXT), ''''), '''')
-    ELSE NEW.content END
+    END
      WHERE NEW.rowid IS NOT OLD.rowid OR NEW.content IS NOT OLD.content;
 END'),
 ('table', 'episodes_fts_vocab', 'episodes_fts_vocab', 'CREATE VIRTUAL TABLE episodes_fts_vocab USING fts5vocab(episodes_fts, row)'),
