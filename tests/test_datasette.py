@@ -174,7 +174,8 @@ def qs(**params) -> str:
 def store_recall(db: Path, **kw):
     with Store(db) as store:
         return store.recall(QUERY if "query" not in kw else kw.pop("query"),
-                            kw.pop("limit", 3), touch=False, force=True, now=NOW, **kw)
+                            kw.pop("limit", 3), touch=False, force=True, now=NOW,
+                            collapse=False, **kw)  # the statement's ranking, as the page's
 
 
 def assert_same(rows, hits):

@@ -334,7 +334,8 @@ def test_store_recall_scores_equal_reference(small_store):
     qvec = rng.normal(size=DIM)
     want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="hybrid",
                             pool="quantized")
-    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, now=NOW)
+    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, now=NOW,
+                             collapse=False)  # the statement's ranking (no diversify)
     assert [h.id for h in got] == [h["id"] for h in want]
     for h, r in zip(got, want):
         assert h.score == pytest.approx(r["score"], rel=1e-12)
@@ -478,28 +479,32 @@ def test_topic_gate(tmp_path):
     with Store(path) as s:
         s.add_many(make_episodes(50, rng))
         q = rng.normal(size=DIM)
-        first = s.recall("alpha", qvec=q)
+        first = s.recall("alpha", qvec=q, topic_gate=True)
         assert not first.skipped and len(first) == 3
         near = q + 0.05 * rng.normal(size=DIM)  # cosine > 0.85
         assert np.dot(q, near) / np.linalg.norm(q) / np.linalg.norm(near) > 0.85
-        second = s.recall("alpha again", qvec=near)
+        assert not s.recall("alpha again", qvec=near).skipped  # off unless asked for
+        second = s.recall("alpha again", qvec=near, topic_gate=True)
         assert second.skipped and len(second) == 0 and second.gate_cosine > 0.85
         assert "force" in second.reason
-        assert not s.recall("alpha again", qvec=near, force=True).skipped
+        assert not s.recall("alpha again", qvec=near, force=True, topic_gate=True).skipped
         far = rng.normal(size=DIM)
-        assert not s.recall("something else", qvec=far).skipped
+        assert not s.recall("something else", qvec=far, topic_gate=True).skipped
+    gate = dict(topic_gate=True)
     with Store(path) as s:  # the gate belongs to the instance: a new one is not gated
-        assert not s.recall("something else", qvec=far).skipped
+        assert not s.recall("something else", qvec=far, **gate).skipped
         # with a session, the gate holds across instances and processes (rrf_meta) ...
-        assert not s.recall("first", qvec=q, session="agent-a").skipped
+        assert not s.recall("first", qvec=q, session="agent-a", **gate).skipped
     with Store(path) as s:
-        assert s.recall("first again", qvec=near, session="agent-a").skipped
+        assert not s.recall("first again", qvec=near, session="agent-a").skipped  # off
+        assert s.recall("first again", qvec=near, session="agent-a", **gate).skipped
         # ... and belongs to that session only: another agent sharing the memory is not gated
-        assert not s.recall("first again", qvec=near, session="agent-b", touch=False).skipped
+        assert not s.recall("first again", qvec=near, session="agent-b", touch=False,
+                            **gate).skipped
         # a recall that does not touch does not move its session's gate
-        assert not s.recall("x", qvec=far, session="agent-c", touch=False).skipped
-        assert not s.recall("x", qvec=far, session="agent-c").skipped
-        assert s.recall("x", qvec=far, session="agent-c").skipped
+        assert not s.recall("x", qvec=far, session="agent-c", touch=False, **gate).skipped
+        assert not s.recall("x", qvec=far, session="agent-c", **gate).skipped
+        assert s.recall("x", qvec=far, session="agent-c", **gate).skipped
 
 
 # ---- validation: nothing written on bad input ----
@@ -695,7 +700,8 @@ def test_memory_profile_never_lets_recency_outvote_a_double_first(tmp_path):
                 assert got[1]["id"] == "runner", (w, k)  # first in one list, second in other
                 assert_same(got, reference_recall(s.conn, query, q, limit=3, profile="memory",
                                                   pool="all", k=k, w=w))
-        assert s.recall(query, qvec=q, touch=False)[0].id == "old"  # the Store's default
+        # the Store's default (the statement's ranking, before diversify's reordering)
+        assert s.recall(query, qvec=q, touch=False, collapse=False)[0].id == "old"
         # the default profile, 'hybrid': a double first scores 1 whatever the weights
         for w in [(1.0, 1.0, 0.6, 0.4), (2.0, 1.0, 1.0, 1.0), (1.0, 0.5, 3.0, 3.0)]:
             for alpha in (0.5, 0.2, 0.9):
@@ -716,10 +722,10 @@ def test_memory_profile_breaks_ties_by_recency_and_use(store):
                          **common)])
     for profile in ("hybrid", "memory"):
         got = store.recall("identical words", qvec=v, touch=False, limit=2, profile=profile,
-                           force=True)
+                           force=True, collapse=False)  # the same text: one hit otherwise
         assert [h.id for h in got] == ["fresh", "stale"], profile
     got = store.recall("identical words", qvec=v, touch=False, limit=2, profile="memory",
-                       force=True)
+                       force=True, collapse=False)
     assert [h.id for h in got] == ["fresh", "stale"]
     assert got[0].bm25_rank == got[1].bm25_rank or got[0].vec_rank == got[1].vec_rank
     assert got[0].score > got[1].score
@@ -763,7 +769,8 @@ def test_a_nan_vector_from_another_client_is_skipped_and_named(tmp_path):
     with Store(path) as s:
         s.add_many(make_episodes(80, rng))
         q = rng.normal(size=DIM)
-        want = [h.id for h in s.recall("alpha", qvec=q, pool="all", limit=10, touch=False)]
+        want = [h.id for h in s.recall("alpha", qvec=q, pool="all", limit=10, touch=False,
+                                       collapse=False)]
     bad = np.asarray(rng.normal(size=DIM), "<f4")
     bad[5] = np.nan
     other = apsw.Connection(str(path))  # no extension loaded
@@ -776,7 +783,8 @@ def test_a_nan_vector_from_another_client_is_skipped_and_named(tmp_path):
             assert want[0] not in [h.id for h in res if h.vec_rank is not None]
             assert len(res.warnings) == 1 and f"rowid {rowid}" in res.warnings[0]
             assert "nan at index 5" in res.warnings[0].lower()
-        res = s.recall("alpha", qvec=q, pool="all", limit=10, touch=False, force=True)
+        res = s.recall("alpha", qvec=q, pool="all", limit=10, touch=False, force=True,
+                       collapse=False)
         assert [h.id for h in res if h.id != want[0]][:5] == want[1:6]
 
 
