@@ -65,8 +65,24 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
     """A tool's structured result; fails the test on a tool error."""
     res = await session.call_tool(tool, arguments)
     assert not res.is_error, f"{tool}({arguments}): {res.content}"
-    assert json.loads(res.content[0].text) == res.structured_content  # M1: both forms
-    return res.structured_content
+    return both_forms(tool, res)
+
+
+def both_forms(tool: str, res: Any) -> Any:
+    """M1: the text content is the structured content as JSON; for recall (M11) the text
+    also holds each hit's content, which the structured content does not repeat. Returns
+    the text's JSON (the structured content and the hits' text)."""
+    shown = json.loads(res.content[0].text)
+    data = res.structured_content
+    if tool != "recall":
+        assert shown == data
+        return data
+    assert all("content" not in h for h in data["hits"]), data
+    assert [{k: v for k, v in h.items() if k != "content"} for h in shown["hits"]] \
+        == data["hits"]
+    assert {k: v for k, v in shown.items() if k != "hits"} \
+        == {k: v for k, v in data.items() if k != "hits"}
+    return shown
 
 
 async def error(session: ClientSession, tool: str, **arguments: Any) -> str:
@@ -113,7 +129,7 @@ def test_tools_have_typed_described_schemas(tmp_path):
         assert t.output_schema and t.output_schema["type"] == "object", name
     props = tools["recall"].input_schema["properties"]
     assert set(props) == {"query", "limit", "scope", "kind", "since", "until", "profile",
-                          "explain", "min_relevance"}
+                          "explain", "min_relevance", "max_chars"}
     assert props["limit"]["type"] == "integer" and props["limit"]["minimum"] == 1
     assert props["limit"]["default"] == recall_defaults()["result_limit"]
     assert props["explain"]["type"] == "boolean"
@@ -128,8 +144,9 @@ def test_tools_have_typed_described_schemas(tmp_path):
     assert tools["stats"].annotations.read_only_hint is True
     assert tools["forget"].annotations.destructive_hint is True
     hit = tools["recall"].output_schema["$defs"]["Hit"]["properties"]
-    assert {"id", "content", "score", "bm25_rank", "vec_rank", "recency_rank", "access_rank",
-            "explain"} <= set(hit)
+    assert {"id", "score", "bm25_rank", "vec_rank", "recency_rank", "access_rank",
+            "explain", "content_chars", "truncated"} <= set(hit)
+    assert "content" not in hit  # M11: the text is in the text content only
 
 
 # ---- remember, recall, update, forget, stats: with the model ----
@@ -340,7 +357,9 @@ def test_stdout_carries_only_the_protocol(tmp_path):
     for line in lines:
         msg = json.loads(line)  # every line is JSON ...
         assert msg["jsonrpc"] == "2.0"  # ... and JSON-RPC
-    assert answers[3]["result"]["structuredContent"]["hits"][0]["content"].startswith("The VPN")
+    shown = json.loads(answers[3]["result"]["content"][0]["text"])  # M11: the text holds it
+    assert shown["hits"][0]["content"].startswith("The VPN")
+    assert "content" not in answers[3]["result"]["structuredContent"]["hits"][0]
     assert answers[4]["result"]["isError"] is True
     stderr = err.decode()
     assert "python noise on stdout in __init__" in stderr
@@ -571,7 +590,7 @@ def test_hostile_memories_through_mcp_stay_inert(tmp_path):
                 assert not res.is_error, res.content
                 text = res.content[0].text
                 assert "<" not in text and ">" not in text and "\u2028" not in text, text
-                assert json.loads(text) == res.structured_content
+                both_forms(tool, res)
             got = await call(s, "recall", query="zebra notes")
             hit = got["hits"][0]
             assert hit["content"] == HOSTILE and hit["id"] == hostile_id  # the data as it is
@@ -656,5 +675,43 @@ def test_recall_shows_the_correction_first_and_copies_once(tmp_path):
                 assert hits[1]["id"] == "copy2" and hits[1]["duplicates"] == 2
                 assert sorted(hits[1]["duplicate_ids"]) == ["copy0", "copy1"]
                 assert len(hits) == limit
+
+    run(main())
+
+
+def test_outputs_are_bounded(tmp_path):
+    """M11: remember refuses a text above MAX_CONTENT_CHARS, nothing written; recall cuts
+    each hit's text at max_chars, says so, and the structured content does not repeat
+    the text (issue 21: a 10 MB memory was answered with 20 MB)."""
+    from sqlite_rrf.mcp_server import DEFAULT_RECALL_MAX_CHARS, MAX_CONTENT_CHARS
+
+    db = tmp_path / "agent.db"
+    long_text = "Zeppelin maintenance log: " + "the hangar doors were inspected. " * 200
+    assert DEFAULT_RECALL_MAX_CHARS < len(long_text) < MAX_CONTENT_CHARS
+    with Store(db) as st:  # another client wrote it; MCP recalls it
+        st.add(long_text, scope="")
+
+    async def main() -> None:
+        async with connect(db, "--scope", "", env=no_model_env(tmp_path),
+                           errlog=tmp_path / "err.txt") as s:
+            msg = await error(s, "remember", content="x" * (MAX_CONTENT_CHARS + 1))
+            assert f"content: {MAX_CONTENT_CHARS + 1} characters, more than the " \
+                   f"{MAX_CONTENT_CHARS}" in msg and "nothing was written" in msg
+            assert "x" * 100 not in msg
+            assert (await call(s, "stats"))["episodes"] == 1
+            ok = await call(s, "remember", content="zeppelin " + "y" * (MAX_CONTENT_CHARS - 9))
+            assert ok["id"]
+            res = await s.call_tool("recall", {"query": "zeppelin hangar doors",
+                                               "min_relevance": 0})
+            got = both_forms("recall", res)
+            hit = next(h for h in got["hits"] if h["content"].startswith("Zeppelin"))
+            assert hit["truncated"] is True and hit["content_chars"] == len(long_text)
+            assert hit["content"] == long_text[:DEFAULT_RECALL_MAX_CHARS] + " …"
+            assert len(json.dumps(res.structured_content)) < 2000  # no text in it
+            got = await call(s, "recall", query="zeppelin hangar doors", max_chars=40,
+                             min_relevance=0)
+            assert all(len(h["content"]) <= 42 for h in got["hits"])
+            msg = await error(s, "recall", query="zeppelin", max_chars=MAX_CONTENT_CHARS + 1)
+            assert "max_chars" in msg
 
     run(main())

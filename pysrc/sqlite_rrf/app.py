@@ -16,6 +16,7 @@ warm server (:mod:`sqlite_rrf.server`).
 - Text that cannot forge structure in an agent's context: :func:`flatten`,
   :func:`escape`, :func:`code`.
 - :func:`note`: a note on stderr, once per process.
+- :func:`socket_path`: where ``sqlite-rrf serve`` listens for the hook.
 
 This module imports only the standard library at module level (the hook's client path
 imports it); the store and the model load when :func:`open_store` runs.
@@ -210,6 +211,29 @@ def write_scope(scope: str, option: str = "scope") -> str:
         raise UserError(f"{option}: {ALL_SCOPES!r} means every scope in a recall; an "
                         "episode belongs to one scope ('' is the shared memory)")
     return scope
+
+
+# ---- the warm server's socket ----
+
+#: Where a server's hook socket goes when ``--socket`` is not given: this directory under
+#: ``$XDG_RUNTIME_DIR`` (mode 0700), else beside the database.
+RUNTIME_SUBDIR = "sqlite-rrf"
+
+
+def socket_path(db: str) -> str:
+    """The hook socket of ``sqlite-rrf serve db`` (the server and the hook compute the
+    same path): ``$XDG_RUNTIME_DIR/sqlite-rrf/NAME-CRC.sock`` when the user has a runtime
+    directory (NAME: the database's file name, CRC: a checksum of its real path, so two
+    databases of one name differ), else ``DB.sock`` beside the database."""
+    real = os.path.realpath(db)
+    run = os.environ.get("XDG_RUNTIME_DIR", "")
+    if run and os.path.isabs(run) and os.path.isdir(run):
+        import zlib
+
+        crc = zlib.crc32(real.encode("utf-8", "surrogateescape"))
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:40]
+        return os.path.join(run, RUNTIME_SUBDIR, f"{name}-{crc:08x}.sock")
+    return real + ".sock"
 
 
 # ---- text that forges no structure ----

@@ -26,9 +26,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 from . import __version__, loadable_path
 from .app import (UserError, ascii_float, check_model_args, choose_embedder, error_message,
                   fault_message, float_arg, int_arg, note, open_store, parse_time)
-from .relevance import DEFAULT_MIN_RELEVANCE, check_min_relevance
-from .resources import data_path, recall_statement
-from .statements import POOL_MODES, PROFILES, recall_defaults
+# relevance, resources and statements are imported where they are used: `sqlite-rrf hook`
+# asking a warm server imports none of them (hook.main)
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -228,6 +227,8 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
 
 def _limit(args: argparse.Namespace) -> int:
     """--limit, or the statement's default."""
+    from .statements import recall_defaults
+
     return args.limit if args.limit is not None else recall_defaults()["result_limit"]
 
 
@@ -273,6 +274,7 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
+    from .relevance import check_min_relevance
     from .store import Store, StoreError
 
     try:  # check the options before the model loads
@@ -352,6 +354,8 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
+    from .resources import recall_statement
+
     # no pool and no profile: the shipped statement, which chooses them at run time
     sys.stdout.write(recall_statement(args.pool, args.profile))
     return 0
@@ -425,6 +429,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import time
 
     from .store import Store
+
+    from .resources import data_path
 
     _check_model_args(args)
     episodes, labels = read_jsonl(data_path("sample_episodes.jsonl"))
@@ -532,6 +538,9 @@ def _add_model(p: argparse.ArgumentParser) -> None:
 
 
 def _add_recall_options(p: argparse.ArgumentParser) -> None:
+    from .relevance import DEFAULT_MIN_RELEVANCE
+    from .statements import POOL_MODES, PROFILES, recall_defaults
+
     # every default is the statement's own (sql/recall/params.sql), read from there
     d = recall_defaults()
     decay_k = recall_defaults("decay")["k"]
@@ -593,6 +602,8 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sqlite-rrf``."""
+    from .statements import POOL_MODES, PROFILES
+
     parser = argparse.ArgumentParser(
         prog="sqlite-rrf",
         description="Hybrid retrieval in SQLite: an agent memory recalled by one SQL statement.")
@@ -705,7 +716,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     # The agents' ways in: their modules import their own dependencies (the mcp SDK) only
     # when the command runs.
-    from . import hook, mcp_server
+    from . import hook, mcp_server, server
+
+    p = sub.add_parser("serve", help="one warm process for the hook (a Unix socket) and MCP "
+                       "over streamable HTTP (--http): the model and the connection stay "
+                       "loaded")
+    server.add_arguments(p)
+    _add_model(p)
+    p.set_defaults(func=server.run)
 
     p = sub.add_parser("mcp", help="serve the memory to agents over the Model Context Protocol "
                        "(stdio; needs the mcp extra)")
@@ -734,6 +752,11 @@ def _known_error(e: Exception) -> Optional[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hook"]:  # per prompt: its own small parser, no other command's imports
+        from . import hook
+
+        return hook.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

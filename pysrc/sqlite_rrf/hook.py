@@ -23,15 +23,15 @@ H3. The hits are touched (the agent was shown them), and the session's query is
 H4. The output is short Markdown: one header line and one bullet per hit, each episode's
     text on one line, cut at ``--max-chars``. Nothing at all is printed when nothing
     matched or the gate held the recall back, or for a blank prompt.
+H4b. Nothing is printed unless a hit's relevance (:mod:`sqlite_rrf.relevance`) reaches
+    ``--min-relevance`` (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`), so a
+    prompt about nothing in the memory ("hi", "thanks") prints nothing.
 H4a. Nothing from a memory (text, id, scope) forges structure in the output, whoever wrote
     it (the sqlite3 shell too): line breaks and every other control character become
     spaces (:func:`flatten`), and ``<``, ``>`` and an ``&`` that starts a character
     reference are written ``&lt;``, ``&gt;``, ``&amp;`` (:func:`escape`), so no text
     reads as a tag (``</context>``, ``<system-reminder>``) or starts a line of its own;
     ids and scopes are code spans that no backtick in them can close (:func:`code`).
-H4b. Nothing is printed unless a hit's relevance (:mod:`sqlite_rrf.relevance`) reaches
-    ``--min-relevance`` (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`), so a
-    prompt about nothing in the memory ("hi", "thanks") prints nothing.
 H5. The exit status is 0 whatever happens: on any fault (bad JSON, no prompt, no such
     database, bad options) one line goes to stderr, starting with ``sqlite-rrf hook:``,
     and nothing to stdout, so a hook never blocks the agent (for Claude Code, exit status
@@ -41,6 +41,22 @@ H5. The exit status is 0 whatever happens: on any fault (bad JSON, no prompt, no
 H6. It stays fast: this module imports only the standard library at module level; the
     store and the model load when the hook runs, and no model is loaded for a database
     that has no embeddings.
+H7. A warm server (``sqlite-rrf serve DB``, :mod:`sqlite_rrf.server`) answers when one
+    listens at ``--socket`` (default :func:`sqlite_rrf.app.socket_path`) and the socket is
+    owned by the hook's user; the output is the same as in process. Without one (no
+    socket, a stale one, a server killed mid-call, a server of another database, no
+    answer within :data:`SERVER_TIMEOUT` seconds) the hook recalls in its own process, as
+    it does with ``--no-server``. The hook's own process then imports no store, numpy or
+    model when the server answers.
+H8. The output is bounded: each episode's text is cut at ``--max-chars`` and the whole at
+    ``--max-total`` characters (default :data:`DEFAULT_MAX_TOTAL`; agent hosts show
+    only a preview of longer hook output): the bullets that do not fit are left out
+    and a last line says how many. ``--format json`` prints
+    ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext":
+    MARKDOWN}}`` (Claude Code's structured form) instead of the Markdown; nothing at all
+    when there is nothing to say.
+H9. The hook prints before it touches: the hits are marked accessed after the output is
+    written (best effort, :meth:`sqlite_rrf.store.Store.touch`).
 """
 
 from __future__ import annotations
@@ -57,6 +73,12 @@ from .app import (ALL_SCOPES, UserError, code, derive_scope, error_message, esca
 
 #: ``--max-chars``'s default: each recalled episode's text is cut at this many characters.
 DEFAULT_MAX_CHARS = 400
+#: ``--max-total``'s default: the whole output is at most this many characters (H8).
+DEFAULT_MAX_TOTAL = 6000
+#: ``--format``'s choices (H8).
+FORMATS = ("markdown", "json")
+#: How long the hook waits for a server's answer (seconds) before it recalls itself (H7).
+SERVER_TIMEOUT = 5.0
 
 _PREFIX = "sqlite-rrf hook"
 
@@ -65,18 +87,24 @@ class HookFault(UserError):
     """A fault of the hook's input, said as one line on stderr."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The hook's arguments (cli.py adds --model and --n-ctx)."""
+def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
+    """The hook's arguments (cli.py adds --model and --n-ctx). ``light``: the defaults of
+    ``--limit`` and ``--min-relevance`` are left to whoever recalls (:func:`respond`), so
+    the parser reads neither the statement nor the relevance model (:func:`main`)."""
     p.add_argument("db", help="the memory database (it must exist)")
     p.add_argument("--scope", help="recall only this scope ('' is the shared memory, '*' "
                    "every scope); default: derived from the payload's cwd, the name of its "
                    "git work tree's top directory, else of the directory")
     from .app import int_arg
-    from .statements import recall_defaults
 
-    limit = recall_defaults()["result_limit"]
-    p.add_argument("--limit", type=int_arg, default=limit, metavar="N",
-                   help=f"how many episodes, 1 to 100 (default {limit}, the recall's)")
+    if light:
+        p.add_argument("--limit", type=int_arg, default=argparse.SUPPRESS, metavar="N")
+    else:
+        from .statements import recall_defaults
+
+        limit = recall_defaults()["result_limit"]
+        p.add_argument("--limit", type=int_arg, default=limit, metavar="N",
+                       help=f"how many episodes, 1 to 100 (default {limit}, the recall's)")
     p.add_argument("--max-chars", type=int_arg, default=DEFAULT_MAX_CHARS, dest="max_chars",
                    metavar="N",
                    help=f"cut each episode's text at this many characters (default "
@@ -85,15 +113,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print nothing for a prompt whose embedding has cosine > 0.85 with "
                         "the session's previous prompt (off by default: such a prompt can "
                         "still ask something else)")
-    from .relevance import DEFAULT_MIN_RELEVANCE
-
     from .app import float_arg
 
-    p.add_argument("--min-relevance", type=float_arg, default=DEFAULT_MIN_RELEVANCE,
-                   dest="min_relevance", metavar="R",
-                   help=f"print nothing unless an episode's relevance (0 to 1, the same "
-                        f"scale for every prompt) is at least R (default "
-                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)")
+    if light:
+        p.add_argument("--min-relevance", type=float_arg, default=argparse.SUPPRESS,
+                       dest="min_relevance", metavar="R")
+    else:
+        from .relevance import DEFAULT_MIN_RELEVANCE
+
+        p.add_argument("--min-relevance", type=float_arg, default=DEFAULT_MIN_RELEVANCE,
+                       dest="min_relevance", metavar="R",
+                       help=f"print nothing unless an episode's relevance (0 to 1, the same "
+                            f"scale for every prompt) is at least R (default "
+                            f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)")
+    p.add_argument("--max-total", type=int_arg, default=DEFAULT_MAX_TOTAL, dest="max_total",
+                   metavar="N",
+                   help=f"print at most N characters in all: the episodes that do not fit "
+                        f"are left out, and a last line says how many (default "
+                        f"{DEFAULT_MAX_TOTAL}; 0: no cap)")
+    p.add_argument("--format", choices=FORMATS, default="markdown",
+                   help="markdown (default), or json: Claude Code's {\"hookSpecificOutput\": "
+                        "{\"hookEventName\": \"UserPromptSubmit\", \"additionalContext\": …}}")
+    p.add_argument("--socket", metavar="PATH",
+                   help="ask the server (sqlite-rrf serve) listening here (default: the path "
+                        "sqlite-rrf serve DB uses); without one the hook recalls itself")
+    p.add_argument("--no-server", action="store_true", dest="no_server",
+                   help="recall in this process even when a server is running")
     _quiet_usage_errors(p)
 
 
@@ -171,22 +216,49 @@ def _age(ms: Any, now_ms: int) -> str:
 
 
 def render(hits: List[Any], scope: Optional[str], max_chars: int,
-           now_ms: Optional[int] = None) -> str:
-    """The recollection as Markdown (H4): a header and one bullet per hit."""
+           now_ms: Optional[int] = None, max_total: int = 0) -> str:
+    """The recollection as Markdown (H4): a header and one bullet per hit, at most
+    ``max_total`` characters in all (H8; 0: no cap)."""
     if not hits:
         return ""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     where = "every scope" if scope is None else (f"scope {code(scope)}" if scope else
                                                  "the shared scope")
     lines = [f"Recalled from memory (sqlite-rrf, {where}); may be outdated:"]
-    for h in hits:  # H4a: nothing from the memory leaves its line or reads as a tag
+    total = len(lines[0]) + 1
+    for i, h in enumerate(hits):  # H4a: nothing from the memory leaves its line or reads as a tag
         text = flatten(str(h.content))
         if max_chars and len(text) > max_chars:
             text = text[:max_chars].rstrip() + " …"
         mark = ", important" if h.importance == "high" else ""
-        lines.append(f"- {escape(text)} _(id {code(str(h.id))}, "
-                     f"{_age(h.created_at, now_ms)}{mark})_")
+        line = (f"- {escape(text)} _(id {code(str(h.id))}, "
+                f"{_age(h.created_at, now_ms)}{mark})_")
+        left = len(hits) - i
+        more = f"({left} more not shown: the hook's --max-total)"
+        if max_total and total + len(line) + 1 + (len(more) + 1 if left > 1 else 0) > max_total:
+            if i == 0:  # the first hit alone is too long: cut its text to fit
+                room = max_total - total - (len(line) - len(escape(text))) - len(more) - 4
+                if room >= 40:
+                    cut = escape(text)[:room].rstrip() + " …"
+                    lines.append(f"- {cut} _(id {code(str(h.id))}, "
+                                 f"{_age(h.created_at, now_ms)}{mark})_")
+                    left -= 1
+            if left:
+                lines.append(f"({left} more not shown: the hook's --max-total)")
+            break
+        lines.append(line)
+        total += len(line) + 1
     return "\n".join(lines) + "\n"
+
+
+def as_output(markdown: str, fmt: str = "markdown") -> str:
+    """What the hook prints for ``markdown`` in ``fmt`` (H8): the Markdown itself, or
+    Claude Code's ``hookSpecificOutput`` JSON; ``''`` when there is nothing to say."""
+    if not markdown or fmt == "markdown":
+        return markdown
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                              "additionalContext": markdown}},
+                      ensure_ascii=False) + "\n"
 
 
 def _describe(e: BaseException, db: str) -> str:
@@ -201,10 +273,32 @@ def _describe(e: BaseException, db: str) -> str:
     return f"{db}: {fault_message(e)}"
 
 
+def main(argv: List[str]) -> int:
+    """``sqlite-rrf hook ARGS`` (:func:`sqlite_rrf.cli.main` hands the command over): a
+    parser of the hook's options only, so that asking a warm server imports nothing but
+    the standard library and :mod:`sqlite_rrf.app` (H6, H7); ``--help`` is the full
+    command line's."""
+    if "-h" in argv or "--help" in argv:
+        from .cli import build_parser
+
+        build_parser().parse_args(["hook", *argv])  # prints the help and exits
+    # a fixed width: argparse's default asks shutil (and its compression modules) for it
+    p = argparse.ArgumentParser(prog="sqlite-rrf hook", formatter_class=lambda prog:
+                                argparse.HelpFormatter(prog, width=100))
+    add_arguments(p, light=True)
+    from .app import int_arg
+
+    p.add_argument("--model", metavar="MODEL")
+    p.add_argument("--n-ctx", type=int_arg, default=None, dest="n_ctx")
+    return run(p.parse_args(argv))
+
+
 def run(args: argparse.Namespace) -> int:
-    """The hook: read the payload, recall, print Markdown; exit status 0 always (H5)."""
+    """The hook: read the payload, recall (through a server when one runs, H7), print;
+    then touch (H9). Exit status 0 always (H5)."""
+    touch = None
     try:
-        out = _recall(args)
+        out, touch = _answer(args)
     except KeyboardInterrupt:
         _say("interrupted")
         return 0
@@ -221,17 +315,81 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
         except (BrokenPipeError, OSError, ValueError):
             pass
+    if touch is not None:
+        try:
+            touch()
+        except Exception:  # best effort (H9): the answer is out
+            pass
     return 0
 
 
-def _recall(args: argparse.Namespace) -> str:
-    if not 1 <= args.limit <= 100:
-        raise HookFault(f"--limit: must be from 1 to 100, got {args.limit}")
-    if args.max_chars < 0:
-        raise HookFault(f"--max-chars: must be 0 or more, got {args.max_chars}")
-    min_relevance = getattr(args, "min_relevance", None)
-    if min_relevance is not None and not 0 <= min_relevance <= 1:
-        raise HookFault(f"--min-relevance: must be a number from 0 to 1, got {min_relevance}")
+def check_request(req: Dict[str, Any]) -> None:
+    """Refuse a hook request with a bad field (H5), naming the option (the hook checks
+    its options with this, and the server each request it gets)."""
+    limit, max_chars, max_total = req.get("limit"), req.get("max_chars"), req.get("max_total")
+    for name, v in (("--limit", limit), ("--max-chars", max_chars),
+                    ("--max-total", max_total)):
+        if (isinstance(v, bool) or not isinstance(v, int)) and not (v is None and
+                                                                    name == "--limit"):
+            raise HookFault(f"{name}: expected an integer, got {v!r}")
+    if limit is not None and not 1 <= limit <= 100:
+        raise HookFault(f"--limit: must be from 1 to 100, got {limit}")
+    if max_chars < 0:
+        raise HookFault(f"--max-chars: must be 0 or more, got {max_chars}")
+    if max_total < 0:
+        raise HookFault(f"--max-total: must be 0 or more, got {max_total}")
+    r = req.get("min_relevance")
+    if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float))
+                          or not 0 <= r <= 1):
+        raise HookFault(f"--min-relevance: must be a number from 0 to 1, got {r}")
+    if req.get("format") not in FORMATS:
+        raise HookFault(f"--format: expected one of {', '.join(FORMATS)}, got "
+                        f"{req.get('format')!r}")
+    for name in ("prompt",):
+        if not isinstance(req.get(name), str):
+            raise HookFault(f"{name}: expected text")
+    for name in ("scope", "session"):
+        if req.get(name) is not None and not isinstance(req.get(name), str):
+            raise HookFault(f"{name}: expected text or null")
+
+
+def respond(store: Any, req: Dict[str, Any]) -> Any:
+    """The output for the hook request ``req`` (:func:`check_request`'s fields) from
+    ``store``, and the recall's result to touch after it is printed (None when there is
+    nothing to touch): ``(text, result)``. The hook in process and the server both use
+    this, so their output is the same. A request without ``limit`` or ``min_relevance``
+    gets the recall's and :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`."""
+    if req.get("limit") is None:
+        from .statements import recall_defaults
+
+        req = dict(req, limit=recall_defaults()["result_limit"])
+    if "min_relevance" not in req:
+        from .relevance import DEFAULT_MIN_RELEVANCE
+
+        req = dict(req, min_relevance=DEFAULT_MIN_RELEVANCE)
+    prompt = req["prompt"]
+    if not prompt.strip():
+        return "", None
+    result = store.recall(prompt, limit=req["limit"], scope=req.get("scope"),
+                          session=req.get("session"), touch=False,
+                          topic_gate=bool(req.get("topic_gate")),
+                          min_relevance=req.get("min_relevance"))
+    markdown = render(list(result), req.get("scope"), req["max_chars"],
+                      max_total=req["max_total"])
+    return as_output(markdown, req["format"]), result
+
+
+def _request(args: argparse.Namespace) -> Dict[str, Any]:
+    """The hook request of ``args`` and the payload on stdin."""
+    req: Dict[str, Any] = {
+        "v": 1, "op": "hook", "limit": getattr(args, "limit", None),
+        "max_chars": args.max_chars, "max_total": getattr(args, "max_total", DEFAULT_MAX_TOTAL),
+        "topic_gate": bool(getattr(args, "topic_gate", False)),
+        "format": getattr(args, "format", "markdown"), "prompt": "", "scope": None,
+        "session": None}
+    if hasattr(args, "min_relevance"):  # else the default, where the recall is made
+        req["min_relevance"] = args.min_relevance
+    check_request(req)
     payload = read_payload()
     prompt = payload.get("prompt")
     if prompt is None:
@@ -239,8 +397,6 @@ def _recall(args: argparse.Namespace) -> str:
                         "{\"session_id\": …, \"prompt\": …, \"cwd\": …})")
     if not isinstance(prompt, str):
         raise HookFault(f"stdin: \"prompt\" must be text, got {type(prompt).__name__}")
-    if not prompt.strip():
-        return ""
     session = payload.get("session_id")
     if isinstance(session, (int, float)) and not isinstance(session, bool):
         session = str(session)
@@ -251,7 +407,63 @@ def _recall(args: argparse.Namespace) -> str:
     else:
         cwd = payload.get("cwd")
         scope = derive_scope(cwd if isinstance(cwd, str) and cwd else None)
-    store_scope = None if scope == ALL_SCOPES else scope
+    req.update(prompt=prompt, session=session, scope=None if scope == ALL_SCOPES else scope)
+    return req
+
+
+def ask_server(path: str, req: Dict[str, Any],
+               timeout: float = SERVER_TIMEOUT) -> Optional[Dict[str, Any]]:
+    """The answer of the server listening at ``path`` to ``req``, or None when there is
+    none to be had (no socket, not the user's own, refused, stale, closed mid-call, no
+    answer in ``timeout`` seconds, not a JSON object): then the hook recalls itself (H7)."""
+    import socket
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(path)
+        s.sendall(json.dumps(req, ensure_ascii=False).encode("utf-8") + b"\n")
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        data = b"".join(chunks)
+        if not data.endswith(b"\n"):  # closed mid-call
+            return None
+        answer = json.loads(data)
+    except (OSError, ValueError):
+        return None
+    finally:
+        s.close()
+    return answer if isinstance(answer, dict) else None
+
+
+def _answer(args: argparse.Namespace) -> Any:
+    """What to print and what to do after (the touch), through a server or in process."""
+    req = _request(args)
+    if not req["prompt"].strip():
+        return "", None
+    req["db"] = os.path.realpath(args.db)
+    if not getattr(args, "no_server", False):
+        from .app import socket_path
+
+        answer = ask_server(getattr(args, "socket", None) or socket_path(args.db), req)
+        if answer is not None and not answer.get("wrong_db"):
+            if answer.get("ok") is True and isinstance(answer.get("text"), str):
+                return answer["text"], None
+            if answer.get("ok") is False and isinstance(answer.get("error"), str):
+                raise UserError(answer["error"])
     try:
         store = open_store(args.db, "recall", model=getattr(args, "model", None),
                            n_ctx=getattr(args, "n_ctx", None))
@@ -264,8 +476,17 @@ def _recall(args: argparse.Namespace) -> str:
 
         _say(f"{e}; recalling without the vector list")
         store = Store(args.db)
-    with store:
-        result = store.recall(prompt, limit=args.limit, scope=store_scope, session=session,
-                              topic_gate=getattr(args, "topic_gate", False),
-                              min_relevance=min_relevance)
-    return render(list(result), store_scope, args.max_chars)
+    try:
+        text, result = respond(store, req)
+    except BaseException:
+        store.close()
+        raise
+
+    def touch() -> None:  # H9: after the output
+        try:
+            if result is not None:
+                store.touch(result)
+        finally:
+            store.close()
+
+    return text, touch

@@ -36,16 +36,22 @@ M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_R
 M7. One Store serves the tools, one call at a time (the SDK runs tools on worker threads).
     Several servers may share one file: each one's writes are visible to the others'
     recalls (SQLite's WAL; the store's busy timeout).
-M10. Another process holding the write lock (for minutes) never stalls the server: ``recall``
-    answers in its normal time (its touch waits at most 50 ms and is otherwise skipped, said
-    in ``warnings``); ``remember``, ``update`` and ``forget`` wait at most
-    :data:`WRITE_PATIENCE_MS` and then fail with a tool error saying the write lock was
-    held and nothing was written.
 M8. Nothing from a memory reaches the client's text as a tag: each tool's text content is
     its structured content as JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 written
     ``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029`` (the same JSON
     values; control characters are escaped by JSON itself), and the default scope is
     shown with the hook's escaping (:func:`sqlite_rrf.app.escape`).
+M11. Outputs are bounded (issue 21): ``recall`` cuts each hit's text at its ``max_chars``
+    argument (default :data:`DEFAULT_RECALL_MAX_CHARS`, at most :data:`MAX_CONTENT_CHARS`)
+    and says so (``truncated``, ``content_chars``); the hits' text is in the text content
+    only, and the structured content (``structured_content``) carries everything else
+    without repeating it. ``remember`` and ``update`` refuse a text longer than
+    :data:`MAX_CONTENT_CHARS` with a tool error saying the limit.
+M10. Another process holding the write lock (for minutes) never stalls the server: ``recall``
+    answers in its normal time (its touch waits at most 50 ms and is otherwise skipped, said
+    in ``warnings``); ``remember``, ``update`` and ``forget`` wait at most
+    :data:`WRITE_PATIENCE_MS` and then fail with a tool error saying the write lock was
+    held and nothing was written.
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations, which
@@ -57,12 +63,19 @@ import sys
 from typing import Any, Iterator
 
 from .app import (ALL_SCOPES, UserError, derive_scope, error_message, escape,
-                  fault_message, open_store, parse_time, write_scope)
+                  fault_message, open_store, parse_time)
+from .app import write_scope as episode_scope
 
 #: M10: how long ``remember``, ``update`` and ``forget`` wait for another process's write
 #: lock (ms) before they fail, nothing written (tools run one at a time, so a recall waits
 #: behind a waiting write at most this long).
 WRITE_PATIENCE_MS = 2000
+#: M11: the longest text ``remember`` and ``update`` take, in characters. Only the first
+#: tokens of a text are embedded (the model's context, 256 tokens for the default model,
+#: about 1,000 characters of English): the model reads that prefix; BM25 reads it all.
+MAX_CONTENT_CHARS = 20000
+#: M11: ``recall``'s default ``max_chars``: each hit's text is cut at this many characters.
+DEFAULT_RECALL_MAX_CHARS = 2000
 
 #: What to install for this command.
 INSTALL_HINT = "pip install 'sqlite-rrf[mcp]'"
@@ -141,8 +154,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> Any:
-    """An ``MCPServer`` whose tools work on ``store``; ``default_scope`` as in M4."""
+def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
+                 lock: Any = None) -> Any:
+    """An ``MCPServer`` whose tools work on ``store``; ``default_scope`` as in M4;
+    ``lock`` (default: a lock of its own) serialises the tools' calls with the store's
+    other users (``sqlite-rrf serve``'s hook socket)."""
     import json
     import logging
     import threading
@@ -152,7 +168,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
     from . import __version__
     from .relevance import DEFAULT_MIN_RELEVANCE
@@ -163,16 +179,23 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
 
     Annotated = typing.Annotated
     log = logging.getLogger("sqlite_rrf.mcp")
-    lock = threading.Lock()
+    lock = threading.Lock() if lock is None else lock
     write_scope = "" if default_scope == ALL_SCOPES else default_scope
     shown_scope = escape(repr(default_scope))  # M8
     read_scope = "every scope" if default_scope == ALL_SCOPES else shown_scope
 
     def as_result(out: BaseModel) -> CallToolResult:
         """A tool's result: its structured content, and as text that JSON with no
-        tag-like text (M8)."""
+        tag-like text (M8); a recollection's text also holds each hit's ``content``,
+        which its structured content does not repeat (M11)."""
         data = out.model_dump(mode="json")
-        text = json.dumps(data, indent=2, ensure_ascii=False)
+        texts = getattr(out, "_texts", None)
+        shown = data
+        if texts is not None:
+            shown = dict(data, hits=[{"id": h["id"], "content": t,
+                                      **{k: v for k, v in h.items() if k != "id"}}
+                                     for h, t in zip(data["hits"], texts)])
+        text = json.dumps(shown, indent=2, ensure_ascii=False)
         for ch in "<>&\u2028\u2029":  # never outside a JSON string: the same values
             text = text.replace(ch, f"\\u{ord(ch):04x}")
         return CallToolResult(content=[TextContent(type="text", text=text)],
@@ -196,9 +219,18 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
                 raise ToolError(f"{fault_message(e)} (the traceback is on the server's "
                                 "stderr)") from None
 
+    def bounded(content: str) -> str:
+        """M11: a text no longer than MAX_CONTENT_CHARS."""
+        if isinstance(content, str) and len(content) > MAX_CONTENT_CHARS:
+            raise ToolError(f"content: {len(content)} characters, more than the "
+                            f"{MAX_CONTENT_CHARS} a memory may hold; split it into "
+                            "self-contained memories (only the first tokens of each are "
+                            "embedded); nothing was written")
+        return content
+
     def one_scope(scope: str) -> str:
         try:
-            return write_scope(scope)
+            return episode_scope(scope)
         except UserError as e:
             raise ToolError(str(e)) from None
 
@@ -220,8 +252,12 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
                         "refreshed and its id is returned")
 
     class Hit(BaseModel):
-        id: str = Field(description="the episode's id")
-        content: str = Field(description="the episode's text")
+        id: str = Field(description="the episode's id (its text, cut at max_chars, is "
+                                    "this hit's content in the tool's text content, not "
+                                    "repeated here)")
+        content_chars: int = Field(description="the length of the episode's whole text")
+        truncated: bool = Field(description="whether the text content cut its text at "
+                                            "max_chars")
         score: float = Field(description="the fused score (higher is better)")
         importance: str = Field(description="low, normal or high")
         bm25_rank: Optional[int] = Field(description="rank in the BM25 list (1 = best); "
@@ -246,6 +282,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
             default=None, description="each list's contribution (when explain was asked)")
 
     class Recollection(BaseModel):
+        _texts: Optional[List[str]] = PrivateAttr(default=None)  # M11: the text content's
         hits: List[Hit] = Field(description="best first")
         scope: Optional[str] = Field(description="the scope searched; null: every scope")
         warnings: List[str] = Field(description="what the recall could not do (e.g. touch "
@@ -317,9 +354,13 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
 
     @server.tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False))
     def remember(
-        content: Annotated[str, Field(description="the text to remember, self-contained "
-                                                  "(it is found again by its words and "
-                                                  "meaning)")],
+        content: Annotated[str, Field(
+            description=f"the text to remember, self-contained (it is found again by its "
+                        f"words and meaning), at most {MAX_CONTENT_CHARS} characters. Put "
+                        f"the gist first: only the first tokens are embedded (the model's "
+                        f"context, 256 tokens for the default model, about 1,000 characters "
+                        f"of English); the full-text index reads all of it",
+            json_schema_extra={"maxLength": MAX_CONTENT_CHARS})],
         scope: ScopeArg = None,
         kind: KindArg = None,
         importance: Annotated[str, Field(
@@ -334,6 +375,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         (the same after normalising case and white space) is not stored twice: that
         episode is refreshed and its id returned (``duplicate`` is true)."""
         s = write_scope if scope is None else one_scope(scope)
+        bounded(content)
 
         def go() -> Remembered:
             ids = store.add_many([dict(content=content, id=id, importance=importance,
@@ -365,6 +407,11 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
                         f"{defaults['profile']})", json_schema_extra={"enum": [*PROFILES, None]})] = None,
         explain: Annotated[bool, Field(
             description="include each list's contribution to the score")] = False,
+        max_chars: Annotated[int, Field(
+            description=f"cut each hit's text at this many characters (default "
+                        f"{DEFAULT_RECALL_MAX_CHARS}, at most {MAX_CONTENT_CHARS})",
+            json_schema_extra={"minimum": 1, "maximum": MAX_CONTENT_CHARS}
+        )] = DEFAULT_RECALL_MAX_CHARS,
         min_relevance: Annotated[float, Field(
             description=f"return nothing unless an episode's relevance (0 to 1, the same "
                         f"scale for every query) is at least this (default "
@@ -383,15 +430,24 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
             result = store.recall(query, limit=limit, scope=store_scope, kind=kind,
                                   since=since_ms, until=until_ms, profile=profile,
                                   force=True, min_relevance=min_relevance)
-            hits = []
+            if isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_CONTENT_CHARS:
+                raise ToolError(f"max_chars: must be from 1 to {MAX_CONTENT_CHARS}, got "
+                                f"{max_chars}")
+            hits, texts = [], []
             for h in result:
-                d = {k: getattr(h, k) for k in Hit.model_fields if k != "explain"}
-                hits.append(Hit(**d, explain=h.explain if explain else None))
+                text = str(h.content)
+                d = {k: getattr(h, k) for k in Hit.model_fields
+                     if k not in ("explain", "content_chars", "truncated")}
+                hits.append(Hit(**d, content_chars=len(text), truncated=len(text) > max_chars,
+                                explain=h.explain if explain else None))
+                texts.append(text if len(text) <= max_chars else text[:max_chars] + " …")
             warnings = list(result.warnings)
             if result.touch_error:
                 warnings.append(result.touch_error)
-            return Recollection(hits=hits, scope=store_scope, warnings=warnings,
-                                reason=result.reason)
+            out = Recollection(hits=hits, scope=store_scope, warnings=warnings,
+                               reason=result.reason)
+            out._texts = texts  # M11: the text content's, not the structured content's
+            return out
 
         return call("recall", go)
 
@@ -421,7 +477,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING") -> 
         """Change some fields of an episode; returns the episode as it now is."""
         fields: Dict[str, Any] = {}
         if content is not None:
-            fields["content"] = content
+            fields["content"] = bounded(content)
         if importance is not None:
             fields["importance"] = importance
         if kind is not None:
