@@ -82,8 +82,8 @@ def reference_relevance(docs: Dict[str, str], query: str, doc: str,
                         cosine: Any) -> float:
     """FTS5's bm25 of ``doc`` for ``query`` (k1 1.2, b 0.75; IDF ln((N - n + 0.5) /
     (n + 0.5)), at least 1e-6), divided by the query's IDF mass (a word no document
-    holds counted as if one did) plus 10, capped at 2, through the documented logistic
-    model.
+    holds counted as if one did) times n / (n + 2) for a query of n distinct words, capped
+    at 2, through the documented logistic model.
     Words are plain lower-case tokens that the porter stemmer leaves as they are."""
     toks = {k: v.split() for k, v in docs.items()}
     n_docs = len(docs)
@@ -100,18 +100,19 @@ def reference_relevance(docs: Dict[str, str], query: str, doc: str,
     dl = len(toks[doc])
     bm25 = sum(idf(w) * tf[w] * 2.2 / (tf[w] + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
                for w in qwords if tf[w])
-    b = min(bm25 / (mass + 10.0), 2.0) if mass > 0 else 0.0
+    n = len(qwords)
+    b = min(bm25 / mass * n / (n + 2), 2.0) if mass > 0 else 0.0
     if cosine is None:
-        z = -2.62 + 8.30 * b
+        z = -2.55 + 7.08 * b
     else:
-        z = -3.82 + 6.26 * cosine + 4.84 * b
+        z = -3.79 + 6.35 * cosine + 4.07 * b
     return 1 / (1 + math.exp(-z))
 
 
 def test_the_module_constants_are_the_documented_model():
     """The reference above writes the coefficients out; they are the module's."""
-    assert R.WITH_VECTOR == (-3.82, 6.26, 4.84) and R.BM25_ONLY == (-2.62, 8.30)
-    assert R.BM25_CAP == 2.0 and R.MASS_PRIOR == 10.0 and 0 < R.DEFAULT_MIN_RELEVANCE < 1
+    assert R.WITH_VECTOR == (-3.79, 6.35, 4.07) and R.BM25_ONLY == (-2.55, 7.08)
+    assert R.BM25_CAP == 2.0 and R.TERMS_PRIOR == 2.0 and 0 < R.DEFAULT_MIN_RELEVANCE < 1
 
 
 @pytest.mark.parametrize("with_vectors", [True, False])

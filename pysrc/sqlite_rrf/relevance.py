@@ -7,16 +7,18 @@ default profile divides by the query's best hit, so the top hit of any query, ev
 ``[0, 1]`` made of two pieces of evidence that do not depend on the other hits:
 
 - the **cosine** of the hit's embedding with the query's (``RecallHit.similarity``);
-- the **BM25 evidence** ``b = -bm25 / (idf_mass + MASS_PRIOR)``: the hit's FTS5 ``bm25()``
-  (which sums, over the query's terms found in the hit, the term's IDF times a
+- the **BM25 evidence** ``b = -bm25 / idf_mass * n / (n + TERMS_PRIOR)``: the hit's FTS5
+  ``bm25()`` (which sums, over the query's terms found in the hit, the term's IDF times a
   term-frequency factor that is 1 for one occurrence in a text of average length) divided
-  by the query's **IDF mass**, the sum of the IDFs of all of the query's terms
-  (:func:`query_idf_mass`), plus :data:`MASS_PRIOR`. A term that no episode holds counts
-  with the IDF it would have if one did (``ln((N - 0.5) / 1.5)``, N the episodes): a query
-  whose rare words the memory has never seen ("Shinjuku", "sourdough") cannot be well
-  matched, whatever its best hit. ``b`` is about the share of the query's informative
-  words that the hit holds; the prior (about two informative words' IDF) keeps a one-word
-  prompt ("hi", which the stemmer finds in every "his") from being a full match.
+  by the query's **IDF mass**, the sum of the IDFs of all of its n distinct terms
+  (:func:`query_idf_mass`). A term that no episode holds counts with the IDF it would have
+  if one did (``ln((N - 0.5) / 1.5)``, N the episodes): a query whose rare words the memory
+  has never seen ("Shinjuku", "sourdough") cannot be well matched, whatever its best hit.
+  So ``-bm25 / idf_mass`` is about the share of the query's informative words that the hit
+  holds, on no scale of the memory's own (a memory of four episodes, whose every IDF FTS5
+  floors at 1e-6, has the same shares). ``n / (n + TERMS_PRIOR)`` (a third for one word,
+  half for two) keeps a short prompt ("hi", which the stemmer finds in every "his") from
+  being a full match.
 
 They are combined by a logistic model, ``relevance = 1 / (1 + exp(-(c0 + c_cos * cosine +
 c_bm25 * min(b, 2))))``, with coefficients :data:`WITH_VECTOR`; when the hit has no
@@ -42,11 +44,11 @@ from typing import Any, List, Optional, Sequence, Tuple
 DEFAULT_MIN_RELEVANCE = 0.17
 
 #: ``(c0, c_cos, c_bm25)`` of the logistic model for a hit with a cosine.
-WITH_VECTOR: Tuple[float, float, float] = (-3.82, 6.26, 4.84)
+WITH_VECTOR: Tuple[float, float, float] = (-3.79, 6.35, 4.07)
 #: ``(c0, c_bm25)`` of the logistic model for a hit without one (no model).
-BM25_ONLY: Tuple[float, float] = (-2.62, 8.30)
-#: Added to the query's IDF mass before it divides the hit's bm25 (see the module docstring).
-MASS_PRIOR = 10.0
+BM25_ONLY: Tuple[float, float] = (-2.55, 7.08)
+#: A query of n terms has its BM25 share weighed by n / (n + TERMS_PRIOR).
+TERMS_PRIOR = 2.0
 #: ``b`` is capped here (repeated words in a short text can push bm25 past the IDF mass).
 BM25_CAP = 2.0
 
@@ -116,12 +118,14 @@ def query_idf_mass(conn: Any, query: str) -> QueryEvidence:
     return QueryEvidence(mass, len(seen), absent, rows)
 
 
-def bm25_evidence(bm25_score: Optional[float], idf_mass: float) -> float:
+def bm25_evidence(bm25_score: Optional[float], idf_mass: float, terms: int) -> float:
     """``b``: the hit's ``bm25()`` (negative, lower is better; None: not a BM25 hit) as a
-    share of the query's IDF mass plus :data:`MASS_PRIOR`, in ``[0, BM25_CAP]``."""
-    if bm25_score is None or idf_mass <= 0 or not math.isfinite(bm25_score):
+    share of the query's IDF mass, weighed by ``terms / (terms + TERMS_PRIOR)``, in
+    ``[0, BM25_CAP]``."""
+    if bm25_score is None or idf_mass <= 0 or terms <= 0 or not math.isfinite(bm25_score):
         return 0.0
-    return min(max(-bm25_score / (idf_mass + MASS_PRIOR), 0.0), BM25_CAP)
+    share = -bm25_score / idf_mass * terms / (terms + TERMS_PRIOR)
+    return min(max(share, 0.0), BM25_CAP)
 
 
 def _sigmoid(x: float) -> float:
@@ -132,11 +136,12 @@ def _sigmoid(x: float) -> float:
 
 
 def relevance(similarity: Optional[float], bm25_score: Optional[float],
-              idf_mass: float) -> float:
+              idf_mass: float, terms: int) -> float:
     """The absolute relevance of one hit, in ``[0, 1]``: the logistic model of the module
     docstring over its cosine (``similarity``; None: no vector evidence, the BM25-only
-    model) and its BM25 evidence (:func:`bm25_evidence`)."""
-    b = bm25_evidence(bm25_score, idf_mass)
+    model) and its BM25 evidence (:func:`bm25_evidence`; ``idf_mass`` and ``terms`` are
+    the query's, :func:`query_idf_mass`)."""
+    b = bm25_evidence(bm25_score, idf_mass, terms)
     if similarity is None or not math.isfinite(similarity):
         c0, cb = BM25_ONLY
         return _sigmoid(c0 + cb * b)
@@ -161,8 +166,9 @@ def with_relevance(conn: Any, query: str, hits: Sequence[Any]) -> List[Any]:
     the same order; the query's IDF mass is read from ``conn`` once."""
     if not hits:
         return []
-    mass = query_idf_mass(conn, query).idf_mass
-    return [replace(h, relevance=relevance(h.similarity, h.bm25_score, mass)) for h in hits]
+    ev = query_idf_mass(conn, query)
+    return [replace(h, relevance=relevance(h.similarity, h.bm25_score, ev.idf_mass, ev.terms))
+            for h in hits]
 
 
 def above_floor(hits: Sequence[Any], min_relevance: Optional[float]
@@ -209,15 +215,17 @@ def relevance_sql(statement: str) -> str:
     c0, cc, cb = WITH_VECTOR
     d0, db = BM25_ONLY
     b = (f"CASE WHEN t.bm25_score IS NULL OR m.mass <= 0 THEN 0.0 ELSE "
-         f"min(max(-t.bm25_score / (m.mass + {MASS_PRIOR!r}), 0.0), {BM25_CAP!r}) END")
+         f"min(max(-t.bm25_score / m.mass * m.terms / (m.terms + {TERMS_PRIOR!r}), 0.0), "
+         f"{BM25_CAP!r}) END")
     rel = (f"1.0 / (1.0 + exp(-(CASE WHEN t.similarity IS NULL THEN {d0!r} + {db!r} * ({b})\n"
            f"       ELSE {c0!r} + {cc!r} * t.similarity + {cb!r} * ({b}) END)))")
     select, frm = head.split("\nFROM explain AS t", 1)
     return f"""{ctes},
 -- The query's IDF mass (sqlite_rrf.relevance.query_idf_mass): its distinct terms' IDFs,
--- a term no episode holds as if one did, a word of the stopwords hint 1e-6.
+-- a term no episode holds as if one did, a word of the stopwords hint 1e-6; and how many
+-- terms.
 rrf_mass AS MATERIALIZED (
-  SELECT coalesce(sum(idf), 0.0) AS mass FROM (
+  SELECT coalesce(sum(idf), 0.0) AS mass, count(*) AS terms FROM (
     SELECT CASE WHEN instr(x.stop, ' ' || t.term || ' ') > 0 THEN 1e-6
                 ELSE coalesce((SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts
                                WHERE episodes_fts MATCH t.phrase LIMIT 1),
