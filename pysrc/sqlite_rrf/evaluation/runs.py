@@ -33,7 +33,8 @@ EVERY_DOCUMENT = 1_000_000
 #: the same way (``limit=DEPTH, touch=False, force=True``, the query's vector).
 RUN_PARAMETERS = ("weights", "k", "pool", "pool_size", "bm25_limit", "profile", "alpha",
                   "min_similarity", "now", "session", "scope", "kind", "since", "until",
-                  "oversample")
+                  "oversample", "topic_gate", "collapse", "min_relevance", "time_expressions",
+                  "time_weight")
 #: Parameters tuned on SciFact's **train** split (reported on test; docs/evaluation.md).
 #: convex: alpha swept 0.3-0.7 on train, nDCG@10 0.7242 / 0.7308 / 0.7368 / 0.7388 /
 #: 0.7372: 0.6 is kept. The statement's own default stays 0.5.
