@@ -633,9 +633,16 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
     return out
 
 
+def _c(m: Mapping[str, float], key: str, w: int) -> str:
+    """A table cell: the value to 3 decimals, or '-' when the unit has no such metric."""
+    v = m.get(key)
+    return f"{'-':>{w}}" if v is None or math.isnan(v) else f"{v:{w}.3f}"
+
+
 def format_lme_table(res: Mapping[str, Any]) -> str:
     """The results as text: per run the headline numbers, then per question type."""
-    lines = [f"LongMemEval ({os.path.basename(res['file'])}): {res['questions']} questions, "
+    lines = [f"LongMemEval ({os.path.basename(res['file'])}, one episode per "
+             f"{res.get('unit', 'turn')}): {res['questions']} questions, "
              f"{res['scored']} scored by LongMemEval's rules, {res['abstention']} abstention, "
              f"{res['episodes']:,} episodes", ""]
     head = (f"{'run':<10} {'any@5':>6} {'all@5':>6} {'all@10':>6} {'ndcg@10':>7} |"
@@ -648,16 +655,12 @@ def format_lme_table(res: Mapping[str, Any]) -> str:
         p = r["published"].get("all", {})
         ms = res["timings"]["ms_per_query_median"].get(n, float("nan"))
         lines.append(
-            f"{n:<10} {a.get('session.recall_any@5', math.nan):6.3f} "
-            f"{a.get('session.recall_all@5', math.nan):6.3f} "
-            f"{a.get('session.recall_all@10', math.nan):6.3f} "
-            f"{a.get('session.ndcg@10', math.nan):7.3f} | "
-            f"{a.get('turn.recall_any@5', math.nan):7.3f} "
-            f"{a.get('turn.recall_all@10', math.nan):8.3f} "
-            f"{a.get('turn.ndcg@10', math.nan):9.3f} | "
-            f"{p.get('published.recall_any@5', math.nan):9.3f} "
-            f"{p.get('published.recall_all@5', math.nan):9.3f} "
-            f"{p.get('published.ndcg@10', math.nan):11.3f} | {ms:5.1f}")
+            f"{n:<10} {_c(a, 'session.recall_any@5', 6)} {_c(a, 'session.recall_all@5', 6)} "
+            f"{_c(a, 'session.recall_all@10', 6)} {_c(a, 'session.ndcg@10', 7)} | "
+            f"{_c(a, 'turn.recall_any@5', 7)} {_c(a, 'turn.recall_all@10', 8)} "
+            f"{_c(a, 'turn.ndcg@10', 9)} | {_c(p, 'published.recall_any@5', 9)} "
+            f"{_c(p, 'published.recall_all@5', 9)} {_c(p, 'published.ndcg@10', 11)} | "
+            f"{ms:5.1f}")
     types = sorted({t for r in res["runs"].values() for t in r["published"] if t != "all"})
     lines += ["", "per question type, session.recall_all@5 (LongMemEval) / "
               "published.recall_all@5"]
