@@ -1,4 +1,4 @@
-"""Evaluation on BEIR-layout collections (``sqlite-rrf eval``), one concern per module:
+"""Evaluation on BEIR-layout collections and LongMemEval files (``sqlite-rrf eval``), one concern per module:
 
 * :mod:`.beir` — reading a collection (corpus, queries, qrels, embedding caches);
 * :mod:`.metrics` — nDCG@k, recall@k, MRR@k and their means over a split;
@@ -9,6 +9,9 @@
 * :mod:`.report` — the table and the plot;
 * :mod:`.progress` — the progress bars;
 * :mod:`.cli` — the ``sqlite-rrf eval`` command.
+* :mod:`.longmemeval` — agent memory: LongMemEval's JSON format, its metrics, one memory
+  per question (``sqlite-rrf eval FILE.json[.xz]``);
+* :mod:`.embcache` — the on-disk cache of text embeddings it reads its vectors from.
 
 :mod:`sqlite_rrf.evaluate` gathers their public names in one place. Importing this
 package imports none of its modules.
