@@ -515,3 +515,4 @@ def test_copies_fill_one_bullet_and_the_correction_comes_first(project, tmp_path
         assert rc == 0 and len(got) == int(limit), (out, err)
         assert fix in got[0] and fact in got[1], out
         assert sum(fact in b for b in got) == 1
+        assert "id `copy2`" in got[1] and "stands for 2 near-duplicates" in got[1], out

@@ -22,7 +22,8 @@ H3. The hits are touched (the agent was shown them), and the session's query is
     remembered in ``rrf_meta`` (``topic_gate:<session_id>``).
 H4. The output is short Markdown: one header line and one bullet per hit, each episode's
     text on one line, cut at ``--max-chars``. Nothing at all is printed when nothing
-    matched or the gate held the recall back, or for a blank prompt.
+    matched or the gate held the recall back, or for a blank prompt. A hit that stands
+    for near-duplicates (:mod:`sqlite_rrf.diversify`) says how many.
 H4b. Nothing is printed unless a hit's relevance (:mod:`sqlite_rrf.relevance`) reaches
     ``--min-relevance`` (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`), so a
     prompt about nothing in the memory ("hi", "thanks") prints nothing.
@@ -231,6 +232,9 @@ def render(hits: List[Any], scope: Optional[str], max_chars: int,
         if max_chars and len(text) > max_chars:
             text = text[:max_chars].rstrip() + " …"
         mark = ", important" if h.importance == "high" else ""
+        dups = getattr(h, "duplicates", 0)
+        if dups:  # issue 20: the near-duplicates collapsed into this one
+            mark += f", stands for {dups} near-duplicate{'s' if dups != 1 else ''}"
         line = (f"- {escape(text)} _(id {code(str(h.id))}, "
                 f"{_age(h.created_at, now_ms)}{mark})_")
         left = len(hits) - i
