@@ -204,7 +204,7 @@ def test_form_fields_are_the_statements_parameters():
     assert set(q["params"]) == {
         "query", "qvec", "profile", "pool", "k", "w_bm25", "w_vec", "w_recency",
         "w_access", "bm25_limit", "pool_size", "oversample", "limit", "alpha", "min_similarity",
-        "min_relevance", "now",
+        "min_relevance", "now", "w_time", "time_from", "time_to",
         "skip_vectors", "scope", "kind", "since", "until"}
     code = "\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
     for name in q["params"]:
