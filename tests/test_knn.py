@@ -55,7 +55,7 @@ def test_knn_equals_all_when_the_pool_covers_the_corpus(store, profile):
 def test_knn_pool_is_the_nearest_by_cosine(store):
     q = np.random.default_rng(2).normal(size=DIM)
     got = store.recall("nothing-matches", pool="knn", pool_size=25, limit=400, qvec=q,
-                       touch=False, force=True)
+                       touch=False, force=True, collapse=False)  # the pool, as it is
     rows = emb_rows(store)
     sims = {r: float(np.frombuffer(b, "<f4") @ q / np.linalg.norm(np.frombuffer(b, "<f4"))
                      / np.linalg.norm(q)) for r, b in rows.items()}
@@ -124,7 +124,7 @@ def test_knn_pool_with_a_filter_is_the_nearest_of_the_rows_that_pass(store):
     store.conn.execute("UPDATE episodes SET scope = 'p' WHERE rowid % 10 = 3")
     q = np.random.default_rng(3).normal(size=DIM)
     got = store.recall("nothing-matches", pool="knn", pool_size=7, limit=400, qvec=q,
-                       touch=False, force=True, scope="p")
+                       touch=False, force=True, scope="p", collapse=False)
     rows = dict(store.conn.execute(
         "SELECT rowid, embedding FROM episodes WHERE scope = 'p' AND embedding IS NOT NULL"))
     sims = sorted(((float(np.frombuffer(b, "<f4") @ q / np.linalg.norm(np.frombuffer(b, "<f4"))
