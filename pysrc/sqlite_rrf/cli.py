@@ -20,8 +20,10 @@ import argparse
 import json
 import os
 import sys
-import textwrap
-from typing import Any, List, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False  # typing is not imported at run time: `sqlite-rrf hook` starts fast
+if TYPE_CHECKING:
+    from typing import Any, List, Optional, Sequence, Tuple
 
 from . import __version__, loadable_path
 from .app import (UserError, ascii_float, check_model_args, choose_embedder, error_message,
@@ -195,6 +197,8 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
                f"{'s' if h.duplicates != 1 else ''}]" if h.duplicates else ""))
     ranks = "   " + " · ".join([rank("bm25", h.bm25_rank), rank("vector", h.vec_rank, sim),
                                 rank("recency", h.recency_rank), rank("access", h.access_rank)])
+    import textwrap
+
     body = textwrap.fill(h.content, width=width, initial_indent="   ", subsequent_indent="   ",
                          max_lines=4, placeholder=" …")
     lines = [head, body, ranks]

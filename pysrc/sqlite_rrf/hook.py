@@ -67,7 +67,10 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, NoReturn, Optional
+
+TYPE_CHECKING = False  # typing is not imported at run time (H6)
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, NoReturn, Optional
 
 from .app import (ALL_SCOPES, UserError, code, derive_scope, error_message, escape,
                   fault_message, flatten, open_store)

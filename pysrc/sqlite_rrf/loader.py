@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time: `sqlite-rrf hook` starts fast
+if TYPE_CHECKING:
+    from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -11,7 +11,9 @@ the builder left pending), and the model (``--model`` or
 ``$SQLITE_RRF_MODEL``; without one the hook recalls with BM25, recency and access). Each
 run is a new ``sqlite-rrf hook DB`` process (the console script, as an agent host runs
 it), a SciFact test claim as the prompt on stdin, a new session each time, timed from
-process start to exit, wall clock and CPU (the child's user + system time). The cases,
+process start to exit, wall clock and CPU (the child's user + system time), Python's
+bytecode cache on as in an installed package (``PYTHONDONTWRITEBYTECODE`` is dropped
+from the children's environment). The cases,
 interleaved run by run so that the machine's load falls on all alike:
 
 - ``python3 -c pass``: the baseline, the same interpreter;
@@ -142,13 +144,23 @@ def private_db(n: int, tmp: str, name: str) -> Tuple[str, str]:
     return db, how
 
 
+def child_env() -> Dict[str, str]:
+    """The environment of the processes measured: this one's, with Python's bytecode
+    cache on (an installed package has its modules compiled; with
+    PYTHONDONTWRITEBYTECODE set and a changed source, every process would compile them
+    again)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def prompts(n: int) -> List[str]:
     return [text for _, text, _ in br.load_queries(n)]
 
 
 def bench_size(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> dict:
     db, how = private_db(n, tmp, "hook")
-    env = dict(os.environ)
+    env = child_env()
     env.pop("SQLITE_RRF_TOKEN", None)
     if args.model:
         env["SQLITE_RRF_MODEL"] = args.model
@@ -219,7 +231,7 @@ def bench_server_recall(n: int, args: argparse.Namespace, tmp: str,
     from sqlite_rrf.hook import ask_server
 
     db, how = private_db(n, tmp, "server")
-    env = dict(os.environ)
+    env = child_env()
     if args.model:
         env["SQLITE_RRF_MODEL"] = args.model
     sock = os.path.join(tmp, f"r{n}.sock")
