@@ -238,6 +238,41 @@ def test_cli_recall_stats_and_hook_answer_under_a_held_lock(tmp_path):
     assert c.execute("SELECT sum(access_count) FROM episodes").fetchall() == [(0,)]
 
 
+def test_the_hook_prints_before_it_touches(tmp_path, monkeypatch):
+    """The hook writes its output first and touches after: at the moment its stdout is
+    written, the printed episode's access count is still 0 (read by another connection);
+    once the hook is done it is 1."""
+    import io
+
+    from sqlite_rrf import cli, hook
+
+    db = make_db(tmp_path / "m.db", embeddings=False)
+    watch = plain(db)
+
+    def count() -> int:
+        return watch.execute("SELECT access_count FROM episodes WHERE id = 'e7'").fetchall()[0][0]
+
+    seen: List[int] = []
+
+    class Stdout(io.StringIO):
+        def write(self, text: str) -> int:
+            if "vault key number 7" in text:
+                seen.append(count())
+            return super().write(text)
+
+    payload = json.dumps({"prompt": "the vault key number 7"}).encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload)))
+    out = Stdout()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.delenv("SQLITE_RRF_MODEL", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = cli.build_parser().parse_args(["hook", str(db), "--scope", ""])
+    assert hook.run(args) == 0
+    assert "vault key number 7" in out.getvalue()
+    assert seen == [0], f"the access count when the output was written: {seen}"
+    assert count() == 1
+
+
 def test_mcp_under_a_held_lock(tmp_path):
     """MCP: recall answers while another process holds the write lock (its warnings say the
     hits were not touched); remember fails after a bounded wait with a message in the
