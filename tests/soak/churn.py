@@ -697,7 +697,8 @@ class Churn:
     def check_bm25(self, q: str, n: int) -> None:
         conn = self.store.conn
         res = self.store.recall(q, limit=max(n, 1), weights=(1.0, 0.0, 0.0, 0.0), pool_size=0,
-                                bm25_limit=n, profile="rrf", touch=False, force=True)
+                                bm25_limit=n, profile="rrf", touch=False, force=True,
+                                collapse=False)
         got = sorted((h.bm25_score, h.rowid) for h in res if h.bm25_rank is not None)
         if len(got) != len(res):
             self.miss("bm25_list", f"{q!r}: {len(res) - len(got)} hits without a BM25 rank")
@@ -839,7 +840,7 @@ class Churn:
         from test_recall import NOW, assert_same, reference_recall
 
         res = self.store.recall(q, limit=20, qvec=qvec, pool=pool, profile="rrf", now=NOW,
-                                touch=False, force=True)
+                                touch=False, force=True, collapse=False)
         got = []
         for h in res:
             d = h.as_dict()
