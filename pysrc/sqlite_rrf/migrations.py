@@ -61,9 +61,40 @@ class Migration:
         return hashlib.sha256(self.sql.replace("\r\n", "\n").encode("utf-8")).hexdigest()
 
 
+#: ``available()``'s last reading of each directory, keyed by the files' names, sizes and
+#: modification times: an open reads the migrations' text once per process, not per call.
+_READ: dict = {}
+
+
+def _signature(directory: str) -> tuple:
+    """What identifies a directory's migration files as read (names, sizes, mtimes)."""
+    sig = []
+    for sub in (directory, os.path.join(directory, "knn")):
+        if not os.path.isdir(sub):
+            continue
+        for entry in sorted(os.scandir(sub), key=lambda e: e.name):
+            if entry.is_file():
+                st = entry.stat()
+                sig.append((sub, entry.name, st.st_size, st.st_mtime_ns))
+    return tuple(sig)
+
+
 def available(directory: Optional[str] = None) -> List[Migration]:
-    """The migrations shipped with the package (or found in ``directory``), in order."""
+    """The migrations shipped with the package (or found in ``directory``), in order.
+
+    The files are read again only when one of them changed since the last call."""
     directory = directory or os.path.join(sql_dir(), "migrations")
+    sig = _signature(directory)
+    cached = _READ.get(directory)
+    if cached is not None and cached[0] == sig:
+        return list(cached[1])
+    found = _read(directory)
+    _READ[directory] = (sig, tuple(found))
+    return found
+
+
+def _read(directory: str) -> List[Migration]:
+    """Read and check every migration file of ``directory``."""
     found = []
     for fname in sorted(os.listdir(directory)):
         m = _NAME.match(fname)
