@@ -27,8 +27,10 @@ S3. The protocol: one JSON object per line, one request per connection. The hook
     ``{"v": 1, "op": "ping"}`` answers ``{"ok": true, "db": …, "pid": …, "version": …}``.
     A request for another database is refused (``"wrong_db": true``), and the hook then
     recalls in its own process. A request line is at most :data:`MAX_REQUEST_BYTES`.
-S4. The server answers the hook before it touches the hits (the touch waits at most the
-    store's touch patience and never delays an answer).
+S4. The server answers the hook before it touches the hits, and touches them on a
+    connection of its own, in a thread of its own, one touch after another: a touch that
+    waits for another process's write lock (at most the store's touch patience) delays
+    no answer.
 S5. One Store serves the socket and MCP, one call at a time (a lock shared with the MCP
     tools).
 S6. MCP over HTTP binds 127.0.0.1 by default. Bound to any other address it needs a
@@ -46,6 +48,7 @@ import argparse
 import contextlib
 import json
 import os
+import queue
 import signal
 import socket
 import socketserver
@@ -237,6 +240,34 @@ class Server:
         self.real_db = os.path.realpath(db)
         self.default_scope = default_scope
         self.lock = threading.Lock()  # S5: shared with the MCP tools
+        self._touches: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._toucher: Any = None
+        self._touch_thread: Optional[threading.Thread] = None
+
+    def start_touching(self) -> None:
+        """S4: a second connection (no model) and its thread, for the hook's touches."""
+        from .store import Store
+
+        self._toucher = Store(self.db)
+        self._touch_thread = threading.Thread(target=self._touch_loop, name="touch",
+                                              daemon=True)
+        self._touch_thread.start()
+
+    def _touch_loop(self) -> None:
+        while True:
+            result = self._touches.get()
+            if result is None:
+                break
+            with contextlib.suppress(Exception):  # best effort: the answer is out
+                self._toucher.touch(result)
+
+    def stop_touching(self) -> None:
+        if self._touch_thread is not None:
+            self._touches.put(None)
+            self._touch_thread.join(timeout=5)
+        if self._toucher is not None:
+            with contextlib.suppress(Exception):
+                self._toucher.close()
 
     def describe(self, e: BaseException) -> str:
         known = error_message(e)
@@ -270,10 +301,12 @@ class Server:
             text, result = respond(self.store, req)
 
         def touch() -> None:
-            if result is None:
-                return
-            with self.lock, contextlib.suppress(Exception):
-                self.store.touch(result)
+            if result is not None:
+                if self._touch_thread is not None:
+                    self._touches.put(result)
+                else:
+                    with self.lock, contextlib.suppress(Exception):
+                        self.store.touch(result)
 
         return {"ok": True, "text": text}, touch
 
@@ -337,8 +370,10 @@ def run(args: argparse.Namespace) -> int:
     store.busy_timeout_ms = WRITE_PATIENCE_MS
     server = Server(store, args.db, scope)
     try:
+        server.start_touching()
         sock = _SocketServer(path, server)
     except BaseException:
+        server.stop_touching()
         from .app import close_store
 
         close_store(store)
@@ -376,6 +411,7 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == sock.inode:  # S2: only our own socket
                 os.unlink(path)
+        server.stop_touching()
         with server.lock:
             from .app import close_store
 
