@@ -302,6 +302,26 @@ def test_a_vector_left_out_is_named_in_the_warnings(db, blob, why):
                 assert named and why in named[0].lower(), (pool, res.warnings)
 
 
+@needs_shell
+def test_the_warnings_hold_across_recalls_and_follow_another_clients_writes(db):
+    """The pending vectors' check is read again only after a commit (its answer is kept
+    per data_version and total_changes): a second recall still names the vector, and one
+    that another client writes in between is named too."""
+    with Store(str(db), readonly=True) as s:
+        q = vecs(1, 5)[0]
+        assert not [w for w in s.recall("zzzz", 5, qvec=q, touch=False).warnings if "rowid" in w]
+        assert shell(db, "UPDATE episodes SET embedding = zeroblob(64) WHERE rowid = 42;"
+                     ).returncode == 0
+        for _ in range(2):
+            named = [w for w in s.recall("zzzz", 5, qvec=q, touch=False).warnings
+                     if "rowid 42 " in w]
+            assert len(named) == 1, named
+        assert shell(db, "UPDATE episodes SET embedding = zeroblob(64) WHERE rowid = 43;"
+                     ).returncode == 0
+        ws = s.recall("zzzz", 5, qvec=q, touch=False).warnings
+        assert [w for w in ws if "rowid 42 " in w] and [w for w in ws if "rowid 43 " in w], ws
+
+
 # ---------------------------------------------------------------- the full check
 
 

@@ -106,6 +106,8 @@ class Store:
         self.path = os.fspath(path)
         self.embedder = embedder
         self._bad_vectors: Dict[int, str] = {}  # rowid -> why its embedding is unusable
+        # _pending_faults' last answer: ((data_version, total_changes), faults, warnings)
+        self._pending_seen: Optional[Tuple[Tuple[int, int], Dict[int, str], List[str]]] = None
         self._pending_dim: Optional[int] = None
         self.conn: Any = None
         self.busy_timeout_ms = busy_timeout_ms
@@ -139,7 +141,7 @@ class Store:
             #: What the open's schema check found and could not repair (a trigger dropped
             #: in a read-only database, the lock busy): named in every recall's warnings.
             self.schema_warnings: List[str] = open_check(
-                self.conn, readonly=self.readonly, busy_timeout_ms=busy_timeout_ms)
+                self.conn, readonly=self.readonly, busy_timeout_ms=self.busy_timeout_ms)
             self._guard_vectors()
             self._code_vectors()
             if not self.readonly and migrated:
@@ -997,16 +999,15 @@ class Store:
                                     params=params, reason=held[1])
         knn.check_pool(self.conn, params, qblob)
         bindings = dict(params, query=query, qvec=qblob)
-        hits: List[RecallHit] = []
         if collapse:  # more rows than asked: diversify fills the slots it frees
             bindings["limit"] = candidates(params["limit"])
+        hits: List[RecallHit] = []
         warnings: List[str] = list(self.schema_warnings)
         # the unusable vectors keep pending codes: a seek finds them, on every recall
         pending_bad = self._pending_faults(warnings) if qblob is not None else {}
         for attempt in range(2):
             bad = {**self._bad_vectors, **pending_bad}
             bindings["skip_vectors"] = json.dumps(sorted(bad)) if bad else None
-
             try:
                 hits = self._run_recall(params, bindings)
                 break
@@ -1060,6 +1061,14 @@ class Store:
         used never gets a code (:meth:`fill_codes`, migration 0009), so these are all of
         them, found by a seek of the pending codes. Beyond :attr:`PENDING_CHECK` pending
         codes the rest are not read, and ``warnings`` says so."""
+        # the answer holds until a commit: this connection's (total_changes) or another's
+        # (data_version), so a recall after no write reads nothing here
+        key = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes())
+        seen = self._pending_seen
+        if seen is not None and seen[0] == key:
+            warnings.extend(seen[2])
+            return dict(seen[1])
+        before = len(warnings)
         rows = self.conn.execute(
             "SELECT c.rowid, v.embedding FROM episodes_codes AS c "
             "INDEXED BY idx_episodes_codes_pending JOIN episodes_vectors AS v ON v.rowid = c.rowid "
@@ -1077,6 +1086,7 @@ class Store:
             fault = _vector_fault(emb, dim)
             if fault is not None:
                 found[rowid] = fault
+        self._pending_seen = (key, dict(found), warnings[before:])
         return found
 
     def _find_bad_vectors(self, chunk: int = 4096) -> Dict[int, str]:
