@@ -329,13 +329,19 @@ def test_defaults_are_the_designs(small_store):
 
 def test_store_recall_scores_equal_reference(small_store):
     """Store.recall's default is the 'hybrid' profile over the 'quantized' pool; in
-    'memory' the explain accounts for the score."""
+    'memory' the explain accounts for the score.
+
+    Each call asks for the statement's own ranking: no post-ranking step
+    (``collapse=False``: diversify would fold near-duplicates and put a newer hit
+    on the same topic in an older one's slot, from the 2*limit+10 rows it reads,
+    which the reference does not model) and no time window from the query's words
+    (``time_expressions=False``), at the reference's clock (``now=NOW``)."""
+    statement = dict(touch=False, now=NOW, collapse=False, time_expressions=False)
     rng = np.random.default_rng(5)
     qvec = rng.normal(size=DIM)
     want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="hybrid",
                             pool="quantized")
-    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, now=NOW,
-                             collapse=False)  # the statement's ranking (no diversify)
+    got = small_store.recall("beta gamma", limit=10, qvec=qvec, **statement)
     assert [h.id for h in got] == [h["id"] for h in want]
     for h, r in zip(got, want):
         assert h.score == pytest.approx(r["score"], rel=1e-12)
@@ -344,8 +350,8 @@ def test_store_recall_scores_equal_reference(small_store):
         r_ = rel["alpha"] * rel["cosine"] + (1 - rel["alpha"]) * rel["bm25"]
         assert r_ + (1 - r_) * g == pytest.approx(h.score, rel=1e-12)
     want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="memory")
-    got = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, profile="memory",
-                             pool="recent", force=True)
+    got = small_store.recall("beta gamma", limit=10, qvec=qvec, profile="memory",
+                             pool="recent", force=True, **statement)
     assert [h.id for h in got] == [h["id"] for h in want]
     for h, r in zip(got, want):
         assert h.score == pytest.approx(r["score"], rel=1e-12)
@@ -354,7 +360,7 @@ def test_store_recall_scores_equal_reference(small_store):
         boost = e.get("importance", {}).get("boost", 0.0)
         assert rel * e["recency_access"]["multiplier"] + boost == pytest.approx(h.score,
                                                                                  rel=1e-12)
-    rrf = small_store.recall("beta gamma", limit=10, qvec=qvec, touch=False, profile="rrf")
+    rrf = small_store.recall("beta gamma", limit=10, qvec=qvec, profile="rrf", **statement)
     for h in rrf:  # in 'rrf' the contributions add up to the score
         assert sum(v.get("contribution", v.get("boost", 0)) for v in h.explain.values()) == \
             pytest.approx(h.score, rel=1e-12)
