@@ -667,13 +667,17 @@ def test_recall_json_matches_reference_and_store(tmp_path, rdb, corpus, embedder
         assert h["explain"].keys() == s.explain.keys()
 
 
-_HIT = re.compile(r"^(\d+)\. (\S+)  score (\d+\.\d+)(  \[high importance\])?$")
+# a hit's head line: rank, id, score, its absolute relevance (printed when known), and
+# the marks of high importance and of the near-duplicates it stands for
+_HIT = re.compile(r"^(\d+)\. (\S+)  score (\d+\.\d+)(?:  relevance (\d\.\d{3}))?"
+                  r"(  \[high importance\])?(?:  \[stands for (\d+) near-duplicates?\])?$")
 _RANKS = re.compile(r"^   bm25 (#\d+|-) · vector (#\d+ \(cos (-?\d+\.\d+)\)|-) · "
                     r"recency (#\d+|-) · access (#\d+|-)$")
 _EXPLAIN = re.compile(r"^   explain: (?:\((.*)\) × (\d+\.\d+) \(recency/access\)|(.*)) = "
                       r"(\d+\.\d+)$")
-_HYBRID = re.compile(r"^   explain: relevance (\d+(?:\.\d+)?)·cos (\d+\.\d+) \+ "
-                     r"(\d+(?:\.\d+)?)·bm25 (\d+\.\d+) = (\d+\.\d+); \+ \(1 − \d+\.\d+\) × "
+_HYBRID = re.compile(r"^   explain: blend (\d+(?:\.\d+)?)·cos/best (\d+\.\d+) \+ "
+                     r"(\d+(?:\.\d+)?)·bm25/best (\d+\.\d+) = (\d+\.\d+); "
+                     r"\+ \(1 − \d+\.\d+\) × "
                      r"nudge (\d+\.\d+) \(recency/use/importance\) = (\d+\.\d+)$")
 _PART = re.compile(r"^(\w+) (\d+\.\d+) = (?:([\d.]+)/\(k\+(\d+)\)|boost)$")
 
@@ -682,11 +686,16 @@ def parse_text(out):
     hits = []
     for line in out.splitlines():
         m = _HIT.match(line)
+        assert m or not re.match(r"^\d+\. ", line), f"a hit's head line not understood: {line!r}"
         if m:
-            hits.append({"n": int(m[1]), "id": m[2], "score": float(m[3]), "high": bool(m[4])})
+            hits.append({"n": int(m[1]), "id": m[2], "score": float(m[3]),
+                         "relevance": m[4] and float(m[4]), "high": bool(m[5]),
+                         "duplicates": int(m[6] or 0)})
             continue
         m = _RANKS.match(line)
         if m:
+            assert hits, f"a ranks line before any hit's head line: {line!r}"
+
             def r(s):
                 return None if s == "-" else int(s[1:].split()[0])
             hits[-1].update(bm25_rank=r(m[1]), vec_rank=r(m[2]), recency_rank=r(m[4]),
@@ -724,6 +733,9 @@ def test_recall_text_and_explain(tmp_path, rdb, corpus, embedder):
                        cwd=tmp_path,
                        model=MODEL)).stdout
     assert "explain:" not in plain
+    # each hit's absolute relevance is printed on its head line, as --json gives it
+    relevance = {h["id"]: h["relevance"]
+                 for h in recall_json(rdb, QUERY, "--no-touch", cwd=tmp_path)[0]}
     for out, with_explain in ((plain, False), (explained, True)):
         hits = parse_text(out)
         assert [h["n"] for h in hits] == [1, 2, 3]
@@ -732,6 +744,7 @@ def test_recall_text_and_explain(tmp_path, rdb, corpus, embedder):
             r = ref[h["id"]]
             assert h["score"] == pytest.approx(r["score"], abs=5e-6)
             assert h["high"] == (r["importance"] == "high")
+            assert h["relevance"] == pytest.approx(relevance[h["id"]], abs=5e-4)
             assert (h["bm25_rank"], h["vec_rank"], h["recency_rank"], h["access_rank"]) == (
                 r["bm25_rank"], r["vec_rank"], r["recency_rank"], r["access_rank"])
             assert h["similarity"] == pytest.approx(r["similarity"], abs=1e-3)
@@ -954,6 +967,7 @@ def test_demo_prints_three_explained_hits(demo_run):
     hits = parse_text(p.stdout)
     assert [h["n"] for h in hits] == [1, 2, 3]
     assert all("explain" in h for h in hits)
+    assert all(h["relevance"] is not None and 0 <= h["relevance"] <= 1 for h in hits)
     c = apsw.Connection(str(d / "memory.db"))
     assert c.execute("SELECT count(*) FROM episodes").fetchall() == [(n,)]
     c.close()

@@ -205,10 +205,12 @@ def _format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
     if explain and "relevance" in (h.explain or {}):  # 'hybrid'
         r = h.explain["relevance"]
         a = r["alpha"]
-        rel = a * r["cosine"] + (1 - a) * r["bm25"]
+        # the profile's blend of the cosine and the BM25 score, each relative to the
+        # query's best (docs/profiles.md), not the hit's absolute relevance of the head line
+        blend = a * r["cosine"] + (1 - a) * r["bm25"]
         g = h.explain.get("recency_access_importance", {}).get("nudge", 0.0)
-        lines.append(f"   explain: relevance {a:g}·cos {r['cosine']:.4f} + {1 - a:g}·bm25 "
-                     f"{r['bm25']:.4f} = {rel:.5f}; + (1 − {rel:.5f}) × nudge {g:.4f} "
+        lines.append(f"   explain: blend {a:g}·cos/best {r['cosine']:.4f} + {1 - a:g}·bm25/best "
+                     f"{r['bm25']:.4f} = {blend:.5f}; + (1 − {blend:.5f}) × nudge {g:.4f} "
                      f"(recency/use/importance) = {h.score:.5f}")
     elif explain:
         parts = []
