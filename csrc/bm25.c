@@ -138,7 +138,9 @@
 **       significant digits (%!.17g), which SQLite's JSON reads back exactly.
 **       Computed term at a time (MaxScore), with xQueryPhrase only:
 **       pass 1: each phrase's rows (the count B2 makes anyway), kept: every
-**         row's U1 (B3), from a map by rowid (dense rowids) or a sort;
+**         row's U1 (B3), from a map by rowid (dense rowids: a byte of the
+**         row's phrases as bits up to 8 phrases, U1 from a table of 256, else
+**         a double) or a sort; the lists are freed once U1 is made;
 **       pass 2: the phrases by increasing number of rows; a row is admitted at
 **         its first phrase unless its bound * (1 + 1e-9) + D (B12) is below theta
 **         (the bound: U1, then U1 with that phrase's term for its frequency and
@@ -332,6 +334,14 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
       if (aList) { /* B16: the rowids too */
         rc = pApi->xQueryPhrase(pFts, i, (void *)&aList[i], collect_cb);
         nHit = aList[i].n;
+        if (rc == SQLITE_OK && nHit > 0 && nHit < aList[i].cap) { /* no doubling's slack */
+          sqlite3_int64 *a = (sqlite3_int64 *)sqlite3_realloc64(
+              aList[i].a, (sqlite3_uint64)nHit * sizeof(sqlite3_int64));
+          if (a != NULL) {
+            aList[i].a = a;
+            aList[i].cap = nHit;
+          }
+        }
       } else {
         rc = pApi->xQueryPhrase(pFts, i, (void *)&nHit, count_cb);
       }
@@ -1033,8 +1043,11 @@ typedef struct TopPass {
   Bm25Query *q;
   const double *w;
   /* every row of the scan with its U1, by index: rowid - lo in dense (U1 0: not in
-  ** the scan), else the position in rows (by increasing rowid) */
+  ** the scan) or in mask (up to 8 phrases: the row's phrases as bits, U1 u1[bits],
+  ** 0: not in the scan), else the position in rows (by increasing rowid) */
   double *dense;
+  unsigned char *mask;
+  double u1[256];
   sqlite3_int64 lo;
   RowU *rows;
   sqlite3_int64 nRow; /* indexes */
@@ -1059,6 +1072,10 @@ static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, do
 /* The index of rowid, or -1 (sparse: rows by increasing rowid; the calls come in
 ** that order too, else a binary search). */
 static sqlite3_int64 top_find(TopPass *t, sqlite3_int64 rowid) {
+  if (t->mask) {
+    sqlite3_uint64 off = (sqlite3_uint64)rowid - (sqlite3_uint64)t->lo;
+    return off < (sqlite3_uint64)t->nRow && t->mask[off] != 0 ? (sqlite3_int64)off : -1;
+  }
   if (t->dense) {
     sqlite3_uint64 off = (sqlite3_uint64)rowid - (sqlite3_uint64)t->lo;
     return off < (sqlite3_uint64)t->nRow && t->dense[off] != 0.0 ? (sqlite3_int64)off : -1;
@@ -1092,6 +1109,12 @@ static sqlite3_int64 top_find(TopPass *t, sqlite3_int64 rowid) {
   return lo < n && rows[lo].rowid == rowid ? lo : -1;
 }
 
+/* U1 of the row at index r. */
+static double top_u(const TopPass *t, sqlite3_int64 r) {
+  if (t->mask) return t->u1[t->mask[r]];
+  return t->dense ? t->dense[r] : t->rows[r].u;
+}
+
 /* theta: the n-th best of the admitted rows' lower bounds. */
 static void top_theta(TopPass *t) {
   if (!t->prune || t->nc < t->n) return;
@@ -1112,7 +1135,7 @@ static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserDa
     double f = 0.0;
     if (a == -2) return SQLITE_OK;
     if (a == -1 && t->prune &&
-        (t->dense ? t->dense[r] : t->rows[r].u) * BM25_MARGIN + t->bDrop < t->theta) {
+        top_u(t, r) * BM25_MARGIN + t->bDrop < t->theta) {
       t->adm[r] = -2; /* its first phrase, and its U1 is below theta: out for good */
       return SQLITE_OK;
     }
@@ -1131,7 +1154,7 @@ static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserDa
     }
     if (rc != SQLITE_OK) return rc;
     if (a == -1) { /* the row's first phrase: admitted if its bound reaches theta */
-      double u = t->dense ? t->dense[r] : t->rows[r].u;
+      double u = top_u(t, r);
       if (t->prune) {
         double up = q->aIDF[t->iPhrase] * (k1 + 1.0);
         for (int col = 0; col < q->nCol; col++) dlo += q->aColEnd[col];
@@ -1160,7 +1183,7 @@ static int top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserDa
       a = (int)t->nc++;
       t->adm[r] = a;
       memset(&t->c[a], 0, sizeof(TopCand));
-      t->c[a].rowid = t->dense ? t->lo + r : t->rows[r].rowid;
+      t->c[a].rowid = t->dense || t->mask ? t->lo + r : t->rows[r].rowid;
       memset(&t->f[(sqlite3_int64)a * nP], 0, sizeof(double) * (size_t)nP);
       rc = pApi->xColumnSize(pFts, -1, &t->c[a].D);
       if (rc != SQLITE_OK) return rc;
@@ -1241,7 +1264,7 @@ static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, do
 
 /* B16: every row of the scan with its U1, by increasing rowid, from pass 1's lists. */
 static int top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, double **dense,
-                    sqlite3_int64 *lo_out) {
+                    unsigned char **mask, double *u1, sqlite3_int64 *lo_out) {
   sqlite3_int64 total = 0, lo = 0, hi = 0, n = 0;
   int first = 1;
   for (int p = 0; p < q->nPhrase; p++) {
@@ -1259,9 +1282,35 @@ static int top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, double **dens
   *out = NULL;
   *nOut = 0;
   *dense = NULL;
+  *mask = NULL;
   if (total == 0) return SQLITE_OK;
   sqlite3_uint64 range = (sqlite3_uint64)hi - (sqlite3_uint64)lo + 1;
   if (range <= (sqlite3_uint64)(8 * total) + (1u << 20) && range <= (1u << 28)) {
+    if (q->nPhrase <= 8) {
+      /* dense rowids, up to 8 phrases: one byte per rowid, its phrases as bits (0:
+      ** not in the scan); U1 is u1[bits], the bits' terms added in phrase order as
+      ** below (the same double): 1 byte a rowid instead of 8 (1M rowids: 1 MB) */
+      unsigned char *m = (unsigned char *)sqlite3_malloc64(range);
+      if (m == NULL) return SQLITE_NOMEM;
+      memset(m, 0, range);
+      for (int p = 0; p < q->nPhrase; p++) {
+        RowList *l = &q->aList[p];
+        for (sqlite3_int64 i = 0; i < l->n; i++) m[l->a[i] - lo] |= (unsigned char)(1u << p);
+      }
+      for (unsigned b = 0; b < 256; b++) {
+        double acc = 0.0;
+        for (int p = 0; p < q->nPhrase; p++) {
+          double u = q->aIDF[p] * (k1 + 1.0);
+          if (!(u > 0.0)) u = 1e-300; /* present all the same */
+          if (b & (1u << p)) acc += u;
+        }
+        u1[b] = acc;
+      }
+      *mask = m;
+      *lo_out = lo;
+      *nOut = (sqlite3_int64)range;
+      return SQLITE_OK;
+    }
     /* dense rowids: one slot per rowid, U1 in it (0: not in the scan) */
     double *acc = (double *)sqlite3_malloc64(range * sizeof(double));
     if (acc == NULL) return SQLITE_NOMEM;
@@ -1314,8 +1363,15 @@ static int top_compute(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_
   t.w = w;
   t.n = n;
   t.bDrop = nDrop > 0 ? q->or->bDrop * BM25_MARGIN : 0.0;
-  rc = top_rows(q, &t.rows, &t.nRow, &t.dense, &t.lo);
+  rc = top_rows(q, &t.rows, &t.nRow, &t.dense, &t.mask, t.u1, &t.lo);
   if (rc != SQLITE_OK) return rc;
+  /* the rowids are in t now; only the lists' lengths are read from here (the order
+  ** below; the result is computed once per query), so the heap holds one copy */
+  for (int p = 0; p < nP; p++) {
+    sqlite3_free(q->aList[p].a);
+    q->aList[p].a = NULL;
+    q->aList[p].cap = 0;
+  }
   /* the phrases by increasing number of rows: the rarest weigh most (MaxScore) */
   int nOrd = nP < 256 ? nP : 256;
   for (int a = 0; a < nOrd; a++) {
@@ -1429,6 +1485,7 @@ nomem:
 done:
   sqlite3_free(t.rows);
   sqlite3_free(t.dense);
+  sqlite3_free(t.mask);
   sqlite3_free(t.adm);
   sqlite3_free(t.c);
   sqlite3_free(t.f);

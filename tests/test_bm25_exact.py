@@ -786,6 +786,25 @@ def test_B16_weights_phrases_and_detail_modes():
         c.close()
 
 
+def test_B16_any_number_of_phrases(db):
+    """For dense rowids U1 is held as a byte of phrase bits up to 8 phrases (u1[bits]) and as
+    a double a rowid beyond: both are bm25()'s list, at 1, 7, 8, 9 and 12 phrases, with and
+    without dropped words."""
+    words = ["kubernetes", "orange", "vault", "zebra", "sqlite", "quartz", "nebula", "fjord",
+             "cat", "dog", "study", "memory"]
+    for m in (1, 7, 8, 9, 12):
+        for stop, extra in (("", ""), ("the of", " the of")):
+            q = " ".join(words[:m]) + extra
+            match = db.execute("SELECT fts5_query(?1, 'or', ?2, 'porter unicode61')",
+                               (q, stop)).fetchone()[0]
+            assert match.count(" OR ") + 1 == m  # the phrases of the scan
+            scan_rows = db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
+                                   "fts5_query(?1, 'or', ?2, 'porter unicode61')",
+                                   (q, stop)).fetchone()[0]
+            for n in (1, 5, 50, 400):
+                assert top_fn(db, q, stop, n) == reference(db, q, min(n, scan_rows)), (q, n)
+
+
 def test_B16_no_bounds_without_lengths_and_sparse_rowids():
     """A contentless table without column sizes (no length: every row is scored) and rowids
     too far apart for the dense map (the sorted path)."""

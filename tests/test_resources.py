@@ -12,24 +12,23 @@
   ``make bench``; skipped when absent), runs one warm-up recall, resets the RSS
   high-water mark (``/proc/self/clear_refs``) and SQLite's heap high-water, runs one
   recall, and reports both high-waters above the level before. The stated bound:
-  a recall with the default ``'recent'`` pool uses at most ``large_bound_mb(n)`` more
-  than the open connection: 16 MB at 100k episodes, 32 MB at 1M — it reads the pool
-  through an index and SQLite's page cache is capped by ``cache_size`` (2 MB by
-  default), but the BM25 list's ``rrf_bm25_or_top`` (csrc/bm25.c, B16; the statement
-  has used it since ec55da7) holds, for the one call of a query, the rowids of every
-  non-stopword term's rows (8 bytes each, in arrays that grow by doubling) and, for
-  dense rowids, an upper bound (a double) and an admission state (an int) per rowid
-  between the first and the last hit: ~12 bytes per episode on top of the postings.
-  Measured for the query below at 1M: SQLite heap +25.0 MB with it (rrf_bm25_or_top
-  alone +23.4 MB), +4.7 MB with the statement of ec55da7^ (the seeded scan), which
-  took 132 ms against 96 ms. The exact ``'all'`` pool scores and sorts every episode;
-  SQLite's sorter and temporary tables spill to temporary files beyond their cache, so
-  its memory levels off too: ``make soak`` (``--large``) checks it against
+  a recall with the default ``'recent'`` pool uses at most ``LARGE_BOUND_MB`` (16 MB)
+  more than the open connection, at 100k and at 1M episodes — it reads the pool through
+  an index, SQLite's page cache is capped by ``cache_size`` (2 MB by default), and the
+  BM25 list's ``rrf_bm25_or_top`` (csrc/bm25.c, B16) holds, for its one call per
+  query, the rowids of the scanned terms' rows (8 bytes each, trimmed to their count)
+  and, for dense rowids, one byte of phrase bits (up to 8 phrases; a double beyond)
+  and an int per rowid between the first and the last hit: ~5 bytes per episode on
+  top of the postings. (Before 8 phrases were a byte and the lists were trimmed, a
+  double per rowid and the lists' doubling slack took the 1M recall to SQLite heap
+  +25.0 MB, rrf_bm25_or_top alone +23.4 MB.) The exact ``'all'`` pool scores and
+  sorts every episode; SQLite's sorter and temporary tables spill to temporary files
+  beyond their cache, so its memory levels off too: ``make soak`` (``--large``) checks it against
   ``ALL_BOUND_MB`` (64 MB) at 10k, 100k and 1M (not in the suite: 6 s at 100k, about
-  90 s at 1M on a busy 2-core machine). Measured: 'recent' +0.8 / +0.5 / +11.6 MB RSS
-  high-water (SQLite heap +2.8 / +4.4 / +25.0 MB) at 10k / 100k / 1M (schema of
-  migration 0011); 'all' +10.6 / +25.1 / +25.9 MB RSS (SQLite heap +11.7 / +26.6 /
-  +27.6 MB) at 10k / 100k / 1M (before ec55da7).
+  90 s at 1M on a busy 2-core machine). Measured: 'recent' +0.3 / +1.2 MB RSS
+  high-water (SQLite heap +3.1 / +9.4 MB) at 100k / 1M (schema of migration 0011);
+  'all' +10.6 / +25.1 / +25.9 MB RSS (SQLite heap +11.7 / +26.6 / +27.6 MB) at 10k /
+  100k / 1M (before ec55da7).
 
 Run as a script for the long forms (what ``make soak`` does)::
 
@@ -57,8 +56,6 @@ RECALLS = int(os.environ.get("RESOURCES_RECALLS", 10_000))
 WARMUP = 1_000
 DIM = 16
 LARGE_BOUND_MB = 16.0
-#: rrf_bm25_or_top's arrays grow with the episodes (see the module's docstring)
-LARGE_BOUND_1M_MB = 32.0
 ALL_BOUND_MB = 64.0
 QUERIES = ["memory agent", "which database did we pick", "vault credentials postgres",
            "rrf fusion window", '"quoted" AND OR NOT', "nothing matches this xyzzy", "*",
@@ -73,11 +70,6 @@ SANITIZED = "libasan" in os.environ.get("LD_PRELOAD", "") or "ASAN_OPTIONS" in o
 def rss_bound_mb(n: int) -> float:
     """The stated RSS growth bound for ``n`` recalls after the warm-up."""
     return 2.0 if n <= 10_000 else 5.0
-
-
-def large_bound_mb(n: int) -> float:
-    """The stated bound (MB) of one 'recent' recall's high-water on ``n`` episodes."""
-    return LARGE_BOUND_MB if n <= 100_000 else LARGE_BOUND_1M_MB
 
 
 def rss_mb() -> float:
@@ -272,8 +264,8 @@ def test_open_readonly_store_reads_and_never_writes(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n,pool,bound", [(100_000, "recent", large_bound_mb(100_000)),
-                                          (1_000_000, "recent", large_bound_mb(1_000_000))])
+@pytest.mark.parametrize("n,pool,bound", [(100_000, "recent", LARGE_BOUND_MB),
+                                          (1_000_000, "recent", LARGE_BOUND_MB)])
 def test_one_recall_on_a_large_database_within_bound(n, pool, bound, capsys):
     dbs = large_dbs()
     if n not in dbs:
@@ -332,7 +324,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 if pool == "all" and n > args.all_pool_max:
                     continue
                 r = one_recall_in_child(dbs[n], pool, timeout=1800)
-                bound = large_bound_mb(n) if pool == "recent" else ALL_BOUND_MB
+                bound = LARGE_BOUND_MB if pool == "recent" else ALL_BOUND_MB
                 good = r["recall_rss_mb"] < bound and r["recall_sqlite_heap_mb"] < bound
                 ok &= good
                 print(f"one recall on {r['episodes']:>9,} episodes, pool {pool:6s}: "
