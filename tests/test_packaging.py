@@ -508,8 +508,11 @@ SHARED_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 def test_pip_users_path_from_the_wheel(wheel, work):
     """The wheel with the embed extra in a clean venv, used from a directory with no
     ../shared and no configuration: init, add and recall with BM25 only (said once), then
-    a model by path, then the default model's hf: name from a Hugging Face cache filled
-    offline, an embed backfill, and a recall with vectors from the database's memory."""
+    a model by path, which the database remembers but never opens by itself (a later recall
+    without --model says which model the database was made with and how to pass it, and goes
+    on without the vector list; with --model or SQLITE_RRF_MODEL it ranks by vector), then the
+    default model's hf: name from a Hugging Face cache filled offline, an embed backfill, and a
+    recall with vectors from the cached default, which the database's fingerprint accepts."""
     from conftest import fill_hf_cache
 
     from sqlite_rrf.models import DEFAULT_MODEL
@@ -529,14 +532,14 @@ def test_pip_users_path_from_the_wheel(wheel, work):
         cwd=root, timeout=1500)
     exe = venv / "bin" / "sqlite-rrf"
 
-    def cli(*args, ok=True):
-        p = run([exe, *args], env=env, cwd=project, check=ok)
+    def cli(*args, ok=True, **extra_env):
+        p = run([exe, *args], env={**env, **extra_env}, cwd=project, check=ok)
         assert "Traceback" not in p.stderr, p.stderr
         assert "shared" not in p.stderr, p.stderr
         return p
 
-    def recall(query, *extra):
-        p = cli("recall", "memory.db", query, "--json", "--force", *extra)
+    def recall(query, *extra, **extra_env):
+        p = cli("recall", "memory.db", query, "--json", "--force", *extra, **extra_env)
         return json.loads(p.stdout), p.stderr
 
     assert "ready" in cli("init", "memory.db").stdout
@@ -554,15 +557,30 @@ def test_pip_users_path_from_the_wheel(wheel, work):
     shutil.copyfile(SHARED_MODEL, model)
     cli("add", "memory.db", "Backups of the Postgres database run every six hours",
         "--id", "c", "--model", str(model))
-    hits, _ = recall("database backup schedule")
-    assert hits[0]["id"] == "c" and hits[0]["vec_rank"] == 1
+    # a database never chooses the model file (docs/cli.md): without --model the remembered
+    # path is not opened; the recall names the database's model, says how to pass it, and
+    # goes on with BM25, recency and access
+    hits, err = recall("database backup schedule")
+    assert hits[0]["id"] == "c" and hits[0]["vec_rank"] is None, (hits, err)
+    assert err.count("vector list is off") == 1, err
+    assert f"--model {str(model)!r}" in err and "SQLITE_RRF_MODEL" in err, err
+    # named by the user, it is used: --model, or $SQLITE_RRF_MODEL
+    hits, err = recall("database backup schedule", "--model", str(model))
+    assert hits[0]["id"] == "c" and hits[0]["vec_rank"] == 1, (hits, err)
+    assert "vector list is off" not in err, err
+    hits, err = recall("database backup schedule", SQLITE_RRF_MODEL=str(model))
+    assert hits[0]["id"] == "c" and hits[0]["vec_rank"] == 1, (hits, err)
+    assert "vector list is off" not in err, err
 
     # the default model by its hf: name, from the cache (offline); the same model, so the
     # database accepts it; embed backfills the episodes added without a model
     fill_hf_cache(Path(env["HF_HUB_CACHE"]), DEFAULT_MODEL, SHARED_MODEL)
     p = cli("embed", "memory.db", "--model", DEFAULT_MODEL)
     assert "embedded 2 episodes" in p.stdout
-    model.unlink()  # the remembered file is gone: the default (cached) model takes over
+    # the database still remembers the path (gone now, and never opened unasked): the default
+    # is used because it is in the cache (never downloaded for a database made with another
+    # model's name), and the fingerprint check accepts it
+    model.unlink()
     hits, err = recall("where are the db passwords?")
     assert hits[0]["id"] == "a" and hits[0]["vec_rank"] == 1, (hits, err)
     assert "vector list is off" not in err
