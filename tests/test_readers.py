@@ -633,3 +633,42 @@ def test_the_fingerprint_is_embedded_once_per_model_file(tmp_path, monkeypatch):
     assert np.allclose(np.frombuffer(bytes.fromhex(cache[new]), "<f4"), fp, atol=1e-5)
     print(f"\nStore open with a model: {times['first'] * 1000:.0f} ms embedding the "
           f"fingerprint, {times['cached'] * 1000:.0f} ms from the cache")
+
+
+def test_a_write_that_committed_never_raises_from_the_upkeep_after_it(tmp_path):
+    """The writer's upkeep after its commit (pending codes another client left, stopwords)
+    is best effort: an interrupt meant for the write that lands in it, or any other
+    failure there, must not make a committed write raise (the soak's "versions from
+    operations that raised are visible")."""
+    db = make_db(tmp_path / "m.db")
+    add_pending(db, [f"p{i}" for i in range(5)])  # the upkeep has codes to fill
+    with Store(db) as s:
+        s.fill_keys()  # the other client's content keys: the next commit is the write's
+        state = {"committed": False, "interrupting": False, "interrupted": 0}
+
+        def tracer(cursor: Any, sql: str, bindings: Any) -> bool:
+            # every statement that starts after the write's COMMIT is the upkeep's
+            if state["committed"]:
+                state["interrupting"] = True
+            if sql.strip().upper() == "COMMIT":
+                state["committed"] = True
+            return True
+
+        def progress() -> int:
+            if state["interrupting"]:
+                state["interrupted"] += 1
+                return 1
+            return 0
+
+        s.conn.exec_trace = tracer
+        s.conn.set_progress_handler(progress, 1)
+        try:
+            new_id = s.add("a note written while the upkeep is interrupted", embedding=vec(99))
+        finally:
+            s.conn.set_progress_handler(None)
+            s.conn.exec_trace = None
+        assert state["interrupted"]  # the upkeep ran and was interrupted
+        assert s.get(new_id) is not None
+    c = plain(db)
+    assert pending_codes(c) >= 5  # left for later: pending, scored exactly
+    c.close()

@@ -635,12 +635,19 @@ class Store:
         computed, and compute and pack the sign codes other clients left pending
         (:meth:`fill_codes`, one indexed read when there are none). A reader's open never
         does this."""
+        # The write has committed: nothing here may make it look as if it had not. Any
+        # failure (the lock busy, an interrupt meant for the write, a full disk) leaves the
+        # upkeep for a later write or maintain(); what it leaves is pending, scored exactly.
         with patience(self.conn, self.MAINTENANCE_PATIENCE_MS, self._busy_timeout_ms):
-            self._stopwords.wrote(n, self.count, self.refresh_stopwords, self.STOPWORDS_DRIFT)
+            try:
+                self._stopwords.wrote(n, self.count, self.refresh_stopwords,
+                                      self.STOPWORDS_DRIFT)
+            except apsw.Error:
+                pass
             try:
                 self.fill_codes()
-            except (apsw.BusyError, apsw.LockedError):
-                pass  # another process writes: left pending (scored exactly) until later
+            except apsw.Error:
+                pass
 
     def maintain(self) -> Dict[str, Any]:
         """Do the upkeep that opening a Store never does, waiting for the write lock up to
