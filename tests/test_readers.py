@@ -672,3 +672,17 @@ def test_a_write_that_committed_never_raises_from_the_upkeep_after_it(tmp_path):
     c = plain(db)
     assert pending_codes(c) >= 5  # left for later: pending, scored exactly
     c.close()
+
+
+def test_delete_waits_for_the_lock_like_every_write(tmp_path):
+    """delete() begins with the write lock (BEGIN IMMEDIATE), so a writer that held the
+    lock a moment ago delays it instead of making it fail at once; on read-only media it
+    says nothing was deleted."""
+    db = make_db(tmp_path / "m.db")
+    with Store(db) as s:
+        seen: List[str] = []
+        s.conn.exec_trace = lambda cursor, sql, bindings: seen.append(sql.strip()) or True
+        assert s.delete("e1") is True
+        s.conn.exec_trace = None
+        assert seen[0].upper() == "BEGIN IMMEDIATE", seen[:3]
+        assert s.delete("e1") is False

@@ -864,8 +864,13 @@ class Store:
 
     def delete(self, id: str) -> bool:
         """Delete the episode ``id``; True if it existed."""
+        if self.readonly:
+            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
+                             "nothing was deleted")
         try:
-            with self.conn:
+            # BEGIN IMMEDIATE like every other write: a deferred transaction that reads
+            # first cannot wait for the lock when it upgrades (SQLite answers busy at once)
+            with transaction(self.conn):
                 self._merging(True)
                 self.conn.execute("DELETE FROM episodes WHERE id = ?", (id,))
                 gone = self.conn.changes() > 0
