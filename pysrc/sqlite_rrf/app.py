@@ -15,6 +15,7 @@ warm server (:mod:`sqlite_rrf.server`).
   :func:`write_scope`.
 - Text that cannot forge structure in an agent's context: :func:`flatten`,
   :func:`escape`, :func:`code`.
+- :func:`iso_time`, :func:`human_age`: a time for people (ISO 8601 UTC, ``3 days ago``).
 - :func:`note`: a note on stderr, once per process.
 - :func:`socket_path`: where ``sqlite-rrf serve`` listens for the hook.
 
@@ -177,6 +178,44 @@ def float_arg(text: str) -> float:
 
         raise argparse.ArgumentTypeError(f"expected a number such as 0.5 or 60, got "
                                          f"{text!r}") from None
+
+
+# ---- times for people ----
+
+#: :func:`human_age`'s units, largest first: (name, length in seconds).
+_AGE_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400),
+              ("hour", 3600), ("minute", 60))
+
+
+def iso_time(ms: Optional[int]) -> Optional[str]:
+    """``ms`` (ms since the epoch) as an ISO 8601 UTC time to the second,
+    ``2026-11-24T09:30:00Z``; None for None."""
+    if ms is None:
+        return None
+    import datetime as dt
+
+    t = dt.datetime.fromtimestamp(ms // 1000, dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def human_age(ms: Optional[int], now_ms: Optional[int] = None) -> Optional[str]:
+    """How long ago ``ms`` (ms since the epoch) was at ``now_ms`` (default: now), in
+    words: ``just now`` (under a minute), ``5 minutes ago``, ``1 hour ago``,
+    ``3 days ago``, ``2 months ago`` (30 days), ``1 year ago`` (365 days), the largest
+    whole unit; a time after ``now_ms`` is ``in 3 days``. None for None."""
+    if ms is None:
+        return None
+    if now_ms is None:
+        import time
+
+        now_ms = int(time.time() * 1000)
+    seconds = abs(now_ms - ms) // 1000
+    for name, length in _AGE_UNITS:
+        n = seconds // length
+        if n >= 1:
+            words = f"{n} {name}{'s' if n > 1 else ''}"
+            return f"in {words}" if ms > now_ms else f"{words} ago"
+    return "just now"
 
 
 # ---- scopes ----
