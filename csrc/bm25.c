@@ -106,27 +106,6 @@
 **       not in the scan, and their score is at most D. The recall statement
 **       checks that and otherwise runs the whole query.
 **
-** rrf_bm25_or_seeded(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
-** -> REAL: rrf_bm25_or, with a heap that is full before the scan starts.
-**  B15. Seeds: on its first call with a given (n, weights), n <= 1024, the
-**       phrases of the MATCH expression with the fewest rows are read with
-**       xQueryPhrase (by increasing row count, while their rows add up to at
-**       most max(1024, 4 n)); each of their rows gets a lower bound of its
-**       score, the sum of those phrases' terms of B2's sum (the other terms are
-**       >= 0; xInst and xColumnSize of the phrase's own query), times
-**       1 - 1e-9. The heap starts with the n best bounds, so B3's pruning starts
-**       at the scan's first row: the bounds are of n distinct rows, each at most
-**       its row's score. When the scan scores a row of the seeds exactly, that
-**       value replaces the row's bound in the heap (or is pushed if the bound
-**       was dropped); it is never pushed twice. A row's exact score below its
-**       bound is an error naming the row (the MATCH expression is then not an OR
-**       of the phrases: the contract of B10). So B3's "the first n rows visited
-**       are exact" does not hold; B4/B13 do, and so do the values of B11.
-**       Contract: the seeds are rows of the MATCH, whatever else the statement's
-**       WHERE says; a statement that drops some of the MATCH's rows (a filter)
-**       must use rrf_bm25_or, else a seed that fails the filter could prune a
-**       row that passes it.
-**
 ** rrf_bm25_or_top(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
 ** -> TEXT: the top n of rrf_bm25_or's scan in one call, as a JSON array of
 ** [rowid, value] pairs, best first (ORDER BY value, rowid); the same on every
@@ -196,11 +175,6 @@ typedef struct Bm25Slot {
   int haveLast;     /* value of the row last seen (B8) */
   sqlite3_int64 lastRowid;
   double lastValue;
-  /* rrf_bm25_or_seeded (B15): the rows whose lower bound was pushed, by rowid */
-  sqlite3_int64 *aSeedRow; /* open addressing: nSeedSlot entries, SEED_EMPTY = free */
-  double *aSeedVal;        /* the lower bound of each */
-  sqlite3_int64 nSeedSlot;
-  int seeded;              /* the pre-pass ran (or was skipped) */
 } Bm25Slot;
 
 typedef struct Bm25Or Bm25Or;
@@ -221,8 +195,6 @@ typedef struct Bm25Query {
   double *aBound;     /* nPhrase: frequencies from xPhraseFirst/xPhraseNext */
   int *aColEnd;       /* nCol: largest offset + 1 seen in each column */
   int *aOrder;        /* nPhrase: the phrases by decreasing IDF (B3: U1's order of checks) */
-  sqlite3_int64 *aHit; /* nPhrase: the rows each phrase matches */
-  int seed;           /* rrf_bm25_or_seeded: its slots run B15's pre-pass */
   double *aSuffix;    /* nPhrase + 1: aSuffix[k] = sum of IDF * (k1 + 1) over aOrder[k..] */
   int pruneOk;        /* B5: the table and the API allow pruning */
   int nSlot;
@@ -249,8 +221,6 @@ static void stats_print(void) {
 #endif
 
 static void slot_free(Bm25Slot *s) {
-  sqlite3_free(s->aSeedRow);
-  sqlite3_free(s->aSeedVal);
   sqlite3_free(s->w);
   sqlite3_free(s->heap);
   sqlite3_free(s);
@@ -308,7 +278,7 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
     int i;
     if (nPhrase < 0) nPhrase = 0;
     if (nCol < 0) nCol = 0;
-    nByte = (sqlite3_int64)sizeof(Bm25Query) + ((sqlite3_int64)nPhrase * 5 + 1) * sizeof(double) +
+    nByte = (sqlite3_int64)sizeof(Bm25Query) + ((sqlite3_int64)nPhrase * 4 + 1) * sizeof(double) +
             ((sqlite3_int64)nCol + nPhrase) * sizeof(int);
     q = (Bm25Query *)sqlite3_malloc64((sqlite3_uint64)nByte);
     if (q == NULL) return SQLITE_NOMEM;
@@ -319,8 +289,7 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
     q->aFreq = &q->aIDF[nPhrase];
     q->aBound = &q->aFreq[nPhrase];
     q->aSuffix = &q->aBound[nPhrase];
-    q->aHit = (sqlite3_int64 *)&q->aSuffix[nPhrase + 1];
-    q->aColEnd = (int *)&q->aHit[nPhrase];
+    q->aColEnd = (int *)&q->aSuffix[nPhrase + 1];
     q->aOrder = &q->aColEnd[nCol];
 
     /* The average document length of the table. */
@@ -349,7 +318,6 @@ static int query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query 
         double idf = log((nRow - nHit + 0.5) / (nHit + 0.5));
         if (idf <= 0.0) idf = 1e-6;
         q->aIDF[i] = idf;
-        q->aHit[i] = nHit;
       }
     }
 
@@ -617,123 +585,9 @@ static int exact_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Quer
 }
 
 
-/* ---- rrf_bm25_or_seeded: the pre-pass of B15 ---- */
-
-#define SEED_EMPTY ((sqlite3_int64)0x8000000000000000ULL) /* LLONG_MIN: a free entry */
-#define SEED_MAX_N 1024      /* n above this: no pre-pass */
-#ifndef SEED_BUDGET
-#define SEED_BUDGET 1024 /* rows read by the pre-pass, at most (or 4 n): B15 */
-#endif
-#define SEED_MARGIN (1.0 - 1e-9)
-
-typedef struct SeedCtx {
-  const Bm25Query *q;
-  Bm25Slot *s;
-  const double *w;
-  int iPhrase;
-  int bad; /* a row whose length or instances cannot be read: no seeds */
-} SeedCtx;
-
-static sqlite3_int64 *seed_find(const Bm25Slot *s, sqlite3_int64 rowid) {
-  sqlite3_uint64 mask = (sqlite3_uint64)s->nSeedSlot - 1;
-  sqlite3_uint64 h = ((sqlite3_uint64)rowid * 0x9E3779B97F4A7C15ULL) >> 17;
-  for (h &= mask;; h = (h + 1) & mask)
-    if (s->aSeedRow[h] == rowid || s->aSeedRow[h] == SEED_EMPTY) return &s->aSeedRow[h];
-}
-
-/* One row of a seed phrase (a one-phrase query: its phrase is 0): its term of
-** the bm25 sum, as B2 computes it, added to the row's lower bound. */
-static int seed_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUserData) {
-  SeedCtx *c = (SeedCtx *)pUserData;
-  const Bm25Query *q = c->q;
-  int rc, nInst = 0, nTok = 0, i;
-  double f = 0.0;
-  sqlite3_int64 rowid = pApi->xRowid(pFts), *slot;
-  rc = pApi->xInstCount(pFts, &nInst);
-  for (i = 0; rc == SQLITE_OK && i < nInst; i++) {
-    int ip, ic, io;
-    rc = pApi->xInst(pFts, i, &ip, &ic, &io);
-    if (rc == SQLITE_OK && (ip != 0 || ic < 0 || ic >= q->nCol)) rc = SQLITE_CORRUPT;
-    if (rc == SQLITE_OK) f += c->w[ic];
-  }
-  if (rc == SQLITE_OK) rc = pApi->xColumnSize(pFts, -1, &nTok);
-  if (rc != SQLITE_OK || nTok < 0 || rowid == SEED_EMPTY) {
-    c->bad = 1;
-    return SQLITE_DONE; /* stops this phrase; the seeds are dropped */
-  }
-  double term = q->aIDF[c->iPhrase] * ((f * (k1 + 1.0)) /
-                                       (f + k1 * (1 - b + b * (double)nTok / q->avgdl)));
-  slot = seed_find(c->s, rowid);
-  if (*slot == SEED_EMPTY) {
-    *slot = rowid;
-    c->s->aSeedVal[slot - c->s->aSeedRow] = 0.0;
-  }
-  c->s->aSeedVal[slot - c->s->aSeedRow] += term;
-  return SQLITE_OK;
-}
-
-/* B15: before the scan's first row, the rarest phrases' rows (at most
-** max(SEED_BUDGET, 4 n) rows in all) each get a lower bound of their score:
-** the sum of those phrases' terms of the bm25 sum (the other terms are >= 0),
-** times SEED_MARGIN; the heap starts with the n best of them. A row of the
-** seeds is never pushed again (so the heap holds one value per row). */
-static int seed_slot(const Fts5ExtensionApi *pApi, Fts5Context *pFts, const Bm25Query *q,
-                     Bm25Slot *s) {
-  sqlite3_int64 budget, total = 0, nSlot = 16, i;
-  int order[64], nSeed = 0, rc = SQLITE_OK;
-  SeedCtx c;
-  s->seeded = 1;
-  if (s->n > SEED_MAX_N || q->nPhrase <= 0) return SQLITE_OK;
-  budget = 4 * s->n > SEED_BUDGET ? 4 * s->n : SEED_BUDGET;
-  /* the phrases by increasing number of rows, while they fit in the budget */
-  for (;;) {
-    int best = -1;
-    for (int p = 0; p < q->nPhrase; p++) {
-      int taken = 0;
-      for (int k = 0; k < nSeed; k++) taken |= order[k] == p;
-      if (!taken && (best < 0 || q->aHit[p] < q->aHit[best])) best = p;
-    }
-    if (best < 0 || nSeed == (int)(sizeof order / sizeof order[0]) ||
-        total + q->aHit[best] > budget)
-      break;
-    order[nSeed++] = best;
-    total += q->aHit[best];
-  }
-  if (nSeed == 0 || total == 0) return SQLITE_OK;
-  while (nSlot < 2 * total) nSlot *= 2;
-  s->aSeedRow = (sqlite3_int64 *)sqlite3_malloc64((sqlite3_uint64)nSlot * sizeof(sqlite3_int64));
-  s->aSeedVal = (double *)sqlite3_malloc64((sqlite3_uint64)nSlot * sizeof(double));
-  if (s->aSeedRow == NULL || s->aSeedVal == NULL) return SQLITE_NOMEM;
-  for (i = 0; i < nSlot; i++) s->aSeedRow[i] = SEED_EMPTY;
-  s->nSeedSlot = nSlot;
-  c.q = q;
-  c.s = s;
-  c.w = s->w;
-  c.bad = 0;
-  for (int k = 0; rc == SQLITE_OK && !c.bad && k < nSeed; k++) {
-    c.iPhrase = order[k];
-    rc = pApi->xQueryPhrase(pFts, order[k], (void *)&c, seed_cb);
-  }
-  if (rc != SQLITE_OK || c.bad) {
-    sqlite3_free(s->aSeedRow);
-    sqlite3_free(s->aSeedVal);
-    s->aSeedRow = NULL;
-    s->aSeedVal = NULL;
-    s->nSeedSlot = 0;
-    return rc;
-  }
-  for (i = 0; rc == SQLITE_OK && i < nSlot; i++) {
-    if (s->aSeedRow[i] == SEED_EMPTY) continue;
-    s->aSeedVal[i] *= SEED_MARGIN;
-    if (isfinite(s->aSeedVal[i])) rc = heap_push(s, s->aSeedVal[i]);
-  }
-  return rc;
-}
-
 /* ---- rrf_bm25_or: the whole query (B10..B13) ---- */
 
 #define BM25_OR_FN "rrf_bm25_or"
-#define BM25_SEEDED_FN "rrf_bm25_or_seeded"
 #define BM25_DROP_IDF 1e-6 /* FTS5's IDF of a phrase in at least half of the rows */
 
 /* The whole query of rrf_bm25_or: its phrases, and the terms followed in the
@@ -1013,7 +867,6 @@ static int or_full_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Qu
 #define KIND_BM25 0
 #define KIND_OR 1
 #define KIND_IDF 2
-#define KIND_SEEDED 3
 #define KIND_TOP 4
 
 typedef struct Bm25Fn {
@@ -1565,8 +1418,8 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
   sqlite3_int64 n = 0, rowid, dlo = -1;
   double wStack[16], *w = wStack, score = 0.0;
   int rc, i, D = 0, nW, wFirst;
-  int isOr = fn->kind == KIND_OR || fn->kind == KIND_SEEDED;
-  const char *name = fn->kind == KIND_SEEDED ? BM25_SEEDED_FN : isOr ? BM25_OR_FN : "rrf_bm25";
+  int isOr = fn->kind == KIND_OR;
+  const char *name = isOr ? BM25_OR_FN : "rrf_bm25";
 
   if (nVal < (isOr ? 2 : 1)) {
     if (isOr)
@@ -1584,7 +1437,6 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
     sqlite3_result_error_code(ctx, rc);
     return;
   }
-  if (fn->kind == KIND_SEEDED) q->seed = 1;
   if (isOr && q->or == NULL) { /* B10: made on the first call, checked on exact rows */
     rc = or_get(pApi, pFts, ctx, fn->api, name, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
     if (rc != SQLITE_OK) return; /* error set */
@@ -1605,10 +1457,6 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
   if (n > 0 && q->pruneOk) {
     s = slot_get(q, n, w, &rc);
     if (rc != SQLITE_OK) goto done;
-    if (s && q->seed && s->prune && !s->seeded) {
-      rc = seed_slot(pApi, pFts, q, s); /* B15 */
-      if (rc != SQLITE_OK) goto done;
-    }
   }
   BM25_STAT(0);
   rowid = pApi->xRowid(pFts);
@@ -1677,27 +1525,6 @@ static void bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
       goto done;
     }
     if (rc != SQLITE_OK) goto done;
-  }
-  if (s && s->nSeedSlot) { /* B15: a row of the seeds */
-    sqlite3_int64 *slot = seed_find(s, rowid);
-    if (*slot == rowid) {
-      if (!(score >= s->aSeedVal[slot - s->aSeedRow])) {
-        rrf_error(ctx, "%s: row %lld scores below its bound: the MATCH expression must be "
-                       "fts5_query(text, 'or', stopwords, tokenize)",
-                  name, (long long)rowid);
-        goto done;
-      }
-      /* its bound, if still in the heap (or another row's equal value: the
-      ** same values either way), becomes its score; else it is pushed */
-      double v = s->aSeedVal[slot - s->aSeedRow];
-      sqlite3_int64 j = 0;
-      s->aSeedVal[slot - s->aSeedRow] = -INFINITY;
-      while (j < s->size && s->heap[j] != v) j++;
-      if (j < s->size) {
-        heap_raise(s, j, score);
-        goto pruned;
-      }
-    }
   }
   if (s && s->prune && isfinite(score)) {
     rc = heap_push(s, score);
@@ -1793,7 +1620,7 @@ int rrf_bm25_register(sqlite3 *db, char **pzErrMsg) {
     const char *name;
     int kind;
   } kFns[] = {{"rrf_bm25", KIND_BM25}, {BM25_OR_FN, KIND_OR}, {"rrf_bm25_idf", KIND_IDF},
-                 {BM25_SEEDED_FN, KIND_SEEDED}, {BM25_TOP_FN, KIND_TOP}};
+                 {BM25_TOP_FN, KIND_TOP}};
   fts5_api *api = NULL;
   sqlite3_stmt *st = NULL;
   int rc;

@@ -51,7 +51,6 @@ EXPECTED = {
     # the FTS5 auxiliary functions: FTS5 overloads each name as a SQL function (any narg)
     ("rrf_bm25", -1): "s",
     ("rrf_bm25_or", -1): "s",
-    ("rrf_bm25_or_seeded", -1): "s",
     ("rrf_bm25_or_top", -1): "s",
     ("rrf_bm25_idf", -1): "s",
 }

@@ -19,7 +19,6 @@ round, the wall clock and the thread's CPU time of:
 * ``bm25``: ``ORDER BY bm25(episodes_fts), rowid LIMIT 50`` of that match;
 * ``list_old``: the statement's BM25 list as it was before rrf_bm25_or_top (``OLD_BM25_SQL``: its
   bm25_stop / bm25_top / bm25_exact / bm25 CTEs; bm25_top scans with rrf_bm25_or);
-* ``list_seeded``: the same with ``rrf_bm25_or_seeded`` (csrc/bm25.c B15) in bm25_top;
 * ``list_new``: bm25_top made by ``rrf_bm25_or_top`` (B16) in one call when no filter is set
   (``NEW_BM25_SQL``): the shipped statement's own CTEs, read from sql/recall.sql.
 
@@ -118,9 +117,6 @@ bm25 AS MATERIALIZED (
 )
 SELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"""
 
-#: The seeded scan (csrc/bm25.c B15) in bm25_top: the only change.
-SEEDED_BM25_SQL = OLD_BM25_SQL.replace("rrf_bm25_or(episodes_fts,", "rrf_bm25_or_seeded(episodes_fts,")
-assert SEEDED_BM25_SQL.count("rrf_bm25_or_seeded(") == 1
 
 def _statement_bm25_sql() -> str:
     """The BM25 list as the shipped statement has it now (its CTEs up to ``bm25``, whose
@@ -144,8 +140,8 @@ BM25_SQL = ("SELECT rowid, bm25(episodes_fts) AS s FROM episodes_fts "
             "WHERE episodes_fts MATCH fts5_query(:query) ORDER BY s, rowid LIMIT :bm25_limit")
 METHODS: List[Tuple[str, str]] = [("count", COUNT_SQL), ("count_or", COUNT_OR_SQL),
                                   ("bm25", BM25_SQL), ("list_old", OLD_BM25_SQL),
-                                  ("list_seeded", SEEDED_BM25_SQL), ("list_new", NEW_BM25_SQL)]
-CHECKED = ("list_old", "list_seeded", "list_new")
+                                  ("list_new", NEW_BM25_SQL)]
+CHECKED = ("list_old", "list_new")
 
 
 def db_for(n: int) -> str:
