@@ -601,10 +601,10 @@ struct Bm25Or {
   int nDrop;
   double bDrop;       /* B12: D */
   int nTerm;          /* distinct terms followed */
-  char **azTerm;
-  int *anTerm;
-  int *aSlot;         /* open addressing over the terms: index + 1, 0 empty */
-  unsigned mask;
+  char *termBuf;      /* the terms, one after the other */
+  int nTermBuf, capTermBuf;
+  RrfSpan *aTerm;     /* nTerm: each term's bytes in termBuf */
+  RrfSpanSet terms;   /* the terms, compared byte for byte (strset.c) */
   int *aKeptTerm;     /* nPhrase: the term of a kept one-term phrase, or -1 */
   double *aTermFreq;  /* nTerm: per row, the weighted count in the row's text */
   unsigned char first[32]; /* bitmap of the terms' first bytes: most tokens skip the hash */
@@ -615,49 +615,51 @@ struct Bm25Or {
 
 static void or_free(Bm25Or *o) {
   if (o == NULL) return;
-  for (int i = 0; i < o->nTerm; i++) sqlite3_free(o->azTerm[i]);
   sqlite3_free(o->args);
   sqlite3_free(o->aMap);
-  sqlite3_free(o->azTerm);
-  sqlite3_free(o->anTerm);
-  sqlite3_free(o->aSlot);
+  sqlite3_free(o->termBuf);
+  sqlite3_free(o->aTerm);
+  rrf_spanset_free(&o->terms);
   sqlite3_free(o->aKeptTerm);
   sqlite3_free(o->aTermFreq);
   sqlite3_free(o);
 }
 
-static unsigned term_hash(const char *t, int n) {
-  unsigned h = 2166136261u;
-  for (int i = 0; i < n; i++) h = (h ^ (unsigned char)t[i]) * 16777619u;
-  return h;
-}
-
 /* The index of term t[0..n), or -1. */
 static int or_find(const Bm25Or *o, const char *t, int n) {
-  for (unsigned h = term_hash(t, n) & o->mask;; h = (h + 1) & o->mask) {
-    int k = o->aSlot[h] - 1;
-    if (k < 0) return -1;
-    if (o->anTerm[k] == n && memcmp(o->azTerm[k], t, (size_t)n) == 0) return k;
-  }
+  return rrf_spanset_find(&o->terms, (const unsigned char *)o->termBuf, o->aTerm,
+                          (const unsigned char *)t, n);
 }
 
-/* The index of term t[0..n), added if new (it takes t, sqlite3_malloc'd). */
+/* The index of term t[0..n), added if new (it frees t, sqlite3_malloc'd); -1 when out
+** of memory. */
 static int or_add(Bm25Or *o, char *t, int n) {
   int k = or_find(o, t, n);
   if (k >= 0) {
     sqlite3_free(t);
     return k;
   }
-  unsigned h = term_hash(t, n) & o->mask;
-  while (o->aSlot[h]) h = (h + 1) & o->mask;
-  o->azTerm[o->nTerm] = t;
-  o->anTerm[o->nTerm] = n;
-  o->aSlot[h] = ++o->nTerm;
+  if (o->nTermBuf + n > o->capTermBuf) {
+    int cap = 2 * (o->nTermBuf + n) + 64;
+    char *buf = sqlite3_realloc64(o->termBuf, (sqlite3_uint64)cap);
+    if (buf == NULL) {
+      sqlite3_free(t);
+      return -1;
+    }
+    o->termBuf = buf;
+    o->capTermBuf = cap;
+  }
+  if (n > 0) memcpy(o->termBuf + o->nTermBuf, t, (size_t)n);
+  o->aTerm[o->nTerm].start = o->nTermBuf;
+  o->aTerm[o->nTerm].len = n;
+  o->nTermBuf += n;
+  rrf_spanset_add(&o->terms, (const unsigned char *)o->termBuf, o->aTerm, o->nTerm);
   if (n > 0) {
     unsigned char c0 = (unsigned char)t[0];
     o->first[c0 >> 3] |= (unsigned char)(1u << (c0 & 7));
   }
-  return o->nTerm - 1;
+  sqlite3_free(t);
+  return o->nTerm++;
 }
 
 /* The table's tokenizer on one token: its single term, or none. */
@@ -735,20 +737,14 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
   if (o == NULL) goto nomem;
   memset(o, 0, sizeof *o);
   int ntok = plan->ntok, cap = 2 * (ntok + 1);
-  unsigned nslot = 16;
-  while (nslot < 2u * (unsigned)cap) nslot *= 2;
   o->args = sqlite3_malloc64((sqlite3_uint64)total + 1);
   o->aMap = sqlite3_malloc64(sizeof(int) * (size_t)(ntok + 1));
-  o->azTerm = sqlite3_malloc64(sizeof(char *) * (size_t)cap);
-  o->anTerm = sqlite3_malloc64(sizeof(int) * (size_t)cap);
-  o->aSlot = sqlite3_malloc64(sizeof(int) * nslot);
+  o->aTerm = sqlite3_malloc64(sizeof(RrfSpan) * (size_t)cap);
   o->aKeptTerm = sqlite3_malloc64(sizeof(int) * (size_t)(q->nPhrase + 1));
   o->aTermFreq = sqlite3_malloc64(sizeof(double) * (size_t)cap);
-  if (!o->args || !o->aMap || !o->azTerm || !o->anTerm || !o->aSlot || !o->aKeptTerm ||
-      !o->aTermFreq)
+  if (!o->args || !o->aMap || !o->aTerm || !o->aKeptTerm || !o->aTermFreq ||
+      rrf_spanset_init(&o->terms, cap, 0) != SQLITE_OK)
     goto nomem;
-  memset(o->aSlot, 0, sizeof(int) * nslot);
-  o->mask = nslot - 1;
   for (int i = 0, off = 0; i < 3; i++) {
     o->tArgs[i] = tz[i];
     o->nArgs[i] = nz[i];
@@ -785,11 +781,17 @@ static int or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_conte
                        fn, word);
         goto done;
       }
-      o->aMap[t] = -1 - or_add(o, one.term, one.nterm);
+      int k = or_add(o, one.term, one.nterm);
+      if (k < 0) goto nomem;
+      o->aMap[t] = -1 - k;
       o->nDrop++;
     } else {
-      if (one.n == 1) o->aKeptTerm[kept] = or_add(o, one.term, one.nterm);
-      else sqlite3_free(one.term);
+      if (one.n == 1) {
+        o->aKeptTerm[kept] = or_add(o, one.term, one.nterm);
+        if (o->aKeptTerm[kept] < 0) goto nomem;
+      } else {
+        sqlite3_free(one.term);
+      }
       o->aMap[t] = kept++;
     }
   }
