@@ -153,6 +153,11 @@ loadable = Extension(
         "csrc/tokspec.c",
         "csrc/errors.c",
         "csrc/bm25.c",
+        "csrc/bm25_score.c",
+        "csrc/bm25_or.c",
+        "csrc/bm25_top.c",
+        "csrc/bm25_top_pass.c",
+        "csrc/bm25_idf.c",
         "csrc/kernels.c",
         "csrc/quant.c",
         "csrc/topk.c",
@@ -160,7 +165,7 @@ loadable = Extension(
     include_dirs=["csrc", *SQLITE_INCLUDE],
     define_macros=[("SQLITE_RRF_VERSION", '"%s"' % VERSION)],
     libraries=[] if sys.platform == "win32" else ["m"],
-    depends=["csrc/kernels.h", "csrc/rrf_internal.h", "csrc/rrf.map"],
+    depends=["csrc/kernels.h", "csrc/rrf_internal.h", "csrc/bm25_internal.h", "csrc/rrf.map"],
 )
 
 setup(

@@ -1,6 +1,6 @@
 """The BM25 list is exactly FTS5 bm25()'s top :bm25_limit (issue 11): the recall statement's
-``bm25`` CTE (sql/recall.sql 1a-1d), ``rrf_bm25_or`` and ``rrf_bm25_idf`` (csrc/bm25.c
-B10..B14).
+``bm25`` CTE (sql/recall.sql 1a-1d), ``rrf_bm25_or`` and ``rrf_bm25_idf`` (csrc/bm25_or.c
+B10..B13, csrc/bm25_idf.c B14).
 
 The reference is always FTS5 itself, in the same connection::
 

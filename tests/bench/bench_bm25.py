@@ -120,7 +120,7 @@ SELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"""
 
 def _statement_bm25_sql() -> str:
     """The BM25 list as the shipped statement has it now (its CTEs up to ``bm25``, whose
-    ``bm25_top`` calls rrf_bm25_or_top when no filter is set: csrc/bm25.c B16), read from
+    ``bm25_top`` calls rrf_bm25_or_top when no filter is set: csrc/bm25_top.c B16), read from
     sql/recall.sql rather than copied, so this times what users run."""
     from sqlite_rrf.resources import read_sql
 
