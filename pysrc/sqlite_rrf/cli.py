@@ -1,6 +1,7 @@
 """The ``sqlite-rrf`` command line (also ``python -m sqlite_rrf``).
 
 Commands: ``init``, ``import``, ``add``, ``recall``, ``embed``, ``stats``, ``stopwords``,
+``list``, ``get``, ``update``, ``forget``, ``export``, ``vacuum`` (:mod:`sqlite_rrf.cli_manage`),
 ``maintain``, ``model``, ``path``, ``sql``, ``knn``, ``demo``, ``eval``. Every command that
 embeds takes
 ``--model`` (a GGUF path or ``hf:ORG/REPO/FILE.gguf``); without it the model is
@@ -292,21 +293,6 @@ def cmd_recall(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     with _open(args, model="recall") as store:
         return _recall(store, args)
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    from .store import Store
-
-    if not os.path.exists(args.db):
-        raise CliError(f"{args.db}: no such database")
-    with Store(args.db) as store:
-        st = store.stats()
-    if args.json:
-        print(json.dumps(st, indent=2))
-    else:
-        for k, v in st.items():
-            print(f"{k:>18}: {v}")
-    return 0
 
 
 def cmd_stopwords(args: argparse.Namespace) -> int:
@@ -624,9 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="import episodes from a JSONL file (one per line)")
     p.add_argument("db", help=DB_HELP_CREATED)
-    p.add_argument("file", help="JSONL: id, content, optional embedding (JSON array), "
-                   "created_at, accessed_at (ms since the epoch), access_count, importance; "
-                   "- for stdin")
+    p.add_argument("file", help="JSONL (what `export` writes): id, content, optional "
+                   "embedding (JSON array), created_at, accessed_at (ms since the epoch), "
+                   "access_count, importance, kind, metadata, scope; - for stdin")
     p.add_argument("--replace", action="store_true", help="replace episodes whose id exists")
     _add_model(p)
     p.set_defaults(func=cmd_import)
@@ -649,10 +635,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model(p)
     p.set_defaults(func=cmd_recall)
 
-    p = sub.add_parser("stats", help="counts and facts about a database")
+    from . import cli_manage  # list, get, update, forget, export, vacuum, stats
+
+    cli_manage.add_parsers(sub, DB_HELP, _add_model)
+    p = sub.add_parser("stats", help="counts and facts about a database, by scope")
     p.add_argument("db", help=DB_HELP)
-    p.add_argument("--json", action="store_true", help="print them as a JSON object")
-    p.set_defaults(func=cmd_stats)
+    p.add_argument("--json", action="store_true", help="print them as a JSON object "
+                   "(times in ms since the epoch)")
+    p.set_defaults(func=cli_manage.cmd_stats)
 
     p = sub.add_parser("stopwords", help="recompute and print the BM25 stopwords (terms in "
                        "at least half of the episodes, dropped from queries)")
@@ -763,6 +753,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from . import hook
 
         return hook.main(argv[1:])
+    if argv[:1] and argv[0] in ("ls", "rm", "edit"):  # cli_manage.ALIASES
+        from .cli_manage import ALIASES
+
+        argv[0] = ALIASES[argv[0]]
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

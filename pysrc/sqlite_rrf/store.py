@@ -883,6 +883,40 @@ class Store:
             self._wrote(1)
         return gone
 
+    def delete_many(self, ids: Iterable[str]) -> int:
+        """Delete the episodes ``ids`` in one transaction, all or none: every id must
+        exist (else a :class:`StoreError` names the first that does not, and nothing is
+        deleted). Returns how many were deleted. Like :meth:`delete`, the indexes follow by
+        triggers; the file keeps its size until it is vacuumed (``sqlite-rrf vacuum``)."""
+        ids = list(dict.fromkeys(ids))
+        for eid in ids:
+            if not isinstance(eid, str):
+                raise StoreError(f"id: must be text, got {type(eid).__name__}")
+        if self.readonly:
+            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
+                             "nothing was deleted")
+        try:
+            with transaction(self.conn):
+                found = self._existing_ids(ids)
+                missing = [i for i in ids if i not in found]
+                if missing:
+                    raise StoreError(f"id: no episode with id {missing[0]!r}"
+                                     + (f" (nor {len(missing) - 1} more)"
+                                        if len(missing) > 1 else "")
+                                     + "; nothing was deleted")
+                self._merging(True)
+                for i in range(0, len(ids), 500):
+                    chunk = ids[i:i + 500]
+                    self.conn.execute(f"DELETE FROM episodes WHERE id IN "
+                                      f"({','.join('?' * len(chunk))})", chunk)
+                    self._merge_index()
+                self._merging(False)
+        except (apsw.BusyError, apsw.LockedError):
+            raise StoreError(self._busy_message()) from None
+        if ids:
+            self._wrote(len(ids))
+        return len(ids)
+
     def get(self, id: str) -> Optional[Episode]:
         """The episode ``id``, or None."""
         rows = self.conn.execute(

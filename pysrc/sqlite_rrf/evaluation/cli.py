@@ -48,9 +48,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--knn", action="store_true",
                    help="also build the 'knn' pool's sqlite-vec index, for runs set to "
                         "pool knn (e.g. --set rrf.pool=knn --set rrf.pool_size=1000)")
-    p.add_argument("--model", metavar="PATH",
-                   help="GGUF embedding model for vectors not in the caches (default: "
-                        "$SQLITE_RRF_MODEL, else ../shared/models/all-MiniLM-L6-v2-f16.gguf)")
+    from ..models import DEFAULT_MODEL
+
+    p.add_argument("--model", metavar="MODEL",
+                   help="embedding model for vectors not in the caches: a GGUF file or "
+                        "hf:ORG/REPO/FILE.gguf (default: $SQLITE_RRF_MODEL, else "
+                        f"{DEFAULT_MODEL})")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="run the queries in N processes (default 1; latencies are then "
                         "measured under that load)")

@@ -1,0 +1,292 @@
+"""A memory's whole life, on an open :class:`~sqlite_rrf.store.Store`: list, get, update,
+forget, export, vacuum and stats. The command line (:mod:`sqlite_rrf.cli_manage`) and any
+other way in (MCP) share these; each returns plain data (dicts, lists, ints) and raises
+:class:`~sqlite_rrf.app.UserError` with a line for the user.
+
+Scopes are taken as a user names them (:data:`sqlite_rrf.app.SHARED_SCOPE` or ``''`` for
+the shared memory, :data:`sqlite_rrf.app.ALL_SCOPES` for every scope) and shown by name
+(:func:`sqlite_rrf.app.scope_name`); an export keeps the stored value, so that ``import``
+puts every episode back where it was. Times are ms since the epoch in the data;
+:func:`when` says them for people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from .app import ALL_SCOPES, UserError, human_age, iso_time, scope_name, stored_scope
+
+__all__ = ["Filters", "DEFAULT_LIST_LIMIT", "EXPORT_FIELDS", "when", "episode_record",
+           "list_episodes", "get_episode", "update_episode", "matching_ids", "forget",
+           "export_lines", "file_size", "vacuum", "stats", "reclaimable_bytes"]
+
+#: How many episodes ``list`` shows when no limit is given.
+DEFAULT_LIST_LIMIT = 20
+
+#: The fields of an exported line, in order: every field ``sqlite-rrf import`` reads.
+EXPORT_FIELDS = ("id", "content", "scope", "kind", "importance", "metadata", "created_at",
+                 "accessed_at", "access_count", "embedding")
+
+_COLUMNS = ("id, content, scope, kind, importance, metadata, created_at, accessed_at, "
+            "access_count, embedding")
+
+
+def when(ms: Optional[int], now_ms: Optional[int] = None) -> str:
+    """A time for people: ``2026-11-23T14:02:00Z (3 days ago)``; ``-`` for None."""
+    if ms is None:
+        return "-"
+    return f"{iso_time(ms)} ({human_age(ms, now_ms)})"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which episodes an operation covers: ``scope`` as a user names it (None or
+    :data:`~sqlite_rrf.app.ALL_SCOPES`: every scope; ``shared`` or ``''``: the shared
+    one), ``kind`` (exactly), ``since`` (ms, inclusive) and ``until`` (ms, exclusive) on
+    ``created_at``."""
+
+    scope: Optional[str] = None
+    kind: Optional[str] = None
+    since: Optional[int] = None
+    until: Optional[int] = None
+
+    @property
+    def given(self) -> bool:
+        """Whether any filter was given (a scope of every scope counts)."""
+        return any(v is not None for v in (self.scope, self.kind, self.since, self.until))
+
+    def where(self) -> Tuple[str, Dict[str, Any]]:
+        """The SQL condition on ``episodes`` and its bindings."""
+        scope = None
+        if self.scope is not None and self.scope != ALL_SCOPES:
+            scope = stored_scope(self.scope, "--scope")
+        return ("(:scope IS NULL OR scope = :scope) AND (:kind IS NULL OR kind = :kind) "
+                "AND (:since IS NULL OR created_at >= :since) "
+                "AND (:until IS NULL OR created_at < :until)",
+                {"scope": scope, "kind": self.kind, "since": self.since, "until": self.until})
+
+    def describe(self) -> str:
+        """The filters in words (``scope proj, kind fact, created since …``)."""
+        said = []
+        if self.scope is not None:
+            said.append("every scope" if self.scope == ALL_SCOPES
+                        else f"scope {scope_name(stored_scope(self.scope, '--scope'))}")
+        if self.kind is not None:
+            said.append(f"kind {self.kind}")
+        if self.since is not None:
+            said.append(f"created at or after {iso_time(self.since)}")
+        if self.until is not None:
+            said.append(f"created before {iso_time(self.until)}")
+        return ", ".join(said) or "every episode"
+
+
+def _metadata(text: Any) -> Any:
+    """Stored metadata decoded (another client's text that is not JSON: as it is)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def episode_record(row: Any) -> Dict[str, Any]:
+    """One episode as plain data (a row of :data:`_COLUMNS`): ``id``, ``content``,
+    ``scope`` (by name), ``kind``, ``importance``, ``metadata`` (decoded), ``created_at``,
+    ``accessed_at`` (ms), ``access_count``, ``embedded`` (whether it has an embedding)."""
+    (eid, content, scope, kind, importance, md, created, accessed, count, emb) = row
+    return {"id": eid, "content": content, "scope": scope_name(scope), "kind": kind,
+            "importance": importance, "metadata": _metadata(md), "created_at": created,
+            "accessed_at": accessed, "access_count": count, "embedded": emb is not None}
+
+
+def list_episodes(store: Any, filters: Filters = Filters(),
+                  limit: Optional[int] = DEFAULT_LIST_LIMIT) -> Tuple[List[Dict[str, Any]], int]:
+    """The episodes that match ``filters``, newest first (by ``created_at``), at most
+    ``limit`` (None: all), as :func:`episode_record` dicts; and how many match in all."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 0):
+        raise UserError(f"--limit: must be 0 (every episode) or more, got {limit!r}")
+    where, params = filters.where()
+    from ._sqlite import transaction
+
+    with transaction(store.conn, write=False):  # the page and its count: one snapshot
+        total = store.conn.execute(f"SELECT count(*) FROM episodes WHERE {where}",
+                                   params).fetchall()[0][0]
+        rows = store.conn.execute(
+            f"SELECT {_COLUMNS} FROM episodes WHERE {where} "
+            "ORDER BY created_at DESC, rowid DESC LIMIT :limit",
+            dict(params, limit=-1 if not limit else limit)).fetchall()
+    return [episode_record(r) for r in rows], total
+
+
+def get_episode(store: Any, id: str, command: str = "get") -> Dict[str, Any]:
+    """The episode ``id`` (:func:`episode_record`, with ``embedding_dim``: its
+    embedding's size, or None); a :class:`UserError` naming ``command`` when there is
+    none."""
+    rows = store.conn.execute(f"SELECT {_COLUMNS} FROM episodes WHERE id = ?",
+                              (id,)).fetchall()
+    if not rows:
+        raise UserError(f"{command}: no episode with id {id!r}")
+    rec = episode_record(rows[0])
+    emb = rows[0][-1]
+    rec["embedding_dim"] = len(emb) // 4 if isinstance(emb, bytes) else None
+    return rec
+
+
+def update_episode(store: Any, id: str, *, content: Optional[str] = None,
+                   importance: Optional[str] = None, kind: Optional[str] = None,
+                   metadata: Any = None, scope: Optional[str] = None,
+                   clear_metadata: bool = False) -> Dict[str, Any]:
+    """Change the fields given (MCP's ``update``: the others keep their values) and
+    return the episode as it now is (:func:`get_episode`). New ``content`` is embedded
+    again by the store's embedder (without one, the old embedding is dropped until
+    ``sqlite-rrf embed``); ``kind=''`` clears the kind; ``metadata`` (a JSON object)
+    replaces the old, ``clear_metadata`` removes it; ``scope`` moves the episode (as a
+    user names it). Nothing given, or no such episode, is a :class:`UserError`."""
+    from .checks import StoreError
+
+    fields: Dict[str, Any] = {}
+    if content is not None:
+        fields["content"] = content
+    if importance is not None:
+        fields["importance"] = importance
+    if kind is not None:
+        fields["kind"] = kind or None
+    if clear_metadata:
+        fields["metadata"] = None
+    elif metadata is not None:
+        if not isinstance(metadata, dict):
+            raise UserError(f"--metadata: expected a JSON object, got "
+                            f"{type(metadata).__name__}")
+        fields["metadata"] = metadata
+    if scope is not None:
+        fields["scope"] = stored_scope(scope, "--scope")
+    if not fields:
+        raise UserError("update: nothing to change: give --text, --importance, --kind, "
+                        "--metadata (or --no-metadata) or --scope")
+    get_episode(store, id, "update")
+    try:
+        store.update(id, **fields)
+    except StoreError as e:
+        raise UserError(f"update: {e}; nothing was changed") from None
+    return get_episode(store, id, "update")
+
+
+def matching_ids(store: Any, filters: Filters) -> List[str]:
+    """The ids of the episodes that match ``filters``, newest first."""
+    where, params = filters.where()
+    return [r[0] for r in store.conn.execute(
+        f"SELECT id FROM episodes WHERE {where} ORDER BY created_at DESC, rowid DESC",
+        params)]
+
+
+def forget(store: Any, ids: List[str]) -> int:
+    """Delete the episodes ``ids`` in one transaction, all or none (an id that does not
+    exist is a :class:`UserError` and nothing is deleted); returns how many."""
+    from .checks import StoreError
+
+    try:
+        return store.delete_many(ids)
+    except StoreError as e:
+        why = str(e)
+        raise UserError(f"forget: {why[4:] if why.startswith('id: ') else why}") from None
+
+
+def reclaimable_bytes(store: Any) -> int:
+    """The bytes of the file's free pages: what ``vacuum`` gives back at least."""
+    free = store.conn.execute("PRAGMA freelist_count").fetchall()[0][0]
+    return free * store.conn.execute("PRAGMA page_size").fetchall()[0][0]
+
+
+def export_lines(store: Any, filters: Filters = Filters(),
+                 embeddings: bool = True) -> Iterator[str]:
+    """The episodes that match ``filters``, oldest row first, as JSONL lines (each ends
+    with a newline) with every field ``sqlite-rrf import`` reads (:data:`EXPORT_FIELDS`):
+    the stored scope (``''`` for the shared one), the times and access count as they
+    are, the metadata decoded, the embedding as a list of numbers (exactly its float32
+    values; null when it has none, or with ``embeddings=False``). Read in one snapshot.
+    Importing the lines into a new database and exporting that gives the same bytes."""
+    where, params = filters.where()
+    import numpy as np
+
+    from ._sqlite import transaction
+
+    with transaction(store.conn, write=False):
+        for row in store.conn.execute(
+                f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY rowid", params):
+            (eid, content, scope, kind, importance, md, created, accessed, count, emb) = row
+            vec = None
+            if embeddings and isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
+                vec = np.frombuffer(emb, "<f4").tolist()
+            line = {"id": eid, "content": content, "scope": scope, "kind": kind,
+                    "importance": importance, "metadata": _metadata(md),
+                    "created_at": created, "accessed_at": accessed, "access_count": count,
+                    "embedding": vec}
+            yield json.dumps(line, ensure_ascii=False) + "\n"
+
+
+def file_size(path: str) -> int:
+    """The bytes the database takes on disk: the file and its ``-wal`` file."""
+    total = 0
+    for p in (path, path + "-wal"):
+        try:
+            total += os.path.getsize(p)
+        except OSError:
+            pass
+    return total
+
+
+def vacuum(store: Any) -> Dict[str, Any]:
+    """Give the space of deleted episodes back to the disk: merge the full-text index
+    into one segment (FTS5's ``optimize``, which drops the entries of deleted rows),
+    write the committed WAL into the file, rebuild the file (``VACUUM``) and empty the
+    WAL again (``wal_checkpoint(TRUNCATE)``: in WAL mode ``VACUUM`` writes the whole new
+    file to the ``-wal`` first). Returns ``size_before`` and ``size_after`` (bytes of
+    the file and its ``-wal``) and ``wal_emptied`` (False when another process was
+    reading, so the ``-wal`` keeps its size until a later checkpoint). A read-only
+    database is a :class:`UserError`; so is another process holding the write lock past
+    the busy timeout (nothing is lost then)."""
+    import apsw
+
+    path = store.path
+    if store.readonly:
+        raise UserError(f"vacuum: {path} is read-only (read-only media or permissions): "
+                        "nothing was changed")
+    before = file_size(path)
+    conn = store.conn
+    try:
+        from ._sqlite import transaction
+
+        with transaction(conn):
+            conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('optimize')")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        conn.execute("VACUUM")
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
+    except (apsw.BusyError, apsw.LockedError):
+        raise UserError(f"vacuum: {path}: another process held the write lock past the "
+                        "busy timeout; the database is as it was, only smaller if a step "
+                        "finished; run it again later") from None
+    return {"path": path, "size_before": before, "size_after": file_size(path),
+            "wal_emptied": not busy}
+
+
+def stats(store: Any) -> Dict[str, Any]:
+    """:meth:`Store.stats <sqlite_rrf.store.Store.stats>` and ``by_scope``: the
+    episodes per scope, by name (as MCP's ``stats``)."""
+    st = store.stats()
+    by_scope: Dict[str, int] = {}
+    for scope, n in store.conn.execute(
+            "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"):
+        name = scope_name(scope)
+        by_scope[name] = by_scope.get(name, 0) + n
+    out: Dict[str, Any] = {}
+    for key, value in st.items():
+        out[key] = value
+        if key == "by_importance":
+            out["by_scope"] = by_scope
+    out.setdefault("by_scope", by_scope)
+    return out
