@@ -149,6 +149,7 @@ loadable = Extension(
         "csrc/vec.c",
         "csrc/fuse.c",
         "csrc/fts5q.c",
+        "csrc/fts5stop.c",
         "csrc/strset.c",
         "csrc/tokspec.c",
         "csrc/errors.c",

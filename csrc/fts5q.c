@@ -99,9 +99,10 @@
 **       text, and the index, which holds the same bigrams (migration 0011's
 **       segmentation), matches each of them.
 **
-** Here: the SQL function, the tokens (Q2, Q4, Q7, Q16), the tokenizer and the plan
-** (Q10..Q13, Q15). The hash sets (Q4, Q8) are in strset.c, the tokenize
-** argument's parser (Q9, Q14) in tokspec.c, the messages' forms in errors.c.
+** Here: the SQL function, the tokens (Q2, Q4, Q7, Q16) and the plan (Q10..Q12,
+** Q15). The stopwords and the tokenizer (Q8..Q10, Q13, Q14) are in fts5stop.c,
+** the hash sets (Q4, Q8) in strset.c, the tokenize argument's parser (Q9, Q14)
+** in tokspec.c, the messages' forms in errors.c.
 */
 #include <string.h>
 
@@ -172,200 +173,6 @@ static int is_token_char(unsigned cp) {
   if (cp >= 0x1F000 && cp <= 0x1FAFF) return 0;    /* emoji and pictographs */
   if (cp >= 0xE0000) return 0;                     /* tags, variation selectors */
   return 1;
-}
-
-/* ---------------------------------------------------------------- stopwords (Q8..Q14) */
-
-/* What is kept between calls (sqlite3_set_auxdata on the stopwords argument):
-** the stopword set and the tokenizer made for the last tokenize argument. */
-typedef struct Prune {
-  RrfWordSet stop; /* the stopwords (Q8) */
-  fts5_api *api;
-  fts5_tokenizer methods;
-  Fts5Tokenizer *tok; /* NULL: not made (yet, or its making failed) */
-  char *spec;         /* the tokenize argument it was made from ('' for NULL) */
-  int nspec;
-} Prune;
-
-static void prune_free(void *p) {
-  Prune *pr = p;
-  if (pr == NULL) return;
-  if (pr->tok) pr->methods.xDelete(pr->tok);
-  rrf_wordset_free(&pr->stop);
-  sqlite3_free(pr->spec);
-  sqlite3_free(pr);
-}
-
-/* Q8: the Prune of the stopwords s[0..n), without a tokenizer; NULL when out of
-** memory. s may be NULL (n 0): the empty set. */
-static Prune *prune_new(const unsigned char *s, int n) {
-  Prune *pr = sqlite3_malloc(sizeof *pr);
-  if (pr == NULL) return NULL;
-  memset(pr, 0, sizeof *pr);
-  if (rrf_wordset_init(&pr->stop, s, n) != SQLITE_OK) {
-    sqlite3_free(pr);
-    return NULL;
-  }
-  return pr;
-}
-
-/* Q13: the connection's fts5_api, or NULL with the error set on ctx. */
-static fts5_api *get_fts5_api(sqlite3_context *ctx, const char *fn) {
-  sqlite3 *db = sqlite3_context_db_handle(ctx);
-  sqlite3_stmt *st = NULL;
-  fts5_api *api = NULL;
-  int rc = sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &st, NULL);
-  int missing = rc != SQLITE_OK && strncmp(sqlite3_errmsg(db), "no such function", 16) == 0;
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_pointer(st, 1, (void *)&api, "fts5_api_ptr", NULL);
-    rc = sqlite3_step(st);
-    missing = rc == SQLITE_ROW && api == NULL;
-  }
-  if (api != NULL && api->iVersion < 1) { /* no xFindTokenizer */
-    api = NULL;
-    missing = 1;
-  }
-  if (api == NULL) {
-    if (rc == SQLITE_NOMEM) {
-      sqlite3_result_error_nomem(ctx);
-    } else if (missing) {
-      rrf_error(ctx, "%s: stopwords need FTS5, which this SQLite lacks", fn);
-    } else {
-      char buf[64];
-      const char *m = sqlite3_errmsg(db);
-      rrf_error(ctx, "%s: cannot reach FTS5: %s", fn,
-                rrf_shown((const unsigned char *)m, (int)strlen(m), buf, 60));
-    }
-  }
-  sqlite3_finalize(st);
-  return api;
-}
-
-/* Q9, Q14: make pr->tok from the tokenize spec s[0..n) (s NULL: the default).
-** SQLITE_OK, or an error code with the error set on ctx (messages name fn). */
-static int prune_tokenizer(sqlite3_context *ctx, const char *fn, Prune *pr,
-                           const unsigned char *s, int n) {
-  if (s == NULL) { /* NULL tokenize: compared as '' (both mean the default) */
-    s = (const unsigned char *)"";
-    n = 0;
-  }
-  if (pr->tok && pr->nspec == n && memcmp(pr->spec, s, (size_t)n) == 0) return SQLITE_OK;
-  if (pr->tok) pr->methods.xDelete(pr->tok);
-  pr->tok = NULL;
-  sqlite3_free(pr->spec);
-  pr->spec = NULL;
-  pr->nspec = 0;
-
-  char shown_buf[64];
-  RrfTokSpec spec;
-  int rc = rrf_tokspec_parse(ctx, fn, s, n, &spec);
-  if (rc != SQLITE_OK) goto done;
-  if (pr->api == NULL) {
-    pr->api = get_fts5_api(ctx, fn);
-    if (pr->api == NULL) {
-      rc = SQLITE_ERROR;
-      goto done;
-    }
-  }
-  void *user = NULL;
-  memset(&pr->methods, 0, sizeof pr->methods);
-  rc = pr->api->xFindTokenizer(pr->api, spec.argv[0], &user, &pr->methods);
-  if (rc != SQLITE_OK || pr->methods.xCreate == NULL || pr->methods.xTokenize == NULL ||
-      pr->methods.xDelete == NULL) {
-    if (rc == SQLITE_NOMEM) goto nomem;
-    rc = rrf_error(ctx, "%s: no FTS5 tokenizer named '%s'", fn,
-                   rrf_shown((const unsigned char *)spec.argv[0], (int)strlen(spec.argv[0]),
-                             shown_buf, RRF_SHOWN_MAX));
-    goto done;
-  }
-  rc = pr->methods.xCreate(user, spec.argv + 1, spec.argc - 1, &pr->tok);
-  if (rc != SQLITE_OK || pr->tok == NULL) {
-    if (rc == SQLITE_NOMEM) goto nomem;
-    if (pr->tok) pr->methods.xDelete(pr->tok);
-    pr->tok = NULL;
-    rc = rrf_error(ctx, "%s: cannot create the FTS5 tokenizer '%s' (%s)", fn,
-                   n ? rrf_shown(s, n, shown_buf, RRF_SHOWN_MAX) : "unicode61",
-                   sqlite3_errstr(rc == SQLITE_OK ? SQLITE_ERROR : rc));
-    goto done;
-  }
-  pr->spec = sqlite3_malloc64((sqlite3_uint64)n + 1);
-  if (pr->spec == NULL) {
-    pr->methods.xDelete(pr->tok);
-    pr->tok = NULL;
-    goto nomem;
-  }
-  memcpy(pr->spec, s, (size_t)n);
-  pr->nspec = n;
-  goto done;
-nomem:
-  sqlite3_result_error_nomem(ctx);
-  rc = SQLITE_NOMEM;
-done:
-  rrf_tokspec_free(&spec);
-  return rc;
-}
-
-typedef struct StemCtx {
-  const Prune *pr;
-  int nterm;  /* 0, 1 or 2 (two or more) */
-  int stop;   /* the first term is a stopword */
-  char *copy; /* a copy of the first term, when asked for (want_copy) */
-  int ncopy, want_copy, nomem;
-} StemCtx;
-
-static int stem_cb(void *p, int tflags, const char *t, int n, int start, int end) {
-  StemCtx *c = p;
-  (void)tflags;
-  (void)start;
-  (void)end;
-  if (c->nterm == 0) {
-    if (t == NULL || n < 0) { /* not a term a built-in tokenizer makes; kept, never matched */
-      t = "";
-      n = 0;
-    }
-    c->stop = n > 0 && rrf_wordset_contains(&c->pr->stop, (const unsigned char *)t, n);
-    if (c->want_copy) {
-      c->copy = sqlite3_malloc64((sqlite3_uint64)n + 1);
-      if (c->copy == NULL) {
-        c->nomem = 1;
-        return SQLITE_NOMEM;
-      }
-      memcpy(c->copy, t, (size_t)n);
-      c->copy[n] = 0;
-      c->ncopy = n;
-    }
-  }
-  if (c->nterm < 2) c->nterm++;
-  return SQLITE_OK;
-}
-
-/* Q10: how the token s[0..n) tokenizes: *nterm 0, 1 or 2 (two or more), *stop
-** whether it is one term and that a stopword, and with `copy` non-NULL a copy of
-** that term (sqlite3_malloc'd, NUL-terminated; NULL unless *nterm is 1). Returns
-** the tokenizer's result code. */
-static int token_terms(const Prune *pr, const unsigned char *s, int n, int *nterm, int *stop,
-                       char **copy, int *ncopy) {
-  StemCtx c;
-  memset(&c, 0, sizeof c);
-  c.pr = pr;
-  c.want_copy = copy != NULL;
-  int rc = pr->methods.xTokenize(pr->tok, &c, FTS5_TOKENIZE_QUERY, (const char *)s, n, stem_cb);
-  if (c.nomem) rc = SQLITE_NOMEM;
-  *nterm = rc == SQLITE_OK ? c.nterm : 0;
-  *stop = rc == SQLITE_OK && c.nterm == 1 && c.stop;
-  if (copy) {
-    if (rc == SQLITE_OK && c.nterm == 1) {
-      *copy = c.copy;
-      *ncopy = c.ncopy;
-    } else {
-      sqlite3_free(c.copy);
-      *copy = NULL;
-      *ncopy = 0;
-    }
-  } else {
-    sqlite3_free(c.copy);
-  }
-  return rc;
 }
 
 /* ---------------------------------------------------------------- the plan (Q2..Q12, Q15) */
@@ -441,7 +248,7 @@ void rrf_fts5_plan_free(RrfPlan *plan) {
 /* The tokens of s[0..len) (Q2, Q4, Q7) with, when pr has a tokenizer, how each
 ** tokenizes and whether Q10/Q11 drop it. terms: keep a copy of each single
 ** term. SQLITE_OK, or an error code with the error set on ctx. */
-static int make_plan(sqlite3_context *ctx, const char *fn, const Prune *pr,
+static int make_plan(sqlite3_context *ctx, const char *fn, const RrfPrune *pr,
                      const unsigned char *s, int len, int terms, RrfPlan **out) {
   RrfSpan *toks = sqlite3_malloc64(sizeof(RrfSpan) * RRF_FTS5_MAX_TOKENS);
   RrfSpanSet seen; /* Q4: the tokens so far */
@@ -463,7 +270,7 @@ static int make_plan(sqlite3_context *ctx, const char *fn, const Prune *pr,
     pt->nterm = -1; /* not tokenized */
     if (pr != NULL && pr->tok != NULL) {
       int stop = 0;
-      rc = token_terms(pr, s + pt->start, pt->len, &pt->nterm, &stop, terms ? &pt->term : NULL,
+      rc = rrf_token_terms(pr, s + pt->start, pt->len, &pt->nterm, &stop, terms ? &pt->term : NULL,
                        &pt->nbytes);
       if (rc == SQLITE_NOMEM) goto nomem;
       if (rc != SQLITE_OK) {
@@ -496,66 +303,6 @@ done:
   return rc;
 }
 
-/* Q6, Q8, Q9: the type checks of the stopwords and tokenize arguments (argv[0],
-** argv[1]; either may be NULL for absent). SQLITE_OK, or the error set. */
-static int check_types(sqlite3_context *ctx, const char *fn, sqlite3_value *stop,
-                       sqlite3_value *tokenize) {
-  if (stop && sqlite3_value_type(stop) != SQLITE_NULL && sqlite3_value_type(stop) != SQLITE_TEXT) {
-    rrf_error(ctx, "%s: stopwords must be TEXT or NULL, got %s", fn, rrf_type_name(stop));
-    return SQLITE_ERROR;
-  }
-  if (tokenize && sqlite3_value_type(tokenize) != SQLITE_NULL &&
-      sqlite3_value_type(tokenize) != SQLITE_TEXT) {
-    rrf_error(ctx, "%s: tokenize must be TEXT or NULL, got %s", fn, rrf_type_name(tokenize));
-    return SQLITE_ERROR;
-  }
-  return SQLITE_OK;
-}
-
-/* The Prune of (stop, tokenize): made, with its tokenizer when `need_tok` or when
-** there are stopwords (Q8, Q9, Q14). NULL with the error set on failure. */
-static Prune *prune_make(sqlite3_context *ctx, const char *fn, fts5_api *api, Prune *pr,
-                         sqlite3_value *stop, sqlite3_value *tokenize, int need_tok) {
-  int fresh = 0;
-  if (pr == NULL) {
-    const unsigned char *w = NULL;
-    int wn = 0;
-    if (stop && sqlite3_value_type(stop) == SQLITE_TEXT) {
-      w = sqlite3_value_text(stop);
-      wn = sqlite3_value_bytes(stop);
-      if (w == NULL) {
-        sqlite3_result_error_nomem(ctx);
-        return NULL;
-      }
-    }
-    pr = prune_new(w, wn);
-    if (pr == NULL) {
-      sqlite3_result_error_nomem(ctx);
-      return NULL;
-    }
-    if (api) pr->api = api;
-    fresh = 1;
-  }
-  if (pr->stop.nwords > 0 || need_tok) {
-    const unsigned char *spec = NULL;
-    int nspec = 0;
-    if (tokenize && sqlite3_value_type(tokenize) == SQLITE_TEXT) {
-      spec = sqlite3_value_text(tokenize);
-      nspec = sqlite3_value_bytes(tokenize);
-      if (spec == NULL) {
-        if (fresh) prune_free(pr);
-        sqlite3_result_error_nomem(ctx);
-        return NULL;
-      }
-    }
-    if (prune_tokenizer(ctx, fn, pr, spec, nspec) != SQLITE_OK) {
-      if (fresh) prune_free(pr);
-      return NULL;
-    }
-  }
-  return pr;
-}
-
 int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_value *text,
                   sqlite3_value *stop, sqlite3_value *tokenize, RrfPlan **out) {
   *out = NULL;
@@ -564,8 +311,8 @@ int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_v
     rrf_error(ctx, "%s: text must be TEXT, got %s", fn, rrf_type_name(text));
     return SQLITE_ERROR;
   }
-  if (check_types(ctx, fn, stop, tokenize) != SQLITE_OK) return SQLITE_ERROR;
-  Prune *pr = prune_make(ctx, fn, api, NULL, stop, tokenize, 0);
+  if (rrf_fts5_check_types(ctx, fn, stop, tokenize) != SQLITE_OK) return SQLITE_ERROR;
+  RrfPrune *pr = rrf_prune_make(ctx, fn, api, NULL, stop, tokenize, 0);
   if (pr == NULL) return SQLITE_ERROR;
   const unsigned char *s = sqlite3_value_text(text);
   int len = sqlite3_value_bytes(text);
@@ -576,7 +323,7 @@ int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_v
   } else {
     rc = make_plan(ctx, fn, pr, s, len, 1, out);
   }
-  prune_free(pr);
+  rrf_prune_free(pr);
   return rc;
 }
 
@@ -603,7 +350,7 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *joiner = " OR ";
   int terms_mode = 0;
   sqlite3_str *out = NULL;
-  Prune *pr = NULL;
+  RrfPrune *pr = NULL;
   RrfPlan *plan = NULL;
   int pr_fresh = 0; /* pr made by this call (else it is SQLite's auxdata) */
   int aux_arg = argc > 2 ? 2 : 1; /* where pr is kept */
@@ -632,11 +379,11 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       return;
     }
   }
-  if (check_types(ctx, "fts5_query", argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL))
+  if (rrf_fts5_check_types(ctx, "fts5_query", argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL))
     return; /* Q8, Q9 */
   if ((argc > 2 && sqlite3_value_type(argv[2]) == SQLITE_TEXT) || terms_mode) { /* Q8, Q13 */
-    Prune *cached = sqlite3_get_auxdata(ctx, aux_arg);
-    pr = prune_make(ctx, "fts5_query", NULL, cached, argc > 2 ? argv[2] : NULL,
+    RrfPrune *cached = sqlite3_get_auxdata(ctx, aux_arg);
+    pr = rrf_prune_make(ctx, "fts5_query", NULL, cached, argc > 2 ? argv[2] : NULL,
                     argc > 3 ? argv[3] : NULL, terms_mode);
     if (pr == NULL) return; /* error set; a cached pr stays SQLite's */
     pr_fresh = pr != cached;
@@ -685,5 +432,6 @@ done:
   if (out) sqlite3_free(sqlite3_str_finish(out));
   /* Kept for the next row while the argument stays the same (SQLite may free it
   ** at once); set last, since pr may be gone after this call. */
-  if (pr_fresh) sqlite3_set_auxdata(ctx, aux_arg, pr, prune_free);
+  if (pr_fresh) sqlite3_set_auxdata(ctx, aux_arg, pr, rrf_prune_free);
 }
+

@@ -195,6 +195,33 @@ int rrf_wordset_init(RrfWordSet *ws, const unsigned char *s, int n);
 void rrf_wordset_free(RrfWordSet *ws);
 int rrf_wordset_contains(const RrfWordSet *ws, const unsigned char *t, int n);
 
+/* ---- fts5stop.c: fts5_query's stopwords and tokenizer (fts5q.c Q8..Q10, Q13, Q14) ---- */
+
+/* What is kept between calls (sqlite3_set_auxdata on the stopwords argument):
+** the stopword set and the tokenizer made for the last tokenize argument. */
+typedef struct RrfPrune {
+  RrfWordSet stop; /* the stopwords (Q8) */
+  fts5_api *api;
+  fts5_tokenizer methods;
+  Fts5Tokenizer *tok; /* NULL: not made (yet, or its making failed) */
+  char *spec;         /* the tokenize argument it was made from ('' for NULL) */
+  int nspec;
+} RrfPrune;
+
+/* Q6, Q8, Q9: the type checks of the stopwords and tokenize arguments (either may be
+** NULL for absent). SQLITE_OK, or the error set. */
+int rrf_fts5_check_types(sqlite3_context *ctx, const char *fn, sqlite3_value *stop,
+                         sqlite3_value *tokenize);
+/* The RrfPrune of (stop, tokenize): pr, or made when pr is NULL (api: the connection's
+** fts5_api, or NULL to look it up), with its tokenizer when need_tok or when there
+** are stopwords (Q8, Q9, Q14). NULL with the error set on failure. */
+RrfPrune *rrf_prune_make(sqlite3_context *ctx, const char *fn, fts5_api *api, RrfPrune *pr,
+                         sqlite3_value *stop, sqlite3_value *tokenize, int need_tok);
+void rrf_prune_free(void *p);
+/* Q10: how the token s[0..n) tokenizes (see fts5stop.c). */
+int rrf_token_terms(const RrfPrune *pr, const unsigned char *s, int n, int *nterm, int *stop,
+                    char **copy, int *ncopy);
+
 /* ---- tokspec.c: an FTS5 tokenizer spec (fts5q.c Q9, Q14) ---- */
 
 #define RRF_FTS5_MAX_SPEC_WORDS 64
