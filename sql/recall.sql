@@ -28,7 +28,11 @@
 --   :alpha ('hybrid', 'convex')   :min_similarity (none): drop candidates that have no
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
 --   :skip_vectors (none): a JSON array of rowids whose embedding is left out
---   :scope, :kind (none): only the episodes of that scope, of that kind
+--   :scope, :kind (none): only the episodes of that scope ('' is the shared scope),
+--                 of that kind
+--   :scope2 (none): a second scope: the episodes of :scope or :scope2, in one ranking
+--                 (:scope 'shop', :scope2 '': the project shop and the shared scope,
+--                 what sqlite-rrf's hook, MCP and CLI recall by default)
 --   :since, :until (none): only the episodes with :since <= created_at < :until (ms)
 --   The filters apply to both lists: the BM25 list is bm25()'s top over the rows
 --   that pass them, the vector pool the most recent (or all) of the rows that pass.
@@ -95,7 +99,8 @@ bm25_top AS MATERIALIZED (
                                :query, s.words, 'porter unicode61') AS js
         FROM bm25_stop AS s CROSS JOIN episodes_fts
         WHERE (SELECT bm25_limit FROM params) >= 1
-          AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+          AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+          AND :until IS NULL
           AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                           '""')
         LIMIT 1) AS t,
@@ -110,13 +115,15 @@ bm25_top AS MATERIALIZED (
                        :query, s.words, 'porter unicode61') AS bm25_score
     FROM bm25_stop AS s CROSS JOIN episodes_fts
     WHERE NOT ((SELECT bm25_limit FROM params) >= 1
-               AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
+               AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+               AND :until IS NULL)
       AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                       '""')
-      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+           AND :until IS NULL
            OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                       WHERE rowid = episodes_fts.rowid
-                        AND scope = coalesce(:scope, scope)
+                        AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
                         AND (:kind IS NULL OR kind = :kind)
                         AND created_at >= coalesce(:since, created_at)
                         AND created_at < coalesce(:until, created_at + 1)))
@@ -148,10 +155,12 @@ bm25 AS MATERIALIZED (
           WHERE NOT x.exact
             AND episodes_fts MATCH coalesce(fts5_query(:query), '""')
             -- the filters, as in 1b
-            AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+            AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+                 AND :until IS NULL
                  OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                             WHERE rowid = episodes_fts.rowid
-                              AND scope = coalesce(:scope, scope)
+                              AND (:scope IS NULL AND :scope2 IS NULL
+                                   OR scope IN (:scope, :scope2))
                               AND (:kind IS NULL OR kind = :kind)
                               AND created_at >= coalesce(:since, created_at)
                               AND created_at < coalesce(:until, created_at + 1)))
@@ -159,13 +168,17 @@ bm25 AS MATERIALIZED (
           LIMIT (SELECT bm25_limit FROM params)))
 ),
 -- 2. The vector pool 'recent': the :pool_size most recently accessed episodes with
---    an embedding that pass the filters, from the partial index
---    idx_episodes_accessed_at (idx_episodes_scope_accessed_at for a scope: only one
---    of the two branches runs).
+--    an embedding that pass the filters. With one scope (:scope or :scope2, or both
+--    the same), a seek of the partial index idx_episodes_scope_accessed_at; else the
+--    partial index idx_episodes_accessed_at, newest first, until :pool_size rows
+--    pass (two scopes: the rows of either one). Only one of the two branches runs.
 pool_recent AS (
   SELECT rowid
-  FROM (SELECT rowid FROM episodes
-        WHERE embedding IS NOT NULL AND :scope IS NULL
+  FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_accessed_at
+        WHERE embedding IS NOT NULL
+          AND (:scope IS NULL AND :scope2 IS NULL
+               OR :scope IS NOT NULL AND :scope2 IS NOT NULL AND :scope <> :scope2
+                  AND scope IN (:scope, :scope2))
           AND (:kind IS NULL OR kind = :kind)
           AND (:since IS NULL OR created_at >= :since)
           AND (:until IS NULL OR created_at < :until)
@@ -174,7 +187,8 @@ pool_recent AS (
   UNION ALL
   SELECT rowid
   FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_scope_accessed_at
-        WHERE embedding IS NOT NULL AND scope = :scope
+        WHERE embedding IS NOT NULL AND scope = coalesce(:scope, :scope2)
+          AND (:scope IS NULL OR :scope2 IS NULL OR :scope = :scope2)
           AND (:kind IS NULL OR kind = :kind)
           AND (:since IS NULL OR created_at >= :since)
           AND (:until IS NULL OR created_at < :until)
@@ -196,10 +210,11 @@ pool_all AS (
       AND (:skip_vectors IS NULL
            OR v.rowid NOT IN (SELECT value FROM json_each(:skip_vectors)))
       -- the filters: one seek in idx_episodes_filters per row; no filter, no seek
-      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+           AND :until IS NULL
            OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                       WHERE rowid = v.rowid
-                        AND scope = coalesce(:scope, scope)
+                        AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
                         AND (:kind IS NULL OR kind = :kind)
                         AND created_at >= coalesce(:since, created_at)
                         AND created_at < coalesce(:until, created_at + 1))))) AS j
@@ -223,22 +238,26 @@ pool_codes AS MATERIALIZED (
                             u.rowids, u.codes)
     FROM (
       SELECT k.rowids, k.codes FROM episodes_code_blocks AS k
-      WHERE :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+      WHERE :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+        AND :until IS NULL
       UNION ALL
       SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_loose
       WHERE c.block IS NULL AND c.code IS NOT NULL
-        AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+        AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+        AND :until IS NULL
       UNION ALL
       SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_pending
       WHERE c.code IS NULL
-        AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+        AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+        AND :until IS NULL
       UNION ALL
       -- the filters, as in 1b
       SELECT c.rowid, c.code
       FROM episodes_codes AS c
         JOIN episodes AS e INDEXED BY idx_episodes_filters ON e.rowid = c.rowid
-      WHERE NOT (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
-        AND e.scope = coalesce(:scope, e.scope)
+      WHERE NOT (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+                 AND :until IS NULL)
+        AND (:scope IS NULL AND :scope2 IS NULL OR e.scope IN (:scope, :scope2))
         AND (:kind IS NULL OR e.kind = :kind)
         AND e.created_at >= coalesce(:since, e.created_at)
         AND e.created_at < coalesce(:until, e.created_at + 1)) AS u

@@ -262,7 +262,8 @@ def test_pool_query_uses_the_partial_index(tmp_path):
     _seed_for_plans(conn)
     with open(RECALL_SQL, encoding="utf-8") as f:
         pool = _pool_subquery(f.read())
-    unset = {"scope": None, "kind": None, "since": None, "until": None}  # no filter
+    unset = {"scope": None, "scope2": None, "kind": None, "since": None,
+             "until": None}  # no filter
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + pool,
                                        dict(unset, pool_size=200))]
     assert any("USING INDEX idx_episodes_accessed_at" in d

@@ -38,7 +38,7 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
     """The fusion of DESIGN.md and docs/profiles.md computed in Python. Only the BM25
     list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute).
     ``scope``, ``kind``, ``since``, ``until`` keep the episodes that pass them, in both
-    lists."""
+    lists; ``scope`` may be a tuple of scopes (the episodes of any of them)."""
     if k is None:
         k = 30.0 if profile == "decay" else 60.0
     rows = {r[0]: r for r in conn.execute(
@@ -46,7 +46,8 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
         "strength, depth, session_spread, stability, scope, kind FROM episodes")}
 
     def passes(r):
-        return ((scope is None or r[11] == scope) and (kind is None or r[12] == kind)
+        return ((scope is None or r[11] in (scope if isinstance(scope, tuple) else (scope,)))
+                and (kind is None or r[12] == kind)
                 and (since is None or r[3] >= since) and (until is None or r[3] < until))
 
     rows = {c: r for c, r in rows.items() if passes(r)}

@@ -59,3 +59,170 @@ def test_a_scope_that_is_not_text_is_refused(bad):
     if bad is not None:
         with pytest.raises(UserError, match=r"^scope: expected a scope's name"):
             recall_scopes(bad, "shop")
+
+
+# ---- the statement: one ranking over a union of scopes (:scope and :scope2) ----
+
+import numpy as np  # noqa: E402
+
+from sqlite_rrf.store import Store, StoreError  # noqa: E402
+from test_recall import (DIM, NOW, assert_same, make_episodes, reference_recall,  # noqa: E402
+                         run_recall)
+
+#: The scopes of :func:`scope_db`'s episodes: two projects, a tiny one, the shared one.
+SCOPES = ("proj-a", "proj-b", "tiny", "")
+
+
+@pytest.fixture(scope="module")
+def scope_db(tmp_path_factory):
+    """1,500 episodes over :data:`SCOPES` ('tiny' holds 1 %), kinds and times spread,
+    so that the union of two scopes is neither all rows nor one scope's rows."""
+    rng = np.random.default_rng(23)
+    eps = make_episodes(1500, rng)
+    for i, ep in enumerate(eps):
+        ep["scope"] = "tiny" if i % 100 == 3 else ("proj-a", "proj-b", "")[i % 3]
+        ep["kind"] = ("fact", "event", None)[i % 3 if i % 7 else 1]
+    s = Store(tmp_path_factory.mktemp("scopes") / "s.db")
+    s.add_many(eps)
+    yield s
+    s.close()
+
+
+#: (:scope, :scope2) and the scopes the reference keeps.
+UNIONS = [
+    (("proj-a", ""), ("proj-a", "")),
+    (("tiny", ""), ("tiny", "")),
+    (("proj-b", "tiny"), ("proj-b", "tiny")),
+    (("proj-a", "no-such-scope"), ("proj-a",)),
+    ((None, "proj-b"), ("proj-b",)),
+    (("", ""), ("",)),
+]
+
+
+@pytest.mark.parametrize("pool", ["recent", "all", "quantized"])
+@pytest.mark.parametrize("profile", ["rrf", "hybrid", "memory"])
+@pytest.mark.parametrize("pair,union", UNIONS)
+def test_two_scopes_are_one_ranking_of_their_union(scope_db, pool, profile, pair, union):
+    """sql/recall.sql with :scope and :scope2 ranks the episodes of either scope as one
+    list: both lists (BM25 and the vector pool) are those of the union's rows, exactly
+    as the plain-Python reference (tests/test_recall.py) ranks them."""
+    rng = np.random.default_rng(len(pool) * 31 + len(profile) + len(str(pair)))
+    scope, scope2 = pair
+    for query in ("alpha beta", "gamma delta epsilon", "omega"):
+        q = rng.normal(size=DIM)
+        kw = dict(limit=12, pool=pool, profile=profile, pool_size=20, bm25_limit=15,
+                  oversample=3)
+        got = run_recall(scope_db.conn, query, q, scope=scope, scope2=scope2, **kw)
+        want = reference_recall(scope_db.conn, query, q, scope=union, **kw)
+        assert_same(got, want)
+        assert len(got) == 12
+        in_scope = dict(scope_db.conn.execute("SELECT id, scope FROM episodes"))
+        assert {in_scope[h["id"]] for h in got} <= set(union)
+    if len(union) == 2:  # both scopes reach the top somewhere: a union, not one scope
+        seen = set()
+        for query in ("alpha beta", "gamma delta epsilon", "omega", "zeta", "rho sigma"):
+            got = run_recall(scope_db.conn, query, rng.normal(size=DIM), scope=scope,
+                             scope2=scope2, **dict(kw, limit=40))
+            seen |= {in_scope[h["id"]] for h in got}
+        assert seen == set(union)
+
+
+@pytest.mark.parametrize("pool", ["recent", "all"])
+def test_two_scopes_with_the_other_filters(scope_db, pool):
+    """:scope2 composes with :kind, :since and :until like :scope does."""
+    rng = np.random.default_rng(4)
+    filters = dict(kind="fact", since=1_700_000_000_000 + 2 * 10**9,
+                   until=1_700_000_000_000 + 9 * 10**9)
+    for query in ("alpha beta", "omega"):
+        q = rng.normal(size=DIM)
+        kw = dict(limit=10, pool=pool, profile="rrf", pool_size=20, bm25_limit=15, **filters)
+        got = run_recall(scope_db.conn, query, q, scope="proj-a", scope2="", **kw)
+        want = reference_recall(scope_db.conn, query, q, scope=("proj-a", ""), **kw)
+        assert_same(got, want)
+        assert got
+
+
+def test_store_recall_takes_a_tuple_of_scopes(scope_db):
+    """Store.recall(scope=(a, b)) is the statement's :scope a and :scope2 b, in one
+    ranking; a list is the same; order and repeats do not matter."""
+    rng = np.random.default_rng(8)
+    q = rng.normal(size=DIM)
+    kw = dict(limit=10, qvec=q, touch=False, collapse=False, time_expressions=False,
+              now=NOW, profile="rrf", pool="all", pool_size=20, bm25_limit=15)
+    got = [h.id for h in scope_db.recall("alpha beta", scope=("proj-a", ""), **kw)]
+    want = [h["id"] for h in reference_recall(
+        scope_db.conn, "alpha beta", q, scope=("proj-a", ""), limit=10, pool="all",
+        profile="rrf", pool_size=20, bm25_limit=15)]
+    assert got == want
+    assert [h.id for h in scope_db.recall("alpha beta", scope=["", "proj-a", ""], **kw)] == got
+    one = [h.id for h in scope_db.recall("alpha beta", scope=("proj-a",), **kw)]
+    assert one == [h.id for h in scope_db.recall("alpha beta", scope="proj-a", **kw)]
+    assert one != got
+    hits = scope_db.recall("alpha beta", scope=("proj-b", "tiny"), **dict(kw, limit=40))
+    in_scope = dict(scope_db.conn.execute("SELECT id, scope FROM episodes"))
+    assert {in_scope[h.id] for h in hits} == {"proj-b", "tiny"}
+
+
+@pytest.mark.parametrize("bad,match", [
+    (3, r"^scope: must be text, a list or tuple of texts, or None"),
+    ({"proj-a"}, r"^scope: must be text, a list or tuple"),
+    (("proj-a", 3), r"^scope: each scope must be text, got int"),
+    ((), r"^scope: an empty list names no scope"),
+    (("a", "b", "c"), r"^scope: one recall covers at most 2 scopes"),
+])
+def test_store_recall_refuses_a_bad_scope(scope_db, bad, match):
+    with pytest.raises(StoreError, match=match):
+        scope_db.recall("alpha", scope=bad, touch=False)
+
+
+def test_the_recent_pool_of_two_scopes_reads_an_index_in_order(scope_db):
+    """The 'recent' pool never sorts: one scope seeks idx_episodes_scope_accessed_at, two
+    scopes read idx_episodes_accessed_at newest first (only one branch runs)."""
+    from sqlite_rrf.resources import statement_params
+    from sqlite_rrf.statements import recall_statement
+
+    sql = recall_statement("recent", "rrf")
+    start = sql.index("pool_recent AS (") + len("pool_recent AS (")
+    body = sql[start:sql.index("\n)", start)]
+    params = sql[sql.index("params AS ("):]
+    params = params[:params.index("\n)") + 2]
+    q = "WITH " + params + "\n" + body
+    b = dict.fromkeys(statement_params(q))
+    plan = [r[3] for r in scope_db.conn.execute("EXPLAIN QUERY PLAN " + q, b)]
+    assert any("SCAN episodes USING INDEX idx_episodes_accessed_at" in d for d in plan), plan
+    assert any("idx_episodes_scope_accessed_at (scope=?)" in d for d in plan), plan
+    assert not any("TEMP B-TREE" in d for d in plan), plan
+    for pair in (("proj-a", ""), ("tiny", None), (None, "tiny"), ("tiny", "tiny"),
+                 ("tiny", "proj-b"), (None, None)):
+        b.update(scope=pair[0], scope2=pair[1], pool_size=30)
+        got = [r[0] for r in scope_db.conn.execute(q, b)]
+        keep = {s for s in pair if s is not None}
+        want = [r[0] for r in scope_db.conn.execute(
+            "SELECT rowid, scope FROM episodes WHERE embedding IS NOT NULL "
+            "ORDER BY accessed_at DESC, rowid") if not keep or r[1] in keep][:30]
+        assert got == want, pair
+
+
+@pytest.mark.parametrize("profile", ["rrf", "hybrid"])
+def test_the_knn_pool_of_two_scopes_is_the_exact_pool_of_their_union(tmp_path, profile):
+    """'knn' with two scopes is the exact nearest of their union (the index cannot
+    filter), so it ranks as 'all' does, which the reference checks above."""
+    pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed")
+    rng = np.random.default_rng(3)
+    eps = make_episodes(400, rng)
+    for i, ep in enumerate(eps):
+        ep["scope"] = ("proj-a", "proj-b", "")[i % 3]
+    with Store(tmp_path / "k.db") as s:
+        s.add_many(eps)
+        s.enable_knn()
+        for query in ("alpha beta", "omega"):
+            q = rng.normal(size=DIM)
+            kw = dict(limit=15, qvec=q, touch=False, collapse=False, time_expressions=False,
+                      now=NOW, profile=profile, pool_size=25, scope=("proj-a", ""))
+            knn = s.recall(query, pool="knn", **kw)
+            exact = s.recall(query, pool="all", **kw)
+            assert [h.id for h in knn] == [h.id for h in exact]
+            assert [h.score for h in knn] == pytest.approx([h.score for h in exact], rel=1e-12)
+            want = reference_recall(s.conn, query, q, scope=("proj-a", ""), limit=15,
+                                    pool="all", profile=profile, pool_size=25)
+            assert [h.id for h in knn] == [h["id"] for h in want]

@@ -159,17 +159,50 @@ def recall_query(query: str) -> str:
     return query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
 
 
+#: How many scopes one recall statement covers at most (``:scope`` and ``:scope2``).
+MAX_RECALL_SCOPES = 2
+
+
+def recall_scope_params(scope: Any) -> Tuple[Optional[str], Optional[str]]:
+    """The statement's ``(:scope, :scope2)`` for a recall's ``scope``: None (every
+    scope), a str (that scope), or a list or tuple of up to :data:`MAX_RECALL_SCOPES`
+    distinct str (the episodes of any of them, in one ranking). Anything else is a
+    :class:`StoreError` naming ``scope``."""
+    if scope is None:
+        return None, None
+    if isinstance(scope, str):
+        return scope, None
+    if not isinstance(scope, (list, tuple)):
+        raise StoreError(f"scope: must be text, a list or tuple of texts, or None (every "
+                         f"scope), got {type(scope).__name__}")
+    names: list = []
+    for s in scope:
+        if not isinstance(s, str):
+            raise StoreError(f"scope: each scope must be text, got {type(s).__name__} "
+                             f"{s!r}")
+        if s not in names:
+            names.append(s)
+    if not names:
+        raise StoreError("scope: an empty list names no scope (None recalls every scope)")
+    if len(names) > MAX_RECALL_SCOPES:
+        raise StoreError(f"scope: one recall covers at most {MAX_RECALL_SCOPES} scopes (a "
+                         f"project's and the shared one, ''), got {len(names)}")
+    return names[0], (names[1] if len(names) > 1 else None)
+
+
 def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: Optional[str],
                   pool_size: Optional[int], bm25_limit: Optional[int],
                   profile: Optional[str] = None, alpha: Optional[float] = None,
                   min_similarity: Optional[float] = None,
-                  now: Optional[int] = None, *, scope: Optional[str] = None,
+                  now: Optional[int] = None, *,
+                  scope: Union[None, str, Sequence[str]] = None,
                   kind: Optional[str] = None, since: Optional[int] = None,
                   until: Optional[int] = None,
                   oversample: Optional[int] = None,
                   time_weight: Optional[float] = None) -> Dict[str, Any]:
     """Validate recall options; returns the statement's bindings (None = default; the
-    time window ``time_from``/``time_to`` is None: the caller sets it)."""
+    time window ``time_from``/``time_to`` is None: the caller sets it). ``scope`` is
+    :func:`recall_scope_params`'s: one or two scopes become ``scope`` and ``scope2``."""
     if time_weight is not None and (isinstance(time_weight, bool)
                                     or not isinstance(time_weight, (int, float))
                                     or not math.isfinite(time_weight) or time_weight < 0):
@@ -191,9 +224,9 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
     if now is not None and (isinstance(now, bool) or not isinstance(now, int)
                             or abs(now) > 2**62):
         raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
-    for name, v in (("scope", scope), ("kind", kind)):
-        if v is not None and not isinstance(v, str):
-            raise StoreError(f"{name}: must be text, got {type(v).__name__}")
+    scope, scope2 = recall_scope_params(scope)
+    if kind is not None and not isinstance(kind, str):
+        raise StoreError(f"kind: must be text, got {type(kind).__name__}")
     for name, v in (("since", since), ("until", until)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)
                               or abs(v) > 2**62):
@@ -230,7 +263,7 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
     return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
             "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
             "now": now, "skip_vectors": None,
-            "scope": scope, "kind": kind, "since": since, "until": until,
+            "scope": scope, "scope2": scope2, "kind": kind, "since": since, "until": until,
             "bm25_limit": bm25_limit, "oversample": oversample,
             "w_bm25": w["bm25"], "w_vec": w["vector"],
             "w_recency": w["recency"], "w_access": w["access"],

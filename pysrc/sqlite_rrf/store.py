@@ -949,7 +949,7 @@ class Store:
                qvec: Optional[Vector] = None, profile: Optional[str] = None,
                alpha: Optional[float] = None, min_similarity: Optional[float] = None,
                now: Optional[int] = None, session: Optional[str] = None,
-               scope: Optional[str] = None, kind: Optional[str] = None,
+               scope: Union[None, str, Sequence[str]] = None, kind: Optional[str] = None,
                since: Optional[int] = None, until: Optional[int] = None,
                oversample: Optional[int] = None, topic_gate: bool = False,
                collapse: bool = True,
@@ -982,7 +982,10 @@ class Store:
         embedder's. ``scope``, ``kind``, ``since`` and ``until`` (ms, on ``created_at``;
         ``since`` inclusive, ``until`` exclusive) keep only the episodes that match, in
         both lists: the BM25 list is the best of the matching rows, the vector pool the
-        best or most recent of them.
+        best or most recent of them. ``scope`` is None (every scope), a str (that scope;
+        ``''`` is the shared scope), or a list or tuple of two (any of them, in one
+        ranking: ``("shop", "")`` is the project and the shared scope; the statement's
+        ``:scope`` and ``:scope2``).
 
         The statement runs in a read transaction, which never blocks a writer. Then
         ``touch`` marks the returned episodes accessed (``accessed_at = now``,

@@ -30,7 +30,8 @@ bm25_top AS MATERIALIZED (
                                :query, s.words, 'porter unicode61') AS js
         FROM bm25_stop AS s CROSS JOIN episodes_fts
         WHERE (SELECT bm25_limit FROM params) >= 1
-          AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+          AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+          AND :until IS NULL
           AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                           '""')
         LIMIT 1) AS t,
@@ -45,13 +46,15 @@ bm25_top AS MATERIALIZED (
                        :query, s.words, 'porter unicode61') AS bm25_score
     FROM bm25_stop AS s CROSS JOIN episodes_fts
     WHERE NOT ((SELECT bm25_limit FROM params) >= 1
-               AND :scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
+               AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+               AND :until IS NULL)
       AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                       '""')
-      AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+           AND :until IS NULL
            OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                       WHERE rowid = episodes_fts.rowid
-                        AND scope = coalesce(:scope, scope)
+                        AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
                         AND (:kind IS NULL OR kind = :kind)
                         AND created_at >= coalesce(:since, created_at)
                         AND created_at < coalesce(:until, created_at + 1)))
@@ -83,10 +86,12 @@ bm25 AS MATERIALIZED (
           WHERE NOT x.exact
             AND episodes_fts MATCH coalesce(fts5_query(:query), '""')
             -- the filters, as in 1b
-            AND (:scope IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
+            AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
+                 AND :until IS NULL
                  OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                             WHERE rowid = episodes_fts.rowid
-                              AND scope = coalesce(:scope, scope)
+                              AND (:scope IS NULL AND :scope2 IS NULL
+                                   OR scope IN (:scope, :scope2))
                               AND (:kind IS NULL OR kind = :kind)
                               AND created_at >= coalesce(:since, created_at)
                               AND created_at < coalesce(:until, created_at + 1)))

@@ -28,7 +28,11 @@
 --   :alpha ('hybrid', 'convex')   :min_similarity (none): drop candidates that have no
 --   BM25 hit and a similarity below it   :now (current time, ms): for ages
 --   :skip_vectors (none): a JSON array of rowids whose embedding is left out
---   :scope, :kind (none): only the episodes of that scope, of that kind
+--   :scope, :kind (none): only the episodes of that scope ('' is the shared scope),
+--                 of that kind
+--   :scope2 (none): a second scope: the episodes of :scope or :scope2, in one ranking
+--                 (:scope 'shop', :scope2 '': the project shop and the shared scope,
+--                 what sqlite-rrf's hook, MCP and CLI recall by default)
 --   :since, :until (none): only the episodes with :since <= created_at < :until (ms)
 --   The filters apply to both lists: the BM25 list is bm25()'s top over the rows
 --   that pass them, the vector pool the most recent (or all) of the rows that pass.

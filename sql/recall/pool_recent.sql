@@ -1,11 +1,15 @@
 -- 2. The vector pool 'recent': the :pool_size most recently accessed episodes with
---    an embedding that pass the filters, from the partial index
---    idx_episodes_accessed_at (idx_episodes_scope_accessed_at for a scope: only one
---    of the two branches runs).
+--    an embedding that pass the filters. With one scope (:scope or :scope2, or both
+--    the same), a seek of the partial index idx_episodes_scope_accessed_at; else the
+--    partial index idx_episodes_accessed_at, newest first, until :pool_size rows
+--    pass (two scopes: the rows of either one). Only one of the two branches runs.
 pool_recent AS (
   SELECT rowid
-  FROM (SELECT rowid FROM episodes
-        WHERE embedding IS NOT NULL AND :scope IS NULL
+  FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_accessed_at
+        WHERE embedding IS NOT NULL
+          AND (:scope IS NULL AND :scope2 IS NULL
+               OR :scope IS NOT NULL AND :scope2 IS NOT NULL AND :scope <> :scope2
+                  AND scope IN (:scope, :scope2))
           AND (:kind IS NULL OR kind = :kind)
           AND (:since IS NULL OR created_at >= :since)
           AND (:until IS NULL OR created_at < :until)
@@ -14,7 +18,8 @@ pool_recent AS (
   UNION ALL
   SELECT rowid
   FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_scope_accessed_at
-        WHERE embedding IS NOT NULL AND scope = :scope
+        WHERE embedding IS NOT NULL AND scope = coalesce(:scope, :scope2)
+          AND (:scope IS NULL OR :scope2 IS NULL OR :scope = :scope2)
           AND (:kind IS NULL OR kind = :kind)
           AND (:since IS NULL OR created_at >= :since)
           AND (:until IS NULL OR created_at < :until)
