@@ -299,42 +299,32 @@ int rrf_bm25_read_n(sqlite3_context *ctx, const char *fn, sqlite3_value *v, sqli
 static void aux_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
                    int nVal, sqlite3_value **apVal) {
   const Bm25Fn *fn = (const Bm25Fn *)pApi->xUserData(pFts);
-  if (fn->kind == KIND_IDF) rrf_bm25_idf_fn(pApi, pFts, ctx, nVal, apVal);
-  else if (fn->kind == KIND_TOP) rrf_bm25_top_fn(pApi, pFts, ctx, nVal, apVal, fn);
+  if (fn->kind == RRF_AUX_IDF) rrf_bm25_idf_fn(pApi, pFts, ctx, nVal, apVal);
+  else if (fn->kind == RRF_AUX_TOP) rrf_bm25_top_fn(pApi, pFts, ctx, nVal, apVal, fn);
   else rrf_bm25_fn(pApi, pFts, ctx, nVal, apVal, fn);
 }
 
-int rrf_bm25_register(sqlite3 *db, char **pzErrMsg) {
-  static const struct {
-    const char *name;
-    int kind;
-  } kFns[] = {{"rrf_bm25", KIND_BM25}, {BM25_OR_FN, KIND_OR}, {"rrf_bm25_idf", KIND_IDF},
-                 {BM25_TOP_FN, KIND_TOP}};
+/* B1: no fts5() function means no FTS5 in this connection. */
+fts5_api *rrf_bm25_fts5_api(sqlite3 *db) {
   fts5_api *api = NULL;
   sqlite3_stmt *st = NULL;
-  int rc;
-  /* B1: no fts5() function means no FTS5 in this connection. */
   if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &st, NULL) != SQLITE_OK) {
     sqlite3_finalize(st);
-    return SQLITE_OK;
+    return NULL;
   }
   sqlite3_bind_pointer(st, 1, (void *)&api, "fts5_api_ptr", NULL);
   sqlite3_step(st);
-  rc = sqlite3_finalize(st);
-  if (rc != SQLITE_OK || api == NULL || api->iVersion < 2) return SQLITE_OK;
-  for (size_t i = 0; i < sizeof kFns / sizeof kFns[0]; i++) {
-    Bm25Fn *fn = (Bm25Fn *)sqlite3_malloc(sizeof *fn);
-    if (fn == NULL) return SQLITE_NOMEM;
-    fn->kind = kFns[i].kind;
-    fn->api = api;
-    rc = api->xCreateFunction(api, kFns[i].name, fn, aux_fn, sqlite3_free);
-    if (rc != SQLITE_OK) {
-      sqlite3_free(fn); /* FTS5 keeps it, and calls sqlite3_free, only on success */
-      *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", kFns[i].name,
-                                  sqlite3_errstr(rc));
-      return rc;
-    }
-  }
-  return SQLITE_OK;
+  if (sqlite3_finalize(st) != SQLITE_OK || api == NULL || api->iVersion < 2) return NULL;
+  return api;
 }
 
+int rrf_bm25_create(fts5_api *api, const char *name, int kind) {
+  Bm25Fn *fn = (Bm25Fn *)sqlite3_malloc(sizeof *fn);
+  int rc;
+  if (fn == NULL) return SQLITE_NOMEM;
+  fn->kind = kind;
+  fn->api = api;
+  rc = api->xCreateFunction(api, name, fn, aux_fn, sqlite3_free);
+  if (rc != SQLITE_OK) sqlite3_free(fn); /* FTS5 keeps it, and calls sqlite3_free, only on success */
+  return rc;
+}

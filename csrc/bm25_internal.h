@@ -24,13 +24,9 @@ static const double b = 0.75; /* constant "b" from the BM25 formula */
 #define BM25_OR_FN "rrf_bm25_or"
 #define BM25_TOP_FN "rrf_bm25_or_top"
 
-#define KIND_BM25 0
-#define KIND_OR 1
-#define KIND_IDF 2
-#define KIND_TOP 4
-
+/* The user data of each auxiliary function. */
 typedef struct Bm25Fn {
-  int kind;
+  int kind; /* RRF_AUX_* */
   fts5_api *api;
 } Bm25Fn;
 

@@ -174,7 +174,7 @@ void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_contex
   sqlite3_int64 n = 0, rowid, dlo = -1;
   double wStack[16], *w = wStack, score = 0.0;
   int rc, i, D = 0, nW, wFirst;
-  int isOr = fn->kind == KIND_OR;
+  int isOr = fn->kind == RRF_AUX_OR;
   const char *name = isOr ? BM25_OR_FN : "rrf_bm25";
 
   if (nVal < (isOr ? 2 : 1)) {

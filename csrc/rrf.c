@@ -1,18 +1,32 @@
 /*
-** sqlite-rrf: hybrid retrieval functions for SQLite.
+** sqlite-rrf: hybrid retrieval functions for SQLite (docs/contract.md, "The
+** extension"; each function's page is docs/sql/<name>.md).
 **
-** The entry point sqlite3_rrf_init registers (DESIGN.md, "The extension"):
-**   vec_cosine(a, b)                         vec.c
-**   vec_signbits(v), rrf_hamming(a, b)       quant.c
-**   rrf_topk(k, score, value)                topk.c   aggregate
-**   rrf_hamming_topk(k, qcode, rowids, codes)  quant.c aggregate
-**   rrf_fuse(rank [, weight [, k]])          fuse.c   aggregate + window
-**   rrf_explain(list, rank [, weight [, k]]) fuse.c   aggregate + window
-**   fts5_query(text [, mode [, stopwords [, tokenize]]])  fts5q.c
-**   rrf_bm25(fts_table, n [, weight...])     bm25.c   FTS5 auxiliary functions
-**   rrf_bm25_or(fts_table, n, text [, stopwords [, tokenize [, weight...]]])
-**   rrf_bm25_idf(fts_table [, phrase])
-**   rrf_version(), rrf_debug()               here
+** The entry point sqlite3_rrf_init registers, from kFunctions below (one row per
+** argument count; tests/test_loading.py checks this list against
+** pragma_function_list):
+** scalar functions (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS):
+**   vec_cosine(a, b)                                       vec.c
+**   vec_signbits(v)                                        quant.c
+**   rrf_hamming(a, b)                                      quant.c
+**   fts5_query(text [, mode [, stopwords [, tokenize]]])   fts5q.c, fts5stop.c
+**   rrf_version()                                          here
+**   rrf_debug()                                            here
+**   rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])      fuse.c
+** window functions, also aggregates (SQLITE_UTF8 | SQLITE_INNOCUOUS):
+**   rrf_fuse(rank [, weight [, k]])                        fuse.c
+**   rrf_explain(list, rank [, weight [, k]])               fuse.c
+** aggregates (SQLITE_UTF8 | SQLITE_INNOCUOUS):
+**   rrf_topk(k, score, value)                              topk.c
+**   rrf_hamming_topk(k, qcode, rowids, codes)              quant.c
+** FTS5 auxiliary functions, through the connection's fts5_api when it has FTS5
+** (bm25.c, B1):
+**   rrf_bm25(fts_table, n [, weight ...])                  bm25.c, bm25_score.c
+**   rrf_bm25_or(fts_table, n, text [, stopwords [, tokenize [, weight ...]]])
+**                                                          bm25_or.c
+**   rrf_bm25_or_top(fts_table, n, text [, stopwords [, tokenize [, weight ...]]])
+**                                                          bm25_top.c, bm25_top_pass.c
+**   rrf_bm25_idf(fts_table [, phrase])                     bm25_idf.c
 ** Every function's errors are formed by rrf_error (errors.c).
 **
 ** It is the only exported symbol; nothing here refers to Python, so the same
@@ -101,35 +115,48 @@ static void choose_simd(void) {
 typedef void (*xfunc)(sqlite3_context *, int, sqlite3_value **);
 typedef void (*xfinal)(sqlite3_context *);
 
-static const struct {
+/* One registration: a scalar function (fn), an aggregate (step, final) or a window
+** function (step, final, value, inverse). */
+typedef struct RrfFunction {
   const char *name;
   int nargs;
-  xfunc fn;
-} kScalars[] = {
-    {"vec_cosine", 2, rrf_vec_cosine}, {"vec_signbits", 1, rrf_vec_signbits},
-    {"rrf_hamming", 2, rrf_hamming_sql}, {"fts5_query", 1, rrf_fts5_query},
-    {"fts5_query", 2, rrf_fts5_query}, {"fts5_query", 3, rrf_fts5_query},
-    {"fts5_query", 4, rrf_fts5_query}, {"rrf_version", 0, rrf_version},
-    {"rrf_debug", 0, rrf_debug}, {"rrf_sum", -1, rrf_sum_func},
-};
-
-static const struct {
-  const char *name;
-  int nargs;
-  xfunc step;
-  xfinal final;
-  xfinal value;
+  int flags;
+  xfunc fn, step;
+  xfinal final, value;
   xfunc inverse;
-} kAggregates[] = {
-    {"rrf_fuse", 1, rrf_fuse_step, rrf_fuse_final, rrf_fuse_value, rrf_fuse_inverse},
-    {"rrf_fuse", 2, rrf_fuse_step, rrf_fuse_final, rrf_fuse_value, rrf_fuse_inverse},
-    {"rrf_fuse", 3, rrf_fuse_step, rrf_fuse_final, rrf_fuse_value, rrf_fuse_inverse},
-    {"rrf_explain", 2, rrf_explain_step, rrf_explain_final, rrf_explain_value,
-     rrf_explain_inverse},
-    {"rrf_explain", 3, rrf_explain_step, rrf_explain_final, rrf_explain_value,
-     rrf_explain_inverse},
-    {"rrf_explain", 4, rrf_explain_step, rrf_explain_final, rrf_explain_value,
-     rrf_explain_inverse},
+  int aux; /* RRF_AUX_*: an FTS5 auxiliary function (bm25.c) */
+} RrfFunction;
+
+#define SCALAR(name, nargs, fn) {name, nargs, SCALAR_FLAGS, fn, 0, 0, 0, 0, 0}
+#define AGGREGATE(name, nargs, f) {name, nargs, AGG_FLAGS, 0, f##_step, f##_final, 0, 0, 0}
+#define WINDOW(name, nargs, f) \
+  {name, nargs, AGG_FLAGS, 0, f##_step, f##_final, f##_value, f##_inverse, 0}
+#define FTS5_AUX(name, kind) {name, -1, 0, 0, 0, 0, 0, 0, kind}
+
+/* What sqlite3_rrf_init registers (the list of the header comment). */
+static const RrfFunction kFunctions[] = {
+    SCALAR("vec_cosine", 2, rrf_vec_cosine),
+    SCALAR("vec_signbits", 1, rrf_vec_signbits),
+    SCALAR("rrf_hamming", 2, rrf_hamming_sql),
+    SCALAR("fts5_query", 1, rrf_fts5_query),
+    SCALAR("fts5_query", 2, rrf_fts5_query),
+    SCALAR("fts5_query", 3, rrf_fts5_query),
+    SCALAR("fts5_query", 4, rrf_fts5_query),
+    SCALAR("rrf_version", 0, rrf_version),
+    SCALAR("rrf_debug", 0, rrf_debug),
+    SCALAR("rrf_sum", -1, rrf_sum_func),
+    WINDOW("rrf_fuse", 1, rrf_fuse),
+    WINDOW("rrf_fuse", 2, rrf_fuse),
+    WINDOW("rrf_fuse", 3, rrf_fuse),
+    WINDOW("rrf_explain", 2, rrf_explain),
+    WINDOW("rrf_explain", 3, rrf_explain),
+    WINDOW("rrf_explain", 4, rrf_explain),
+    AGGREGATE("rrf_topk", 3, rrf_topk),
+    AGGREGATE("rrf_hamming_topk", 4, rrf_hamming_topk),
+    FTS5_AUX("rrf_bm25", RRF_AUX_BM25),
+    FTS5_AUX("rrf_bm25_or", RRF_AUX_OR),
+    FTS5_AUX("rrf_bm25_idf", RRF_AUX_IDF),
+    FTS5_AUX("rrf_bm25_or_top", RRF_AUX_TOP),
 };
 
 #ifdef _WIN32
@@ -147,41 +174,24 @@ int sqlite3_rrf_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *p
     return SQLITE_ERROR;
   }
   choose_simd();
-  for (size_t i = 0; i < sizeof(kScalars) / sizeof(kScalars[0]); i++) {
-    rc = sqlite3_create_function_v2(db, kScalars[i].name, kScalars[i].nargs, SCALAR_FLAGS, 0,
-                                    kScalars[i].fn, 0, 0, 0);
+  fts5_api *fts5 = rrf_bm25_fts5_api(db); /* NULL: no FTS5, no auxiliary functions */
+  for (size_t i = 0; i < sizeof(kFunctions) / sizeof(kFunctions[0]); i++) {
+    const RrfFunction *f = &kFunctions[i];
+    if (f->aux) {
+      if (fts5 == NULL) continue;
+      rc = rrf_bm25_create(fts5, f->name, f->aux);
+    } else if (f->value) {
+      rc = sqlite3_create_window_function(db, f->name, f->nargs, f->flags, 0, f->step, f->final,
+                                          f->value, f->inverse, 0);
+    } else {
+      rc = sqlite3_create_function_v2(db, f->name, f->nargs, f->flags, 0, f->fn, f->step,
+                                      f->final, 0);
+    }
     if (rc != SQLITE_OK) {
-      *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", kScalars[i].name,
-                                  sqlite3_errmsg(db));
+      *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", f->name,
+                                  f->aux ? sqlite3_errstr(rc) : sqlite3_errmsg(db));
       return rc;
     }
   }
-  for (size_t i = 0; i < sizeof(kAggregates) / sizeof(kAggregates[0]); i++) {
-    rc = sqlite3_create_window_function(db, kAggregates[i].name, kAggregates[i].nargs,
-                                        AGG_FLAGS, 0, kAggregates[i].step,
-                                        kAggregates[i].final, kAggregates[i].value,
-                                        kAggregates[i].inverse, 0);
-    if (rc != SQLITE_OK) {
-      *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", kAggregates[i].name,
-                                  sqlite3_errmsg(db));
-      return rc;
-    }
-  }
-  /* plain aggregates (not window functions) */
-  rc = sqlite3_create_function_v2(db, "rrf_topk", 3, AGG_FLAGS, 0, 0, rrf_topk_step,
-                                  rrf_topk_final, 0);
-  if (rc != SQLITE_OK) {
-    *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", "rrf_topk",
-                                sqlite3_errmsg(db));
-    return rc;
-  }
-  rc = sqlite3_create_function_v2(db, "rrf_hamming_topk", 4, AGG_FLAGS, 0, 0,
-                                  rrf_hamming_topk_step, rrf_hamming_topk_final, 0);
-  if (rc != SQLITE_OK) {
-    *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", "rrf_hamming_topk",
-                                sqlite3_errmsg(db));
-    return rc;
-  }
-  /* FTS5 auxiliary functions (bm25.c); a SQLite without FTS5 loads without them */
-  return rrf_bm25_register(db, pzErrMsg);
+  return SQLITE_OK;
 }

@@ -111,9 +111,18 @@ int rrf_fts5_plan(sqlite3_context *ctx, const char *fn, fts5_api *api, sqlite3_v
                   sqlite3_value *stopwords, sqlite3_value *tokenize, RrfPlan **out);
 void rrf_fts5_plan_free(RrfPlan *plan);
 
-/* Registers the FTS5 auxiliary function rrf_bm25 when the connection has FTS5
-** (bm25.c); SQLITE_OK without doing anything when it has not. */
-int rrf_bm25_register(sqlite3 *db, char **pzErrMsg);
+/* The FTS5 auxiliary functions (bm25.c), by kind. */
+#define RRF_AUX_BM25 1 /* rrf_bm25 */
+#define RRF_AUX_OR 2   /* rrf_bm25_or */
+#define RRF_AUX_IDF 3  /* rrf_bm25_idf */
+#define RRF_AUX_TOP 4  /* rrf_bm25_or_top */
+
+/* The connection's fts5_api (version 2 or newer), or NULL when it has no FTS5
+** (bm25.c B1). */
+fts5_api *rrf_bm25_fts5_api(sqlite3 *db);
+/* Register the FTS5 auxiliary function `name` of kind RRF_AUX_* through api (bm25.c).
+** An SQLite result code. */
+int rrf_bm25_create(fts5_api *api, const char *name, int kind);
 
 /* Decode the UTF-8 sequence at s[i] (of len bytes) into *cp; returns its length,
 ** or 1 with *cp = 0xFFFD for an invalid, overlong or truncated one (fts5q.c). */

@@ -1,7 +1,8 @@
 """Loading the extension: what it registers, where it loads, what it links
-(DESIGN.md "The extension"; csrc/rrf.c).
+(docs/contract.md "The extension"; csrc/rrf.c).
 
-- the exact pragma_function_list rows that loading adds, with their flags;
+- the exact pragma_function_list rows that loading adds, with their flags, and the list
+  of them in csrc/rrf.c's header comment;
 - Debian's sqlite3 shell loading it with `.load` and running a fused hybrid query;
 - the shared object exports only sqlite3_rrf_init and needs no Python;
 - rrf_version(), rrf_debug(), and the Python loader (loadable_path, load).
@@ -78,6 +79,70 @@ def test_pragma_function_list_diff_is_exactly_the_contract():
         assert builtin == 0
         assert enc == "utf8"
         assert type_ == EXPECTED[(name, narg)], name
+
+
+RRF_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc", "rrf.c")
+#: the group headings of csrc/rrf.c's list: pragma_function_list's type ('x': FTS5 auxiliary)
+HEADER_GROUPS = {"scalar functions": "s", "window functions": "w", "aggregates": "a",
+                 "FTS5 auxiliary functions": "x"}
+
+
+def header_functions(source: str) -> dict:
+    """{(name, narg): (type, heading)} of the list in the header comment of csrc/rrf.c:
+    a heading line per kind ('** scalar functions (flags):'), then one line per function,
+    '**   name(signature)   files'. An FTS5 auxiliary function, or a signature with '...',
+    takes any number of arguments (narg -1); otherwise each arity from the required
+    arguments to all of them ('[, x]' is optional)."""
+    comment = source[source.index("/*"):source.index("*/")]
+    out, group, heading = {}, None, ""
+    for line in comment.splitlines():
+        body = line[2:] if line.startswith("**") else line
+        head = re.match(r" (" + "|".join(HEADER_GROUPS) + r")\b", body)
+        if head:
+            group, heading = HEADER_GROUPS[head.group(1)], body
+            continue
+        m = re.match(r"   (\w+)\(([^)]*)\)", body)
+        if not m:
+            continue
+        assert group, f"a function before any heading: {line!r}"
+        name, args = m.groups()
+        if group == "x" or "..." in args:
+            nargs = [-1]
+        else:
+            required = len(re.findall(r"\w+", args.split("[", 1)[0]))
+            nargs = list(range(required, len(re.findall(r"\w+", args)) + 1))
+        for n in nargs:
+            assert (name, n) not in out, f"listed twice: {name}"
+            out[(name, n)] = (group, heading)
+    return out
+
+
+def test_the_header_comment_of_rrf_c_lists_what_is_registered():
+    """The list in csrc/rrf.c's header comment is what loading adds to pragma_function_list:
+    the same (name, narg) rows, each under the heading of its type, whose flags are the
+    ones the heading names. A stale list (a function renamed, added or dropped) fails."""
+    if not os.path.exists(RRF_C):
+        pytest.skip("no csrc/ next to the tests (an installed wheel's test run)")
+    with open(RRF_C, encoding="utf-8") as f:
+        source = f.read()
+    listed = header_functions(source)
+    c = apsw.Connection(":memory:")
+    before = function_rows(c)
+    sqlite_rrf.load(c)
+    added = {(name, narg): (type_, flags) for name, _b, type_, _e, narg, flags in function_rows(c) - before}
+    assert set(listed) == set(added)
+    for key, (group, heading) in listed.items():
+        type_, flags = added[key]
+        if group == "x":  # FTS5 overloads the name as a SQL function
+            assert type_ == "s", key
+            continue
+        assert type_ == group, key
+        assert bool(flags & apsw.SQLITE_DETERMINISTIC) == ("SQLITE_DETERMINISTIC" in heading), key
+        assert bool(flags & apsw.SQLITE_INNOCUOUS) == ("SQLITE_INNOCUOUS" in heading), key
+    # the check can fail: a list that misses a function, or names one that is not registered
+    for stale in (source.replace("**   rrf_hamming_topk(", "**   rrf_hamming_top("),
+                  source.replace("**   rrf_bm25_idf(", "** no longer rrf_bm25_idf(")):
+        assert set(header_functions(stale)) != set(added)
 
 
 def test_flags_scalars_deterministic_innocuous_aggregates_innocuous():
