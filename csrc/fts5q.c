@@ -3,7 +3,8 @@
 ** to a safe FTS5 MATCH expression, optionally without the words that occur in
 ** most documents, or the list of its terms.
 **
-** Requirements (DESIGN.md, "The extension"; tests cite them as Q1..Q15):
+** Requirements (docs/contract.md, "The extension"; docs/sql/fts5_query.md; tests
+** cite them as Q1..Q16):
 **   Q1. Each token is double-quoted and the tokens are joined by " OR " (mode
 **       'or', the default) or " AND " (mode 'and'; case-insensitive). Mode
 **       'terms' lists the terms instead (Q15).

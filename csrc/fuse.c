@@ -3,7 +3,8 @@
 ** rrf_explain(list, rank [, weight [, k]]) -> TEXT  aggregate and window function
 ** rrf_sum(k, rank1, weight1 [, rank2, weight2 ...]) -> REAL   scalar
 **
-** Requirements (DESIGN.md, "The extension"; tests cite them as F1..F8):
+** Requirements (docs/contract.md, "The extension"; docs/sql/rrf_fuse.md,
+** rrf_explain.md, rrf_sum.md; tests cite them as F1..F9):
 **   F1. rrf_fuse returns the sum of weight / (k + rank) over the rows of the group.
 **   F2. Ranks are 1-based; a NULL rank contributes nothing (absent from that list).
 **   F3. Defaults: weight 1.0, k 60. A NULL weight or k means the default.

@@ -1,7 +1,8 @@
 /*
 ** vec_cosine(a, b) -> REAL: cosine similarity of two vectors.
 **
-** Requirements (DESIGN.md, "The extension"; tests cite them as V1..V7):
+** Requirements (docs/contract.md, "The extension"; docs/sql/vec_cosine.md; tests
+** cite them as V1..V7):
 **   V1. Each argument is a float32 BLOB (little-endian, as sqlite-vec's vec_f32()
 **       writes) or a JSON text array of numbers.
 **   V2. NULL in either argument -> NULL.
