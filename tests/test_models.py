@@ -298,7 +298,8 @@ def test_without_a_model_everything_works_and_says_so_once(tmp_path):
     jsonl.write_text('{"id": "b", "content": "The user prefers green tea"}\n'
                      '{"id": "c", "content": "Backups of Postgres run every six hours"}\n')
     p = ok(cli("import", db, jsonl, cwd=tmp_path))
-    assert "imported 2" in p.stdout and p.stderr.count("vector list is off") == 1
+    # said once a day per database (issue 23): the add above said it
+    assert "imported 2" in p.stdout and "vector list is off" not in p.stderr
     p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path))
     import json
     hits = json.loads(p.stdout)
@@ -361,7 +362,8 @@ def test_a_database_with_embeddings_recalls_without_a_model_and_says_so(tmp_path
     assert p.stderr.count("vector list is off") == 1
     assert str(gone) in p.stderr  # the database's own model, which is missing
     p = ok(cli("add", db, "another one", "--id", "b", cwd=tmp_path))
-    assert "vector list is off" in p.stderr and f"sqlite-rrf embed {db}" in p.stderr
+    # the recall above said that the vector list is off (once a day per database, issue 23)
+    assert "vector list is off" not in p.stderr and f"sqlite-rrf embed {db}" in p.stderr
     assert _count(db, "embedding IS NULL") == 1 and _count(db) == 2
 
 
@@ -492,7 +494,8 @@ def test_a_path_named_by_the_database_is_never_opened(tmp_path):
     assert f"--model {str(planted)!r}" in p.stderr and MODEL_ENV in p.stderr
     hook = subprocess.run([sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", ""],
                           input=json.dumps({"prompt": "postgres credentials"}), text=True,
-                          capture_output=True, timeout=300, env=_no_model_env(tmp_path))
+                          capture_output=True, timeout=300,  # notes of its own (issue 23)
+                          env=dict(_no_model_env(tmp_path), XDG_CACHE_HOME=str(tmp_path / "c")))
     assert hook.returncode == 0 and "_(id `a`" in hook.stdout, hook.stderr
     assert str(planted) in hook.stderr
     p = cli("embed", db, cwd=tmp_path)

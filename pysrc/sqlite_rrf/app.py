@@ -18,7 +18,8 @@ warm server (:mod:`sqlite_rrf.server`).
 - Text that cannot forge structure in an agent's context: :func:`flatten`,
   :func:`escape`, :func:`code`.
 - :func:`iso_time`, :func:`human_age`: a time for people (ISO 8601 UTC, ``3 days ago``).
-- :func:`note`: a note on stderr, once per process.
+- :func:`note`: a note on stderr, once per process; a note about a database's standing
+  condition once a day per database (:func:`notes_path` remembers what was said).
 - :func:`socket_path`: where ``sqlite-rrf serve`` listens for the hook.
 
 This module imports only the standard library at module level (the hook's client path
@@ -53,14 +54,93 @@ class UserError(Exception):
     model that cannot be used. The message names the option or file and the fault."""
 
 
-def note(text: str) -> None:
-    """Say ``text`` on stderr (``sqlite-rrf: text``), once per process."""
-    if text not in _NOTES_SAID:
-        _NOTES_SAID.add(text)
+#: What :func:`note` appends to a note said once a day per database.
+ONCE_A_DAY = " (said once a day for this database)"
+#: How many notes :func:`notes_path` remembers at most (a day's; older days are dropped).
+NOTES_KEPT = 2000
+
+
+def note(text: str, db: Optional[str] = None) -> None:
+    """Say ``text`` on stderr (``sqlite-rrf: text``), once per process.
+
+    With ``db``, ``text`` is a standing condition of that database (the vector list is
+    off, it has no embeddings yet, it is read-only): it is said once a day per database,
+    not once per process, since the hook runs a process per prompt and an MCP host one
+    per session. What was said is remembered in :func:`notes_path`, keyed by the
+    database's real path, the text and the local date; when that file cannot be read or
+    written the note is said (best effort: a note never fails a command)."""
+    key = text if db is None else f"{db}\0{text}"
+    if key in _NOTES_SAID:
+        return
+    _NOTES_SAID.add(key)
+    if db is not None:
+        said = _said_today(db, text)
+        if said:
+            return
+        if said is not None:  # remembered: it will not be said again today
+            text += ONCE_A_DAY
+    try:
+        print(f"sqlite-rrf: {text}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def notes_path() -> Optional[str]:
+    """The file that remembers the notes said today (:func:`note`):
+    ``$XDG_CACHE_HOME/sqlite-rrf/notes.json``, ``~/.cache/sqlite-rrf/notes.json`` when
+    XDG_CACHE_HOME is not set (or not an absolute path); None without a home directory."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "sqlite-rrf", "notes.json")
+
+
+def _said_today(db: str, text: str) -> Optional[bool]:
+    """Whether the note ``text`` about ``db`` was said today by any process: True; False
+    when it was not, and is now remembered as said; None when that cannot be known or
+    remembered (no cache directory, a database that is not a file, a read-only disk)."""
+    import hashlib
+    import json
+    import time
+
+    path = notes_path()
+    if path is None or db in ("", ":memory:") or db.startswith("file:"):
+        return None
+    tmp = None
+    try:
+        real = os.path.realpath(db)
+        key = hashlib.sha256(f"{real}\0{text}".encode("utf-8", "surrogateescape")
+                             ).hexdigest()[:32]
+        today = time.strftime("%Y-%m-%d")
+        said: dict = {}
         try:
-            print(f"sqlite-rrf: {text}", file=sys.stderr, flush=True)
+            with open(path, encoding="utf-8") as f:
+                loaded = json.load(f)
+            if isinstance(loaded, dict):
+                said = {k: v for k, v in loaded.items() if v == today}
         except (OSError, ValueError):
             pass
+        if key in said:
+            return True
+        said[key] = today
+        if len(said) > NOTES_KEPT:
+            said = dict(list(said.items())[-NOTES_KEPT:])
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(said, f)
+        os.replace(tmp, path)
+        return False
+    except (OSError, ValueError, UnicodeError):
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return None
 
 
 # ---- errors in words ----
@@ -401,13 +481,15 @@ def _model_named(model: Optional[str]) -> bool:
 
 
 def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
-                    remembered: Optional[str] = None, required: bool = False) -> Any:
+                    remembered: Optional[str] = None, required: bool = False,
+                    db: Optional[str] = None) -> Any:
     """The Embedder of the chosen model (``model``, ``$SQLITE_RRF_MODEL``, the default), or
     None when no model is available and none was asked for by name.
 
     A model named by ``model`` or ``$SQLITE_RRF_MODEL`` that cannot be loaded is a
     :class:`UserError` (so is any failure when ``required``); the default model that
-    cannot be had turns the vector list off, and that is said once on stderr. The
+    cannot be had turns the vector list off, and that is said on stderr (:func:`note`: once
+    a day per database when ``db`` names the database it is for). The
     database's own model (``remembered``) is never loaded because the database names it;
     for a database made with another model (:func:`sqlite_rrf.models.foreign_model`) the
     default is used only from the Hugging Face cache, and what to pass is said.
@@ -432,7 +514,7 @@ def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
     why = foreign_hint(foreign) if foreign else str(first_error)
     if _model_named(model) or required:
         raise UserError(why) from None
-    note(f"the vector list is off: {why}")
+    note(f"the vector list is off: {why}", db)
     return None
 
 
@@ -459,7 +541,7 @@ def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = Non
             if "read-only" not in str(e) or not os.path.exists(db):
                 raise
         note(f"{db} is read-only: recall works (without touching); remember, update "
-             "and forget will fail")
+             "and forget will fail", db)
         return open_store(db, "recall", model=model, n_ctx=n_ctx)
 
     from .store import Store, StoreError
@@ -476,9 +558,9 @@ def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = Non
             if use == "recall" and store.dim is None and not model:
                 if store.count():
                     note("the vector list is off: this database has no embeddings yet "
-                         f"(`sqlite-rrf embed {db}` adds them)")
+                         f"(`sqlite-rrf embed {db}` adds them)", db)
                 return store
-            emb = choose_embedder(model, n_ctx, remembered=store.model)
+            emb = choose_embedder(model, n_ctx, remembered=store.model, db=db)
             if emb is not None:
                 try:
                     store.attach_embedder(emb, remember=use == "write")
@@ -490,10 +572,10 @@ def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = Non
 
                     foreign = foreign_model(None, store.model)
                     note(f"the vector list is off: {e}"
-                         + (f"; {foreign_hint(foreign)}" if foreign else ""))
+                         + (f"; {foreign_hint(foreign)}" if foreign else ""), db)
             elif use == "write" and store.dim is not None:
                 note(f"new episodes are stored without embeddings; `sqlite-rrf embed {db}` "
-                     "adds them once a model is available")
+                     "adds them once a model is available", db)
     except BaseException:
         store.close()
         raise
