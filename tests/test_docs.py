@@ -14,7 +14,8 @@
   be verbatim in ``sql/``, and docs/recall.md quotes every CTE of ``sql/recall.sql``.
   On every page but profiles.md, evaluation.md and datasette.md (written and tested
   elsewhere), ```` ```python ```` blocks run and ```` ```console ```` sessions are
-  replayed.
+  replayed. README.md's console sessions are replayed by tests/test_readme_shell.py, as
+  a pip user runs them (outside the checkout, the installed ``sqlite-rrf``).
 
 The conventions for examples are written down for authors in docs/index.md
 ("Conventions for examples"); in short, a ```` ```sql ```` block may start with
