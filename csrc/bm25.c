@@ -142,7 +142,7 @@ static int collect_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUs
 /* fts5Bm25GetData of fts5_aux.c, plus the buffers the bounds need (and, with aList,
 ** rrf_bm25_or_top's pass 1: B16). */
 int rrf_bm25_query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query **out,
-                     RowList *aList) {
+                       RowList *aList) {
   int rc = SQLITE_OK;
   Bm25Query *q = (Bm25Query *)pApi->xGetAuxdata(pFts, 0);
   if (q == NULL) {
@@ -239,8 +239,7 @@ static void n_error(sqlite3_context *ctx, const char *fn, sqlite3_value *v) {
     int len = sqlite3_value_bytes(v);
     if (s != NULL && len <= 40 && memchr(s, 0, (size_t)len) == NULL)
       rrf_error(ctx, N_ERROR_HEAD "TEXT '%q'", fn, s);
-    else
-      rrf_error(ctx, N_ERROR_HEAD "TEXT of %d bytes", fn, len);
+    else rrf_error(ctx, N_ERROR_HEAD "TEXT of %d bytes", fn, len);
     break;
   }
   default:
@@ -296,8 +295,8 @@ int rrf_bm25_read_n(sqlite3_context *ctx, const char *fn, sqlite3_value *v, sqli
   return 1;
 }
 
-static void aux_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                   int nVal, sqlite3_value **apVal) {
+static void aux_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx, int nVal,
+                   sqlite3_value **apVal) {
   const Bm25Fn *fn = (const Bm25Fn *)pApi->xUserData(pFts);
   if (fn->kind == RRF_AUX_IDF) rrf_bm25_idf_fn(pApi, pFts, ctx, nVal, apVal);
   else if (fn->kind == RRF_AUX_TOP) rrf_bm25_top_fn(pApi, pFts, ctx, nVal, apVal, fn);
@@ -325,6 +324,7 @@ int rrf_bm25_create(fts5_api *api, const char *name, int kind) {
   fn->kind = kind;
   fn->api = api;
   rc = api->xCreateFunction(api, name, fn, aux_fn, sqlite3_free);
-  if (rc != SQLITE_OK) sqlite3_free(fn); /* FTS5 keeps it, and calls sqlite3_free, only on success */
+  if (rc != SQLITE_OK)
+    sqlite3_free(fn); /* FTS5 keeps it, and calls sqlite3_free, only on success */
   return rc;
 }

@@ -25,7 +25,7 @@ static int idf_count_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *p
 }
 
 void rrf_bm25_idf_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                   int nVal, sqlite3_value **apVal) {
+                     int nVal, sqlite3_value **apVal) {
   int nPhrase = pApi->xPhraseCount(pFts), iPhrase = 0, rc;
   if (nVal > 1) {
     rrf_error(ctx, "rrf_bm25_idf: usage: rrf_bm25_idf(fts_table [, phrase])");
@@ -35,7 +35,8 @@ void rrf_bm25_idf_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_co
     sqlite3_int64 v = -1;
     int t = sqlite3_value_numeric_type(apVal[0]);
     if (t == SQLITE_INTEGER) v = sqlite3_value_int64(apVal[0]);
-    else if (t == SQLITE_FLOAT && floor(sqlite3_value_double(apVal[0])) == sqlite3_value_double(apVal[0]) &&
+    else if (t == SQLITE_FLOAT &&
+             floor(sqlite3_value_double(apVal[0])) == sqlite3_value_double(apVal[0]) &&
              fabs(sqlite3_value_double(apVal[0])) < 1e9)
       v = (sqlite3_int64)sqlite3_value_double(apVal[0]);
     if (v < 0 || v >= nPhrase) {
@@ -72,4 +73,3 @@ void rrf_bm25_idf_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_co
   }
   sqlite3_result_double(ctx, cache[iPhrase]);
 }
-

@@ -121,8 +121,8 @@ int rrf_bm25_read_n(sqlite3_context *ctx, const char *fn, sqlite3_value *v, sqli
 /* The bm25 sum of fts5Bm25Function for frequencies aFreq and length D. */
 double rrf_bm25_sum(const Bm25Query *q, const double *aFreq, double D);
 /* rrf_bm25 and rrf_bm25_or, row by row. */
-void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                 int nVal, sqlite3_value **apVal, const Bm25Fn *fn);
+void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx, int nVal,
+                 sqlite3_value **apVal, const Bm25Fn *fn);
 
 /* ---- bm25_or.c ---- */
 
@@ -131,8 +131,7 @@ void rrf_bm25_or_free(Bm25Or *o);
 ** first call of the query; on later calls, check that they are the same.
 ** SQLITE_OK, or an error code with the error set on ctx. */
 int rrf_bm25_or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                    fts5_api *api, const char *fn, Bm25Query *q, sqlite3_value **argv,
-                    int nArg);
+                    fts5_api *api, const char *fn, Bm25Query *q, sqlite3_value **argv, int nArg);
 /* B11: the whole query's score of the current row, whose kept phrases have the
 ** frequencies q->aFreq and whose length is D: SQLITE_OK, an SQLite error code,
 ** or OR_TEXT_LENGTH / OR_TEXT_TERMS when the text is not what was indexed. */

@@ -120,7 +120,7 @@ static int one_term_cb(void *p, int tflags, const char *t, int n, int start, int
 ** first call of the query; on later calls, check that they are the same.
 ** SQLITE_OK, or an error code with the error set on ctx. */
 int rrf_bm25_or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                  fts5_api *api, const char *fn, Bm25Query *q, sqlite3_value **argv, int nArg) {
+                    fts5_api *api, const char *fn, Bm25Query *q, sqlite3_value **argv, int nArg) {
   const unsigned char *z[3] = {NULL, NULL, NULL};
   int nz[3] = {0, 0, 0}, tz[3] = {0, 0, 0}, total = 0, rc = SQLITE_OK;
   for (int i = 0; i < 3; i++) {
@@ -142,8 +142,10 @@ int rrf_bm25_or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
     for (int i = 0; i < 3; i++) {
       if (tz[i] != q->or->tArgs[i] || nz[i] != q->or->nArgs[i] ||
           (nz[i] && memcmp(a, z[i], (size_t)nz[i]) != 0))
-        return rrf_error(ctx, "%s: text, stopwords and tokenize must be the same on every row "
-                              "of a query", fn);
+        return rrf_error(ctx,
+                         "%s: text, stopwords and tokenize must be the same on every row "
+                         "of a query",
+                         fn);
       a += nz[i];
     }
     return SQLITE_OK;
@@ -153,13 +155,14 @@ int rrf_bm25_or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
   Bm25Or *o = NULL;
   if (z[0] == NULL)
     return rrf_error(ctx, "%s: text must be TEXT, got %s", fn, rrf_type_name(argv[0]));
-  rc = rrf_fts5_plan(ctx, fn, api, argv[0], nArg > 1 ? argv[1] : NULL,
-                     nArg > 2 ? argv[2] : NULL, &plan);
+  rc = rrf_fts5_plan(ctx, fn, api, argv[0], nArg > 1 ? argv[1] : NULL, nArg > 2 ? argv[2] : NULL,
+                     &plan);
   if (rc != SQLITE_OK) return rc; /* error set (fts5q.c's messages, naming rrf_bm25_or) */
   int nkept = plan->ntok - plan->ndrop;
   if (nkept != q->nPhrase && !(plan->ntok == 0 && q->nPhrase == 1)) {
-    rc = rrf_error(ctx, "%s: the MATCH expression has %d phrases; "
-                        "fts5_query(text, 'or', stopwords, tokenize) has %d",
+    rc = rrf_error(ctx,
+                   "%s: the MATCH expression has %d phrases; "
+                   "fts5_query(text, 'or', stopwords, tokenize) has %d",
                    fn, q->nPhrase, nkept);
     goto done;
   }
@@ -206,8 +209,9 @@ int rrf_bm25_or_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_con
         memcpy(word, src, (size_t)nw);
         word[nw] = 0;
         sqlite3_free(one.term);
-        rc = rrf_error(ctx, "%s: tokenize is not the table's tokenizer: "
-                            "the table makes another term of '%s'",
+        rc = rrf_error(ctx,
+                       "%s: tokenize is not the table's tokenizer: "
+                       "the table makes another term of '%s'",
                        fn, word);
         goto done;
       }
@@ -244,8 +248,7 @@ static int or_token_cb(void *p, int tflags, const char *t, int n, int start, int
   (void)end;
   /* xColumnSize counts a token unless it is colocated (fts5_storage.c) */
   if ((tflags & FTS5_TOKEN_COLOCATED) == 0 || o->colSize == 0) o->colSize++;
-  if (n > 0 && t != NULL &&
-      (o->first[(unsigned char)t[0] >> 3] >> ((unsigned char)t[0] & 7)) & 1) {
+  if (n > 0 && t != NULL && (o->first[(unsigned char)t[0] >> 3] >> ((unsigned char)t[0] & 7)) & 1) {
     int k = or_find(o, t, n);
     if (k >= 0) o->aTermFreq[k] += o->w;
   }
@@ -256,7 +259,7 @@ static int or_token_cb(void *p, int tflags, const char *t, int n, int start, int
 ** frequencies q->aFreq and whose length is D: SQLITE_OK, an SQLite error code,
 ** or OR_TEXT_LENGTH / OR_TEXT_TERMS when the text is not what was indexed. */
 int rrf_bm25_or_full_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query *q,
-                         const double *w, int D, double *score) {
+                           const double *w, int D, double *score) {
   Bm25Or *o = q->or;
   int rc = SQLITE_OK, i;
   for (i = 0; i < o->nTerm; i++) o->aTermFreq[i] = 0.0;
@@ -275,8 +278,7 @@ int rrf_bm25_or_full_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25
   if (o->nTok != D) return OR_TEXT_LENGTH;
   for (i = 0; i < q->nPhrase; i++) {
     int k = o->aKeptTerm[i];
-    if (k >= 0 && memcmp(&o->aTermFreq[k], &q->aFreq[i], sizeof(double)) != 0)
-      return OR_TEXT_TERMS;
+    if (k >= 0 && memcmp(&o->aTermFreq[k], &q->aFreq[i], sizeof(double)) != 0) return OR_TEXT_TERMS;
   }
   /* B2's sum, over the whole query's phrases in its order */
   double sum = 0.0;
@@ -289,4 +291,3 @@ int rrf_bm25_or_full_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25
   *score = sum;
   return SQLITE_OK;
 }
-

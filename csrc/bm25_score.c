@@ -41,7 +41,10 @@ static void heap_raise(Bm25Slot *s, sqlite3_int64 i, double score) {
   for (;;) { /* sift down */
     sqlite3_int64 l = 2 * i + 1, r = l + 1, m = i;
     double v = score;
-    if (l < s->size && s->heap[l] < v) { m = l; v = s->heap[l]; }
+    if (l < s->size && s->heap[l] < v) {
+      m = l;
+      v = s->heap[l];
+    }
     if (r < s->size && s->heap[r] < v) m = r;
     if (m == i) break;
     s->heap[i] = s->heap[m];
@@ -89,8 +92,7 @@ double rrf_bm25_sum(const Bm25Query *q, const double *aFreq, double D) {
   double score = 0.0;
   int i;
   for (i = 0; i < q->nPhrase; i++) {
-    score += q->aIDF[i] * ((aFreq[i] * (k1 + 1.0)) /
-                           (aFreq[i] + k1 * (1 - b + b * D / q->avgdl)));
+    score += q->aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (1 - b + b * D / q->avgdl)));
   }
   return score;
 }
@@ -167,8 +169,8 @@ static int exact_score(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Quer
   return rc;
 }
 
-void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                    int nVal, sqlite3_value **apVal, const Bm25Fn *fn) {
+void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx, int nVal,
+                 sqlite3_value **apVal, const Bm25Fn *fn) {
   Bm25Query *q = NULL;
   Bm25Slot *s = NULL;
   sqlite3_int64 n = 0, rowid, dlo = -1;
@@ -179,8 +181,9 @@ void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_contex
 
   if (nVal < (isOr ? 2 : 1)) {
     if (isOr)
-      rrf_error(ctx, "%s: missing arguments; usage: %s(fts_table, n, text [, stopwords "
-                     "[, tokenize [, weight ...]]])",
+      rrf_error(ctx,
+                "%s: missing arguments; usage: %s(fts_table, n, text [, stopwords "
+                "[, tokenize [, weight ...]]])",
                 name, name);
     else
       rrf_error(ctx, "rrf_bm25: missing argument n; usage: rrf_bm25(fts_table, n [, weight ...])");
@@ -270,12 +273,14 @@ void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_contex
     rc = rrf_bm25_or_full_score(pApi, pFts, q, w, D, &score); /* B11 */
     if (rc == OR_TEXT_LENGTH || rc == OR_TEXT_TERMS) {
       if (rc == OR_TEXT_LENGTH)
-        rrf_error(ctx, "%s: the text of row %lld has %d tokens, its FTS5 index entry %d: "
-                       "rebuild the index",
+        rrf_error(ctx,
+                  "%s: the text of row %lld has %d tokens, its FTS5 index entry %d: "
+                  "rebuild the index",
                   name, (long long)rowid, q->or->nTok, D);
       else
-        rrf_error(ctx, "%s: the text of row %lld does not hold the terms its FTS5 index entry "
-                       "holds: rebuild the index",
+        rrf_error(ctx,
+                  "%s: the text of row %lld does not hold the terms its FTS5 index entry "
+                  "holds: rebuild the index",
                   name, (long long)rowid);
       rc = SQLITE_OK; /* the error is set */
       goto done;
@@ -299,4 +304,3 @@ done:
   if (rc != SQLITE_OK) sqlite3_result_error_code(ctx, rc);
   if (w != wStack) sqlite3_free(w);
 }
-

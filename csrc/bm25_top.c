@@ -142,11 +142,13 @@ static int top_compute(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_
     }
     if (t.textErr) {
       rc = t.textErr == OR_TEXT_LENGTH
-               ? rrf_error(ctx, "%s: the text of row %lld has %d tokens, its FTS5 index entry "
-                                "another number: rebuild the index",
+               ? rrf_error(ctx,
+                           "%s: the text of row %lld has %d tokens, its FTS5 index entry "
+                           "another number: rebuild the index",
                            BM25_TOP_FN, (long long)t.errRow, q->or->nTok)
-               : rrf_error(ctx, "%s: the text of row %lld does not hold the terms its FTS5 index "
-                                "entry holds: rebuild the index",
+               : rrf_error(ctx,
+                           "%s: the text of row %lld does not hold the terms its FTS5 index "
+                           "entry holds: rebuild the index",
                            BM25_TOP_FN, (long long)t.errRow);
       goto done;
     }
@@ -168,8 +170,8 @@ static int top_compute(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_
     double v = -1.0 * fin[i]->full;
     if (i) sqlite3_str_appendchar(str, 1, ',');
     if (isnan(v)) sqlite3_str_appendf(str, "[%lld,null]", (long long)fin[i]->rowid);
-    else if (isinf(v)) sqlite3_str_appendf(str, "[%lld,%s]", (long long)fin[i]->rowid,
-                                           v > 0 ? "9e999" : "-9e999");
+    else if (isinf(v))
+      sqlite3_str_appendf(str, "[%lld,%s]", (long long)fin[i]->rowid, v > 0 ? "9e999" : "-9e999");
     else sqlite3_str_appendf(str, "[%lld,%!.17g]", (long long)fin[i]->rowid, v);
   }
   sqlite3_str_appendchar(str, 1, ']');
@@ -195,14 +197,15 @@ done:
 }
 
 void rrf_bm25_top_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_context *ctx,
-                   int nVal, sqlite3_value **apVal, const Bm25Fn *fn) {
+                     int nVal, sqlite3_value **apVal, const Bm25Fn *fn) {
   Bm25Query *q = (Bm25Query *)pApi->xGetAuxdata(pFts, 0);
   sqlite3_int64 n = 0;
   double wStack[16], *w = wStack;
   int rc = SQLITE_OK, prune;
   if (nVal < 2) {
-    rrf_error(ctx, "%s: missing arguments; usage: %s(fts_table, n, text [, stopwords "
-                   "[, tokenize [, weight ...]]])",
+    rrf_error(ctx,
+              "%s: missing arguments; usage: %s(fts_table, n, text [, stopwords "
+              "[, tokenize [, weight ...]]])",
               BM25_TOP_FN, BM25_TOP_FN);
     return;
   }
@@ -210,7 +213,8 @@ void rrf_bm25_top_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_co
   if (n == 0) n = INT64_MAX; /* NULL: every row */
   if (q == NULL) {
     int nPhrase = pApi->xPhraseCount(pFts);
-    RowList *aList = (RowList *)sqlite3_malloc64(sizeof(RowList) * (size_t)(nPhrase > 0 ? nPhrase : 1));
+    RowList *aList =
+        (RowList *)sqlite3_malloc64(sizeof(RowList) * (size_t)(nPhrase > 0 ? nPhrase : 1));
     if (aList == NULL) {
       sqlite3_result_error_nomem(ctx);
       return;
@@ -228,7 +232,8 @@ void rrf_bm25_top_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_co
     }
   }
   /* B10: the plan on the first call, the same arguments on the others */
-  rc = rrf_bm25_or_get(pApi, pFts, ctx, fn->api, BM25_TOP_FN, q, apVal + 1, nVal - 1 < 3 ? nVal - 1 : 3);
+  rc = rrf_bm25_or_get(pApi, pFts, ctx, fn->api, BM25_TOP_FN, q, apVal + 1,
+                       nVal - 1 < 3 ? nVal - 1 : 3);
   if (rc != SQLITE_OK) return; /* error set */
   if (q->topJson == NULL) {
     if (q->aList == NULL) { /* the query's data was made without the lists */
@@ -257,4 +262,3 @@ void rrf_bm25_top_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_co
   }
   sqlite3_result_text(ctx, q->topJson, -1, SQLITE_TRANSIENT);
 }
-

@@ -72,8 +72,7 @@ int rrf_bm25_top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUser
     int a = t->adm[r], nInst = 0, dlo = 0;
     double f = 0.0;
     if (a == -2) return SQLITE_OK;
-    if (a == -1 && t->prune &&
-        top_u(t, r) * BM25_MARGIN + t->bDrop < t->theta) {
+    if (a == -1 && t->prune && top_u(t, r) * BM25_MARGIN + t->bDrop < t->theta) {
       t->adm[r] = -2; /* its first phrase, and its U1 is below theta: out for good */
       return SQLITE_OK;
     }
@@ -111,7 +110,8 @@ int rrf_bm25_top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUser
         sqlite3_int64 cap = t->cap ? 2 * t->cap : 1024;
         TopCand *c = (TopCand *)sqlite3_realloc64(t->c, (sqlite3_uint64)cap * sizeof(TopCand));
         if (c) t->c = c;
-        double *fv = (double *)sqlite3_realloc64(t->f, (sqlite3_uint64)cap * (sqlite3_uint64)(nP ? nP : 1) * sizeof(double));
+        double *fv = (double *)sqlite3_realloc64(
+            t->f, (sqlite3_uint64)cap * (sqlite3_uint64)(nP ? nP : 1) * sizeof(double));
         if (fv) t->f = fv;
         double *tmp = (double *)sqlite3_realloc64(t->tmp, (sqlite3_uint64)cap * 2 * sizeof(double));
         if (tmp) t->tmp = tmp;
@@ -130,8 +130,8 @@ int rrf_bm25_top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUser
     }
     TopCand *c = &t->c[a];
     t->f[(sqlite3_int64)a * nP + t->iPhrase] = f;
-    c->acc += q->aIDF[t->iPhrase] *
-              ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * (double)c->D / q->avgdl)));
+    c->acc +=
+        q->aIDF[t->iPhrase] * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * (double)c->D / q->avgdl)));
     if (t->nc >= t->nextTheta) rrf_bm25_top_theta(t);
   } else if (t->mode == 3) {
     int a = t->adm[r];
@@ -180,7 +180,10 @@ static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, do
       for (;;) {
         sqlite3_int64 l = 2 * j + 1, r = l + 1, m = j;
         double mv = x;
-        if (l < size && heap[l] < mv) { m = l; mv = heap[l]; }
+        if (l < size && heap[l] < mv) {
+          m = l;
+          mv = heap[l];
+        }
         if (r < size && heap[r] < mv) m = r;
         if (m == j) break;
         heap[j] = heap[m];
@@ -194,7 +197,7 @@ static double nth_largest(const double *v, sqlite3_int64 nv, sqlite3_int64 n, do
 
 /* B16: every row of the scan with its U1, by increasing rowid, from pass 1's lists. */
 int rrf_bm25_top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, double **dense,
-                    unsigned char **mask, double *u1, sqlite3_int64 *lo_out) {
+                      unsigned char **mask, double *u1, sqlite3_int64 *lo_out) {
   sqlite3_int64 total = 0, lo = 0, hi = 0, n = 0;
   int first = 1;
   for (int p = 0; p < q->nPhrase; p++) {
@@ -276,4 +279,3 @@ int rrf_bm25_top_rows(Bm25Query *q, RowU **out, sqlite3_int64 *nOut, double **de
   *nOut = m;
   return SQLITE_OK;
 }
-

@@ -26,11 +26,16 @@ int rrf_error(sqlite3_context *ctx, const char *fmt, ...) {
 
 const char *rrf_type_name(sqlite3_value *v) {
   switch (sqlite3_value_type(v)) {
-  case SQLITE_NULL: return "NULL";
-  case SQLITE_INTEGER: return "INTEGER";
-  case SQLITE_FLOAT: return "REAL";
-  case SQLITE_TEXT: return "TEXT";
-  default: return "BLOB";
+  case SQLITE_NULL:
+    return "NULL";
+  case SQLITE_INTEGER:
+    return "INTEGER";
+  case SQLITE_FLOAT:
+    return "REAL";
+  case SQLITE_TEXT:
+    return "TEXT";
+  default:
+    return "BLOB";
   }
 }
 
@@ -65,8 +70,8 @@ void rrf_result_str(sqlite3_context *ctx, sqlite3_str *out, const char *fn) {
   ** with SQLite's generic message): the result's length is checked here. */
   if (err == SQLITE_TOOBIG || (err == SQLITE_OK && len > limit)) {
     sqlite3_free(s);
-    if (rrf_error(ctx, "%s: the result is longer than SQLITE_LIMIT_LENGTH (%d bytes)", fn,
-                  limit) == SQLITE_ERROR)
+    if (rrf_error(ctx, "%s: the result is longer than SQLITE_LIMIT_LENGTH (%d bytes)", fn, limit) ==
+        SQLITE_ERROR)
       sqlite3_result_error_code(ctx, SQLITE_TOOBIG); /* keeps the message */
   } else if (err != SQLITE_OK) {
     sqlite3_free(s);

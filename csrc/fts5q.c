@@ -122,11 +122,17 @@ int rrf_utf8_decode(const unsigned char *s, int len, int i, unsigned *cp) {
     *cp = c;
     return 1;
   } else if ((c & 0xE0) == 0xC0) {
-    need = 1; v = c & 0x1F; min = 0x80;
+    need = 1;
+    v = c & 0x1F;
+    min = 0x80;
   } else if ((c & 0xF0) == 0xE0) {
-    need = 2; v = c & 0x0F; min = 0x800;
+    need = 2;
+    v = c & 0x0F;
+    min = 0x800;
   } else if ((c & 0xF8) == 0xF0) {
-    need = 3; v = c & 0x07; min = 0x10000;
+    need = 3;
+    v = c & 0x07;
+    min = 0x10000;
   } else {
     *cp = 0xFFFD;
     return 1;
@@ -156,9 +162,9 @@ static int is_token_char(unsigned cp) {
     return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
   }
   if (cp == 0xFFFD) return 0;                      /* invalid UTF-8 */
-  if (cp < 0xC0) return cp == 0xAA || cp == 0xB5 || cp == 0xBA ||
-                        (cp >= 0xB2 && cp <= 0xB3) || cp == 0xB9 ||
-                        (cp >= 0xBC && cp <= 0xBE); /* Latin-1 letters and numbers */
+  if (cp < 0xC0)
+    return cp == 0xAA || cp == 0xB5 || cp == 0xBA || (cp >= 0xB2 && cp <= 0xB3) || cp == 0xB9 ||
+           (cp >= 0xBC && cp <= 0xBE); /* Latin-1 letters and numbers */
   if (cp == 0xD7 || cp == 0xF7) return 0;          /* multiplication, division signs */
   if (cp >= 0x2000 && cp <= 0x206F) return 0;      /* general punctuation and spaces */
   if (cp >= 0x20A0 && cp <= 0x20CF) return 0;      /* currency symbols */
@@ -272,14 +278,14 @@ static int make_plan(sqlite3_context *ctx, const char *fn, const RrfPrune *pr,
     if (pr != NULL && pr->tok != NULL) {
       int stop = 0;
       rc = rrf_token_terms(pr, s + pt->start, pt->len, &pt->nterm, &stop, terms ? &pt->term : NULL,
-                       &pt->nbytes);
+                           &pt->nbytes);
       if (rc == SQLITE_NOMEM) goto nomem;
       if (rc != SQLITE_OK) {
         char buf[64];
         rrf_error(ctx, "%s: the FTS5 tokenizer '%s' failed (%s)", fn,
-                  pr->nspec ? rrf_shown((const unsigned char *)pr->spec, pr->nspec, buf,
-                                        RRF_SHOWN_MAX)
-                            : "unicode61",
+                  pr->nspec
+                      ? rrf_shown((const unsigned char *)pr->spec, pr->nspec, buf, RRF_SHOWN_MAX)
+                      : "unicode61",
                   sqlite3_errstr(rc));
         goto done;
       }
@@ -385,7 +391,7 @@ void rrf_fts5_query(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if ((argc > 2 && sqlite3_value_type(argv[2]) == SQLITE_TEXT) || terms_mode) { /* Q8, Q13 */
     RrfPrune *cached = sqlite3_get_auxdata(ctx, aux_arg);
     pr = rrf_prune_make(ctx, "fts5_query", NULL, cached, argc > 2 ? argv[2] : NULL,
-                    argc > 3 ? argv[3] : NULL, terms_mode);
+                        argc > 3 ? argv[3] : NULL, terms_mode);
     if (pr == NULL) return; /* error set; a cached pr stays SQLite's */
     pr_fresh = pr != cached;
   }
@@ -435,4 +441,3 @@ done:
   ** at once); set last, since pr may be gone after this call. */
   if (pr_fresh) sqlite3_set_auxdata(ctx, aux_arg, pr, rrf_prune_free);
 }
-

@@ -166,7 +166,7 @@ static int stem_cb(void *p, int tflags, const char *t, int n, int start, int end
 ** that term (sqlite3_malloc'd, NUL-terminated; NULL unless *nterm is 1). Returns
 ** the tokenizer's result code. */
 int rrf_token_terms(const RrfPrune *pr, const unsigned char *s, int n, int *nterm, int *stop,
-                       char **copy, int *ncopy) {
+                    char **copy, int *ncopy) {
   StemCtx c;
   memset(&c, 0, sizeof c);
   c.pr = pr;
@@ -193,7 +193,7 @@ int rrf_token_terms(const RrfPrune *pr, const unsigned char *s, int n, int *nter
 /* Q6, Q8, Q9: the type checks of the stopwords and tokenize arguments (argv[0],
 ** argv[1]; either may be NULL for absent). SQLITE_OK, or the error set. */
 int rrf_fts5_check_types(sqlite3_context *ctx, const char *fn, sqlite3_value *stop,
-                       sqlite3_value *tokenize) {
+                         sqlite3_value *tokenize) {
   if (stop && sqlite3_value_type(stop) != SQLITE_NULL && sqlite3_value_type(stop) != SQLITE_TEXT) {
     rrf_error(ctx, "%s: stopwords must be TEXT or NULL, got %s", fn, rrf_type_name(stop));
     return SQLITE_ERROR;
@@ -249,4 +249,3 @@ RrfPrune *rrf_prune_make(sqlite3_context *ctx, const char *fn, fts5_api *api, Rr
   }
   return pr;
 }
-

@@ -41,8 +41,8 @@ SQLITE_EXTENSION_INIT3
 
 /* ---- argument checks shared by both functions ---- */
 
-static void arg_error(sqlite3_context *ctx, const char *fn, const char *what,
-                      const char *fault, sqlite3_value *v) {
+static void arg_error(sqlite3_context *ctx, const char *fn, const char *what, const char *fault,
+                      sqlite3_value *v) {
   if (fault && sqlite3_value_type(v) == SQLITE_INTEGER) {
     rrf_error(ctx, "%s: %s %s, got %lld", fn, what, fault, sqlite3_value_int64(v));
   } else if (fault) {

@@ -72,6 +72,7 @@ static void tail3(const unsigned char *a, const unsigned char *b, size_t i, size
 /* The 3 x 16 lanes are named variables rather than arrays, so that the compiler
 ** keeps what it can of them in registers (an array of lanes is read and written
 ** back on every step). */
+/* clang-format off */ /* the unrolled lanes, four to a line */
 #define RRF_LANE_ZERO(J) double D##J = 0, A##J = 0, B##J = 0
 #define RRF_LANE_ADD(J)                                                              \
   do {                                                                              \
@@ -111,14 +112,15 @@ static void dot3_scalar(const void *pa, const void *pb, size_t n, double out[3])
 #undef RRF_LANE_ZERO
 #undef RRF_LANE_ADD
 #undef RRF_LANES_OF
+/* clang-format on */
 
 /* ---- AVX2 + FMA: K4 with the 16 lanes in four 4-double registers per sum ---- */
 
 #ifdef RRF_HAVE_AVX2
 /* Step 2 of K4: ((L0-3 + L4-7) + (L8-11 + L12-15)) lane by lane, then
 ** (v0 + v2) + (v1 + v3). */
-__attribute__((target("avx2,fma"))) static inline double hsum16(__m256d q0, __m256d q1,
-                                                                __m256d q2, __m256d q3) {
+__attribute__((target("avx2,fma"))) static inline double hsum16(__m256d q0, __m256d q1, __m256d q2,
+                                                                __m256d q3) {
   __m256d v = _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3));
   __m128d lo = _mm256_castpd256_pd128(v), hi = _mm256_extractf128_pd(v, 1);
   lo = _mm_add_pd(lo, hi); /* (v0 + v2, v1 + v3) */
@@ -126,26 +128,26 @@ __attribute__((target("avx2,fma"))) static inline double hsum16(__m256d q0, __m2
 }
 
 /* One 8-float step: widen both halves to double and accumulate (K2). */
-#define RRF_AVX2_STEP(OFF, D0, D1, A0, A1, B0, B1)                                   \
-  do {                                                                              \
-    __m256 va = _mm256_loadu_ps((const float *)(const void *)(a + 4 * (i + OFF)));  \
-    __m256 vb = _mm256_loadu_ps((const float *)(const void *)(b + 4 * (i + OFF)));  \
-    __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(va));                       \
-    __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(va, 1));                     \
-    __m256d yl = _mm256_cvtps_pd(_mm256_castps256_ps128(vb));                       \
-    __m256d yh = _mm256_cvtps_pd(_mm256_extractf128_ps(vb, 1));                     \
-    D0 = _mm256_fmadd_pd(xl, yl, D0);                                               \
-    D1 = _mm256_fmadd_pd(xh, yh, D1);                                               \
-    A0 = _mm256_fmadd_pd(xl, xl, A0);                                               \
-    A1 = _mm256_fmadd_pd(xh, xh, A1);                                               \
-    B0 = _mm256_fmadd_pd(yl, yl, B0);                                               \
-    B1 = _mm256_fmadd_pd(yh, yh, B1);                                               \
+#define RRF_AVX2_STEP(OFF, D0, D1, A0, A1, B0, B1)                                 \
+  do {                                                                             \
+    __m256 va = _mm256_loadu_ps((const float *)(const void *)(a + 4 * (i + OFF))); \
+    __m256 vb = _mm256_loadu_ps((const float *)(const void *)(b + 4 * (i + OFF))); \
+    __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(va));                      \
+    __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(va, 1));                    \
+    __m256d yl = _mm256_cvtps_pd(_mm256_castps256_ps128(vb));                      \
+    __m256d yh = _mm256_cvtps_pd(_mm256_extractf128_ps(vb, 1));                    \
+    D0 = _mm256_fmadd_pd(xl, yl, D0);                                              \
+    D1 = _mm256_fmadd_pd(xh, yh, D1);                                              \
+    A0 = _mm256_fmadd_pd(xl, xl, A0);                                              \
+    A1 = _mm256_fmadd_pd(xh, xh, A1);                                              \
+    B0 = _mm256_fmadd_pd(yl, yl, B0);                                              \
+    B1 = _mm256_fmadd_pd(yh, yh, B1);                                              \
   } while (0)
 
 /* 16 floats a pass: lanes 0-7 in (d0, d1), 8-15 in (d2, d3), so consecutive FMAs
 ** do not wait on each other; a last block of 8 goes to lanes 0-7 (K4 step 1). */
-__attribute__((target("avx2,fma"))) static void dot3_avx2(const void *pa, const void *pb,
-                                                          size_t n, double out[3]) {
+__attribute__((target("avx2,fma"))) static void dot3_avx2(const void *pa, const void *pb, size_t n,
+                                                          double out[3]) {
   const unsigned char *a = pa, *b = pb;
   __m256d d0 = _mm256_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
   __m256d a0 = d0, a1 = d0, a2 = d0, a3 = d0;
@@ -174,18 +176,18 @@ static inline double neon_hsum16(const float64x2_t q[8]) {
 }
 
 /* Four floats: lanes k, k+1 (low half) and k+2, k+3 (high half) of each sum, k = 2q. */
-#define RRF_NEON_STEP(OFF, Q)                                                        \
-  do {                                                                              \
-    float32x4_t va = vreinterpretq_f32_u8(vld1q_u8(a + 4 * (i + OFF)));             \
-    float32x4_t vb = vreinterpretq_f32_u8(vld1q_u8(b + 4 * (i + OFF)));             \
-    float64x2_t xl = vcvt_f64_f32(vget_low_f32(va)), xh = vcvt_high_f64_f32(va);    \
-    float64x2_t yl = vcvt_f64_f32(vget_low_f32(vb)), yh = vcvt_high_f64_f32(vb);    \
-    d[Q] = vfmaq_f64(d[Q], xl, yl);                                                 \
-    d[Q + 1] = vfmaq_f64(d[Q + 1], xh, yh);                                         \
-    s[Q] = vfmaq_f64(s[Q], xl, xl);                                                 \
-    s[Q + 1] = vfmaq_f64(s[Q + 1], xh, xh);                                         \
-    t[Q] = vfmaq_f64(t[Q], yl, yl);                                                 \
-    t[Q + 1] = vfmaq_f64(t[Q + 1], yh, yh);                                         \
+#define RRF_NEON_STEP(OFF, Q)                                                    \
+  do {                                                                           \
+    float32x4_t va = vreinterpretq_f32_u8(vld1q_u8(a + 4 * (i + OFF)));          \
+    float32x4_t vb = vreinterpretq_f32_u8(vld1q_u8(b + 4 * (i + OFF)));          \
+    float64x2_t xl = vcvt_f64_f32(vget_low_f32(va)), xh = vcvt_high_f64_f32(va); \
+    float64x2_t yl = vcvt_f64_f32(vget_low_f32(vb)), yh = vcvt_high_f64_f32(vb); \
+    d[Q] = vfmaq_f64(d[Q], xl, yl);                                              \
+    d[Q + 1] = vfmaq_f64(d[Q + 1], xh, yh);                                      \
+    s[Q] = vfmaq_f64(s[Q], xl, xl);                                              \
+    s[Q + 1] = vfmaq_f64(s[Q + 1], xh, xh);                                      \
+    t[Q] = vfmaq_f64(t[Q], yl, yl);                                              \
+    t[Q + 1] = vfmaq_f64(t[Q + 1], yh, yh);                                      \
   } while (0)
 
 static void dot3_neon(const void *pa, const void *pb, size_t n, double out[3]) {
@@ -222,8 +224,8 @@ static inline unsigned popcount64_swar(uint64_t x) {
 
 /* The scalar twin: 8-byte words read with memcpy (any alignment, K1), then the
 ** last n % 8 bytes in one zero-padded word. */
-static unsigned long long hamming_from(const unsigned char *a, const unsigned char *b,
-                                       size_t i, size_t n) {
+static unsigned long long hamming_from(const unsigned char *a, const unsigned char *b, size_t i,
+                                       size_t n) {
   unsigned long long total = 0;
   for (; i + 8 <= n; i += 8) {
     uint64_t x, y;
@@ -248,19 +250,19 @@ static unsigned long long hamming_scalar(const void *a, const void *b, size_t n)
 /* AVX2: the popcount of each byte from a 16-entry table of nibble counts (vpshufb),
 ** summed per 8 bytes with vpsadbw; then one 16-byte SSSE3 block; then scalar. */
 __attribute__((target("avx2"))) static unsigned long long hamming_avx2(const void *pa,
-                                                                       const void *pb,
-                                                                       size_t n) {
+                                                                       const void *pb, size_t n) {
   const unsigned char *a = pa, *b = pb;
-  const __m256i lut = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1,
-                                       1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+  const __m256i lut = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2,
+                                       1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
   const __m256i low = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
   __m256i acc = zero;
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(a + i)),
                                  _mm256_loadu_si256((const __m256i *)(const void *)(b + i)));
-    __m256i c = _mm256_add_epi8(_mm256_shuffle_epi8(lut, _mm256_and_si256(x, low)),
-                                _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), low)));
+    __m256i c =
+        _mm256_add_epi8(_mm256_shuffle_epi8(lut, _mm256_and_si256(x, low)),
+                        _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), low)));
     acc = _mm256_add_epi64(acc, _mm256_sad_epu8(c, zero));
   }
   __m128i acc2 = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
@@ -296,12 +298,15 @@ static unsigned long long hamming_neon(const void *pa, const void *pb, size_t n)
 static rrf_hamming_fn hamming_of(int path) {
   switch (path) {
 #ifdef RRF_HAVE_AVX2
-  case RRF_SIMD_AVX2: return hamming_avx2;
+  case RRF_SIMD_AVX2:
+    return hamming_avx2;
 #endif
 #ifdef RRF_HAVE_NEON
-  case RRF_SIMD_NEON: return hamming_neon;
+  case RRF_SIMD_NEON:
+    return hamming_neon;
 #endif
-  default: return hamming_scalar;
+  default:
+    return hamming_scalar;
   }
 }
 
@@ -314,12 +319,15 @@ static rrf_hamming_fn g_hamming = NULL; /* the Hamming kernel of g_path (K6) */
 static rrf_dot3_fn kernel_of(int path) {
   switch (path) {
 #ifdef RRF_HAVE_AVX2
-  case RRF_SIMD_AVX2: return dot3_avx2;
+  case RRF_SIMD_AVX2:
+    return dot3_avx2;
 #endif
 #ifdef RRF_HAVE_NEON
-  case RRF_SIMD_NEON: return dot3_neon;
+  case RRF_SIMD_NEON:
+    return dot3_neon;
 #endif
-  default: return dot3_scalar;
+  default:
+    return dot3_scalar;
   }
 }
 
@@ -373,10 +381,14 @@ const char *rrf_simd_built(void) {
 
 const char *rrf_simd_name(int path) {
   switch (path) {
-  case RRF_SIMD_SCALAR: return "scalar";
-  case RRF_SIMD_AVX2: return "avx2-fma";
-  case RRF_SIMD_NEON: return "neon";
-  default: return "unknown";
+  case RRF_SIMD_SCALAR:
+    return "scalar";
+  case RRF_SIMD_AVX2:
+    return "avx2-fma";
+  case RRF_SIMD_NEON:
+    return "neon";
+  default:
+    return "unknown";
   }
 }
 

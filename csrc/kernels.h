@@ -33,10 +33,10 @@
 
 #include <stddef.h>
 
-#define RRF_SIMD_AUTO   (-1)
+#define RRF_SIMD_AUTO (-1)
 #define RRF_SIMD_SCALAR 0
-#define RRF_SIMD_AVX2   1
-#define RRF_SIMD_NEON   2
+#define RRF_SIMD_AVX2 1
+#define RRF_SIMD_NEON 2
 
 /* Sums over n elements: out[0] = a.b, out[1] = a.a, out[2] = b.b (K1, K2). */
 typedef void (*rrf_dot3_fn)(const void *a, const void *b, size_t n, double out[3]);
@@ -73,8 +73,8 @@ double rrf_cosine(const float *a, const float *b, size_t n, int path);
 
 /* One query against `rows` consecutive dim-element vectors: out[i] is the
 ** cosine of q and row i (NaN where rrf_cosine would give NaN). */
-void rrf_cosine_many(const float *q, const float *m, size_t rows, size_t dim,
-                     double *out, int path);
+void rrf_cosine_many(const float *q, const float *m, size_t rows, size_t dim, double *out,
+                     int path);
 
 /* Cosine from the three sums; NaN when a norm is zero or a sum non-finite. */
 double rrf_cosine_from_sums(const double s[3]);

@@ -187,16 +187,17 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
   RrfTopk *p = &h->top;
   /* H11 */
   if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER)
-    return rrf_error(ctx, "rrf_hamming_topk: k must be an INTEGER from 1 to %d, got %s", RRF_TOPK_MAX_K,
-                     rrf_type_name(argv[0]));
+    return rrf_error(ctx, "rrf_hamming_topk: k must be an INTEGER from 1 to %d, got %s",
+                     RRF_TOPK_MAX_K, rrf_type_name(argv[0]));
   sqlite3_int64 k = sqlite3_value_int64(argv[0]);
   if (k < 1 || k > RRF_TOPK_MAX_K)
-    return rrf_error(ctx, "rrf_hamming_topk: k must be an INTEGER from 1 to %d, got %lld", RRF_TOPK_MAX_K,
-                     k);
+    return rrf_error(ctx, "rrf_hamming_topk: k must be an INTEGER from 1 to %d, got %lld",
+                     RRF_TOPK_MAX_K, k);
   if (p->k == 0) {
     p->k = k;
   } else if (k != p->k) {
-    return rrf_error(ctx, "rrf_hamming_topk: k must be the same on every row (%lld, then %lld)", p->k, k);
+    return rrf_error(ctx, "rrf_hamming_topk: k must be the same on every row (%lld, then %lld)",
+                     p->k, k);
   }
   /* H16 */
   if (sqlite3_value_type(argv[3]) == SQLITE_NULL && sqlite3_value_type(argv[2]) == SQLITE_INTEGER &&
@@ -214,8 +215,9 @@ static int htopk_add(sqlite3_context *ctx, HammingTopk *h, sqlite3_value **argv)
   if (h->qlen == 0) {
     h->qlen = nq;
   } else if (nq != h->qlen) {
-    return rrf_error(ctx, "rrf_hamming_topk: qcode must be the same length on every row (%d, then %d bytes)",
-                     h->qlen, nq);
+    return rrf_error(
+        ctx, "rrf_hamming_topk: qcode must be the same length on every row (%d, then %d bytes)",
+        h->qlen, nq);
   }
   if (sqlite3_value_type(argv[2]) == SQLITE_INTEGER) {
     one = sqlite3_value_int64(argv[2]);

@@ -135,6 +135,7 @@ typedef struct RrfFunction {
 
 /* What sqlite3_rrf_init registers (the list of the header comment). */
 static const RrfFunction kFunctions[] = {
+    /* scalar functions */
     SCALAR("vec_cosine", 2, rrf_vec_cosine),
     SCALAR("vec_signbits", 1, rrf_vec_signbits),
     SCALAR("rrf_hamming", 2, rrf_hamming_sql),
@@ -145,14 +146,17 @@ static const RrfFunction kFunctions[] = {
     SCALAR("rrf_version", 0, rrf_version),
     SCALAR("rrf_debug", 0, rrf_debug),
     SCALAR("rrf_sum", -1, rrf_sum_func),
+    /* window functions, also aggregates */
     WINDOW("rrf_fuse", 1, rrf_fuse),
     WINDOW("rrf_fuse", 2, rrf_fuse),
     WINDOW("rrf_fuse", 3, rrf_fuse),
     WINDOW("rrf_explain", 2, rrf_explain),
     WINDOW("rrf_explain", 3, rrf_explain),
     WINDOW("rrf_explain", 4, rrf_explain),
+    /* aggregates */
     AGGREGATE("rrf_topk", 3, rrf_topk),
     AGGREGATE("rrf_hamming_topk", 4, rrf_hamming_topk),
+    /* FTS5 auxiliary functions, when the connection has FTS5 */
     FTS5_AUX("rrf_bm25", RRF_AUX_BM25),
     FTS5_AUX("rrf_bm25_or", RRF_AUX_OR),
     FTS5_AUX("rrf_bm25_idf", RRF_AUX_IDF),
@@ -184,8 +188,8 @@ int sqlite3_rrf_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *p
       rc = sqlite3_create_window_function(db, f->name, f->nargs, f->flags, 0, f->step, f->final,
                                           f->value, f->inverse, 0);
     } else {
-      rc = sqlite3_create_function_v2(db, f->name, f->nargs, f->flags, 0, f->fn, f->step,
-                                      f->final, 0);
+      rc = sqlite3_create_function_v2(db, f->name, f->nargs, f->flags, 0, f->fn, f->step, f->final,
+                                      0);
     }
     if (rc != SQLITE_OK) {
       *pzErrMsg = sqlite3_mprintf("sqlite-rrf: cannot register %s: %s", f->name,

@@ -41,9 +41,8 @@ int rrf_spanset_find(const RrfSpanSet *set, const unsigned char *base, const Rrf
   for (unsigned h = span_hash(t, n, set->nocase) & set->mask;; h = (h + 1) & set->mask) {
     int k = set->slots[h] - 1;
     if (k < 0) return -1;
-    if (spans[k].len == n &&
-        (set->nocase ? rrf_ascii_ieq(base + spans[k].start, t, n)
-                     : memcmp(base + spans[k].start, t, (size_t)n) == 0))
+    if (spans[k].len == n && (set->nocase ? rrf_ascii_ieq(base + spans[k].start, t, n)
+                                          : memcmp(base + spans[k].start, t, (size_t)n) == 0))
       return k;
   }
 }
@@ -66,8 +65,7 @@ int rrf_wordset_init(RrfWordSet *ws, const unsigned char *s, int n) {
   if (count == 0) return SQLITE_OK; /* the empty set */
   ws->text = sqlite3_malloc64((sqlite3_uint64)n);
   ws->words = sqlite3_malloc64((sqlite3_uint64)count * sizeof(RrfSpan));
-  if (ws->text == NULL || ws->words == NULL ||
-      rrf_spanset_init(&ws->set, count, 0) != SQLITE_OK) {
+  if (ws->text == NULL || ws->words == NULL || rrf_spanset_init(&ws->set, count, 0) != SQLITE_OK) {
     rrf_wordset_free(ws);
     return SQLITE_NOMEM;
   }

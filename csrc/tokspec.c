@@ -84,8 +84,9 @@ int rrf_tokspec_parse(sqlite3_context *ctx, const char *fn, const unsigned char 
       return rrf_error(ctx,
                        "%s: tokenizer '%s' is not one of FTS5's built-in unicode61, "
                        "ascii, porter, trigram",
-                       fn, rrf_shown((const unsigned char *)azArg[w], (int)strlen(azArg[w]),
-                                     shown_buf, RRF_SHOWN_MAX));
+                       fn,
+                       rrf_shown((const unsigned char *)azArg[w], (int)strlen(azArg[w]), shown_buf,
+                                 RRF_SHOWN_MAX));
     if (w + 1 >= nword ||
         !rrf_ascii_ieq((const unsigned char *)azArg[w], (const unsigned char *)"porter", 7))
       break; /* not porter (strlen checked by is_builtin_tokenizer), or porter alone */

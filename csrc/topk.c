@@ -75,13 +75,11 @@ static int topk_add(sqlite3_context *ctx, TopkCtx *p, sqlite3_value **argv) {
                      rrf_type_name(argv[0]));
   sqlite3_int64 k = sqlite3_value_int64(argv[0]);
   if (k < 1 || k > TOPK_MAX_K)
-    return rrf_error(ctx, "rrf_topk: k must be an INTEGER from 1 to %d, got %lld", TOPK_MAX_K,
-                     k);
+    return rrf_error(ctx, "rrf_topk: k must be an INTEGER from 1 to %d, got %lld", TOPK_MAX_K, k);
   if (p->k == 0) {
     p->k = k;
   } else if (k != p->k) {
-    return rrf_error(ctx, "rrf_topk: k must be the same on every row (%lld, then %lld)", p->k,
-                     k);
+    return rrf_error(ctx, "rrf_topk: k must be the same on every row (%lld, then %lld)", p->k, k);
   }
   /* T2, T4 */
   switch (sqlite3_value_type(argv[1])) {

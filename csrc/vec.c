@@ -89,8 +89,14 @@ static int json_number(const unsigned char *s, size_t len, size_t *pos, double *
     ** loops end, and anything past float32's range becomes 0 or Inf. */
     if (e > 400) e = 400;
     if (e < -400) e = -400;
-    while (e > 22) { v *= 1e22; e -= 22; }
-    while (e < -22) { v /= 1e22; e += 22; }
+    while (e > 22) {
+      v *= 1e22;
+      e -= 22;
+    }
+    while (e < -22) {
+      v /= 1e22;
+      e += 22;
+    }
     v = e >= 0 ? v * kPow10[e] : v / kPow10[-e];
   }
   *out = neg ? -v : v;
