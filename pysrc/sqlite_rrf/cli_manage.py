@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
-from .app import UserError, close_store, int_arg, open_store, parse_time
+from .app import UserError, close_store, int_arg, note, open_store, parse_time
 
 #: Other names of the commands (``sqlite-rrf ls`` is ``sqlite-rrf list``).
 ALIASES = {"ls": "list", "rm": "forget", "edit": "update"}
@@ -276,15 +276,17 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         done = vacuum(store)
     finally:
         close_store(store)
+    if not done["wal_emptied"]:
+        note(f"another process is reading {args.db}, so the rebuilt file waits in its -wal "
+             f"file ({size_text(done['wal_bytes'])}): the space is given back at the next "
+             "checkpoint (at the latest when the last connection closes), or by `sqlite-rrf "
+             f"vacuum {args.db}` again")
     if args.json:
         print(json.dumps(done))
         return 0
     before, after = done["size_before"], done["size_after"]
     print(f"{args.db}: {size_text(before)} -> {size_text(after)} "
           f"({size_text(max(0, before - after))} given back to the disk)")
-    if not done["wal_emptied"]:
-        print(f"another process is reading {args.db}: its -wal file keeps its size until "
-              "the next checkpoint", file=sys.stderr)
     return 0
 
 
