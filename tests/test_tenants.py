@@ -423,3 +423,53 @@ def test_the_model_is_loaded_once_for_every_tenant(tmp_path):
             assert hit["vec_rank"] == 1 and hit["similarity"] > 0.3
             assert results[2]["structured"]["model"]
         assert maps(proc.pid) == before
+
+
+def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
+    """S8: the router keeps at most ``max_endpoints`` endpoints; the least recently used
+    is dropped (its session manager stopped) and built again when it is asked for, and
+    its clients never notice (stateless)."""
+    import threading
+
+    import uvicorn
+
+    from sqlite_rrf.mcp_server import build_server
+    from sqlite_rrf.server import HttpRouter
+    from tests.test_server import http_call
+
+    store = Store(tmp_path / "m.db")
+    lock = threading.Lock()
+    built: List[str] = []
+
+    def build(tenant: Optional[str], scope: str) -> Any:
+        built.append(scope)
+        return build_server(store, scope, lock=lock)
+
+    router = HttpRouter(build, "127.0.0.1", "default", max_endpoints=2)
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(router, host="127.0.0.1", port=port,
+                                        log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.time() + 30
+        while not srv.started:
+            assert time.time() < deadline and thread.is_alive()
+            time.sleep(0.05)
+        for scope in ("a", "b", "c", "a", "a"):
+            remembered, found = http_call(
+                f"http://127.0.0.1:{port}/s/{scope}/mcp",
+                [("remember", {"content": f"Scope {scope} keeps the zeppelin log, "
+                                          f"entry {time.time_ns()}."}),
+                 ("recall", {"query": "zeppelin log", "limit": 10, "min_relevance": 0})])
+            assert not remembered.is_error and not found.is_error
+            assert remembered.structured_content["scope"] == scope
+            hits = json.loads(found.content[0].text)["hits"]
+            assert hits and all(f"Scope {scope} " in h["content"] for h in hits)
+            assert len(router._endpoints) <= 2
+        assert built == ["a", "b", "c", "a"]  # a dropped when c came, built again once
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+        store.close()
+    assert not thread.is_alive()
