@@ -217,6 +217,23 @@ def test_get_shows_everything_about_one_episode(tmp_path):
     fails_clearly(run("get", db, "nope", cwd=tmp_path), "get: no episode with id 'nope'")
 
 
+def test_texts_cannot_drive_the_terminal(tmp_path):
+    """A text, kind or metadata written by any client, with escape sequences and carriage
+    returns, is printed with those characters written out (\\x1b), never raw."""
+    db = make_db(tmp_path, episodes=[dict(
+        id="evil", content="before \x1b[2J after\roverwritten\nsecond line",
+        kind="k\x1b[31m", metadata={"x": "\x9b31m"}, created_at=T0)])
+    for args in (("get", db, "evil"), ("list", db), ("stats", db)):
+        out = ok(run(*args, cwd=tmp_path)).stdout
+        assert not any(ch in out for ch in "\x1b\r\x9b"), (args, out)
+    out = ok(run("get", db, "evil", cwd=tmp_path)).stdout
+    assert "before \\x1b[2J after\\x0doverwritten\n   second line" in out
+    assert "kind: k\\x1b[31m" in out and "\\x9b31m" in out
+    # the data itself is exact
+    assert json.loads(ok(run("get", db, "evil", "--json", cwd=tmp_path)).stdout)[
+        "content"] == "before \x1b[2J after\roverwritten\nsecond line"
+
+
 # ---- update ----
 
 def test_update_changes_the_fields_given_and_keeps_the_others(tmp_path):

@@ -52,12 +52,23 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def shown(text: Any, newlines: bool = False) -> str:
+    """``text`` safe for a terminal: its control characters (an escape sequence, a
+    carriage return; line breaks too unless ``newlines``) written as ``\\x1b``, so that a
+    text written by any client cannot forge or hide output. Tabs stay."""
+    import unicodedata
+
+    return "".join(ch if ch == "\t" or (newlines and ch == "\n")
+                   or unicodedata.category(ch) != "Cc" else f"\\x{ord(ch):02x}"
+                   for ch in str(text))
+
+
 def _head(rec: Dict[str, Any], now: int) -> str:
     """An episode's line in ``list``: id, created, scope, kind, importance."""
     from .manage import when
 
-    return (f"{rec['id']}  {when(rec['created_at'], now)}  scope {rec['scope']}"
-            + (f"  kind {rec['kind']}" if rec["kind"] is not None else "")
+    return (f"{shown(rec['id'])}  {when(rec['created_at'], now)}  scope {shown(rec['scope'])}"
+            + (f"  kind {shown(rec['kind'])}" if rec["kind"] is not None else "")
             + (f"  [{rec['importance']} importance]" if rec["importance"] != "normal" else ""))
 
 
@@ -84,10 +95,10 @@ def _print_episode(rec: Dict[str, Any], db: str, now: int) -> None:
             ("metadata", "-" if rec["metadata"] is None
              else json.dumps(rec["metadata"], ensure_ascii=False))]
     for k, v in rows:
-        print(f"{k:>10}: {v}")
+        print(f"{k:>10}: {shown(v)}")
     print(f"{'content':>10}:")
-    for line in rec["content"].splitlines() or [""]:
-        print(f"   {line}")
+    for line in rec["content"].split("\n"):
+        print(f"   {shown(line)}")
 
 
 def _now() -> int:
@@ -117,7 +128,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     now = _now()
     if not recs:
-        print("no episodes" + (f" match ({filters.describe()})" if filters.given else ""))
+        print("no episodes" + (f" match ({shown(filters.describe())})" if filters.given else ""))
     for rec in recs:
         print(_head(rec, now))
         print(_summary(rec))
@@ -204,7 +215,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
             what = ""
         else:
             ids = matching_ids(store, filters)
-            what = f" ({filters.describe()})"
+            what = f" ({shown(filters.describe())})"
             if not ids:
                 print(f"no episodes match{what}: nothing to forget")
                 return 0
@@ -305,17 +316,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(json.dumps(st, indent=2, ensure_ascii=False))
         return 0
     now = _now()
-    shown = dict(st)
+    table = dict(st)
     for k in ("oldest_created_at", "newest_created_at"):
-        shown[k] = when(st[k], now)
+        table[k] = when(st[k], now)
     for k in ("by_importance", "by_scope"):
-        shown[k] = ", ".join(f"{name} {n}" for name, n in st[k].items()) or "-"
-    shown["size_bytes"] = f"{size_text(st['size_bytes'])} ({st['size_bytes']:,} bytes)"
-    shown["bm25_stopwords"] = " ".join(st["bm25_stopwords"]) or "-"
+        table[k] = ", ".join(f"{name} {n}" for name, n in st[k].items()) or "-"
+    table["size_bytes"] = f"{size_text(st['size_bytes'])} ({st['size_bytes']:,} bytes)"
+    table["bm25_stopwords"] = " ".join(st["bm25_stopwords"]) or "-"
     for k in ("embedding_model", "embedding_dim"):
-        shown[k] = "-" if st[k] is None else st[k]
-    for k, v in shown.items():
-        print(f"{k:>18}: {v}")
+        table[k] = "-" if st[k] is None else st[k]
+    for k, v in table.items():
+        print(f"{k:>18}: {shown(v)}")
     return 0
 
 
