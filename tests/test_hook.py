@@ -122,13 +122,15 @@ def test_derive_scope_of_a_directory_that_does_not_exist(tmp_path):
     assert derive_scope(str(tmp_path / "gone" / "proj")) == "proj"
 
 
-def test_scope_from_cwd_recalls_only_that_project(plain_db, project, tmp_path):
+def test_scope_from_cwd_recalls_that_project_and_the_shared_scope(plain_db, project,
+                                                                   tmp_path):
     rc, out, err = hook(plain_db, payload("postgres credentials", project / "src" / "api"),
                         env=no_model_env(tmp_path))
     assert rc == 0, err
-    assert out.splitlines()[0].startswith("Recalled from memory (sqlite-rrf, scope `shop`)")
+    assert out.splitlines()[0].startswith("Recalled from memory (sqlite-rrf, scope `shop` "
+                                          "and the shared scope)")
     assert ids(out)[0] == "shop-db"
-    assert set(ids(out)) <= {"shop-db", "shop-deploy"}
+    assert set(ids(out)) <= {"shop-db", "shop-deploy", "shared-style"}
 
 
 def test_scope_option_overrides_cwd(plain_db, project, tmp_path):
@@ -136,9 +138,12 @@ def test_scope_option_overrides_cwd(plain_db, project, tmp_path):
     rc, out, err = hook(plain_db, payload("postgres credentials", project), "--scope", "blog",
                         env=env)
     assert rc == 0 and ids(out) == ["blog-db"], (out, err)
-    rc, out, err = hook(plain_db, payload("British English", project), "--scope", "", env=env)
-    assert rc == 0 and ids(out) == ["shared-style"], (out, err)
-    assert "the shared scope" in out.splitlines()[0]
+    assert out.splitlines()[0].startswith("Recalled from memory (sqlite-rrf, scope `blog`)")
+    for shared in ("", "shared"):
+        rc, out, err = hook(plain_db, payload("British English", project), "--scope", shared,
+                            env=env)
+        assert rc == 0 and ids(out) == ["shared-style"], (out, err)
+        assert "sqlite-rrf, the shared scope)" in out.splitlines()[0]
     rc, out, err = hook(plain_db, payload("postgres credentials", project), "--scope",
                         ALL_SCOPES, "--limit", "5", env=env)
     assert rc == 0, err

@@ -226,3 +226,179 @@ def test_the_knn_pool_of_two_scopes_is_the_exact_pool_of_their_union(tmp_path, p
             want = reference_recall(s.conn, query, q, scope=("proj-a", ""), limit=15,
                                     pool="all", profile=profile, pool_size=25)
             assert [h.id for h in knn] == [h["id"] for h in want]
+
+
+# ---- every way in recalls the project's scope and the shared one by default ----
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from conftest import embedding_model, needs_model  # noqa: E402
+
+#: A project's memories, another project's and the user's shared ones; every text
+#: answers "postgres port".
+MEMORIES = [
+    dict(id="shop-port", scope="shop", content="The shop's Postgres listens on port 5433."),
+    dict(id="shop-deploy", scope="shop", content="Shop deploys go out on Tuesdays."),
+    dict(id="blog-port", scope="blog", content="The blog's Postgres listens on port 5432."),
+    dict(id="user-psql", scope="",
+         content="The user wants Postgres examples with psql, never pgAdmin; port numbers "
+                 "in full."),
+]
+QUERY = "postgres port"
+
+
+def _no_model_env(tmp_path: Path) -> dict:
+    """The environment of a process that can load no model (offline, an empty cache)."""
+    env = {k: v for k, v in os.environ.items() if k != "SQLITE_RRF_MODEL"}
+    cache = tmp_path / "empty-hf-cache"
+    cache.mkdir(exist_ok=True)
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(cache))
+    return env
+
+
+def _memory_db(path: Path, with_model: bool) -> Path:
+    emb = None
+    if with_model:
+        from sqlite_rrf.embed import Embedder
+
+        emb = Embedder(embedding_model())
+    try:
+        with Store(path, embedder=emb) as s:
+            s.add_many(MEMORIES)
+    finally:
+        if emb is not None:
+            emb.close()
+    return path
+
+
+def _project(tmp_path: Path) -> Path:
+    """A git work tree named 'shop' and the subdirectory an agent works in."""
+    root = tmp_path / "code" / "shop"
+    (root / ".git").mkdir(parents=True)
+    (root / "src").mkdir()
+    return root / "src"
+
+
+def _env(tmp_path: Path, with_model: bool) -> dict:
+    if with_model:
+        return dict(os.environ, SQLITE_RRF_MODEL=str(embedding_model()))
+    return _no_model_env(tmp_path)
+
+
+def _sqlite_rrf(*args: str, env: dict, cwd: Path, stdin: bytes = b"") -> tuple:
+    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", *args], input=stdin,
+                       capture_output=True, timeout=300, env=env, cwd=cwd)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def _hook_ids(out: str) -> list:
+    return [line.split("_(id `", 1)[1].split("`", 1)[0]
+            for line in out.splitlines() if line.startswith("- ")]
+
+
+@pytest.mark.parametrize("with_model", [False, pytest.param(True, marks=needs_model)])
+def test_the_hook_recalls_the_project_and_the_shared_memory_together(tmp_path, with_model):
+    db = _memory_db(tmp_path / "m.db", with_model)
+    cwd = _project(tmp_path)
+    env = _env(tmp_path, with_model)
+    payload = json.dumps({"session_id": "s", "prompt": QUERY, "cwd": str(cwd)}).encode()
+    rc, out, err = _sqlite_rrf("hook", str(db), "--no-server", "--limit", "5",
+                               "--min-relevance", "0", env=env, cwd=tmp_path, stdin=payload)
+    assert rc == 0, err
+    assert out.splitlines()[0].startswith(
+        "Recalled from memory (sqlite-rrf, scope `shop` and the shared scope)"), out
+    got = _hook_ids(out)
+    assert {"shop-port", "user-psql"} <= set(got), out
+    assert "blog-port" not in got, out
+    # --scope narrows: one project, the shared memory only, or every scope
+    for scope, want in (("shop", {"shop-port"}), ("shared", {"user-psql"}),
+                        ("", {"user-psql"}), ("*", {"shop-port", "blog-port", "user-psql"})):
+        rc, out, err = _sqlite_rrf("hook", str(db), "--no-server", "--scope", scope,
+                                   "--limit", "5", "--min-relevance", "0", env=env,
+                                   cwd=tmp_path, stdin=payload)
+        got = set(_hook_ids(out))
+        assert rc == 0 and want <= got, (scope, out, err)
+        if scope != "*":
+            assert got <= {m["id"] for m in MEMORIES if m["scope"] == (
+                "" if scope in ("shared", "") else scope)}, (scope, out)
+    rc, out, err = _sqlite_rrf("hook", str(db), "--no-server", "--scope", '""', env=env,
+                               cwd=tmp_path, stdin=payload)
+    assert rc == 0 and out == "" and "'shared'" in err and "--scope" in err, (out, err)
+
+
+@pytest.mark.parametrize("with_model", [False, pytest.param(True, marks=needs_model)])
+def test_cli_recall_covers_the_project_and_the_shared_scope(tmp_path, with_model):
+    db = _memory_db(tmp_path / "m.db", with_model)
+    cwd = _project(tmp_path)
+    env = _env(tmp_path, with_model)
+    rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--json", "--limit", "5",
+                               env=env, cwd=cwd)
+    assert rc == 0, err
+    got = [h["id"] for h in json.loads(out)]
+    assert {"shop-port", "user-psql"} <= set(got) and "blog-port" not in got, got
+    for scope, want in (("blog", ["blog-port"]), ("shared", ["user-psql"]),
+                        ("", ["user-psql"])):
+        rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--json", "--scope", scope,
+                                   env=env, cwd=cwd)
+        assert rc == 0 and [h["id"] for h in json.loads(out)] == want, (scope, out, err)
+    rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--json", "--limit", "5",
+                               "--scope", "*", env=env, cwd=cwd)
+    assert {"shop-port", "blog-port", "user-psql"} <= {h["id"] for h in json.loads(out)}
+    rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--scope", '""', env=env, cwd=cwd)
+    assert rc == 1 and out == "" and "--scope" in err and "'shared'" in err, (out, err)
+    assert "Error" not in err and "Traceback" not in err
+
+
+def test_cli_add_to_the_shared_scope_by_its_name(tmp_path):
+    db = tmp_path / "m.db"
+    env = _no_model_env(tmp_path)
+    for scope in ("shared", ""):
+        rc, out, err = _sqlite_rrf("add", str(db), f"A shared note {scope!r}.", "--scope",
+                                   scope, env=env, cwd=tmp_path)
+        assert rc == 0, err
+    rc, out, err = _sqlite_rrf("add", str(db), "quotes", "--scope", '""', env=env,
+                               cwd=tmp_path)
+    assert rc == 1 and "'shared'" in err, err
+    with Store(db) as s:
+        assert [r[0] for r in s.conn.execute("SELECT scope FROM episodes")] == ["", ""]
+
+
+def test_mcp_recall_covers_the_servers_project_and_the_shared_scope(tmp_path):
+    """The MCP SDK's own client, a server started in the project 'shop' (its scope derived
+    from the working directory)."""
+    pytest.importorskip("mcp.server.mcpserver", reason="the MCP SDK 2.x is not installed")
+    from test_mcp import call, connect, error, no_model_env, run
+
+    db = _memory_db(tmp_path / "m.db", False)
+    cwd = _project(tmp_path)
+    env = no_model_env(tmp_path)
+
+    async def main():
+        async with connect(db, env=env, errlog=tmp_path / "err.txt", cwd=cwd) as s:
+            got = await call(s, "recall", query=QUERY, limit=5, min_relevance=0)
+            ids = [h["id"] for h in got["hits"]]
+            assert {"shop-port", "user-psql"} <= set(ids) and "blog-port" not in ids, got
+            assert got["scopes"] == ["shop", "shared"]
+            for scope, want in (("blog", ["blog-port"]), ("shared", ["user-psql"]),
+                                ("", ["user-psql"])):
+                got = await call(s, "recall", query=QUERY, scope=scope, min_relevance=0)
+                assert [h["id"] for h in got["hits"]] == want, (scope, got)
+            got = await call(s, "recall", query=QUERY, scope="*", limit=5, min_relevance=0)
+            assert {"shop-port", "blog-port", "user-psql"} <= {h["id"] for h in got["hits"]}
+            for tool, args in (("recall", dict(query=QUERY)), ("remember", dict(content="x"))):
+                msg = await error(s, tool, scope='""', **args)
+                assert msg.startswith("scope: ") and "'shared'" in msg, msg
+            r = await call(s, "remember", content="The user reads diffs in unified form.",
+                           scope="shared")
+            assert r["scope"] == "shared"
+        with Store(db) as st:
+            assert st.conn.execute("SELECT scope FROM episodes WHERE id = ?",
+                                   (r["id"],)).fetchall() == [("",)]
+            assert st.conn.execute("SELECT count(*) FROM episodes WHERE scope IN "
+                                   "('\"\"', 'shared')").fetchall() == [(0,)]
+
+    run(main())

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 from . import __version__, loadable_path
 from .app import (UserError, ascii_float, check_model_args, choose_embedder, error_message,
                   fault_message, float_arg, int_arg, note, open_store, parse_time)
+from .app import stored_scope
 # relevance, resources and statements are imported where they are used: `sqlite-rrf hook`
 # asking a warm server imports none of them (hook.main)
 
@@ -172,7 +173,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         try:
             ids = store.add_many([dict(content=args.text, id=args.id,
                                        importance=args.importance, kind=args.kind,
-                                       scope=args.scope)])
+                                       scope=stored_scope(args.scope, "--scope"))])
         except StoreError as e:
             raise CliError(str(e)) from None
     if ids.duplicates:
@@ -239,6 +240,18 @@ def _limit(args: argparse.Namespace) -> int:
     return args.limit if args.limit is not None else recall_defaults()["result_limit"]
 
 
+def _recall_scope(args: argparse.Namespace) -> Any:
+    """The store's ``scope=`` for ``recall``'s ``--scope`` (app.recall_scopes): by default
+    the working directory's project (app.derive_scope) and the shared scope; every scope
+    for a caller without the option (the demo)."""
+    from .app import derive_scope, recall_scopes
+
+    if not hasattr(args, "scope"):
+        return None
+    return recall_scopes(args.scope, derive_scope() if args.scope is None else None,
+                         "--scope")
+
+
 def _recall(store: Any, args: argparse.Namespace) -> int:
     from .store import StoreError
 
@@ -251,7 +264,7 @@ def _recall(store: Any, args: argparse.Namespace) -> int:
                               topic_gate=getattr(args, "topic_gate", False),
                               collapse=not getattr(args, "no_collapse", False),
                               session=getattr(args, "session", None),
-                              scope=getattr(args, "scope", None),
+                              scope=_recall_scope(args),
                               kind=getattr(args, "kind", None),
                               since=_time_arg(getattr(args, "since", None), "--since"),
                               until=_time_arg(getattr(args, "until", None), "--until"),
@@ -551,7 +564,10 @@ def _add_recall_options(p: argparse.ArgumentParser) -> None:
                    help="show near-duplicates as hits of their own, in score order (by "
                         "default they fill one slot, the newest, and among near-ties about "
                         "the same thing the newest ranks first)")
-    p.add_argument("--scope", help="only the episodes of this scope ('' is the shared one)")
+    p.add_argument("--scope", help="only the episodes of this scope ('shared' or '' is the "
+                   "shared memory, '*' every scope); default: the working directory's "
+                   "project (the name of its git work tree's top directory, else of the "
+                   "directory) and the shared scope")
     p.add_argument("--kind", help="only the episodes of this kind")
     p.add_argument("--since", metavar="TIME", help="only episodes created at or after TIME "
                    "(ms since the epoch, or an ISO date/time, UTC)")
@@ -624,7 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--importance", choices=("low", "normal", "high"), default="normal")
     p.add_argument("--kind", help="free text stored with the episode (recall --kind filters)")
     p.add_argument("--scope", default="", help="the memory it belongs to: a project, a user "
-                   "(default '', the shared memory)")
+                   "(default: 'shared', stored as '', the shared memory every project's "
+                   "recall includes)")
     _add_model(p)
     p.set_defaults(func=cmd_add)
 
@@ -736,6 +753,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .evaluation import cli as evaluation_cli
 
     evaluation_cli.add_parser(sub)
+    from . import replicate  # replicate, restore (Litestream: the replicate extra)
+
+    replicate.add_parsers(sub, DB_HELP)
     return parser
 
 

@@ -7,12 +7,16 @@ short Markdown on stdout, which the agent adds to the model's context.
 
 Requirements (tests/test_hook.py cites them):
 
-H1. The scope is ``--scope`` when given, else derived from the payload's ``cwd`` (the
-    process's working directory when the payload has none) by :func:`derive_scope`: the
-    name of the enclosing git work tree's top directory (the nearest directory, going up,
-    that holds a ``.git`` entry), else of the directory itself, its control characters
-    (a line break in a directory's name) made spaces. ``--scope ''`` is the
-    shared memory and ``--scope '*'`` (:data:`ALL_SCOPES`) recalls every scope.
+H1. The recall covers the project's scope and the shared one (``shared``, stored as
+    ``''``), in one ranking (:func:`sqlite_rrf.app.recall_scopes`). The project's scope
+    is derived from the payload's ``cwd`` (the process's working directory when the
+    payload has none) by :func:`derive_scope`: the name of the enclosing git work tree's
+    top directory (the nearest directory, going up, that holds a ``.git`` entry), else of
+    the directory itself, its control characters (a line break in a directory's name)
+    made spaces. ``--scope NAME`` narrows the recall to that one scope, ``--scope
+    shared`` (or ``''``) to the shared memory, and ``--scope '*'`` (:data:`ALL_SCOPES`)
+    recalls every scope. The header says what was recalled ("scope `shop` and the shared
+    scope").
 H2. The topic gate is off unless ``--topic-gate`` turns it on (a cosine above 0.85 does not
     mean the same question: a follow-up about another painting can have 0.96). When on,
     it is keyed by the payload's ``session_id``: a prompt on the same topic as the
@@ -72,8 +76,9 @@ TYPE_CHECKING = False  # typing is not imported at run time (H6)
 if TYPE_CHECKING:
     from typing import Any, Dict, List, NoReturn, Optional
 
-from .app import (ALL_SCOPES, UserError, code, derive_scope, error_message, escape,
-                  fault_message, flatten, open_store)
+from .app import (UserError, code, derive_scope, error_message, escape, fault_message,
+                  flatten, open_store, recall_scopes)
+from .app import ALL_SCOPES, SHARED_SCOPE  # noqa: F401 (the hook's names for them)
 
 #: ``--max-chars``'s default: each recalled episode's text is cut at this many characters.
 DEFAULT_MAX_CHARS = 400
@@ -96,9 +101,10 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
     ``--limit`` and ``--min-relevance`` are left to whoever recalls (:func:`respond`), so
     the parser reads neither the statement nor the relevance model (:func:`main`)."""
     p.add_argument("db", help="the memory database (it must exist)")
-    p.add_argument("--scope", help="recall only this scope ('' is the shared memory, '*' "
-                   "every scope); default: derived from the payload's cwd, the name of its "
-                   "git work tree's top directory, else of the directory")
+    p.add_argument("--scope", help="recall only this scope ('shared' or '' is the shared "
+                   "memory, '*' every scope); default: the project's scope and the shared "
+                   "one, the project's derived from the payload's cwd (the name of its git "
+                   "work tree's top directory, else of the directory)")
     from .app import int_arg
 
     if light:
@@ -219,16 +225,29 @@ def _age(ms: Any, now_ms: int) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(ms / 1000))
 
 
-def render(hits: List[Any], scope: Optional[str], max_chars: int,
+def scope_words(scope: Any) -> str:
+    """What a recall of the store's ``scope=`` covered, in words: ``every scope`` (None),
+    ``the shared scope``, ``scope `shop```, ``scope `shop` and the shared scope``,
+    ``scopes `a` and `b```."""
+    if scope is None:
+        return "every scope"
+    names = [scope] if isinstance(scope, str) else list(scope)
+    named = [code(s) for s in names if s]
+    if not named:
+        return "the shared scope"
+    said = ("scope " if len(named) == 1 else "scopes ") + " and ".join(named)
+    return said + (" and the shared scope" if "" in names else "")
+
+
+def render(hits: List[Any], scope: Any, max_chars: int,
            now_ms: Optional[int] = None, max_total: int = 0) -> str:
     """The recollection as Markdown (H4): a header and one bullet per hit, at most
-    ``max_total`` characters in all (H8; 0: no cap)."""
+    ``max_total`` characters in all (H8; 0: no cap). ``scope`` is the recall's (None, a
+    scope, or a list of scopes: :func:`scope_words`)."""
     if not hits:
         return ""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    where = "every scope" if scope is None else (f"scope {code(scope)}" if scope else
-                                                 "the shared scope")
-    lines = [f"Recalled from memory (sqlite-rrf, {where}); may be outdated:"]
+    lines = [f"Recalled from memory (sqlite-rrf, {scope_words(scope)}); may be outdated:"]
     total = len(lines[0]) + 1
     for i, h in enumerate(hits):  # H4a: nothing from the memory leaves its line or reads as a tag
         text = flatten(str(h.content))
@@ -355,9 +374,14 @@ def check_request(req: Dict[str, Any]) -> None:
     for name in ("prompt",):
         if not isinstance(req.get(name), str):
             raise HookFault(f"{name}: expected text")
-    for name in ("scope", "session"):
+    for name in ("session",):
         if req.get(name) is not None and not isinstance(req.get(name), str):
             raise HookFault(f"{name}: expected text or null")
+    scope = req.get("scope")
+    if scope is not None and not isinstance(scope, str) and not (
+            isinstance(scope, list) and 1 <= len(scope) <= 2
+            and all(isinstance(s, str) for s in scope)):
+        raise HookFault("scope: expected text, a list of one or two texts, or null")
 
 
 def respond(store: Any, req: Dict[str, Any]) -> Any:
@@ -409,12 +433,12 @@ def _request(args: argparse.Namespace) -> Dict[str, Any]:
         session = str(session)
     if not isinstance(session, str) or not session:
         session = None
-    if args.scope is not None:
-        scope: Optional[str] = args.scope
-    else:
+    project = None
+    if args.scope is None:
         cwd = payload.get("cwd")
-        scope = derive_scope(cwd if isinstance(cwd, str) and cwd else None)
-    req.update(prompt=prompt, session=session, scope=None if scope == ALL_SCOPES else scope)
+        project = derive_scope(cwd if isinstance(cwd, str) and cwd else None)
+    scopes = recall_scopes(args.scope, project, "--scope")
+    req.update(prompt=prompt, session=session, scope=None if scopes is None else list(scopes))
     return req
 
 

@@ -64,7 +64,7 @@ from typing import Any, Iterator
 
 from .app import (ALL_SCOPES, UserError, derive_scope, error_message, escape,
                   fault_message, open_store, parse_time)
-from .app import write_scope as episode_scope
+from .app import recall_scopes, stored_scope
 
 #: M10: how long ``remember``, ``update`` and ``forget`` wait for another process's write
 #: lock (ms) before they fail, nothing written (tools run one at a time, so a recall waits
@@ -180,7 +180,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
     Annotated = typing.Annotated
     log = logging.getLogger("sqlite_rrf.mcp")
     lock = threading.Lock() if lock is None else lock
-    write_scope = "" if default_scope == ALL_SCOPES else default_scope
+    write_scope = "" if default_scope == ALL_SCOPES else stored_scope(default_scope, "--scope")
     shown_scope = escape(repr(default_scope))  # M8
     read_scope = "every scope" if default_scope == ALL_SCOPES else shown_scope
 
@@ -230,7 +230,7 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
 
     def one_scope(scope: str) -> str:
         try:
-            return episode_scope(scope)
+            return stored_scope(scope)
         except UserError as e:
             raise ToolError(str(e)) from None
 
@@ -422,8 +422,10 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
         score, its relevance and its rank in each list (BM25, vector, recency, access);
         none when no episode reaches min_relevance. The episodes returned are marked as
         used (their access count goes up)."""
-        s = default_scope if scope is None else scope
-        store_scope = None if s == ALL_SCOPES else s
+        try:  # the project's scope and the shared one, unless a scope is named
+            store_scope = recall_scopes(scope, default_scope)
+        except UserError as e:
+            raise ToolError(str(e)) from None
 
         def go() -> Recollection:
             since_ms, until_ms = time_ms(since, "since"), time_ms(until, "until")
