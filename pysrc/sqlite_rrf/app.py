@@ -145,25 +145,33 @@ def _said_today(db: str, text: str) -> Optional[bool]:
 
 # ---- errors in words ----
 
-#: SQLite's result codes that a user meets, as apsw names their exceptions: what to add
-#: to SQLite's own words (``database is locked``) so that the line says what to do.
+#: SQLite's primary result codes that a user meets (``SQLITE_BUSY`` is 5, ...; an apsw
+#: exception carries its code as ``result``): what to add to SQLite's own words
+#: (``database is locked``) so that the line says what to do.
 _SQLITE_HINTS = {
-    "BusyError": "another connection held the lock longer than this one waits; nothing of "
-                 "this write was kept; try again",
-    "LockedError": "another statement of this connection holds a lock; try again",
-    "ReadOnlyError": "the file, its directory or its medium is read-only",
-    "FullError": "the disk is full; nothing of this write was kept",
-    "CantOpenError": "the file or its directory does not exist or cannot be read",
-    "IOError": "the disk or file system failed",
-    "CorruptError": "`sqlite-rrf check DB` says what is damaged",
-    "NotADBError": "",
-    "PermissionsError": "the file or its directory is not accessible",
-    "AuthError": "",
-    "NoMemError": "",
-    "InterruptError": "",
-    "TooBigError": "a text or value is larger than SQLite's limit",
+    5: "another connection held the lock longer than this one waits; nothing of "
+       "this write was kept; try again",  # SQLITE_BUSY
+    6: "another statement of this connection holds a lock; try again",  # SQLITE_LOCKED
+    8: "the file, its directory or its medium is read-only",  # SQLITE_READONLY
+    13: "the disk is full; nothing of this write was kept",  # SQLITE_FULL
+    14: "the file or its directory does not exist or cannot be read",  # SQLITE_CANTOPEN
+    10: "the disk or file system failed",  # SQLITE_IOERR
+    11: "`sqlite-rrf check DB` says what is damaged",  # SQLITE_CORRUPT
+    3: "the file or its directory is not accessible",  # SQLITE_PERM
+    18: "a text or value is larger than SQLite's limit",  # SQLITE_TOOBIG
 }
 _CLASS_PREFIX = re.compile(r"^[A-Za-z]+Error: ")
+#: A library's exception class named in a message (``BusyError: database is locked``,
+#: ``apsw.NotADBError: file is not a database``, ``pydantic_core.ValidationError:``):
+#: the class name is dropped, the words kept.
+_CLASS_NAMED = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z]*(?:Error|Exception): ")
+
+
+def without_class_names(text: str) -> str:
+    """``text`` with no exception class named in it (``(BusyError: database is locked)``
+    becomes ``(database is locked)``): for messages that quote a library's error."""
+    return _CLASS_NAMED.sub("", text)
+
 
 #: The product's own exception classes whose message is already the user's line, by the
 #: module that defines them: an error of a class exists only once its module is loaded,
@@ -178,8 +186,9 @@ _PRODUCT_ERRORS = (("sqlite_rrf.checks", "StoreError"),
 def sqlite_words(e: BaseException) -> str:
     """SQLite's error ``e`` (an apsw exception) in words: SQLite's message and, for the
     errors a user meets, what it means, naming no library class."""
-    text = _CLASS_PREFIX.sub("", str(e)).strip() or "SQLite error"
-    hint = _SQLITE_HINTS.get(type(e).__name__)
+    text = without_class_names(_CLASS_PREFIX.sub("", str(e))).strip() or "SQLite error"
+    code = getattr(e, "result", None)
+    hint = _SQLITE_HINTS.get(code & 0xFF) if isinstance(code, int) else None
     return f"{text} ({hint})" if hint else text
 
 
@@ -189,11 +198,11 @@ def error_message(e: BaseException) -> Optional[str]:
     operating system's), or None for a fault of ours (a bug: say
     :func:`fault_message`)."""
     if isinstance(e, UserError):
-        return str(e)
+        return without_class_names(str(e))
     for module, name in _PRODUCT_ERRORS:
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(e, cls):
-            return str(e)
+            return without_class_names(str(e))
     if type(e).__module__ == "apsw":
         return sqlite_words(e)
     if isinstance(e, OSError):

@@ -2,7 +2,8 @@
 
 Built on the official MCP Python SDK (``pip install 'sqlite-rrf[mcp]'``, ``mcp>=2``), which
 this module imports only when the server runs, so the rest of the command line works
-without it. Tools: ``remember``, ``recall``, ``forget``, ``update``, ``stats``.
+without it. Tools: ``remember``, ``recall``, ``update``, ``forget``, ``stats``; resources:
+``memory://stats``, ``memory://recent``.
 
 Requirements (tests/test_mcp.py cites them):
 
@@ -43,10 +44,30 @@ M8. Nothing from a memory reaches the client's text as a tag: each tool's text c
     shown with the hook's escaping (:func:`sqlite_rrf.app.escape`).
 M11. Outputs are bounded (issue 21): ``recall`` cuts each hit's text at its ``max_chars``
     argument (default :data:`DEFAULT_RECALL_MAX_CHARS`, at most :data:`MAX_CONTENT_CHARS`)
-    and says so (``truncated``, ``content_chars``); the hits' text is in the text content
-    only, and the structured content (``structured_content``) carries everything else
-    without repeating it. ``remember`` and ``update`` refuse a text longer than
+    and says so (``cut_from``: the whole text's length); the hits' text is in the text
+    content only, and the structured content (``structured_content``) carries everything
+    else without repeating it. ``remember`` and ``update`` refuse a text longer than
     :data:`MAX_CONTENT_CHARS` with a tool error saying the limit.
+M12. Written for the model that reads it (issue 23): the server's instructions and each
+    tool's and argument's description are one paragraph of plain words (no docstring
+    indentation, no "episode": the tools say "memory") saying when to use the tool:
+    ``recall`` before answering and before remembering, ``remember`` for durable facts,
+    preferences and decisions, ``update`` for corrections (not a second ``remember``),
+    ``forget`` when the user asks. A hit is compact: ``id``, ``text``, ``score`` (rounded),
+    ``when`` (ISO 8601 UTC and how long ago, :func:`sqlite_rrf.app.iso_time` and
+    :func:`~sqlite_rrf.app.human_age`) and ``scope`` (``shared`` for ``''``); its ranks,
+    relevance and the score's parts only with ``explain``. Fields with nothing to say are
+    left out, not sent as null.
+M13. Strict arguments: an argument a tool does not take is refused (the input schemas say
+    ``additionalProperties: false``), a blank ``query`` and a ``limit`` above
+    :data:`MAX_RECALL_LIMIT` are refused, and a missing or mistyped argument is said in
+    words naming it and what it takes: no validation library's text, URL or class name
+    (nor SQLite's binding's: :func:`sqlite_rrf.app.error_message`). An ``id`` that
+    exists is refused by ``remember`` with what to do (``update``).
+M14. The server advertises only what it has: tools and resources, no prompts. Resources:
+    ``memory://stats`` (the ``stats`` tool's answer: counts by scope, oldest and newest
+    as ISO 8601 UTC) and ``memory://recent`` (the :data:`RECENT_MEMORIES` memories saved
+    last in the scopes a recall covers by default, newest first, compact).
 M10. Another process holding the write lock (for minutes) never stalls the server: ``recall``
     answers in its normal time (its touch waits at most 50 ms and is otherwise skipped, said
     in ``warnings``); ``remember``, ``update`` and ``forget`` wait at most
@@ -59,11 +80,13 @@ M10. Another process holding the write lock (for minutes) never stalls the serve
 import argparse
 import contextlib
 import os
+import re
 import sys
 from typing import Any, Iterator
 
-from .app import (ALL_SCOPES, UserError, derive_scope, error_message, escape,
-                  fault_message, open_store, parse_time)
+from .app import (ALL_SCOPES, SHARED_SCOPE, UserError, derive_scope, error_message,
+                  escape, fault_message, human_age, iso_time, open_store, parse_time,
+                  scope_name, without_class_names)
 from .app import recall_scopes, stored_scope
 
 #: M10: how long ``remember``, ``update`` and ``forget`` wait for another process's write
@@ -76,10 +99,18 @@ WRITE_PATIENCE_MS = 2000
 MAX_CONTENT_CHARS = 20000
 #: M11: ``recall``'s default ``max_chars``: each hit's text is cut at this many characters.
 DEFAULT_RECALL_MAX_CHARS = 2000
+#: M13: the most memories one ``recall`` returns (its ``limit``).
+MAX_RECALL_LIMIT = 20
+#: M14: how many memories the ``memory://recent`` resource shows, and where it cuts each
+#: one's text (characters).
+RECENT_MEMORIES = 10
+RECENT_MAX_CHARS = 300
 
 #: What to install for this command.
 INSTALL_HINT = "pip install 'sqlite-rrf[mcp]'"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: The store's word for a memory, which the tools' texts do not use (M12).
+_EPISODE = re.compile(r"\bepisode(s?)\b")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -166,14 +197,15 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
     from typing import Dict, List, Optional, Union
 
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    from mcp.server.mcpserver.tools import Tool
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
-    from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+    from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
     from . import __version__
     from .relevance import DEFAULT_MIN_RELEVANCE
     from .statements import recall_defaults
-    from .store import IMPORTANCE, PROFILES, StoreError
+    from .store import IMPORTANCE, PROFILES, StoreError, now_ms
 
     defaults = recall_defaults()
 
@@ -182,42 +214,62 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
     lock = threading.Lock() if lock is None else lock
     write_scope = "" if default_scope == ALL_SCOPES else stored_scope(default_scope, "--scope")
     shown_scope = escape(repr(default_scope))  # M8
-    read_scope = "every scope" if default_scope == ALL_SCOPES else shown_scope
+    # M12: the scopes in words, for the descriptions (M8: escaped)
+    project = escape(repr(scope_name(write_scope)))
+    covers = ("every scope" if default_scope == ALL_SCOPES else
+              f"{SHARED_SCOPE!r}" if write_scope == "" else
+              f"this project's ({project}) and {SHARED_SCOPE!r}")
 
     def as_result(out: BaseModel) -> CallToolResult:
         """A tool's result: its structured content, and as text that JSON with no
-        tag-like text (M8); a recollection's text also holds each hit's ``content``,
-        which its structured content does not repeat (M11)."""
-        data = out.model_dump(mode="json")
+        tag-like text (M8); a recollection's text also holds each hit's ``text``, which
+        its structured content does not repeat (M11). Fields that are null (a hit's
+        explanation when not asked for) are left out of both."""
+        data = out.model_dump(mode="json", exclude_none=True)
         texts = getattr(out, "_texts", None)
         shown = data
         if texts is not None:
-            shown = dict(data, hits=[{"id": h["id"], "content": t,
+            shown = dict(data, hits=[{"id": h["id"], "text": t,
                                       **{k: v for k, v in h.items() if k != "id"}}
                                      for h, t in zip(data["hits"], texts)])
-        text = json.dumps(shown, indent=2, ensure_ascii=False)
-        for ch in "<>&\u2028\u2029":  # never outside a JSON string: the same values
-            text = text.replace(ch, f"\\u{ord(ch):04x}")
-        return CallToolResult(content=[TextContent(type="text", text=text)],
+        return CallToolResult(content=[TextContent(type="text", text=inert_json(shown))],
                               structured_content=data)
 
-    def call(tool: str, fn: Any) -> Any:
+    def inert_json(data: Any) -> str:
+        """``data`` as JSON with no tag-like text (M8): the same values."""
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        for ch in "<>&\u2028\u2029":  # never outside a JSON string: the same values
+            text = text.replace(ch, f"\\u{ord(ch):04x}")
+        return text
+
+    def plain(text: str) -> str:
+        """The store's words in the tools' (M12): a memory, not an episode; no library's
+        class name (M13)."""
+        return _EPISODE.sub(lambda m: "memories" if m.group(1) else "memory",
+                            without_class_names(text))
+
+    def words(e: BaseException) -> str:
+        """The one line for ``e`` (M2): the command line's message, no library's class
+        name, text or URL (M13); a fault of ours says where its traceback is."""
+        if isinstance(e, (UserError, StoreError, ValueError)):
+            return plain(str(e))
+        known = error_message(e)
+        if known is not None:
+            return plain(f"{store.path}: {known}")
+        return f"{fault_message(e)} (the traceback is on the server's stderr)"
+
+    def call(tool: str, fn: Any, result: Any = as_result) -> Any:
         """Run ``fn`` on the store: one call at a time (M7), stdout to stderr (M3), faults
         as tool errors with the CLI's messages (M2); the result as in M8."""
         with lock, contextlib.redirect_stdout(sys.stderr):
             try:
-                return as_result(fn())
+                return result(fn())
             except ToolError:
                 raise
-            except (UserError, StoreError, ValueError) as e:
-                raise ToolError(str(e)) from None
             except Exception as e:
-                known = error_message(e)
-                if known is not None:
-                    raise ToolError(f"{store.path}: {known}") from None
-                log.exception("tool %s failed", tool)
-                raise ToolError(f"{fault_message(e)} (the traceback is on the server's "
-                                "stderr)") from None
+                if error_message(e) is None and not isinstance(e, (StoreError, ValueError)):
+                    log.exception("tool %s failed", tool)
+                raise ToolError(words(e)) from None
 
     def bounded(content: str) -> str:
         """M11: a text no longer than MAX_CONTENT_CHARS."""
@@ -237,191 +289,356 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
     def time_ms(value: Union[int, str, None], name: str) -> Optional[int]:
         return None if value is None else parse_time(str(value), name)
 
-    # Choices and bounds are in the schemas (enum, minimum) for clients to see; the store
-    # enforces them, with the command line's messages (M2).
+    def when(ms: int, now: int) -> str:
+        """A time for the model: ISO 8601 UTC and how long ago (M12)."""
+        return f"{iso_time(ms)} ({human_age(ms, now)})"
+
+    def rounded(value: Any) -> Any:
+        """``value`` with its numbers rounded to 4 decimals (M12: no 15-digit noise)."""
+        if isinstance(value, float):
+            return round(value, 4)
+        if isinstance(value, dict):
+            return {k: rounded(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [rounded(v) for v in value]
+        return value
+
+    def scopes_searched(store_scope: Any) -> Optional[List[str]]:
+        """The names of the scopes a recall covered (the store's ``scope=``)."""
+        if store_scope is None:
+            return None
+        if isinstance(store_scope, str):
+            return [scope_name(store_scope)]
+        return [scope_name(s) for s in store_scope]
+
+    def scopes_of(hits: Any) -> Dict[int, str]:
+        """The stored scope of each hit, by rowid."""
+        rowids = [h.rowid for h in hits]
+        if not rowids:
+            return {}
+        marks = ", ".join("?" * len(rowids))
+        return dict(store.conn.execute(
+            f"SELECT rowid, scope FROM episodes WHERE rowid IN ({marks})", rowids).fetchall())
+
+    # Choices and bounds are in the schemas (enum, minimum, maximum) for clients to see;
+    # the tools and the store enforce them, with the command line's messages (M2).
 
     class Remembered(BaseModel):
-        id: str = Field(description="the episode's id")
-        scope: str = Field(description="the scope it was stored in")
-        embedded: bool = Field(description="whether it was embedded (false: no model; "
-                                           "BM25, recency and access still find it)")
+        id: str = Field(description="the memory's id (for update and forget)")
+        scope: str = Field(description="the scope it was saved in ('shared': every "
+                                       "project's recall finds it)")
+        embedded: bool = Field(description="whether it can be found by meaning as well as "
+                                           "by its words (false: the server has no "
+                                           "embedding model)")
         duplicate: bool = Field(
             default=False,
-            description="true: the scope already had this text (the same after normalising "
-                        "case and white space), so no copy was stored; that episode was "
-                        "refreshed and its id is returned")
+            description="true: the scope already had this text, so no copy was saved; "
+                        "that memory was refreshed and its id is returned")
 
-    class Hit(BaseModel):
-        id: str = Field(description="the episode's id (its text, cut at max_chars, is "
-                                    "this hit's content in the tool's text content, not "
-                                    "repeated here)")
-        content_chars: int = Field(description="the length of the episode's whole text")
-        truncated: bool = Field(description="whether the text content cut its text at "
-                                            "max_chars")
-        score: float = Field(description="the fused score (higher is better)")
-        importance: str = Field(description="low, normal or high")
-        bm25_rank: Optional[int] = Field(description="rank in the BM25 list (1 = best); "
-                                                     "null: the text did not match")
-        vec_rank: Optional[int] = Field(description="rank in the vector list; null: not "
-                                                    "in it (no model, or outside the pool)")
-        recency_rank: Optional[int] = Field(description="rank by last access")
-        access_rank: Optional[int] = Field(description="rank by access count")
-        similarity: Optional[float] = Field(description="cosine with the query's embedding")
+    class Explanation(BaseModel):
         relevance: Optional[float] = Field(
             default=None, description="how likely it is to be about the query, 0 to 1, the "
                                       "same scale for every query")
-        created_at: int = Field(description="ms since the epoch")
-        accessed_at: int = Field(description="ms since the epoch, before this recall")
-        access_count: int = Field(description="recalls that returned it, before this one")
-        duplicates: int = Field(
-            default=0, description="how many near-duplicates of this recall it stands for "
-                                   "(it is the newest of them; they fill no other slot)")
-        duplicate_ids: List[str] = Field(
-            default_factory=list, description="the ids of those near-duplicates")
-        explain: Optional[Dict[str, Any]] = Field(
-            default=None, description="each list's contribution (when explain was asked)")
+        similarity: Optional[float] = Field(
+            default=None, description="cosine of its embedding with the query's")
+        bm25_rank: Optional[int] = Field(
+            default=None, description="rank by its words (BM25, 1 = best); absent: no "
+                                      "word matched")
+        vec_rank: Optional[int] = Field(
+            default=None, description="rank by meaning (embedding similarity); absent: "
+                                      "not in that list (no model, or outside the pool)")
+        recency_rank: Optional[int] = Field(default=None, description="rank by last use")
+        access_rank: Optional[int] = Field(default=None, description="rank by use count")
+        importance: str = Field(description="low, normal or high")
+        used: int = Field(description="how many recalls returned it before this one")
+        last_used: str = Field(description="when it was last saved, changed or recalled "
+                                           "(before this recall)")
+        contributions: Dict[str, Any] = Field(
+            description="each list's share of the score")
+
+    class Hit(BaseModel):
+        id: str = Field(description="the memory's id (for update and forget); its text "
+                                    "is the hit's text in the tool's text content, not "
+                                    "repeated here")
+        score: float = Field(description="how well it matches, higher is better (rounded)")
+        when: str = Field(description="when it was saved: ISO 8601 UTC time and how long "
+                                      "ago")
+        scope: str = Field(description="its scope ('shared': true everywhere)")
+        cut_from: Optional[int] = Field(
+            default=None, description="present when the text was cut at max_chars: the "
+                                      "length of the whole text in characters")
+        duplicates: Optional[int] = Field(
+            default=None, description="present when it stands for near-copies of itself "
+                                      "(it is the newest): how many")
+        duplicate_ids: Optional[List[str]] = Field(
+            default=None, description="the ids of those near-copies")
+        explain: Optional[Explanation] = Field(
+            default=None, description="why it ranked here (only with explain=true)")
 
     class Recollection(BaseModel):
         _texts: Optional[List[str]] = PrivateAttr(default=None)  # M11: the text content's
-        hits: List[Hit] = Field(description="best first")
-        scope: Optional[str] = Field(description="the scope searched; null: every scope")
-        warnings: List[str] = Field(description="what the recall could not do (e.g. touch "
-                                                "a read-only database)")
+        hits: List[Hit] = Field(description="best first; empty when nothing relevant is "
+                                            "stored")
+        scopes: Optional[List[str]] = Field(
+            default=None, description="the scopes searched; absent: every scope")
+        warnings: Optional[List[str]] = Field(
+            default=None, description="what the recall could not do (e.g. mark the "
+                                      "memories as used on a read-only database)")
         reason: Optional[str] = Field(
-            default=None, description="why there are no hits, when none reached "
-                                      "min_relevance")
+            default=None, description="why there are no hits, when none was relevant "
+                                      "enough")
 
-    class EpisodeOut(BaseModel):
+    class Memory(BaseModel):
         id: str
-        content: str
-        scope: str
-        kind: Optional[str]
-        importance: str
-        metadata: Optional[Any] = Field(description="the JSON stored with it")
-        created_at: int = Field(description="ms since the epoch")
-        accessed_at: int = Field(description="ms since the epoch")
-        access_count: int
-        embedded: bool = Field(description="whether it has an embedding")
+        text: str = Field(description="its text")
+        scope: str = Field(description="its scope ('shared': true everywhere)")
+        kind: Optional[str] = Field(default=None, description="its kind, if it has one")
+        importance: str = Field(description="low, normal or high")
+        metadata: Optional[Any] = Field(default=None, description="the JSON saved with it")
+        when: str = Field(description="when it was saved: ISO 8601 UTC time and how long "
+                                      "ago")
+        embedded: bool = Field(description="whether it can be found by meaning")
 
     class Forgotten(BaseModel):
         id: str
-        existed: bool = Field(description="false: there was no episode with this id")
+        existed: bool = Field(description="false: there was no memory with this id")
 
     class Stats(BaseModel):
-        model_config = ConfigDict(extra="allow")  # and the rest of Store.stats()
+        memories: int = Field(description="how many memories are stored")
+        by_scope: Dict[str, int] = Field(description="memories per scope ('shared': "
+                                                     "true everywhere)")
+        by_importance: Dict[str, int] = Field(description="memories per importance")
+        oldest: Optional[str] = Field(default=None, description="when the oldest was "
+                                                                "saved (ISO 8601 UTC)")
+        newest: Optional[str] = Field(default=None, description="when the newest was "
+                                                                "saved (ISO 8601 UTC)")
+        with_embedding: int = Field(description="memories that can be found by meaning")
+        model: Optional[str] = Field(default=None, description="the embedding model this "
+                                     "server uses; absent: none (words, recency and use "
+                                     "only)")
+        embedding_model: Optional[str] = Field(default=None,
+                                               description="the model the database was "
+                                                           "embedded with")
+        default_scope: str = Field(description="this project's scope: remember saves "
+                                               "there; '*': every scope")
         path: str = Field(description="the database file")
-        episodes: int
-        with_embedding: int = Field(description="episodes that have an embedding")
-        by_scope: Dict[str, int] = Field(description="episodes per scope")
-        by_importance: Dict[str, int]
-        embedding_model: Optional[str] = Field(description="the database's model")
-        embedding_dim: Optional[int]
-        schema_version: int
-        model: Optional[str] = Field(description="the model this server embeds with; "
-                                                 "null: none (BM25, recency, access)")
-        default_scope: str = Field(description="the server's default scope")
+        size_bytes: int = Field(description="the database file's size")
+        schema_version: int = Field(description="the database's schema version")
         version: str = Field(description="sqlite-rrf's version")
 
-    def episode_out(ep: Any) -> EpisodeOut:
-        d = ep.as_dict()
-        d["embedded"] = d.pop("embedding") is not None
-        d.pop("rowid")
-        return EpisodeOut(**d)
+    def memory_out(ep: Any, now: int) -> Memory:
+        return Memory(id=ep.id, text=ep.content, scope=scope_name(ep.scope), kind=ep.kind,
+                      importance=ep.importance, metadata=ep.metadata,
+                      when=when(ep.created_at, now), embedded=ep.embedding is not None)
+
+    def stats_now() -> Stats:
+        st = store.stats()
+        by_scope: Dict[str, int] = {}
+        for s, n in store.conn.execute(
+                "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"):
+            by_scope[scope_name(s)] = by_scope.get(scope_name(s), 0) + n
+        emb = store.embedder
+        model = (getattr(emb, "model_spec", None) or getattr(emb, "model_name", None)
+                 if emb is not None else None)
+        return Stats(memories=st["episodes"], by_scope=by_scope,
+                     by_importance=st["by_importance"],
+                     oldest=iso_time(st["oldest_created_at"]),
+                     newest=iso_time(st["newest_created_at"]),
+                     with_embedding=st["with_embedding"], model=model,
+                     embedding_model=st["embedding_model"],
+                     default_scope=(default_scope if default_scope == ALL_SCOPES
+                                    else scope_name(default_scope)),
+                     path=st["path"], size_bytes=st["size_bytes"],
+                     schema_version=st["schema_version"], version=__version__)
 
     ScopeArg = Annotated[Optional[str], Field(
-        description=f"the memory to use: a project, a user; '' is the shared memory. "
-                    f"Default: the server's scope ({shown_scope})")]
-    IdArg = Annotated[str, Field(description="the episode's id (as remember or recall "
-                                             "returned it)")]
+        description=f"where to save it: {SHARED_SCOPE!r} for what is true in every project "
+                    f"(the user's preferences, facts about the user), else a project's "
+                    f"name. Default: {shown_scope if write_scope else repr(SHARED_SCOPE)}")]
+    IdArg = Annotated[str, Field(description="the memory's id, as recall or remember "
+                                             "returned it")]
     KindArg = Annotated[Optional[str], Field(
-        description="free text classifying the episode, e.g. fact, decision, preference, "
-                    "todo")]
+        description="what sort of memory it is, in a word: fact, preference, decision, "
+                    "todo, …")]
     MetadataArg = Annotated[Optional[Dict[str, Any]], Field(
-        description="any JSON object stored with the episode (not searched)")]
+        description="a JSON object saved with it (not searched), e.g. its source")]
 
     instructions = (
-        "Long-term memory in one SQLite file (sqlite-rrf). `remember` stores a fact, "
-        "decision or preference worth keeping across sessions; `recall` finds the stored "
-        "episodes that best match a query (full-text BM25, embedding similarity, recency "
-        "and use, fused); `update` corrects one, `forget` deletes one, `stats` describes "
-        f"the memory. The default scope is {shown_scope}"
-        + (" (every scope for recall, '' for remember)." if default_scope == ALL_SCOPES
-           else ": pass scope to use another, '' for the shared memory, '*' to recall "
-                "every scope."))
+        "Long-term memory that lasts across conversations. Call `recall` at the start of "
+        "a task and before answering about the user, this project or earlier decisions. "
+        "Call `remember` to keep a durable fact, a preference of the user or a decision "
+        "(recall first, so that nothing is saved twice). When a memory is wrong or out of "
+        "date, call `update` with its id instead of remembering a second version. Call "
+        "`forget` when the user asks you to forget something. Recall searches "
+        f"{covers} memories unless you name a scope; remember saves into "
+        + (f"{project}" if write_scope else repr(SHARED_SCOPE))
+        + f" unless you pass scope={SHARED_SCOPE!r} for what is true in every project.")
 
-    server = MCPServer("sqlite-rrf", version=__version__, instructions=instructions,
-                       log_level=log_level)  # type: ignore[arg-type]
+    class MemoryServer(MCPServer):  # type: ignore[misc,valid-type]
+        """The SDK's server, with strict arguments (M13)."""
 
-    @server.tool(annotations=ToolAnnotations(title="Remember", destructive_hint=False))
+        async def call_tool(self, name: str, arguments: Dict[str, Any],
+                            context: Any = None) -> Any:
+            tool = tools.get(name)
+            if tool is not None:
+                check_arguments(tool, arguments or {})
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as e:
+                if isinstance(e.__cause__, ValidationError) and tool is not None:
+                    raise ToolError(argument_errors(tool, e.__cause__)) from None
+                if type(e) is not ToolError:  # the SDK's wrapper of a crash: as it is
+                    raise
+                # the message alone, as the command line says it (M2)
+                raise ToolError(str(e).removeprefix(f"Error executing tool {name}: ")
+                                ) from e.__cause__
+
+    def check_arguments(tool: Any, arguments: Dict[str, Any]) -> None:
+        """M13: an argument the tool does not take is refused, naming those it takes."""
+        known = tool.parameters.get("properties", {})
+        unknown = [a for a in arguments if a not in known]
+        if unknown:
+            raise ToolError(f"{', '.join(unknown)}: {tool.name} has no such argument; it "
+                            f"takes {', '.join(known) or 'none'}")
+
+    def expected(prop: Dict[str, Any]) -> str:
+        """What a property of a tool's input schema takes, in words."""
+        names = {"integer": "an integer", "number": "a number", "string": "text",
+                 "boolean": "true or false", "object": "a JSON object",
+                 "array": "a list", "null": "nothing"}
+        if "enum" in prop:
+            return "one of " + ", ".join(json.dumps(v) for v in prop["enum"] if v is not None)
+        kinds = [p.get("type") for p in prop.get("anyOf", [prop])]
+        return " or ".join(names.get(k, str(k)) for k in kinds if k != "null")
+
+    def argument_errors(tool: Any, e: Any) -> str:
+        """M13: the SDK's validation error in words, naming each argument and what it
+        takes: no library text, URL or class name."""
+        props = tool.parameters.get("properties", {})
+        lines = []
+        for err in e.errors(include_url=False):
+            name = str(err["loc"][0]) if err["loc"] else ""
+            if err["type"] == "missing":
+                lines.append(f"{name}: missing; {tool.name} needs it "
+                             f"({props.get(name, {}).get('description', '')})")
+            else:
+                got = json.dumps(err.get("input"), ensure_ascii=False, default=str)
+                got = got if len(got) <= 60 else got[:60] + "…"
+                lines.append(f"{name}: expected {expected(props.get(name, {}))}, got {got}")
+        return "; ".join(dict.fromkeys(lines))
+
+    tools: Dict[str, Any] = {}
+
+    def tool(annotations: Any) -> Any:
+        """Register a tool whose description is its docstring made one paragraph (M12) and
+        whose input schema refuses other arguments (M13)."""
+        def register(fn: Any) -> Any:
+            t = Tool.from_function(fn, description=" ".join((fn.__doc__ or "").split()),
+                                   annotations=annotations)
+            t.parameters["additionalProperties"] = False
+            tools[t.name] = t
+            return fn
+        return register
+
+    @tool(ToolAnnotations(title="Remember", destructive_hint=False))
     def remember(
         content: Annotated[str, Field(
-            description=f"the text to remember, self-contained (it is found again by its "
-                        f"words and meaning), at most {MAX_CONTENT_CHARS} characters. Put "
-                        f"the gist first: only the first tokens are embedded (the model's "
-                        f"context, 256 tokens for the default model, about 1,000 characters "
-                        f"of English); the full-text index reads all of it",
+            description=f"the memory: one self-contained statement that will make sense "
+                        f"later without this conversation, the key point first (e.g. "
+                        f"\"The user prefers pnpm over npm.\"); at most "
+                        f"{MAX_CONTENT_CHARS} characters (only about the first 1,000 are "
+                        f"used to find it by meaning)",
             json_schema_extra={"maxLength": MAX_CONTENT_CHARS})],
         scope: ScopeArg = None,
         kind: KindArg = None,
         importance: Annotated[str, Field(
-            description="low, normal or high; high ranks it higher in recall",
+            description="low, normal or high; high memories come first in recall",
             json_schema_extra={"enum": list(IMPORTANCE)})] = "normal",
         metadata: MetadataArg = None,
         id: Annotated[Optional[str], Field(
-            description="the episode's id; default: a new one. An id that exists is an "
-                        "error (use update)")] = None,
+            description="an id of your choosing; default: a new one. To change a memory "
+                        "that has an id, use update")] = None,
     ) -> Remembered:
-        """Store an episode in the memory; returns its id. A text the scope already has
-        (the same after normalising case and white space) is not stored twice: that
-        episode is refreshed and its id returned (``duplicate`` is true)."""
+        """Save a durable memory: a fact, a preference of the user, or a decision worth
+        knowing in a later conversation. Call recall first: if a memory already says this,
+        leave it, or correct it with update instead of saving a second one. Save one
+        self-contained statement per memory; not passing chat, secrets, or what is true
+        only in this conversation. Saving a text the scope already has stores no copy.
+        Returns the memory's id."""
         s = write_scope if scope is None else one_scope(scope)
         bounded(content)
 
         def go() -> Remembered:
-            ids = store.add_many([dict(content=content, id=id, importance=importance,
-                                       kind=kind, metadata=metadata, scope=s)])
-            return Remembered(id=ids[0], scope=s, embedded=store.embedder is not None,
+            if id is not None and store.get(id) is not None:
+                raise ToolError(taken(id))
+            try:
+                ids = store.add_many([dict(content=content, id=id, importance=importance,
+                                           kind=kind, metadata=metadata, scope=s)])
+            except StoreError:
+                if id is not None and store.get(id) is not None:  # written meanwhile
+                    raise ToolError(taken(id)) from None
+                raise
+            return Remembered(id=ids[0], scope=scope_name(s),
+                              embedded=store.embedder is not None,
                               duplicate=bool(ids.duplicates))
 
         return call("remember", go)
 
-    @server.tool(annotations=ToolAnnotations(title="Recall", read_only_hint=False,
-                                             destructive_hint=False, idempotent_hint=False))
+    def taken(id: str) -> str:
+        return (f"id: a memory with id {id!r} already exists; nothing was saved. To change "
+                "it, call update with this id; to save another memory, call remember "
+                "without an id")
+
+    @tool(ToolAnnotations(title="Recall", read_only_hint=False, destructive_hint=False,
+                          idempotent_hint=False))
     def recall(
-        query: Annotated[str, Field(description="what to look for, in words")],
+        query: Annotated[str, Field(
+            description="what to look for, in words: a question, a topic or the task at "
+                        "hand (e.g. \"which package manager does the user prefer?\")")],
         limit: Annotated[int, Field(
-            description=f"how many episodes (default {defaults['result_limit']})",
-            json_schema_extra={"minimum": 1})] = defaults["result_limit"],
+            description=f"how many memories at most (default {defaults['result_limit']}, "
+                        f"at most {MAX_RECALL_LIMIT})",
+            json_schema_extra={"minimum": 1, "maximum": MAX_RECALL_LIMIT}
+        )] = defaults["result_limit"],
         scope: Annotated[Optional[str], Field(
-            description=f"only this scope; '' is the shared memory, '*' every scope. "
-                        f"Default: the server's scope ({read_scope})")] = None,
-        kind: Annotated[Optional[str], Field(description="only episodes of this kind")] = None,
+            description=f"search only this scope: a project's name, {SHARED_SCOPE!r} (what "
+                        f"is true everywhere), or '*' for every scope. Default: {covers}"
+        )] = None,
+        kind: Annotated[Optional[str], Field(
+            description="only memories of this kind (e.g. decision)")] = None,
         since: Annotated[Union[int, str, None], Field(
-            description="only episodes created at or after this time: ms since the epoch, "
-                        "or an ISO 8601 date/time such as 2026-11-24 or 2026-11-24T09:30 "
-                        "(UTC unless it names a zone)")] = None,
+            description="only memories saved at or after this time: an ISO 8601 date or "
+                        "time such as 2026-11-24 or 2026-11-24T09:30 (UTC unless it names "
+                        "a zone), or milliseconds since 1970")] = None,
         until: Annotated[Union[int, str, None], Field(
-            description="only episodes created before this time (as since)")] = None,
+            description="only memories saved before this time (as since)")] = None,
         profile: Annotated[Optional[str], Field(
-            description=f"the fusion profile, one of {', '.join(PROFILES)} (default "
-                        f"{defaults['profile']})", json_schema_extra={"enum": [*PROFILES, None]})] = None,
+            description=f"how to rank: {', '.join(PROFILES)} (default {defaults['profile']}"
+                        f"; rarely needed)", json_schema_extra={"enum": [*PROFILES, None]}
+        )] = None,
         explain: Annotated[bool, Field(
-            description="include each list's contribution to the score")] = False,
+            description="add why each memory ranked where it did (ranks, relevance, each "
+                        "part of the score)")] = False,
         max_chars: Annotated[int, Field(
-            description=f"cut each hit's text at this many characters (default "
+            description=f"cut each memory's text at this many characters (default "
                         f"{DEFAULT_RECALL_MAX_CHARS}, at most {MAX_CONTENT_CHARS})",
             json_schema_extra={"minimum": 1, "maximum": MAX_CONTENT_CHARS}
         )] = DEFAULT_RECALL_MAX_CHARS,
         min_relevance: Annotated[float, Field(
-            description=f"return nothing unless an episode's relevance (0 to 1, the same "
-                        f"scale for every query) is at least this (default "
-                        f"{DEFAULT_MIN_RELEVANCE:g}; 0: always answer)",
+            description=f"how relevant a memory must be to be returned, 0 to 1 (default "
+                        f"{DEFAULT_MIN_RELEVANCE:g}; 0 returns the best matches even when "
+                        f"they are not about the query)",
             json_schema_extra={"minimum": 0, "maximum": 1})] = DEFAULT_MIN_RELEVANCE,
     ) -> Recollection:
-        """The stored episodes that best match the query, best first, each with its
-        score, its relevance and its rank in each list (BM25, vector, recency, access);
-        none when no episode reaches min_relevance. The episodes returned are marked as
-        used (their access count goes up)."""
+        """Search the memories for what is relevant to a question or task. Use it at the
+        start of a task, before answering about the user, this project or earlier
+        decisions, and before remember or update. Returns the best matches first, each
+        with its id, text, score, when it was saved and its scope; none when nothing
+        relevant is stored."""
+        if isinstance(query, str) and not query.strip():
+            raise ToolError("query: empty; say in words what to look for")
+        if isinstance(limit, bool) or not 1 <= limit <= MAX_RECALL_LIMIT:
+            raise ToolError(f"limit: must be from 1 to {MAX_RECALL_LIMIT}, got {limit}")
         try:  # the project's scope and the shared one, unless a scope is named
             store_scope = recall_scopes(scope, default_scope)
         except UserError as e:
@@ -435,48 +652,60 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
             if isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_CONTENT_CHARS:
                 raise ToolError(f"max_chars: must be from 1 to {MAX_CONTENT_CHARS}, got "
                                 f"{max_chars}")
+            now = now_ms()
+            scopes = scopes_of(result)
             hits, texts = [], []
             for h in result:
                 text = str(h.content)
-                d = {k: getattr(h, k) for k in Hit.model_fields
-                     if k not in ("explain", "content_chars", "truncated")}
-                hits.append(Hit(**d, content_chars=len(text), truncated=len(text) > max_chars,
-                                explain=h.explain if explain else None))
+                why = None
+                if explain:
+                    why = Explanation(
+                        relevance=rounded(h.relevance), similarity=rounded(h.similarity),
+                        bm25_rank=h.bm25_rank, vec_rank=h.vec_rank,
+                        recency_rank=h.recency_rank, access_rank=h.access_rank,
+                        importance=h.importance, used=h.access_count,
+                        last_used=when(h.accessed_at, now),
+                        contributions=rounded(h.explain))
+                hits.append(Hit(
+                    id=h.id, score=round(h.score, 3), when=when(h.created_at, now),
+                    scope=scope_name(scopes.get(h.rowid, "")),
+                    cut_from=len(text) if len(text) > max_chars else None,
+                    duplicates=h.duplicates or None,
+                    duplicate_ids=list(h.duplicate_ids) or None, explain=why))
                 texts.append(text if len(text) <= max_chars else text[:max_chars] + " …")
-            warnings = list(result.warnings)
+            warnings = [plain(w) for w in result.warnings]
             if result.touch_error:
-                warnings.append(result.touch_error)
-            out = Recollection(hits=hits, scope=store_scope, warnings=warnings,
-                               reason=result.reason)
+                warnings.append(plain(result.touch_error))
+            out = Recollection(hits=hits, scopes=scopes_searched(store_scope),
+                               warnings=warnings or None,
+                               reason=plain(result.reason) if result.reason else None)
             out._texts = texts  # M11: the text content's, not the structured content's
             return out
 
         return call("recall", go)
 
-    @server.tool(annotations=ToolAnnotations(title="Forget", destructive_hint=True,
-                                             idempotent_hint=True))
-    def forget(id: IdArg) -> Forgotten:
-        """Delete the episode; says whether it existed."""
-        return call("forget", lambda: Forgotten(id=id, existed=store.delete(id)))
-
-    @server.tool(annotations=ToolAnnotations(title="Update", destructive_hint=True,
-                                             idempotent_hint=True))
+    @tool(ToolAnnotations(title="Update", destructive_hint=True, idempotent_hint=True))
     def update(
         id: IdArg,
         content: Annotated[Optional[str], Field(
-            description="the new text (it is embedded again; the old text no longer "
-                        "matches). Default: unchanged")] = None,
+            description="the corrected text, which replaces the old one (it is no longer "
+                        "found by the old words). Default: unchanged")] = None,
         importance: Annotated[Optional[str], Field(
             description="low, normal or high. Default: unchanged",
             json_schema_extra={"enum": [*IMPORTANCE, None]})] = None,
         kind: Annotated[Optional[str], Field(
-            description="the new kind; '' clears it. Default: unchanged")] = None,
+            description="the new kind; '' removes it. Default: unchanged")] = None,
         metadata: Annotated[Optional[Dict[str, Any]], Field(
-            description="the new metadata (replaces the old). Default: unchanged")] = None,
+            description="the new metadata, which replaces the old. Default: "
+                        "unchanged")] = None,
         scope: Annotated[Optional[str], Field(
-            description="move it to this scope. Default: unchanged")] = None,
-    ) -> EpisodeOut:
-        """Change some fields of an episode; returns the episode as it now is."""
+            description=f"move it to this scope ({SHARED_SCOPE!r}: true in every "
+                        f"project). Default: unchanged")] = None,
+    ) -> Memory:
+        """Correct or change a memory you found with recall: its text when a fact changed
+        or was wrong, or its importance, kind, metadata or scope. Use this, not remember,
+        for corrections, so that the old version is not recalled any more. What you leave
+        out stays as it is. Returns the memory as it now is."""
         fields: Dict[str, Any] = {}
         if content is not None:
             fields["content"] = bounded(content)
@@ -488,24 +717,69 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
             fields["metadata"] = metadata
         if scope is not None:
             fields["scope"] = one_scope(scope)
-        return call("update", lambda: episode_out(store.update(id, **fields)))
+        return call("update", lambda: memory_out(store.update(id, **fields), now_ms()))
 
-    @server.tool(annotations=ToolAnnotations(title="Memory statistics", read_only_hint=True))
+    @tool(ToolAnnotations(title="Forget", destructive_hint=True, idempotent_hint=True))
+    def forget(id: IdArg) -> Forgotten:
+        """Delete a memory for good, when the user asks you to forget something, or a
+        memory should not be kept at all (to correct one, use update). Says whether it
+        existed."""
+        return call("forget", lambda: Forgotten(id=id, existed=store.delete(id)))
+
+    @tool(ToolAnnotations(title="Memory statistics", read_only_hint=True))
     def stats() -> Stats:
-        """Counts and facts about the memory: episodes (by scope and importance), how many
-        have embeddings, the model, the schema version, the server's default scope."""
-        def go() -> Stats:
-            st = store.stats()
-            st["by_scope"] = dict(store.conn.execute(
-                "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"
-            ).fetchall())
-            emb = store.embedder
-            st["model"] = (getattr(emb, "model_spec", None) or getattr(emb, "model_name", None)
-                           if emb is not None else None)
-            st["default_scope"] = default_scope
-            st["version"] = __version__
-            return Stats(**st)
+        """How many memories there are (by scope and importance), the oldest and newest,
+        and whether they can be found by meaning (the embedding model). For questions
+        about the memory itself; recall does not need it."""
+        return call("stats", stats_now)
 
-        return call("stats", go)
+    server = MemoryServer("sqlite-rrf", version=__version__, instructions=instructions,
+                          log_level=log_level,  # type: ignore[arg-type]
+                          tools=list(tools.values()))
+    # M14: the server has no prompts: it does not answer prompts/list, so it does not
+    # advertise the capability (the SDK's MCPServer registers the handlers for any server).
+    for method in ("prompts/list", "prompts/get"):
+        server._lowlevel_server._request_handlers.pop(method, None)
+
+    def resource_text(fn: Any) -> str:
+        """A resource's JSON (M8), read under the lock (M7); faults in words (M2)."""
+        with lock, contextlib.redirect_stdout(sys.stderr):
+            try:
+                return inert_json(fn())
+            except Exception as e:
+                if error_message(e) is None and not isinstance(e, (StoreError, ValueError)):
+                    log.exception("a resource failed")
+                raise ResourceError(words(e)) from None
+
+    @server.resource("memory://stats", name="stats", title="Memory statistics",
+                     mime_type="application/json",
+                     description="how many memories there are, by scope and importance, "
+                                 "the oldest and newest (ISO 8601 UTC), the model")
+    def stats_resource() -> str:
+        return resource_text(lambda: stats_now().model_dump(mode="json", exclude_none=True))
+
+    @server.resource("memory://recent", name="recent", title="Recent memories",
+                     mime_type="application/json",
+                     description=f"the {RECENT_MEMORIES} memories saved last in {covers}, "
+                                 f"newest first, each with its id, text (cut at "
+                                 f"{RECENT_MAX_CHARS} characters), when and scope")
+    def recent_resource() -> str:
+        def go() -> Dict[str, Any]:
+            where, args = "", []
+            if default_scope != ALL_SCOPES:
+                mine = [write_scope, ""] if write_scope else [""]
+                where = f"WHERE scope IN ({', '.join('?' * len(mine))}) "
+                args = mine
+            rows = store.conn.execute(
+                "SELECT id, content, scope, created_at FROM episodes " + where
+                + "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                [*args, RECENT_MEMORIES]).fetchall()
+            now = now_ms()
+            return {"memories": [
+                {"id": i, "text": t if len(t) <= RECENT_MAX_CHARS
+                 else t[:RECENT_MAX_CHARS] + " …",
+                 "when": when(c, now), "scope": scope_name(s)} for i, t, s, c in rows]}
+
+        return resource_text(go)
 
     return server
