@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import apsw
 import pytest
@@ -52,8 +52,9 @@ EPISODES: List[Dict[str, Any]] = [
 ]
 
 
-def run(*args: Any, cwd: Path, model: str = "", stdin: str = None, script: bool = False,
-        env: Dict[str, str] = None) -> subprocess.CompletedProcess:
+def run(*args: Any, cwd: Path, model: str = "", stdin: Optional[str] = None,
+        script: bool = False, env: Optional[Dict[str, str]] = None
+        ) -> subprocess.CompletedProcess:
     """The CLI in a subprocess; no model unless ``model``."""
     e = dict(os.environ)
     for k in ("SQLITE_RRF_LOADABLE", "SQLITE_RRF_MODEL"):

@@ -16,7 +16,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, Optional
 
 from .app import UserError, close_store, int_arg, note, open_store, parse_time
 

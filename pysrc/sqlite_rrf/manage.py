@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Generator, List, Optional, Tuple
 
 from .app import ALL_SCOPES, UserError, human_age, iso_time, scope_name, stored_scope
 
@@ -64,10 +64,11 @@ class Filters:
         scope = None
         if self.scope is not None and self.scope != ALL_SCOPES:
             scope = stored_scope(self.scope, "--scope")
-        return ("(:scope IS NULL OR scope = :scope) AND (:kind IS NULL OR kind = :kind) "
-                "AND (:since IS NULL OR created_at >= :since) "
-                "AND (:until IS NULL OR created_at < :until)",
-                {"scope": scope, "kind": self.kind, "since": self.since, "until": self.until})
+        sql = ("(:scope IS NULL OR scope = :scope) AND (:kind IS NULL OR kind = :kind) "
+               "AND (:since IS NULL OR created_at >= :since) "
+               "AND (:until IS NULL OR created_at < :until)")
+        return sql, {"scope": scope, "kind": self.kind, "since": self.since,
+                     "until": self.until}
 
     def describe(self) -> str:
         """The filters in words (``scope proj, kind fact, created since …``)."""
@@ -204,7 +205,7 @@ def reclaimable_bytes(store: Any) -> int:
 
 
 def export_lines(store: Any, filters: Filters = Filters(),
-                 embeddings: bool = True) -> Iterator[str]:
+                 embeddings: bool = True) -> Generator[str, None, None]:
     """The episodes that match ``filters``, oldest row first, as JSONL lines (each ends
     with a newline) with every field ``sqlite-rrf import`` reads (:data:`EXPORT_FIELDS`):
     the stored scope (``''`` for the shared one), the times and access count as they
