@@ -381,6 +381,21 @@ def test_export_import_export_is_byte_identical(tmp_path):
     assert not (tmp_path / "no-dir").exists()
 
 
+def test_import_takes_the_shared_scope_by_name(tmp_path):
+    """A line's scope 'shared' is the shared scope (stored ''), as everywhere a scope is
+    taken; '*' and quotes only are refused with the line's number, nothing imported."""
+    db = tmp_path / "m.db"
+    ok(run("import", db, "-", cwd=tmp_path, stdin=json.dumps(
+        {"id": "a", "content": "the user prefers green tea", "scope": "shared"}) + "\n"))
+    assert rows(db)["a"]["scope"] == ""
+    for bad in ("*", '""'):
+        lines = (json.dumps({"id": "b", "content": "fine"}) + "\n"
+                 + json.dumps({"id": "c", "content": "x", "scope": bad}) + "\n")
+        fails_clearly(run("import", db, "-", cwd=tmp_path, stdin=lines), "line 2", "scope",
+                      "nothing was imported")
+    assert set(rows(db)) == {"a"}
+
+
 # ---- vacuum ----
 
 def _disk(db: Path) -> int:

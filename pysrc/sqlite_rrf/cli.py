@@ -122,6 +122,11 @@ def read_jsonl(path: str) -> tuple:
             if unknown:
                 raise CliError(f"{path}: line {n}: unknown field(s) {sorted(unknown)}; "
                                "nothing was imported")
+            if isinstance(ep.get("scope"), str):  # 'shared' is the shared scope, as stored ''
+                try:
+                    ep["scope"] = stored_scope(ep["scope"], "scope")
+                except UserError as e:
+                    raise CliError(f"{path}: line {n}: {e}; nothing was imported") from None
             episodes.append(ep)
             labels.append(f"line {n}")
     return episodes, labels
