@@ -592,13 +592,15 @@ class HttpRouter:
         import anyio
 
         endpoint = self._endpoints.get(key)
-        if endpoint is not None:
+        while endpoint is not None:
             await endpoint.ready.wait()
             if endpoint.manager is None:
                 raise _HttpError(500, "the endpoint could not be started (see the "
                                       "server's stderr)")
-            self._endpoints.move_to_end(key)
-            return endpoint
+            if self._endpoints.get(key) is endpoint:
+                self._endpoints.move_to_end(key)
+                return endpoint
+            endpoint = self._endpoints.get(key)  # dropped while this request waited
         endpoint = self._endpoints[key] = _Endpoint(key)
         try:
             mcp = await anyio.to_thread.run_sync(self.build, key[0], key[1])
