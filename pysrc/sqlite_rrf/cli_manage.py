@@ -228,8 +228,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
                     print(_summary(rec, lines=1))
                 if total > len(recs):
                     print(f"… and {total - len(recs)} more")
-                raise UserError(f"forget: nothing was forgotten; pass --yes to forget "
-                                f"these {total} episode{'s' if total != 1 else ''}")
+                raise UserError("forget: nothing was forgotten; pass --yes to forget "
+                                + (f"these {total} episodes" if total != 1 else "this episode"))
         n = forget(store, ids)
         free = reclaimable_bytes(store)
     finally:
