@@ -85,7 +85,7 @@ import sys
 from typing import Any, Iterator
 
 from .app import (ALL_SCOPES, SHARED_SCOPE, UserError, derive_scope, error_message,
-                  escape, fault_message, human_age, iso_time, open_store, parse_time,
+                  escape, human_age, iso_time, open_store, parse_time,
                   scope_name, without_class_names)
 from .app import recall_scopes, stored_scope
 
@@ -256,7 +256,8 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
         known = error_message(e)
         if known is not None:
             return plain(f"{store.path}: {known}")
-        return f"{fault_message(e)} (the traceback is on the server's stderr)"
+        return (f"an unexpected fault in the server ({plain(str(e)) or 'no message'}); "
+                "its traceback is on the server's stderr: please report it")
 
     def call(tool: str, fn: Any, result: Any = as_result) -> Any:
         """Run ``fn`` on the store: one call at a time (M7), stdout to stderr (M3), faults
@@ -766,10 +767,10 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
     def recent_resource() -> str:
         def go() -> Dict[str, Any]:
             where, args = "", []
-            if default_scope != ALL_SCOPES:
-                mine = [write_scope, ""] if write_scope else [""]
+            mine = recall_scopes(None, default_scope)  # what a recall covers by default
+            if mine is not None:
                 where = f"WHERE scope IN ({', '.join('?' * len(mine))}) "
-                args = mine
+                args = list(mine)
             rows = store.conn.execute(
                 "SELECT id, content, scope, created_at FROM episodes " + where
                 + "ORDER BY created_at DESC, rowid DESC LIMIT ?",
