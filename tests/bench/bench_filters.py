@@ -2,12 +2,13 @@
 """What a filter costs: the recall statement at N episodes (default 100k) with no filter,
 with a scope that holds 1 %, 10 % or 50 % of the rows, with a kind, and with a time range
 (issue 12, item 2: "indexes make a filtered recall at 100k cost no more than an
-unfiltered one").
+unfiltered one"), and with two scopes, a project's and the shared one (:scope2, issue 23:
+what the hook, MCP and the CLI recall by default), in the default pool and in 'recent'.
 
 The database is bench_recall's (built once and cached under tests/bench/out/cache), copied
 and given scopes and kinds: rowid % 100 == 7 is scope 'tiny' (1 %), rowid % 10 == 3 (the
-rest of it) 'tenth' (10 % together... 9 %), odd rowids 'half' otherwise; kind 'fact' on
-every fifth row. The 20 SciFact claims of bench_recall, each run in turn for every case,
+rest of it) 'tenth' (10 % together... 9 %), odd rowids 'half' otherwise, '' (the shared
+scope) the even rest (45 %); kind 'fact' on every fifth row. The 20 SciFact claims of bench_recall, each run in turn for every case,
 --rounds times (round-robin, so the machine's noise hits every case alike); the median
 per case and its ratio to the unfiltered median of the same run. Every filtered result is
 checked to hold only rows that pass the filter.
@@ -42,6 +43,13 @@ CASES = {
     "kind 20%": {"kind": "fact"},
     "since (last 6 months)": {"since": br.NOW_MS - 182 * 86_400_000},
     "scope 1% + kind": {"scope": "tiny", "kind": "fact"},
+    "scope 1% + shared 45%": {"scope": "tiny", "scope2": ""},
+    "scope 9% + shared 45%": {"scope": "tenth", "scope2": ""},
+    "scopes 1% + 9%": {"scope": "tiny", "scope2": "tenth"},
+    "recent: no filter": {"pool": "recent"},
+    "recent: scope 9%": {"pool": "recent", "scope": "tenth"},
+    "recent: scope 9% + shared": {"pool": "recent", "scope": "tenth", "scope2": ""},
+    "recent: scopes 1% + 9%": {"pool": "recent", "scope": "tiny", "scope2": "tenth"},
 }
 
 
@@ -77,6 +85,7 @@ def main(argv=None) -> int:
         "scope": lambda r, v: r[0] == v, "kind": lambda r, v: r[1] == v,
         "since": lambda r, v: r[2] >= v,
     }
+    scopes = lambda f: {f[k] for k in ("scope", "scope2") if k in f}  # noqa: E731
     facts = {row[0]: row[1:] for row in conn.execute(
         "SELECT id, scope, kind, created_at FROM episodes")}
     times = {name: [] for name in CASES}
@@ -90,7 +99,10 @@ def main(argv=None) -> int:
                 times[name].append(time.perf_counter() - t0)
                 for row in rows:
                     for key, value in filters.items():
-                        assert passes[key](facts[row[0]], value), (name, row[0])
+                        if key in passes and key != "scope":
+                            assert passes[key](facts[row[0]], value), (name, row[0])
+                    if scopes(filters):
+                        assert facts[row[0]][0] in scopes(filters), (name, row[0])
     base = statistics.median(times["no filter"])
     out = {}
     print(f"recall statement at {args.size:,} episodes, {len(queries)} queries x "
