@@ -348,10 +348,10 @@ def test_mcp_over_http_two_agents_and_the_hook_share_one_warm_store(tmp_path):
             results = list(pool.map(agent, [1, 2]))
         for remembered, recalled in results:
             assert not remembered.is_error and not recalled.is_error
-            assert "content" not in recalled.structured_content["hits"][0]
+            assert "text" not in recalled.structured_content["hits"][0]
         (after,) = http_call(url, [("recall", {"query": "zeppelin hangar",
                                                "min_relevance": 0})])
-        texts = [h["content"] for h in json.loads(after.content[0].text)["hits"]]
+        texts = [h["text"] for h in json.loads(after.content[0].text)["hits"]]
         assert any("hangar 1" in t for t in texts) and any("hangar 2" in t for t in texts)
         out, _ = hook(db, env, payload=dict(PROMPT, prompt="who parked the zeppelin?"))
         assert "zeppelin" in out
@@ -386,4 +386,4 @@ def test_http_off_loopback_needs_a_token_and_every_request_carries_it(tmp_path):
         assert httpx2.post(url, json={}, headers={"Authorization": "Bearer wrong"}
                            ).status_code == 401
         (res,) = http_call(url, [("stats", {})], token="s3cret-token")
-        assert not res.is_error and res.structured_content["episodes"] == 3
+        assert not res.is_error and res.structured_content["memories"] == 3

@@ -20,7 +20,7 @@ import pytest
 
 from sqlite_rrf.server import MAX_OPEN_STORES, TENANT_NAME, route
 from sqlite_rrf.store import Store
-from tests.test_server import env_for, free_port
+from tests.test_server import env_for, free_port, http_call
 
 pytest.importorskip("mcp.server.mcpserver")
 
@@ -167,7 +167,7 @@ def agent_calls(i: int) -> List[Tuple[str, dict]]:
 
 
 def recalled(result: Dict[str, Any]) -> List[str]:
-    return [h["content"] for h in json.loads(result["text"])["hits"]]
+    return [h["text"] for h in json.loads(result["text"])["hits"]]
 
 
 # ---- the URL names the endpoint ----
@@ -280,7 +280,7 @@ def test_three_tenants_in_three_processes_one_file_each(tmp_path):
             assert not any(r["error"] for r in results), results
             assert sorted(recalled(results[4])) == sorted(notes(i))
             assert results[5]["structured"]["path"].endswith(f"tenant-{i}.db")
-            assert results[5]["structured"]["episodes"] == 4
+            assert results[5]["structured"]["memories"] == 4
         code, out, _ = outs["borrowed-token"]
         assert code == 3 and set(out["statuses"]) == {401}, out
         deadline = time.time() + 30  # a store over the bound closes when its call ends
@@ -337,28 +337,24 @@ def test_stores_open_lazily_at_most_max_open_and_idle_ones_close(tmp_path):
             s.add(f"Tenant {name} keeps the zeppelin log.", id=f"{name}-1")
     env = env_for(tmp_path)
 
-    def _ask(port: int, name: str) -> Tuple[int, Any, str]:
-        b = _mkdir(tmp_path / f"barrier-{name}-{time.time_ns()}")
-        return run_together({name: agent(
-            f"http://127.0.0.1:{port}/t/{name}/mcp", None,
-            [("recall", {"query": "zeppelin log", "min_relevance": 0})], env, b, name)},
-            b)[name]
+    def ask(port: int, name: str) -> List[str]:
+        (found,) = http_call(f"http://127.0.0.1:{port}/t/{name}/mcp",
+                             [("recall", {"query": "zeppelin log", "min_relevance": 0})])
+        assert not found.is_error, found.content
+        return recalled({"text": found.content[0].text})
 
-    with server(env, "--dir", str(tenants), "--max-open", "2", "--idle-close", "2"
+    with server(env, "--dir", str(tenants), "--max-open", "2", "--idle-close", "6"
                 ) as (proc, port):
         assert open_files(proc.pid, tenants) == []  # lazily
         for name, held in (("a", {"a"}), ("b", {"a", "b"}), ("c", {"b", "c"})):
-            code, results, err = _ask(port, name)
-            assert code == 0, err
-            assert recalled(results[0]) == [f"Tenant {name} keeps the zeppelin log."]
+            assert ask(port, name) == [f"Tenant {name} keeps the zeppelin log."]
             assert open_files(proc.pid, tenants) == sorted(
                 f"{t}.db{x}" for t in held for x in ("", "-shm", "-wal"))
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while open_files(proc.pid, tenants):
             assert time.time() < deadline, "idle stores were not closed"
             time.sleep(0.2)
-        code, results, err = _ask(port, "a")
-        assert code == 0 and recalled(results[0]) == ["Tenant a keeps the zeppelin log."]
+        assert ask(port, "a") == ["Tenant a keeps the zeppelin log."]
         assert open_files(proc.pid, tenants) == ["a.db", "a.db-shm", "a.db-wal"]
 
 
@@ -415,12 +411,13 @@ def test_the_model_is_loaded_once_for_every_tenant(tmp_path):
             code, results, err = run_together({name: agent(
                 f"http://127.0.0.1:{port}/t/{name}/mcp", None,
                 [("remember", {"content": f"Tenant {name}'s airship is moored at pier 9."}),
-                 ("recall", {"query": "where is the blimp docked?", "min_relevance": 0}),
+                 ("recall", {"query": "where is the blimp docked?", "min_relevance": 0,
+                             "explain": True}),
                  ("stats", {})], env, b, name)}, b)[name]
             assert code == 0, err
             assert results[0]["structured"]["embedded"] is True
-            hit = results[1]["structured"]["hits"][0]
-            assert hit["vec_rank"] == 1 and hit["similarity"] > 0.3
+            why = results[1]["structured"]["hits"][0]["explain"]
+            assert why["vec_rank"] == 1 and why["similarity"] > 0.3
             assert results[2]["structured"]["model"]
         assert maps(proc.pid) == before
 
@@ -435,8 +432,6 @@ def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
 
     from sqlite_rrf.mcp_server import build_server
     from sqlite_rrf.server import HttpRouter
-    from tests.test_server import http_call
-
     store = Store(tmp_path / "m.db")
     lock = threading.Lock()
     built: List[str] = []
@@ -465,7 +460,7 @@ def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
             assert not remembered.is_error and not found.is_error
             assert remembered.structured_content["scope"] == scope
             hits = json.loads(found.content[0].text)["hits"]
-            assert hits and all(f"Scope {scope} " in h["content"] for h in hits)
+            assert hits and all(f"Scope {scope} " in h["text"] for h in hits)
             assert len(router._endpoints) <= 2
         assert built == ["a", "b", "c", "a"]  # a dropped when c came, built again once
     finally:
