@@ -320,7 +320,7 @@ def test_mcp_recall_uses_the_floor(model_db, tmp_path):
                             "error", res.content[0].text)
 
                     out["off"] = [await recall(query=p) for p in OFF_TOPIC]
-                    out["on"] = [await recall(query=p) for p, _ in ON_TOPIC]
+                    out["on"] = [await recall(query=p, explain=True) for p, _ in ON_TOPIC]
                     out["zero"] = await recall(query="banana bread recipe with yeast",
                                                min_relevance=0)
                     out["bad"] = await recall(query="hi", min_relevance=3)
@@ -332,8 +332,8 @@ def test_mcp_recall_uses_the_floor(model_db, tmp_path):
     for got in out["off"]:
         assert got["hits"] == [] and "min_relevance" in got["reason"]
     for got, (_, want) in zip(out["on"], ON_TOPIC):
-        assert got["hits"][0]["id"] == want and got["reason"] is None
-        assert got["hits"][0]["relevance"] >= R.DEFAULT_MIN_RELEVANCE
+        assert got["hits"][0]["id"] == want and "reason" not in got
+        assert got["hits"][0]["explain"]["relevance"] >= R.DEFAULT_MIN_RELEVANCE
     assert len(out["zero"]["hits"]) == 3
     assert out["bad"][0] == "error" and "min_relevance" in out["bad"][1]
     prop = out["schema"]["properties"]["min_relevance"]
