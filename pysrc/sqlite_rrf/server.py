@@ -5,9 +5,12 @@ prepared statements, and serves every way in.
   ``$XDG_RUNTIME_DIR/sqlite-rrf/``, else ``DB.sock`` beside the database; ``--socket``
   chooses another). ``sqlite-rrf hook DB`` asks the server when one listens there and
   recalls in its own process otherwise.
-- MCP over streamable HTTP (``--http [HOST:]PORT``, the SDK's transport at ``/mcp``),
-  the same tools as ``sqlite-rrf mcp`` (stdio), built by the same code
-  (:func:`sqlite_rrf.mcp_server.build_server`).
+- MCP over streamable HTTP (``--http [HOST:]PORT``, the SDK's transport at ``/mcp``, and
+  at ``/s/SCOPE/mcp`` for each scope, S8), the same tools as ``sqlite-rrf mcp`` (stdio),
+  built by the same code (:func:`sqlite_rrf.mcp_server.build_server`).
+
+``sqlite-rrf serve --dir DIR --http [HOST:]PORT`` serves one memory file per tenant
+instead (S9), over HTTP only.
 
 Requirements (tests/test_server.py cites them):
 
