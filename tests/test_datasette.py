@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -39,8 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 NOW = 1_800_000_000_000  # a fixed clock (ms) for ages, the same on both sides
 DAY = 86_400_000
-#: The browser window: tall enough for the recall form's 15 fields and the results below.
-WINDOW = (1280, 2000)
+#: The browser window: the recall form (its nine first fields) and five rows below it.
+WINDOW = (1400, 1650)
 
 
 def _can_load(module) -> bool:
@@ -151,18 +152,20 @@ def plain_db(tmp_path_factory) -> Path:
     return path
 
 
-def fetch(paths, *dbs):
+def fetch(paths, *dbs, metadata=None):
     """GET each path with Datasette's test client on a fresh Datasette over ``dbs``;
-    returns the responses."""
+    returns the responses. (Datasette's 1 s limit on a query is raised: the recall
+    statement is compiled on each fresh connection, and this machine may be busy.)"""
     async def go():
-        ds = datasette_app.Datasette([str(d) for d in dbs])
+        ds = datasette_app.Datasette([str(d) for d in dbs], metadata=metadata,
+                                     settings={"sql_time_limit_ms": 60_000})
         await ds.invoke_startup()
         return [await ds.client.get(p) for p in paths]
     return asyncio.run(go())
 
 
-def get_json(path, *dbs):
-    (r,) = fetch([path], *dbs)
+def get_json(path, *dbs, metadata=None):
+    (r,) = fetch([path], *dbs, metadata=metadata)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -198,17 +201,26 @@ def test_form_fields_are_the_statements_parameters():
     """Every named parameter of recall.sql is a form field (query first), each is
     wrapped so that '' means NULL, and numbers are converted: a new parameter in
     recall.sql shows up here and must be classified (TEXT_PARAMS or numeric)."""
+    from sqlite_rrf.relevance import relevance_sql
+    from sqlite_rrf.resources import recall_statement, statement_params
+
     q = plugin.canned_query()
-    assert q["params"][:8] == ["query", "limit", "min_relevance", "scope", "kind", "since",
-                               "until", "profile"]
-    assert set(q["params"]) == {
-        "query", "qvec", "profile", "pool", "k", "w_bm25", "w_vec", "w_recency",
-        "w_access", "bm25_limit", "pool_size", "oversample", "limit", "alpha", "min_similarity",
-        "min_relevance", "now", "w_time", "time_from", "time_to",
-        "skip_vectors", "scope", "kind", "since", "until"}
+    assert q["params"][:9] == ["query", "limit", "profile", "pool", "scope", "kind", "since",
+                               "until", "min_relevance"]
+    assert set(q["params"]) == set(statement_params(relevance_sql(recall_statement())))
+    assert {"query", "qvec", "profile", "pool", "limit", "since", "until", "scope", "kind",
+            "min_relevance", "now", "time_from", "time_to"} <= set(q["params"])
     code = "\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
     for name in q["params"]:
-        assert f"nullif(:{name}, '')" in code or f"nullif(trim(:{name}), '')" in code
+        assert plugin._wrap(name) in code, name
+    # an empty qvec is the query's embedding; since/until read ISO dates
+    assert "coalesce(nullif(:qvec, ''), rrf_embed(:query))" in code
+    assert "rrf_form_time(:since, 'since')" in code
+    # no parameter is left bare: each :x appears only inside its wrapper
+    bare = code
+    for wrapped in sorted((plugin._wrap(n) for n in q["params"]), key=len, reverse=True):
+        bare = bare.replace(wrapped, "")
+    assert [n for n in q["params"] if f":{n}" in bare] == []
     # the statement's own comments are kept verbatim
     assert "-- 3. Candidates: the pool plus the BM25 hits it missed" in q["sql"]
     assert "UPDATE " not in code.upper()  # read-only: recall here never touches
@@ -324,9 +336,14 @@ def test_empty_fields_mean_defaults(memory_db):
 
 @needs_loading
 def test_bad_number_is_an_error_not_a_zero(memory_db):
-    (r,) = fetch([f"/memory/recall.json?{qs(query=QUERY, limit='three')}"], memory_db)
-    assert r.status_code == 400
-    assert "malformed JSON" in r.json()["error"]
+    """A number field holding text fails the query (never read as 0); the page says
+    which field and why in the command line's words, not SQLite's "malformed JSON"."""
+    r_json, r_page = fetch([f"/memory/recall.json?{qs(query=QUERY, limit='three')}",
+                            f"/memory/recall?{qs(query=QUERY, limit='three')}"], memory_db)
+    assert r_json.status_code == 400
+    assert r_page.status_code == 400
+    assert "limit: expected a number such as 5 or 0.6, got &#39;three&#39;" in r_page.text
+    assert "malformed JSON" not in r_page.text
 
 
 @needs_loading
@@ -381,6 +398,176 @@ def test_recall_knn_canned_query(knn_db):
     rows = get_json(f"/knnmem/recall_knn.json?{qs(**params)}", knn_db)
     hits = store_recall(knn_db, limit=4, pool="knn", pool_size=6, qvec=QVEC)
     assert_same(rows, hits)
+
+
+@needs_loading
+@pytest.mark.parametrize("form, stored", [("shared", ""), ("", None), ("*", None)])
+def test_scope_field_names_the_shared_scope(memory_db, form, stored):
+    """The scope field takes the shared scope's name ('shared' is stored as ''); empty
+    and '*' are every scope; quotes only are refused with the CLI's words."""
+    params = dict(query="memory sqlite bread", limit=20, profile="rrf", now=NOW,
+                  qvec=json.dumps(QVEC), scope=form, _shape="array")
+    rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
+    hits = store_recall(memory_db, query="memory sqlite bread", limit=20, profile="rrf",
+                        qvec=QVEC, scope=stored)
+    assert rows
+    assert_same(rows, hits)
+    quotes = '""'
+    (r,) = fetch([f"/memory/recall?{qs(query=QUERY, scope=quotes)}"], memory_db)
+    assert r.status_code == 400
+    assert "is quotes, not a scope&#39;s name" in r.text
+
+
+@needs_loading
+def test_iso_since_and_until(memory_db):
+    """since/until take an ISO date (UTC) as the CLI's --since does, the same rows as
+    their ms; a bad one is said in the CLI's words, not "malformed JSON"."""
+    import datetime as dt
+
+    def iso(ms):
+        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M")
+
+    since, until = NOW - 30 * DAY, NOW - 5 * DAY
+    base = dict(query="memory sqlite bread", limit=20, profile="rrf", now=NOW,
+                qvec=json.dumps(QVEC), _shape="array")
+    rows = get_json(f"/memory/recall.json?{qs(**base, since=iso(since), until=iso(until))}",
+                    memory_db)
+    hits = store_recall(memory_db, query="memory sqlite bread", limit=20, profile="rrf",
+                        qvec=QVEC, since=since // 60_000 * 60_000,
+                        until=until // 60_000 * 60_000)
+    assert rows and len(rows) < len(_episodes())
+    assert_same(rows, hits)
+    (r,) = fetch([f"/memory/recall?{qs(query=QUERY, since='yesterdy')}"], memory_db)
+    assert r.status_code == 400
+    assert "since: expected milliseconds since the epoch or an ISO date" in r.text
+    assert "malformed JSON" not in r.text and "user-defined function" not in r.text
+
+
+# ---------------------------------------------------------------- with the real model
+
+MODEL = os.environ.get("SQLITE_RRF_MODEL") or "/work/shared/models/all-MiniLM-L6-v2-f16.gguf"
+needs_model = pytest.mark.skipif(
+    not os.path.isfile(MODEL),
+    reason=f"the embedding model is missing ({MODEL}); set SQLITE_RRF_MODEL to a GGUF file")
+#: Queries for the demo memory: plain, one naming a time ("last week": a window), and
+#: one whose words hit nothing (the vector list alone finds it).
+MODEL_QUERIES = ["where are the postgres credentials kept?",
+                 "what did we decide about the deploys last week",
+                 "holiday plans of the team lead"]
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory) -> Path:
+    """``sqlite-rrf demo``'s memory (32 episodes, all in the shared scope), embedded
+    with the real model."""
+    if not os.path.isfile(MODEL):
+        pytest.skip(f"the embedding model is missing ({MODEL})")
+    path = tmp_path_factory.mktemp("datasette-demo") / "demo.db"
+    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "demo", str(path)],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, SQLITE_RRF_MODEL=MODEL), cwd=path.parent)
+    assert p.returncode == 0, p.stderr
+    return path
+
+
+def cli_recall(db: Path, query: str, *args: str, model: str = MODEL):
+    """``sqlite-rrf recall DB QUERY --json --no-touch ARGS`` with the model: the hits."""
+    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "recall", str(db), query,
+                        "--json", "--no-touch", *args],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, SQLITE_RRF_MODEL=model), cwd=db.parent)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@needs_loading
+@needs_model
+@pytest.mark.parametrize("query", MODEL_QUERIES)
+def test_page_embeds_the_query_and_recalls_as_the_cli(demo_db, query, monkeypatch):
+    """No qvec: the plugin embeds the typed query with the database's model, and the
+    page returns what `sqlite-rrf recall` returns (ids, order, scores, ranks), the
+    vector list included."""
+    monkeypatch.setenv("SQLITE_RRF_MODEL", MODEL)
+    rows = get_json(f"/demo/recall.json?{qs(query=query, limit=5, _shape='array')}", demo_db)
+    hits = cli_recall(demo_db, query, "--limit", "5")
+    assert [r["id"] for r in rows] == [h["id"] for h in hits]
+    for r, h in zip(rows, hits):
+        for col in ("bm25_rank", "vec_rank"):
+            assert r[col] == h[col], (h["id"], col)
+        assert r["score"] == pytest.approx(h["score"], rel=1e-9, abs=1e-12)
+        assert r["similarity"] == pytest.approx(h["similarity"], rel=1e-6)
+        assert r["relevance"] == pytest.approx(h["relevance"], rel=1e-9)
+    assert all(r["vec_rank"] is not None for r in rows)  # the vector list is on
+    q = get_json("/demo.json", demo_db)
+    (recall,) = [c for c in q["queries"] if c["name"] == "recall"]
+    assert "The vector list is on: the query is embedded with all-MiniLM-L6-v2" in \
+        recall["description"]
+
+
+@needs_loading
+@needs_model
+def test_iso_since_as_the_cli(demo_db, monkeypatch):
+    """since=2026-11-01 (an ISO date, which gave "malformed JSON" before) keeps the
+    episodes the CLI's --since keeps."""
+    import datetime as dt
+
+    monkeypatch.setenv("SQLITE_RRF_MODEL", MODEL)
+    since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=60)).strftime("%Y-%m-%d")
+    query = "postgres database"
+    rows = get_json(f"/demo/recall.json?{qs(query=query, limit=8, since=since, _shape='array')}",
+                    demo_db)
+    hits = cli_recall(demo_db, query, "--limit", "8", "--since", since)
+    every = cli_recall(demo_db, query, "--limit", "8")
+    assert [r["id"] for r in rows] == [h["id"] for h in hits]
+    assert [h["id"] for h in hits] != [h["id"] for h in every]  # the filter did something
+
+
+@needs_loading
+@needs_model
+def test_model_from_the_plugin_configuration(demo_db, monkeypatch):
+    """Without $SQLITE_RRF_MODEL, the plugin's configured model embeds the query."""
+    monkeypatch.delenv("SQLITE_RRF_MODEL", raising=False)
+    meta = {"plugins": {plugin.PLUGIN_NAME: {"model": MODEL}}}
+    rows = get_json(f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}",
+                    demo_db, metadata=meta)
+    hits = cli_recall(demo_db, MODEL_QUERIES[0], "--limit", "3")
+    assert [r["id"] for r in rows] == [h["id"] for h in hits]
+    assert rows[0]["vec_rank"] == 1
+
+
+@needs_loading
+@needs_model
+def test_no_model_the_page_still_works(demo_db, tmp_path, monkeypatch):
+    """A model that cannot be loaded turns the vector list off: the page still recalls
+    (BM25, recency, access) and its description says why."""
+    missing = tmp_path / "no-such-model.gguf"
+    monkeypatch.setenv("SQLITE_RRF_MODEL", str(missing))
+    rows = get_json(f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}",
+                    demo_db)
+    assert rows and rows[0]["id"] == "ep-001"
+    assert all(r["vec_rank"] is None and r["similarity"] is None for r in rows)
+    (r,) = fetch([f"/demo/recall?{qs(query=MODEL_QUERIES[0])}"], demo_db)
+    assert r.status_code == 200
+    assert "The vector list is off:" in r.text and "no-such-model.gguf" in r.text
+
+
+@needs_loading
+@needs_model
+def test_page_layout(demo_db, monkeypatch):
+    """The HTML page: scores to 3 decimals, ISO dates, explain in words (the vector's
+    rank and cosine), the select boxes' script; the JSON keeps the raw numbers."""
+    monkeypatch.setenv("SQLITE_RRF_MODEL", MODEL)
+    url = f"/demo/recall?{qs(query=MODEL_QUERIES[0], limit=3)}"
+    (r,) = fetch([url], demo_db)
+    assert r.status_code == 200
+    html = r.text
+    assert '<td class="col-score"><span title="1.0">1.000</span></td>' in html
+    assert "vector #1 (cos 0.7" in html and "blend 0.5·cos/best 1.000" in html
+    assert re.search(r'<td class="col-created_at"><span title="\d+ ms">20\d\d-\d\d-\d\dT', html)
+    assert '"profile": [["", "default (hybrid)"]' in html  # the select boxes' script
+    rows = get_json(f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}",
+                    demo_db)
+    assert isinstance(rows[0]["created_at"], int) and json.loads(rows[0]["explain"])
 
 
 # ---------------------------------------------------------------- a Python that cannot load
@@ -468,16 +655,25 @@ def _chromium(*args, tmp: Path, timeout: float = 120) -> subprocess.CompletedPro
 
 
 @needs_loading
+@needs_model
 @pytest.mark.slow
 @pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
                     reason=f"{CHROMIUM} is missing: Debian's chromium "
                            "(apt-get install chromium; `make system-deps`)")
-def test_recall_in_headless_chromium(memory_db, tmp_path):
+def test_recall_in_headless_chromium(demo_db, tmp_path):
+    """`datasette demo.db` in a subprocess (the model from $SQLITE_RRF_MODEL), the recall
+    page with a typed query and an ISO since in headless Chromium: the rows are those of
+    `sqlite-rrf recall` in its order, with the vector list (the explain names the
+    vector's rank); profile and pool are select boxes; no "malformed JSON". The
+    screenshot goes to build/datasette-recall.png (docs/img/datasette-recall.png is one)."""
+    import datetime as dt
+
     port = _free_port()
     log = open(tmp_path / "datasette.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "datasette", "serve", str(memory_db), "--host", "127.0.0.1",
-         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+        [sys.executable, "-m", "datasette", "serve", str(demo_db), "--host", "127.0.0.1",
+         "--port", str(port), "--setting", "sql_time_limit_ms", "60000"],
+        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, SQLITE_RRF_MODEL=MODEL))
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -492,8 +688,10 @@ def test_recall_in_headless_chromium(memory_db, tmp_path):
                     pytest.fail("datasette did not start:\n"
                                 + (tmp_path / "datasette.log").read_text())
                 time.sleep(0.2)
-        url = f"{base}/memory/recall?{qs(query=QUERY, limit=5, qvec=json.dumps(QVEC))}"
-        expected = [h.id for h in store_recall(memory_db, limit=5, qvec=QVEC)]
+        query = "where are the postgres credentials kept?"
+        since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=400)).strftime("%Y-%m-%d")
+        url = f"{base}/demo/recall?{qs(query=query, limit=5, since=since)}"
+        expected = [h["id"] for h in cli_recall(demo_db, query, "--limit", "5", "--since", since)]
 
         shot = tmp_path / "datasette-recall.png"
         p = _chromium(f"--screenshot={shot}", url, tmp=tmp_path / "profile-shot")
@@ -510,11 +708,20 @@ def test_recall_in_headless_chromium(memory_db, tmp_path):
         p = _chromium("--dump-dom", url, tmp=tmp_path / "profile-dom")
         dom = p.stdout
         assert plugin.TITLE in dom, p.stderr[-2000:]
-        for eid in expected:
-            assert eid in dom
-        # the rows appear in the recall's order
-        positions = [dom.index(f">{eid}<") for eid in expected]
-        assert positions == sorted(positions)
+        assert "malformed JSON" not in dom and "message-error" not in dom
+        assert "The vector list is on" in dom
+        # the script made profile and pool select boxes, the current value kept
+        for name in ("profile", "pool"):
+            assert re.search(rf'<select name="{name}" id="qp\d+">', dom), name
+        assert '<option value="rrf">rrf</option>' in dom
+        assert f'name="since" value="{since}"' in dom
+        # the rows, in the CLI's order, each with its vector rank in the explain
+        ids = re.findall(r'<td class="col-id">([^<]+)</td>', dom)
+        assert ids == expected
+        explains = re.findall(r'<div class="rrf-explain">(.*?)</div>', dom)
+        assert len(explains) == len(expected)
+        assert all(re.search(r"vector #\d+ \(cos 0\.\d{3}\)", e) for e in explains), explains
+        assert "vector #1 (cos" in explains[0]
     finally:
         server.terminate()
         try:

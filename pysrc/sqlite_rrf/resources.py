@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
-from typing import List, Tuple
+from typing import Callable, List, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,6 +60,13 @@ def statement_params(sql: str) -> List[str]:
         if m.group(2):
             seen.setdefault(m.group(2))
     return list(seen)
+
+
+def replace_params(sql: str, replace: Callable[[str], str]) -> str:
+    """``sql`` with every named parameter ``:name`` replaced by ``replace(name)``;
+    comments and quoted strings are kept as they are (a ``:word`` in them is not a
+    parameter)."""
+    return _SQL_TOKEN_RE.sub(lambda m: m.group(1) or replace(m.group(2)), sql)
 
 
 @lru_cache(maxsize=None)
