@@ -25,7 +25,7 @@ endif
 BENCH_SIZES ?= 10000,100000,1000000
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps venv build demo test bench asan asan-test clean
+.PHONY: help system-deps venv build demo test bench drill asan asan-test clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -75,6 +75,9 @@ bench: ## run the benchmarks in tests/bench (not part of the tests; BENCH_SIZES 
 	$(PY) tests/bench/bench_bm25.py --sizes $(BENCH_SIZES)
 	$(PY) tests/bench/bench_filters.py
 	$(PY) tests/bench/bench_hook.py
+
+drill: build ## the restore drill with the real Litestream, 3 rounds of 60 s (tests/drill/drill.py)
+	$(PY) tests/drill/drill.py --seconds 60 --rounds 3
 
 asan: build/asan/rrf.so ## build the extension with AddressSanitizer + UBSan at build/asan/rrf.so
 

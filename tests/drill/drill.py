@@ -273,12 +273,20 @@ def run(seconds: float = 20.0, writers: int = 3, workdir: Optional[str] = None,
         "rebuilt_rows": rebuilt_rows, "recall_equal": a == b,
         "recall_restored": a, "recall_rebuilt": b,
         "replica_bytes": _du(replica), "workdir": work,
+        # full snapshots Litestream took: 1 at the start, more when it lost track of the
+        # WAL (a checkpoint it did not make, a restart after SIGKILL)
+        "snapshots": _count(os.path.join(work, "replicator.log"), "snapshot complete"),
         "events": [(round(ts, 2), e) for ts, e in events],
     }
     if not quiet:
         print(json.dumps({k: v for k, v in out.items()
                           if k not in ("recall_restored", "recall_rebuilt")}, indent=1))
     return out
+
+
+def _count(path: str, what: str) -> int:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return sum(what in line for line in f)
 
 
 def _du(path: str) -> int:
@@ -311,13 +319,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not args.workdir:
             shutil.rmtree(rep["workdir"], ignore_errors=True)
     print("| round | s | committed | lost | oldest lost (s before the loss) | committed in "
-          "the last 2 s | writer kills | replicator kills | restore s | check | recall = "
-          "rebuilt |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+          "the last 2 s | writer kills | replicator kills | snapshots | restore s | check | "
+          "recall = rebuilt |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for i, r in enumerate(rows):
         print(f"| {i} | {r['seconds']:g} | {r['committed']} | {r['lost']} | "
               f"{r['lost_max_age_s']:.2f} | {r['committed_last_2s']} | {r['writer_kills']} | "
-              f"{r['replicator_kills']} | {r['restore_s']:.2f} | "
+              f"{r['replicator_kills']} | {r['snapshots']} | {r['restore_s']:.2f} | "
               f"{'ok' if r['check_ok'] else r['check_findings']} | {r['recall_equal']} |")
     return 0
 
