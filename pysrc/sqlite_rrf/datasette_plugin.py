@@ -283,7 +283,8 @@ def _open_model(path: str, model: Optional[str], n_ctx: Optional[int]) -> Tuple[
     dimension and fingerprint) and the page's sentence about it, or None and why the
     vector list is off."""
     from .app import UserError, check_model_args, choose_embedder, error_message
-    from .models import FINGERPRINT_MIN_COSINE, fingerprint_cosine, foreign_hint, foreign_model
+    from .models import (FINGERPRINT_MIN_COSINE, fingerprint_cosine, foreign_hint,
+                         foreign_model)
 
     off = "the vector list is off: "
     try:
@@ -524,7 +525,7 @@ def _is_recall_row(row: Any) -> bool:
 
 def _is_recall_page(request: Any) -> bool:
     path = getattr(request, "path", "") or ""
-    return path.endswith("/recall") or path.endswith("/recall_knn")
+    return path.endswith(("/recall", "/recall_knn"))
 
 
 def page_script() -> str:
