@@ -41,7 +41,7 @@ CHROMIUM = "/usr/bin/chromium"
 NOW = 1_800_000_000_000  # a fixed clock (ms) for ages, the same on both sides
 DAY = 86_400_000
 #: The browser window: the recall form (its nine first fields) and five rows below it.
-WINDOW = (1400, 1650)
+WINDOW = (1400, 1540)
 
 
 def _can_load(module) -> bool:

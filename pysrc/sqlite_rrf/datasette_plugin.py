@@ -568,9 +568,9 @@ def page_script() -> str:
     choices = {"profile": [["", f"default ({d['profile']})"]] + [[p, p] for p in PROFILES],
                "pool": [["", f"default ({d['pool']})"]] + [[p, p] for p in POOLS]}
     visible = list(FORM_ORDER[:FORM_VISIBLE])
-    css = (".rows-and-columns td.col-content{min-width:24em;max-width:40em;"
+    css = (".rows-and-columns td.col-content{min-width:20em;max-width:30em;"
            "white-space:normal}"
-           ".rows-and-columns td.col-explain{min-width:22em;font-size:0.85em}"
+           ".rows-and-columns td.col-explain{min-width:25em;font-size:0.85em}"
            ".rows-and-columns td.col-explain code{white-space:pre-wrap;"
            "word-break:break-all}"
            "form.sql details.rrf-more{margin:0.5em 0}"
