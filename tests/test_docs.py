@@ -457,7 +457,7 @@ def cli_doc_problems(parser: argparse.ArgumentParser, text: str) -> List[str]:
 
 def python_api_names() -> List[str]:
     names = list(sqlite_rrf.__all__)
-    names += [n for n in vars(Store) if not n.startswith("_")]
+    names += [n for n in dir(Store) if not n.startswith("_")]  # its parts' names too
     names += [f.name for f in dataclasses.fields(RecallHit)]
     names += [f.name for f in dataclasses.fields(RecallResult)]
     names += [f.name for f in dataclasses.fields(Episode)]

@@ -1,7 +1,8 @@
 """Input checking: what the store accepts, refused with a :class:`StoreError` that names
 the field and the fault before anything is written.
 
-Episodes (:func:`episode_row`), vectors (:func:`blob`, :func:`check_dim`), text
+Episodes (:func:`episode_row`), vectors (:func:`blob`, :func:`check_dim`, and
+:func:`vector_fault` for a stored one), text
 (:func:`has_text`, :func:`check_utf8`, :func:`check_one_line` for ids and scopes) and recall options (:func:`recall_params`).
 """
 
@@ -96,6 +97,23 @@ def check_dim(n: int, expected: Optional[int], what: str = "embedding") -> int:
         raise StoreError(f"{what}: dimension mismatch: the database holds {expected}-"
                          f"dimensional embeddings, got {n}")
     return expected
+
+
+def vector_fault(emb: Any, dim: Optional[int]) -> Optional[str]:
+    """Why a stored embedding cannot be used by the vector list (None: it can): not a
+    float32 blob, a size other than ``dim``, NaN or infinite values, or a zero vector
+    (its cosine is undefined)."""
+    if not isinstance(emb, bytes) or len(emb) % 4 or not emb:
+        return "not a float32 blob"
+    v = np.frombuffer(emb, "<f4")
+    if dim is not None and v.size != dim:
+        return f"{v.size} values, the database holds {dim}"
+    if not np.isfinite(v).all():
+        i = int(np.flatnonzero(~np.isfinite(v))[0])
+        return f"{v[i]} at index {i}"
+    if not v.any():
+        return "a zero vector: its cosine is undefined"
+    return None
 
 
 def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> Dict[str, Any]:

@@ -292,9 +292,9 @@ def _dim(conn: apsw.Connection) -> Optional[int]:
 
 
 def _fault(emb: Any, dim: Optional[int]) -> Optional[str]:
-    from .store import _vector_fault
+    from .checks import vector_fault
 
-    return _vector_fault(emb, dim)
+    return vector_fault(emb, dim)
 
 
 def _sign_code(emb: bytes) -> bytes:
