@@ -15,7 +15,7 @@
   a recall with the default ``'recent'`` pool uses at most ``LARGE_BOUND_MB`` (16 MB)
   more than the open connection, at 100k and at 1M episodes — it reads the pool through
   an index, SQLite's page cache is capped by ``cache_size`` (2 MB by default), and the
-  BM25 list's ``rrf_bm25_or_top`` (csrc/bm25.c, B16) holds, for its one call per
+  BM25 list's ``rrf_bm25_or_top`` (csrc/bm25_top.c, B16) holds, for its one call per
   query, the rowids of the scanned terms' rows (8 bytes each, trimmed to their count)
   and, for dense rowids, one byte of phrase bits (up to 8 phrases; a double beyond)
   and an int per rowid between the first and the last hit: ~5 bytes per episode on

@@ -142,7 +142,7 @@ FRESH_BUILD = (f"DROP TABLE IF EXISTS temp.{FRESH}; CREATE VIRTUAL TABLE temp.{F
 #: The terms in at least half of the rows now: the words FTS5 gives its IDF floor.
 STOP_NOW = ("SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
             "WHERE 2 * doc >= (SELECT count(*) FROM episodes)")
-#: The functions of csrc/bm25.c called directly (c''): the one-call top (B16), the
+#: The functions of csrc/bm25*.c called directly (c''): the one-call top (B16), the
 #: per-row scan of the query without its stopwords (B10..B13) and of the whole query (B3).
 FN_TOP = ("SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM "
           "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
