@@ -1,10 +1,14 @@
 -- sqlite-rrf recall: one statement, hybrid retrieval over the episodes table.
 --
+-- This file is the statement of one pool and one profile (named on the line below
+-- this header, and in `params`); `sqlite-rrf sql --pool P --profile F` prints the
+-- statement of any other, e.g. `sqlite-rrf sql --profile rrf > rrf.sql`.
+--
 -- Parameters (all named; NULL or unbound means the default given in `params`, the
--- first CTE below: the one place the defaults are written):
+-- first CTE below, written from the one table of defaults in sqlite_rrf.statements):
 --   :query        the user's text (searched with FTS5 through fts5_query)
 --   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
---   :profile      how the lists are fused (docs/profiles.md):
+--   The profiles (how the lists are fused, docs/profiles.md):
 --                 'hybrid' :alpha * cosine/best cosine + (1 - :alpha) * bm25/best
 --                          bm25, recency, use and importance closing part of the
 --                          gap to the top, never past a first place in both lists
@@ -17,12 +21,12 @@
 --                 'weighted' the score blend RRF replaces: 0.5 relevance + 0.3 recency
 --                          + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25
 --                 'convex' :alpha * min-max cosine + (1 - :alpha) * min-max BM25
---   :pool         the vector pool: 'recent' (the :pool_size most recently accessed
---                 episodes), 'all' (the :pool_size nearest to :qvec of all episodes,
---                 exactly: one scan of the vectors), 'quantized' (the same, found
---                 through 1-bit codes: the :pool_size * :oversample nearest by
---                 Hamming distance, rescored exactly); a statement made for 'knn'
---                 (`sqlite-rrf sql --pool knn`) takes sqlite-vec's nearest
+--   The pools (the vector list's candidates): 'recent' (the :pool_size most recently
+--                 accessed episodes), 'all' (the :pool_size nearest to :qvec of all
+--                 episodes, exactly: one scan of the vectors), 'quantized' (the same,
+--                 found through 1-bit codes: the :pool_size * :oversample nearest by
+--                 Hamming distance, rescored exactly), 'knn' (sqlite-vec's nearest;
+--                 needs sqlite-vec and its index, sql/knn.sql)
 --   :pool_size, :oversample, :bm25_limit, :limit, :k: sizes and the RRF constant
 --   :w_bm25, :w_vec, :w_recency, :w_access: the lists' weights (0 = list off)
 --   :alpha ('hybrid', 'convex')   :min_similarity (none): drop candidates that have no
@@ -39,32 +43,34 @@
 --
 -- Needs the rrf extension (vec_cosine, vec_signbits, rrf_hamming, rrf_topk, rrf_sum,
 -- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
--- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
--- stage, pool and profile; python -m sqlite_rrf.statements --write): sqlite-rrf's
--- Store runs the statement of one pool and one profile made from the same fragments.
+-- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in
+-- sql/recall/ (one per stage, pool and profile, and the filters written once;
+-- python -m sqlite_rrf.statements --write): sqlite-rrf's Store, CLI, MCP server, hook
+-- and Datasette plugin run the statement of their pool and profile, made the same way.
+-- This statement: pool 'quantized', profile 'hybrid'.
 WITH
--- 0. Parameters with their defaults: the one place the defaults are written
---    (sqlite-rrf's Python reads them from here). k's default depends on the
---    profile: 30 for 'decay', else 60. time_from/time_to (ms, no default) is the
---    window a time expression of the query names (sqlite_rrf.timeexpr; NULL: none),
---    w_time its weight in 'hybrid'.
+-- 0. Parameters with their defaults (generated from sqlite_rrf.statements.DEFAULTS,
+--    the one place the defaults are written: python -m sqlite_rrf.statements --write).
+--    The profile and the pool are this statement's own; k's default depends on the
+--    profile. time_from/time_to (ms, no default) is the window a time expression of
+--    the query names (sqlite_rrf.timeexpr; NULL: none), w_time its weight in 'hybrid'.
 params AS (
-  SELECT coalesce(:profile, 'hybrid')    AS profile,
-         coalesce(:k, CASE :profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k,
-         coalesce(:w_bm25, 1.0)          AS w_bm25,
-         coalesce(:w_vec, 1.0)           AS w_vec,
-         coalesce(:w_recency, 0.6)       AS w_recency,
-         coalesce(:w_access, 0.4)        AS w_access,
-         coalesce(:bm25_limit, 50)       AS bm25_limit,
-         coalesce(:pool_size, 200)       AS pool_size,
-         coalesce(:pool, 'quantized')    AS pool,
-         coalesce(:oversample, 40)       AS oversample,
-         coalesce(:limit, 3)             AS result_limit,
-         coalesce(:alpha, 0.5)           AS alpha,
-         coalesce(:w_time, 0.2)          AS w_time,
-         :time_from                      AS time_from,
-         :time_to                        AS time_to,
-         :min_similarity                 AS min_similarity,
+  SELECT 'hybrid'                   AS profile,
+         coalesce(:k, 60.0)         AS k,
+         coalesce(:w_bm25, 1.0)     AS w_bm25,
+         coalesce(:w_vec, 1.0)      AS w_vec,
+         coalesce(:w_recency, 0.6)  AS w_recency,
+         coalesce(:w_access, 0.4)   AS w_access,
+         coalesce(:bm25_limit, 50)  AS bm25_limit,
+         coalesce(:pool_size, 200)  AS pool_size,
+         'quantized'                AS pool,
+         coalesce(:oversample, 40)  AS oversample,
+         coalesce(:limit, 3)        AS result_limit,
+         coalesce(:alpha, 0.5)      AS alpha,
+         coalesce(:w_time, 0.2)     AS w_time,
+         :time_from                 AS time_from,
+         :time_to                   AS time_to,
+         :min_similarity            AS min_similarity,
          coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 ),
 -- 1. Full-text hits over ALL episodes: FTS5 bm25()'s top :bm25_limit for the OR
@@ -99,8 +105,7 @@ bm25_top AS MATERIALIZED (
                                :query, s.words, 'porter unicode61') AS js
         FROM bm25_stop AS s CROSS JOIN episodes_fts
         WHERE (SELECT bm25_limit FROM params) >= 1
-          AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-          AND :until IS NULL
+          AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
           AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                           '""')
         LIMIT 1) AS t,
@@ -114,19 +119,16 @@ bm25_top AS MATERIALIZED (
            rrf_bm25_or(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params),
                        :query, s.words, 'porter unicode61') AS bm25_score
     FROM bm25_stop AS s CROSS JOIN episodes_fts
-    WHERE NOT ((SELECT bm25_limit FROM params) >= 1
-               AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-               AND :until IS NULL)
+    WHERE NOT ((SELECT bm25_limit FROM params) >= 1 AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL)
       AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                       '""')
-      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-           AND :until IS NULL
+      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
            OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                       WHERE rowid = episodes_fts.rowid
                         AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
-                        AND (:kind IS NULL OR kind = :kind)
-                        AND created_at >= coalesce(:since, created_at)
-                        AND created_at < coalesce(:until, created_at + 1)))
+                            AND (:kind IS NULL OR kind = :kind)
+                            AND created_at >= coalesce(:since, created_at)
+                            AND created_at < coalesce(:until, created_at + 1)))
     ORDER BY bm25_score, rowid
     LIMIT (SELECT bm25_limit FROM params))
 ),
@@ -155,69 +157,15 @@ bm25 AS MATERIALIZED (
           WHERE NOT x.exact
             AND episodes_fts MATCH coalesce(fts5_query(:query), '""')
             -- the filters, as in 1b
-            AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-                 AND :until IS NULL
+            AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
                  OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                             WHERE rowid = episodes_fts.rowid
-                              AND (:scope IS NULL AND :scope2 IS NULL
-                                   OR scope IN (:scope, :scope2))
-                              AND (:kind IS NULL OR kind = :kind)
-                              AND created_at >= coalesce(:since, created_at)
-                              AND created_at < coalesce(:until, created_at + 1)))
+                              AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
+                                  AND (:kind IS NULL OR kind = :kind)
+                                  AND created_at >= coalesce(:since, created_at)
+                                  AND created_at < coalesce(:until, created_at + 1)))
           ORDER BY bm25_score, rowid
           LIMIT (SELECT bm25_limit FROM params)))
-),
--- 2. The vector pool 'recent': the :pool_size most recently accessed episodes with
---    an embedding that pass the filters. With one scope (:scope or :scope2, or both
---    the same), a seek of the partial index idx_episodes_scope_accessed_at; else the
---    partial index idx_episodes_accessed_at, newest first, until :pool_size rows
---    pass (two scopes: the rows of either one). Only one of the two branches runs.
-pool_recent AS (
-  SELECT rowid
-  FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_accessed_at
-        WHERE embedding IS NOT NULL
-          AND (:scope IS NULL AND :scope2 IS NULL
-               OR :scope IS NOT NULL AND :scope2 IS NOT NULL AND :scope <> :scope2
-                  AND scope IN (:scope, :scope2))
-          AND (:kind IS NULL OR kind = :kind)
-          AND (:since IS NULL OR created_at >= :since)
-          AND (:until IS NULL OR created_at < :until)
-        ORDER BY accessed_at DESC, rowid
-        LIMIT (SELECT pool_size FROM params))
-  UNION ALL
-  SELECT rowid
-  FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_scope_accessed_at
-        WHERE embedding IS NOT NULL AND scope = coalesce(:scope, :scope2)
-          AND (:scope IS NULL OR :scope2 IS NULL OR :scope = :scope2)
-          AND (:kind IS NULL OR kind = :kind)
-          AND (:since IS NULL OR created_at >= :since)
-          AND (:until IS NULL OR created_at < :until)
-        ORDER BY accessed_at DESC, rowid
-        LIMIT (SELECT pool_size FROM params))
-),
--- 2. The vector pool 'all': the :pool_size episodes nearest to :qvec by cosine, of
---    every episode with an embedding that passes the filters, exactly, in one scan
---    of the narrow table episodes_vectors (migration 0007: vectors only, no text)
---    that keeps the best :pool_size in a bounded heap (rrf_topk; ties: smaller
---    rowid). No query vector, no scan.
-pool_all AS (
-  SELECT json_extract(j.value, '$[0]') AS rowid
-  FROM json_each((
-    SELECT rrf_topk(min(p.pool_size, 1000000), vec_cosine(v.embedding, :qvec), v.rowid)
-    FROM params AS p CROSS JOIN episodes_vectors AS v
-    WHERE :qvec IS NOT NULL AND p.pool_size > 0
-      -- stored vectors the statement cannot use (see 4.)
-      AND (:skip_vectors IS NULL
-           OR v.rowid NOT IN (SELECT value FROM json_each(:skip_vectors)))
-      -- the filters: one seek in idx_episodes_filters per row; no filter, no seek
-      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-           AND :until IS NULL
-           OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
-                      WHERE rowid = v.rowid
-                        AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
-                        AND (:kind IS NULL OR kind = :kind)
-                        AND created_at >= coalesce(:since, created_at)
-                        AND created_at < coalesce(:until, created_at + 1))))) AS j
 ),
 -- 2. The vector pool 'quantized': the same :pool_size nearest episodes as 'all',
 --    found in two stages. 2a. the :pool_size * :oversample episodes whose
@@ -238,29 +186,22 @@ pool_codes AS MATERIALIZED (
                             u.rowids, u.codes)
     FROM (
       SELECT k.rowids, k.codes FROM episodes_code_blocks AS k
-      WHERE :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-        AND :until IS NULL
+      WHERE :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
       UNION ALL
       SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_loose
-      WHERE c.block IS NULL AND c.code IS NOT NULL
-        AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-        AND :until IS NULL
+      WHERE c.block IS NULL AND c.code IS NOT NULL AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
       UNION ALL
       SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_pending
-      WHERE c.code IS NULL
-        AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-        AND :until IS NULL
+      WHERE c.code IS NULL AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL
       UNION ALL
       -- the filters, as in 1b
       SELECT c.rowid, c.code
       FROM episodes_codes AS c
         JOIN episodes AS e INDEXED BY idx_episodes_filters ON e.rowid = c.rowid
-      WHERE NOT (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-                 AND :until IS NULL)
-        AND (:scope IS NULL AND :scope2 IS NULL OR e.scope IN (:scope, :scope2))
-        AND (:kind IS NULL OR e.kind = :kind)
-        AND e.created_at >= coalesce(:since, e.created_at)
-        AND e.created_at < coalesce(:until, e.created_at + 1)) AS u
+      WHERE NOT (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL AND :until IS NULL) AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
+                                  AND (:kind IS NULL OR kind = :kind)
+                                  AND created_at >= coalesce(:since, created_at)
+                                  AND created_at < coalesce(:until, created_at + 1)) AS u
     CROSS JOIN params AS p  -- after u: u is read as it is made, not copied first
     WHERE :qvec IS NOT NULL AND p.pool_size > 0)) AS j
 ),
@@ -273,13 +214,7 @@ pool_quantized AS (
     WHERE :skip_vectors IS NULL
        OR v.rowid NOT IN (SELECT value FROM json_each(:skip_vectors)))) AS j
 ),
-pool AS (
-  SELECT s.rowid FROM params AS x CROSS JOIN pool_recent AS s WHERE x.pool = 'recent'
-  UNION ALL
-  SELECT s.rowid FROM params AS x CROSS JOIN pool_all AS s WHERE x.pool = 'all'
-  UNION ALL
-  SELECT s.rowid FROM params AS x CROSS JOIN pool_quantized AS s WHERE x.pool = 'quantized'
-),
+pool AS (SELECT rowid FROM pool_quantized),
 -- 3. Candidates: the pool plus the BM25 hits it missed (one row per rowid), so an
 --    old episode that matches the words is never dropped, each with its BM25 score
 --    and rank (NULL when it is not a hit).
@@ -364,114 +299,20 @@ score_hybrid AS (
                               / nullif(p.w_recency + p.w_access, 0), 0) AS t
               FROM ranked AS r, params AS p))
 ),
--- 6. Profile 'memory' (docs/profiles.md): RRF over the two relevance lists, times
---    a bounded multiplier from recency and use. The bound m is the largest that
---    keeps every candidate that is not first in all enabled relevance lists below
---    one that is: best = (w_b + w_v)/(k+1), runner-up <= best - min(w)(1/(k+1) -
---    1/(k+2)). The multiplier is 1 + m * (the weighted mean of the recency and
---    access RRF terms, each scaled so that rank 1 gives 1). High importance adds
---    1/(k+1) - 1/(k+11), as if the episode had moved from rank 11 to rank 1.
-memory_bound AS (
-  SELECT CASE WHEN best > 0 AND best > runner_up THEN 0.99 * (best / runner_up - 1) ELSE 0 END
-           AS max_boost
-  FROM (SELECT best, best - w_min * (1.0 / (k + 1) - 1.0 / (k + 2)) AS runner_up
-        FROM (SELECT k, (w_bm25 + w_vec) / (k + 1) AS best,
-                     CASE WHEN w_bm25 > 0 AND w_vec > 0 THEN min(w_bm25, w_vec)
-                          ELSE max(w_bm25, w_vec) END AS w_min
-              FROM params))
+-- 8. The returned rows (top_lists) with the profile's explanation: the relevance blend's
+--    inputs (each list's score relative to the best, and :alpha) and the nudge of
+--    recency, use and importance.
+explain_hybrid AS (
+  SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank,
+         l.access_rank, l.similarity, l.bm25_score,
+         json_object('relevance', json_object('cosine', l.cos_norm, 'bm25', l.bm25_norm,
+                                              'alpha', p.alpha),
+                     'recency_access_importance', json_object('nudge', l.multiplier))
+           AS explain
+  FROM top_lists AS l, params AS p
+  GROUP BY l.rowid
 ),
-score_memory AS (
-  SELECT rowid, coalesce(rrf2, 0) * multiplier + boost AS score, boost, multiplier,
-         NULL AS cos_norm, NULL AS bm25_norm
-  FROM (SELECT r.rowid,
-               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
-                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec) AS rrf2,
-               1 + b.max_boost * coalesce(
-                     (p.w_recency * (p.k + 1) / (p.k + r.recency_rank)
-                      + p.w_access * (p.k + 1) / (p.k + r.access_rank))
-                     / nullif(p.w_recency + p.w_access, 0), 0) AS multiplier,
-               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
-                    ELSE 0 END AS boost
-        FROM ranked AS r, params AS p, memory_bound AS b)
-),
--- 6. Profile 'rrf' (DESIGN.md): weighted RRF over all four lists; a list whose
---    weight is 0 contributes nothing. High importance adds 1/(k+1) - 1/(k+11).
-score_rrf AS (
-  SELECT rowid, coalesce(rrf4, 0) + boost AS score, boost, NULL AS multiplier,
-         NULL AS cos_norm, NULL AS bm25_norm
-  FROM (SELECT r.rowid,
-               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
-                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec,
-                       CASE WHEN p.w_recency > 0 THEN r.recency_rank END, p.w_recency,
-                       CASE WHEN p.w_access > 0 THEN r.access_rank END, p.w_access) AS rrf4,
-               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
-                    ELSE 0 END AS boost
-        FROM ranked AS r, params AS p)
-),
--- 6. Profile 'decay': four-list RRF (k 30 unless :k) times 1 + 0.3 exp(-age_days/30)
---    and the lifecycle multipliers (NULL = 1). High importance adds 1/(k+1) - 1/(k+11).
-score_decay AS (
-  SELECT rowid, coalesce(rrf4, 0) * (1 + 0.3 * exp(-age_days / 30.0))
-                * coalesce(strength, 1) * coalesce(depth, 1)
-                * coalesce(session_spread, 1) * coalesce(stability, 1) + boost AS score,
-         boost, NULL AS multiplier, NULL AS cos_norm, NULL AS bm25_norm
-  FROM (SELECT r.rowid, r.age_days, e.strength, e.depth, e.session_spread, e.stability,
-               rrf_sum(p.k, CASE WHEN p.w_bm25 > 0 THEN r.bm25_rank END, p.w_bm25,
-                       CASE WHEN p.w_vec > 0 THEN r.vec_rank END, p.w_vec,
-                       CASE WHEN p.w_recency > 0 THEN r.recency_rank END, p.w_recency,
-                       CASE WHEN p.w_access > 0 THEN r.access_rank END, p.w_access) AS rrf4,
-               CASE WHEN r.importance = 'high' THEN 1.0 / (p.k + 1) - 1.0 / (p.k + 11)
-                    ELSE 0 END AS boost
-        FROM ranked AS r CROSS JOIN episodes AS e ON e.rowid = r.rowid, params AS p)
-),
--- 6. Profile 'weighted': the score blend RRF replaces, 0.5 relevance + 0.3 recency
---    + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25 (floored at 0.3 for high
---    importance). bm25 is scaled to [0, 1] over the hits, best = 1; a lone hit (or
---    all tied) gets 0.5, no hit 0.
-score_weighted AS (
-  SELECT rowid,
-         0.5 * max(0.7 * coalesce(similarity, 0) + 0.3 * bm25_norm,
-                   CASE WHEN importance = 'high' THEN 0.3 ELSE 0 END)
-         + 0.3 * exp(-0.6931471805599453 / 30 * max(age_days, 0))
-         + 0.2 * (access_count + 1.0) / (max_access_count + 1.0) AS score,
-         0 AS boost, NULL AS multiplier, NULL AS cos_norm, bm25_norm
-  FROM (SELECT rowid, similarity, importance, age_days, access_count,
-               CASE WHEN bm25_score IS NULL THEN 0.0
-                    ELSE coalesce((max(bm25_score) OVER () - bm25_score)
-                                  / nullif(max(bm25_score) OVER () - min(bm25_score) OVER (), 0),
-                                  0.5) END AS bm25_norm,
-               max(access_count) OVER () AS max_access_count
-        FROM ranked)
-),
--- 6. Profile 'convex': :alpha * min-max cosine + (1 - :alpha) * min-max BM25, both
---    scaled to [0, 1] over the candidates (cosine: 0 where there is none, 1 when
---    all are equal; bm25: best hit 1, a lone hit 0.5, no hit 0).
-score_convex AS (
-  SELECT n.rowid, p.alpha * n.cos_norm + (1 - p.alpha) * n.bm25_norm AS score,
-         0 AS boost, NULL AS multiplier, n.cos_norm, n.bm25_norm
-  FROM (SELECT rowid,
-               coalesce((similarity - min(similarity) OVER ())
-                        / nullif(max(similarity) OVER () - min(similarity) OVER (), 0),
-                        CASE WHEN similarity IS NOT NULL THEN 1.0 END, 0.0) AS cos_norm,
-               CASE WHEN bm25_score IS NULL THEN 0.0
-                    ELSE coalesce((max(bm25_score) OVER () - bm25_score)
-                                  / nullif(max(bm25_score) OVER () - min(bm25_score) OVER (), 0),
-                                  0.5) END AS bm25_norm
-        FROM ranked) AS n, params AS p
-),
-scores AS (
-  SELECT s.* FROM params AS x CROSS JOIN score_hybrid AS s WHERE x.profile = 'hybrid'
-  UNION ALL
-  SELECT s.* FROM params AS x CROSS JOIN score_memory AS s WHERE x.profile = 'memory'
-  UNION ALL
-  SELECT s.* FROM params AS x CROSS JOIN score_rrf AS s WHERE x.profile = 'rrf'
-  UNION ALL
-  SELECT s.* FROM params AS x CROSS JOIN score_decay AS s WHERE x.profile = 'decay'
-  UNION ALL
-  SELECT s.* FROM params AS x CROSS JOIN score_weighted AS s WHERE x.profile = 'weighted'
-  UNION ALL
-  SELECT s.* FROM params AS x CROSS JOIN score_convex AS s WHERE x.profile = 'convex'
-),
+scores AS (SELECT * FROM score_hybrid),
 -- 7. The best :limit candidates by the profile's score (scores); ties broken by
 --    similarity, then recency, use, rowid. Nothing to match (no BM25 hit and no
 --    query vector): no episode, not the most recent.
@@ -497,36 +338,7 @@ top_lists AS (
        (SELECT 'bm25' AS list UNION ALL SELECT 'vector' UNION ALL SELECT 'recency'
         UNION ALL SELECT 'access') AS l
 ),
--- 8. The returned rows with the profile's explanation: for the RRF profiles each
---    list's rank, weight and contribution ('memory': the two relevance lists, and
---    its multiplier), for 'hybrid' and the blends their inputs. (One CTE for every profile: a
---    handful of rows, and a statement that chooses its profile at run time stays
---    within SQLite's limits on nested queries.)
-explain AS (
-  SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank, l.access_rank,
-         l.similarity, l.bm25_score,
-         CASE p.profile
-           WHEN 'memory' THEN json_set(
-             coalesce(rrf_explain(l.list, CASE WHEN l.weight > 0
-                                                    AND l.list IN ('bm25', 'vector')
-                                               THEN l.rank END, l.weight, p.k), '{}'),
-             '$.recency_access', json_object('multiplier', l.multiplier))
-           WHEN 'weighted' THEN json_object('similarity', l.similarity,
-                                            'bm25_norm', l.bm25_norm,
-                                            'age_days', l.age_days,
-                                            'access_count', l.access_count)
-           WHEN 'hybrid' THEN json_object('relevance', json_object(
-                                             'cosine', l.cos_norm, 'bm25', l.bm25_norm,
-                                             'alpha', p.alpha),
-                                           'recency_access_importance', json_object(
-                                             'nudge', l.multiplier))
-           WHEN 'convex' THEN json_object('cos_norm', l.cos_norm, 'bm25_norm', l.bm25_norm,
-                                          'alpha', p.alpha)
-           ELSE rrf_explain(l.list, CASE WHEN l.weight > 0 THEN l.rank END, l.weight, p.k)
-         END AS explain
-  FROM top_lists AS l, params AS p
-  GROUP BY l.rowid
-)
+explain AS (SELECT * FROM explain_hybrid)
 -- 9. The returned rows (explain: top's rows with the profile's explanation), best
 --    first, with high importance's boost added to the explanation.
 SELECT e.id,

@@ -103,8 +103,12 @@ def test_knn_statement_is_recall_sql_with_the_knn_pool():
     plain, knn = recall_statement(), recall_statement("knn")
     assert plain == read_sql("recall.sql")
     assert "FROM episodes_vec\n" in knn and "FROM episodes_vec\n" not in plain
-    # the same fragments but the pool: the BM25 list before it, the fusion after it
-    assert knn.split("-- 2. The vector pool")[0] == plain.split("-- 2. The vector pool")[0]
+    # the same fragments but the pool (and params, which names it): the BM25 list before
+    # it, the fusion after it
+    def bm25(sql):
+        return sql.split("-- 1. Full-text hits")[1].split("-- 2. The vector pool")[0]
+
+    assert bm25(knn) == bm25(plain)
     assert knn.split("-- 3. Candidates")[1] == plain.split("-- 3. Candidates")[1]
 
 

@@ -228,7 +228,7 @@ def test_partial_index_on_accessed_at(tmp_path):
 
 
 def _pool_subquery(sql: str) -> str:
-    """The 'recent' pool's inner SELECT, cut out of recall.sql, with the params
+    """The 'recent' pool's inner SELECT, cut out of its statement, with the params
     lookup replaced by a named parameter."""
     m = re.search(r"\bpool_recent\s+AS\s*\(", sql, re.I)
     assert m, "recall.sql has no pool CTE"
@@ -260,8 +260,9 @@ def _seed_for_plans(conn, n=300, analyze=True):
 def test_pool_query_uses_the_partial_index(tmp_path):
     conn = migrated(tmp_path / "m.db")
     _seed_for_plans(conn)
-    with open(RECALL_SQL, encoding="utf-8") as f:
-        pool = _pool_subquery(f.read())
+    from sqlite_rrf.statements import recall_statement
+
+    pool = _pool_subquery(recall_statement("recent"))
     unset = {"scope": None, "scope2": None, "kind": None, "since": None,
              "until": None}  # no filter
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + pool,
@@ -283,8 +284,9 @@ def test_whole_recall_statement_reads_the_partial_index(tmp_path):
     conn = migrated(tmp_path / "m.db")
     sqlite_rrf.load(conn)
     _seed_for_plans(conn, analyze=False)  # as a fresh database is: no sqlite_stat1
-    with open(RECALL_SQL, encoding="utf-8") as f:
-        sql = f.read()
+    from sqlite_rrf.statements import recall_statement
+
+    sql = recall_statement("recent")  # the 'recent' pool's statement
     params = dict.fromkeys(set(re.findall(r"(?<!:):(\w+)", sql)))  # every named parameter
     params["query"] = "topic"
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]

@@ -17,7 +17,7 @@ import pytest
 import sqlite_rrf
 from sqlite_rrf.resources import read_sql
 from sqlite_rrf.resources import recall_parameters
-from sqlite_rrf.statements import recall_defaults
+from sqlite_rrf.statements import recall_defaults, recall_statement
 from sqlite_rrf.store import Store, StoreError
 
 DIM = 16
@@ -205,14 +205,16 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
 
 
 def run_recall(conn, query, qvec, **params):
-    """sql/recall.sql through apsw, as dicts."""
+    """The recall statement of the pool and profile asked (default: 'recent', 'rrf';
+    None: the default one's, sql/recall.sql) through apsw, as dicts."""
     names = ("id content score bm25_rank vec_rank recency_rank access_rank similarity "
              "bm25_score explain importance created_at accessed_at access_count rowid").split()
     b = dict.fromkeys(recall_parameters())  # every parameter, None = the default
     b.update({"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
               "profile": "rrf", "pool": "recent", "now": NOW})
     b.update(params)
-    return [dict(zip(names, r)) for r in conn.execute(read_sql("recall.sql"), b)]
+    sql = recall_statement(b["pool"], b["profile"])
+    return [dict(zip(names, r)) for r in conn.execute(sql, b)]
 
 
 def assert_same(got, want):
@@ -853,31 +855,24 @@ def test_a_tiny_scope_gets_a_full_bm25_list(filter_db):
     assert all(h.id for h in hits)
 
 
-def test_each_pool_and_profile_statement_equals_the_shipped_one(tmp_path):
-    """The statement Store runs for one pool and one profile (composed from the same
-    fragments) returns exactly what sql/recall.sql returns with :pool and :profile
-    bound, explanations included."""
-    from sqlite_rrf.statements import POOLS, PROFILES, recall_statement
-    from sqlite_rrf.resources import statement_params
+def test_each_pool_and_profile_statement_equals_the_reference(tmp_path):
+    """The statement of each pool and profile (what Store, the CLI, MCP and Datasette
+    run; sql/recall.sql is the default one's) returns what the Python reference
+    computes, explanations included."""
+    from sqlite_rrf.statements import POOLS, PROFILES
 
     rng = np.random.default_rng(5)
     with Store(tmp_path / "s.db") as s:
         s.add_many(make_episodes(300, rng))
-        shipped = read_sql("recall.sql")
-        assert shipped == recall_statement()
+        assert read_sql("recall.sql") == recall_statement()
         for query, qvec in (("alpha omega", rng.normal(size=DIM)), ("sigma", None),
                             ("", rng.normal(size=DIM))):
-            qblob = None if qvec is None else np.asarray(qvec, "<f4").tobytes()
             for pool in POOLS:
                 for profile in PROFILES:
-                    b = {"query": query, "qvec": qblob, "pool": pool, "profile": profile,
-                         "limit": 25, "pool_size": 40, "oversample": 2, "now": NOW}
-                    own = recall_statement(pool, profile)
-                    got = s.conn.execute(own, {n: b.get(n) for n in statement_params(own)}
-                                         ).fetchall()
-                    want = s.conn.execute(shipped, {n: b.get(n) for n in
-                                                    statement_params(shipped)}).fetchall()
-                    assert got == want, (pool, profile, query)
+                    kw = dict(pool=pool, profile=profile, limit=25, pool_size=40,
+                              oversample=2)
+                    got = run_recall(s.conn, query, qvec, **kw)
+                    assert_same(got, reference_recall(s.conn, query, qvec, **kw))
                     assert len(got) > 0 or not query.strip() and qvec is None
 
 

@@ -1,11 +1,13 @@
 """The recall statements' composition (pysrc/sqlite_rrf/statements.py) and the rule that
-every recall default is written once, in sql/recall/params.sql.
+every recall default is written once, in the table sqlite_rrf.statements.DEFAULTS.
 
-- recall_defaults(), which reads params.sql as text (so that ``--help`` needs no
-  SQLite), equals what SQLite computes from the same CTE with every parameter unbound,
-  for every profile;
-- the shipped sql/recall.sql is the composition that chooses pool and profile at run
-  time, and every (pool, profile) statement prepares;
+- recall_defaults(), which reads that table, equals what SQLite computes from the
+  ``params`` CTE written from it with every parameter unbound, for every profile;
+- the shipped sql/recall.sql (the statement of the default pool and profile) and
+  sql/recall/params.sql are current (``python -m sqlite_rrf.statements --write``);
+- every (pool, profile) statement prepares, under SQLite's default limits and with
+  SQLITE_LIMIT_EXPR_DEPTH at half its default, and holds only its own pool and profile;
+- the filters are written once (sql/recall/filter.sql, no_filter.sql);
 - no Python module and no other SQL fragment restates a default: a ``default N`` (or
   ``defaults N, …``) in the package whose N is a recall default fails here, as does a
   keyword default equal to one in a signature that takes a recall option.
@@ -22,7 +24,7 @@ import pytest
 
 import sqlite_rrf
 from sqlite_rrf.resources import read_sql, statement_params
-from sqlite_rrf.statements import (POOL_MODES, POOLS, PROFILES, recall_defaults,
+from sqlite_rrf.statements import (POOL_MODES, PROFILES, main, params_cte, recall_defaults,
                                    recall_statement)
 
 PKG = Path(sqlite_rrf.__file__).parent
@@ -31,7 +33,8 @@ SQL = Path(__file__).resolve().parent.parent / "sql"
 
 def sql_defaults(profile):
     conn = apsw.Connection(":memory:")
-    sql = "WITH " + read_sql("recall/params.sql").strip() + " SELECT * FROM params"
+    d = recall_defaults()
+    sql = "WITH " + params_cte(d["pool"], profile or d["profile"]) + " SELECT * FROM params"
     b = dict.fromkeys(statement_params(sql))
     b["profile"] = profile
     cur = conn.execute(sql, b)
@@ -40,42 +43,120 @@ def sql_defaults(profile):
 
 
 @pytest.mark.parametrize("profile", [None, *PROFILES])
-def test_defaults_read_as_text_equal_what_sqlite_computes(profile):
+def test_defaults_equal_what_sqlite_computes(profile):
     want = sql_defaults(profile)
     assert want.pop("min_similarity") is None
     # the query's time window has no default: no window
     assert want.pop("time_from") is None and want.pop("time_to") is None
     want.pop("now_ms")
     got = recall_defaults(profile)
-    assert got.pop("profile") == sql_defaults(None)["profile"]  # the default profile
-    assert want.pop("profile") == (profile or got_default_profile())
+    # the statement's own profile; recall_defaults names the default one
+    assert want.pop("profile") == (profile or got["profile"])
+    assert got.pop("profile") == sql_defaults(None)["profile"]
     assert got == want
     assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in want.items()}
 
 
-def got_default_profile():
-    return sql_defaults(None)["profile"]
+def test_a_default_is_changed_in_one_place(monkeypatch):
+    """The table is the source: a change there is what the statement and
+    recall_defaults() both say (nothing else holds the value)."""
+    from sqlite_rrf import statements
+
+    table = tuple((p, c, 7 if c == "result_limit" else v) for p, c, v in statements.DEFAULTS)
+    monkeypatch.setattr(statements, "DEFAULTS", table)
+    assert recall_defaults()["result_limit"] == 7
+    assert sql_defaults(None)["result_limit"] == 7
 
 
-def test_shipped_statement_is_the_run_time_composition():
-    assert read_sql("recall.sql") == recall_statement()
+def test_shipped_files_are_current():
+    """sql/recall.sql and sql/recall/params.sql are what --write writes now."""
+    d = recall_defaults()
+    assert read_sql("recall.sql") == recall_statement() == recall_statement(d["pool"],
+                                                                            d["profile"])
+    assert read_sql("recall/params.sql") == params_cte(d["pool"], d["profile"]) + "\n"
 
 
-@pytest.mark.parametrize("pool", POOLS)
-@pytest.mark.parametrize("profile", PROFILES)
-def test_every_pool_and_profile_statement_prepares_and_is_smaller(pool, profile):
+def test_write_rewrites_both_files(tmp_path, monkeypatch):
+    from sqlite_rrf import statements
+
+    (tmp_path / "recall").mkdir()
+    monkeypatch.setattr(statements, "sql_dir", lambda: str(tmp_path))
+    assert main(["--write"]) == 0
+    assert (tmp_path / "recall.sql").read_text(encoding="utf-8") == read_sql("recall.sql")
+    assert ((tmp_path / "recall" / "params.sql").read_text(encoding="utf-8")
+            == read_sql("recall/params.sql"))
+
+
+def _connection(pool: str) -> apsw.Connection:
     conn = apsw.Connection(":memory:")
     sqlite_rrf.load(conn)
     from sqlite_rrf.migrations import migrate
 
     migrate(conn)
+    if pool == "knn":
+        pytest.importorskip("sqlite_vec", reason="the 'knn' pool needs sqlite-vec")
+        from sqlite_rrf.knn import load_sqlite_vec
+
+        load_sqlite_vec(conn)
+        conn.execute(read_sql("knn.sql").replace("{dim}", "4"))
+    return conn
+
+
+#: SQLite's default SQLITE_LIMIT_EXPR_DEPTH (SQLITE_MAX_EXPR_DEPTH)
+DEFAULT_EXPR_DEPTH = 1000
+
+
+@pytest.mark.parametrize("depth", [None, DEFAULT_EXPR_DEPTH // 2])
+@pytest.mark.parametrize("pool", POOL_MODES)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_statement_prepares_within_half_the_depth_limit(pool, profile, depth):
+    conn = _connection(pool)
+    if depth is not None:
+        assert conn.limit(apsw.SQLITE_LIMIT_EXPR_DEPTH, -1) == DEFAULT_EXPR_DEPTH
+        conn.limit(apsw.SQLITE_LIMIT_EXPR_DEPTH, depth)
+        assert conn.limit(apsw.SQLITE_LIMIT_EXPR_DEPTH, -1) == depth
     own = recall_statement(pool, profile)
     conn.execute("EXPLAIN " + own, dict.fromkeys(statement_params(own))).fetchall()
-    assert len(own) < len(recall_statement())
     # only its own pool and profile are in it
     assert f"pool_{pool} AS" in own and f"score_{profile} AS" in own
+    assert f"explain_{profile} AS" in own
     assert not [p for p in POOL_MODES if p != pool and f"pool_{p} AS" in own]
-    assert not [p for p in PROFILES if p != profile and f"score_{p} AS" in own]
+    assert not [p for p in PROFILES if p != profile
+                and (f"score_{p} AS" in own or f"explain_{p} AS" in own)]
+    # nor a parameter that would choose another one
+    assert not {"pool", "profile"} & set(statement_params(own))
+
+
+def test_the_depth_check_can_fail():
+    """The limit is enforced on these statements: 40 is too little."""
+    conn = _connection("quantized")
+    conn.limit(apsw.SQLITE_LIMIT_EXPR_DEPTH, 40)
+    sql = recall_statement()
+    with pytest.raises(apsw.SQLError, match="too deep|too large"):
+        conn.execute("EXPLAIN " + sql, dict.fromkeys(statement_params(sql))).fetchall()
+
+
+def _predicate(name: str) -> str:
+    return "\n".join(l for l in read_sql(f"recall/{name}.sql").splitlines()
+                     if not l.startswith("--")).strip()
+
+
+def test_the_filters_are_written_once():
+    """The filter predicate and its 'no filter' test are in their own fragment only;
+    every other fragment says {filter} / {no_filter}, and each statement has them
+    where the fragments say so."""
+    pieces = {"filter": "scope IN (:scope, :scope2)", "no_filter": ":kind IS NULL AND"}
+    for path in sorted((SQL / "recall").glob("*.sql")):
+        text = path.read_text(encoding="utf-8")
+        for name, piece in pieces.items():
+            assert text.count(piece) == (path.stem == name), (path.name, piece)
+    for pool in POOL_MODES:
+        used = read_sql("recall/bm25.sql") + read_sql(f"recall/pool_{pool}.sql")
+        own = recall_statement(pool, "rrf")
+        for name in pieces:
+            n = used.count("{" + name + "}")
+            assert n >= 1 and own.count(_predicate(name).splitlines()[-1]) == n, (pool, name)
+        assert "{filter}" not in own and "{no_filter}" not in own
 
 
 def test_unknown_pool_or_profile_is_refused():
@@ -144,23 +225,3 @@ def test_the_restatement_check_can_fail():
             f'def recall(self, query, limit={d["result_limit"]}): pass\n'
             f'"""the fusion (default {d["profile"]})"""\n')
     assert len(restatements(text, "x.py")) == 3
-
-
-def test_shipped_statement_prepares_with_room_for_one_more_profile():
-    """SQLite (3.5x) limits how much a statement may expand its CTEs; each profile of
-    the run-time-choosing statement expands `ranked` once more. The shipped file must
-    prepare, with room for one more profile (one more expansion of `ranked`)."""
-    conn = apsw.Connection(":memory:")
-    sqlite_rrf.load(conn)
-    from sqlite_rrf.migrations import migrate
-
-    migrate(conn)
-    sql = recall_statement()
-    b = dict.fromkeys(statement_params(sql))
-    conn.execute("EXPLAIN " + sql, b).fetchall()
-    head, final = sql.split("-- 9. ")
-    extra = ",\n".join(f"spare{i} AS (SELECT count(*) AS c FROM ranked)" for i in range(1))
-    grown = (head.rstrip().rstrip(",") + ",\n" + extra + "\n-- 9. "
-             + final.replace("FROM explain AS t", "FROM explain AS t, spare0"))
-    assert grown != sql
-    conn.execute("EXPLAIN " + grown, b).fetchall()

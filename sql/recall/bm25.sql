@@ -30,8 +30,7 @@ bm25_top AS MATERIALIZED (
                                :query, s.words, 'porter unicode61') AS js
         FROM bm25_stop AS s CROSS JOIN episodes_fts
         WHERE (SELECT bm25_limit FROM params) >= 1
-          AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-          AND :until IS NULL
+          AND {no_filter}
           AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                           '""')
         LIMIT 1) AS t,
@@ -45,19 +44,13 @@ bm25_top AS MATERIALIZED (
            rrf_bm25_or(episodes_fts, (SELECT nullif(max(bm25_limit, 0), 0) FROM params),
                        :query, s.words, 'porter unicode61') AS bm25_score
     FROM bm25_stop AS s CROSS JOIN episodes_fts
-    WHERE NOT ((SELECT bm25_limit FROM params) >= 1
-               AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-               AND :until IS NULL)
+    WHERE NOT ((SELECT bm25_limit FROM params) >= 1 AND {no_filter})
       AND episodes_fts MATCH coalesce(fts5_query(:query, 'or', s.words, 'porter unicode61'),
                                       '""')
-      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-           AND :until IS NULL
+      AND ({no_filter}
            OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                       WHERE rowid = episodes_fts.rowid
-                        AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
-                        AND (:kind IS NULL OR kind = :kind)
-                        AND created_at >= coalesce(:since, created_at)
-                        AND created_at < coalesce(:until, created_at + 1)))
+                        AND {filter}))
     ORDER BY bm25_score, rowid
     LIMIT (SELECT bm25_limit FROM params))
 ),
@@ -86,15 +79,10 @@ bm25 AS MATERIALIZED (
           WHERE NOT x.exact
             AND episodes_fts MATCH coalesce(fts5_query(:query), '""')
             -- the filters, as in 1b
-            AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-                 AND :until IS NULL
+            AND ({no_filter}
                  OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
                             WHERE rowid = episodes_fts.rowid
-                              AND (:scope IS NULL AND :scope2 IS NULL
-                                   OR scope IN (:scope, :scope2))
-                              AND (:kind IS NULL OR kind = :kind)
-                              AND created_at >= coalesce(:since, created_at)
-                              AND created_at < coalesce(:until, created_at + 1)))
+                              AND {filter}))
           ORDER BY bm25_score, rowid
           LIMIT (SELECT bm25_limit FROM params)))
 )

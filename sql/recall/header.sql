@@ -1,10 +1,14 @@
 -- sqlite-rrf recall: one statement, hybrid retrieval over the episodes table.
 --
+-- This file is the statement of one pool and one profile (named on the line below
+-- this header, and in `params`); `sqlite-rrf sql --pool P --profile F` prints the
+-- statement of any other, e.g. `sqlite-rrf sql --profile rrf > rrf.sql`.
+--
 -- Parameters (all named; NULL or unbound means the default given in `params`, the
--- first CTE below: the one place the defaults are written):
+-- first CTE below, written from the one table of defaults in sqlite_rrf.statements):
 --   :query        the user's text (searched with FTS5 through fts5_query)
 --   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
---   :profile      how the lists are fused (docs/profiles.md):
+--   The profiles (how the lists are fused, docs/profiles.md):
 --                 'hybrid' :alpha * cosine/best cosine + (1 - :alpha) * bm25/best
 --                          bm25, recency, use and importance closing part of the
 --                          gap to the top, never past a first place in both lists
@@ -17,12 +21,12 @@
 --                 'weighted' the score blend RRF replaces: 0.5 relevance + 0.3 recency
 --                          + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25
 --                 'convex' :alpha * min-max cosine + (1 - :alpha) * min-max BM25
---   :pool         the vector pool: 'recent' (the :pool_size most recently accessed
---                 episodes), 'all' (the :pool_size nearest to :qvec of all episodes,
---                 exactly: one scan of the vectors), 'quantized' (the same, found
---                 through 1-bit codes: the :pool_size * :oversample nearest by
---                 Hamming distance, rescored exactly); a statement made for 'knn'
---                 (`sqlite-rrf sql --pool knn`) takes sqlite-vec's nearest
+--   The pools (the vector list's candidates): 'recent' (the :pool_size most recently
+--                 accessed episodes), 'all' (the :pool_size nearest to :qvec of all
+--                 episodes, exactly: one scan of the vectors), 'quantized' (the same,
+--                 found through 1-bit codes: the :pool_size * :oversample nearest by
+--                 Hamming distance, rescored exactly), 'knn' (sqlite-vec's nearest;
+--                 needs sqlite-vec and its index, sql/knn.sql)
 --   :pool_size, :oversample, :bm25_limit, :limit, :k: sizes and the RRF constant
 --   :w_bm25, :w_vec, :w_recency, :w_access: the lists' weights (0 = list off)
 --   :alpha ('hybrid', 'convex')   :min_similarity (none): drop candidates that have no
@@ -39,6 +43,7 @@
 --
 -- Needs the rrf extension (vec_cosine, vec_signbits, rrf_hamming, rrf_topk, rrf_sum,
 -- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
--- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in sql/recall/ (one per
--- stage, pool and profile; python -m sqlite_rrf.statements --write): sqlite-rrf's
--- Store runs the statement of one pool and one profile made from the same fragments.
+-- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in
+-- sql/recall/ (one per stage, pool and profile, and the filters written once;
+-- python -m sqlite_rrf.statements --write): sqlite-rrf's Store, CLI, MCP server, hook
+-- and Datasette plugin run the statement of their pool and profile, made the same way.

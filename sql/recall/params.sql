@@ -1,24 +1,24 @@
--- 0. Parameters with their defaults: the one place the defaults are written
---    (sqlite-rrf's Python reads them from here). k's default depends on the
---    profile: 30 for 'decay', else 60. time_from/time_to (ms, no default) is the
---    window a time expression of the query names (sqlite_rrf.timeexpr; NULL: none),
---    w_time its weight in 'hybrid'.
+-- 0. Parameters with their defaults (generated from sqlite_rrf.statements.DEFAULTS,
+--    the one place the defaults are written: python -m sqlite_rrf.statements --write).
+--    The profile and the pool are this statement's own; k's default depends on the
+--    profile. time_from/time_to (ms, no default) is the window a time expression of
+--    the query names (sqlite_rrf.timeexpr; NULL: none), w_time its weight in 'hybrid'.
 params AS (
-  SELECT coalesce(:profile, 'hybrid')    AS profile,
-         coalesce(:k, CASE :profile WHEN 'decay' THEN 30.0 ELSE 60.0 END) AS k,
-         coalesce(:w_bm25, 1.0)          AS w_bm25,
-         coalesce(:w_vec, 1.0)           AS w_vec,
-         coalesce(:w_recency, 0.6)       AS w_recency,
-         coalesce(:w_access, 0.4)        AS w_access,
-         coalesce(:bm25_limit, 50)       AS bm25_limit,
-         coalesce(:pool_size, 200)       AS pool_size,
-         coalesce(:pool, 'quantized')    AS pool,
-         coalesce(:oversample, 40)       AS oversample,
-         coalesce(:limit, 3)             AS result_limit,
-         coalesce(:alpha, 0.5)           AS alpha,
-         coalesce(:w_time, 0.2)          AS w_time,
-         :time_from                      AS time_from,
-         :time_to                        AS time_to,
-         :min_similarity                 AS min_similarity,
+  SELECT 'hybrid'                   AS profile,
+         coalesce(:k, 60.0)         AS k,
+         coalesce(:w_bm25, 1.0)     AS w_bm25,
+         coalesce(:w_vec, 1.0)      AS w_vec,
+         coalesce(:w_recency, 0.6)  AS w_recency,
+         coalesce(:w_access, 0.4)   AS w_access,
+         coalesce(:bm25_limit, 50)  AS bm25_limit,
+         coalesce(:pool_size, 200)  AS pool_size,
+         'quantized'                AS pool,
+         coalesce(:oversample, 40)  AS oversample,
+         coalesce(:limit, 3)        AS result_limit,
+         coalesce(:alpha, 0.5)      AS alpha,
+         coalesce(:w_time, 0.2)     AS w_time,
+         :time_from                 AS time_from,
+         :time_to                   AS time_to,
+         :min_similarity            AS min_similarity,
          coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
 )

@@ -13,12 +13,7 @@ pool_all AS (
       AND (:skip_vectors IS NULL
            OR v.rowid NOT IN (SELECT value FROM json_each(:skip_vectors)))
       -- the filters: one seek in idx_episodes_filters per row; no filter, no seek
-      AND (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-           AND :until IS NULL
+      AND ({no_filter}
            OR EXISTS (SELECT 1 FROM episodes INDEXED BY idx_episodes_filters
-                      WHERE rowid = v.rowid
-                        AND (:scope IS NULL AND :scope2 IS NULL OR scope IN (:scope, :scope2))
-                        AND (:kind IS NULL OR kind = :kind)
-                        AND created_at >= coalesce(:since, created_at)
-                        AND created_at < coalesce(:until, created_at + 1))))) AS j
+                      WHERE rowid = v.rowid AND {filter})))) AS j
 )

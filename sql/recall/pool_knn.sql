@@ -11,18 +11,12 @@ pool_knn AS MATERIALIZED (
         FROM episodes_vec
         WHERE embedding MATCH :qvec
           AND k = (SELECT pool_size FROM params))
-  WHERE :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-    AND :until IS NULL
+  WHERE {no_filter}
   UNION ALL
   SELECT rowid
   FROM (SELECT e.rowid FROM episodes AS e
-        WHERE NOT (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-                   AND :until IS NULL)
-          AND e.embedding IS NOT NULL
-          AND (:scope IS NULL AND :scope2 IS NULL OR e.scope IN (:scope, :scope2))
-          AND (:kind IS NULL OR e.kind = :kind)
-          AND (:since IS NULL OR e.created_at >= :since)
-          AND (:until IS NULL OR e.created_at < :until)
+        WHERE NOT ({no_filter}) AND e.embedding IS NOT NULL
+          AND {filter}
         ORDER BY vec_cosine(e.embedding, :qvec) DESC, e.rowid
         LIMIT (SELECT pool_size FROM params))
 )

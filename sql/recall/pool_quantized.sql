@@ -17,29 +17,19 @@ pool_codes AS MATERIALIZED (
                             u.rowids, u.codes)
     FROM (
       SELECT k.rowids, k.codes FROM episodes_code_blocks AS k
-      WHERE :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-        AND :until IS NULL
+      WHERE {no_filter}
       UNION ALL
       SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_loose
-      WHERE c.block IS NULL AND c.code IS NOT NULL
-        AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-        AND :until IS NULL
+      WHERE c.block IS NULL AND c.code IS NOT NULL AND {no_filter}
       UNION ALL
       SELECT c.rowid, c.code FROM episodes_codes AS c INDEXED BY idx_episodes_codes_pending
-      WHERE c.code IS NULL
-        AND :scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-        AND :until IS NULL
+      WHERE c.code IS NULL AND {no_filter}
       UNION ALL
       -- the filters, as in 1b
       SELECT c.rowid, c.code
       FROM episodes_codes AS c
         JOIN episodes AS e INDEXED BY idx_episodes_filters ON e.rowid = c.rowid
-      WHERE NOT (:scope IS NULL AND :scope2 IS NULL AND :kind IS NULL AND :since IS NULL
-                 AND :until IS NULL)
-        AND (:scope IS NULL AND :scope2 IS NULL OR e.scope IN (:scope, :scope2))
-        AND (:kind IS NULL OR e.kind = :kind)
-        AND e.created_at >= coalesce(:since, e.created_at)
-        AND e.created_at < coalesce(:until, e.created_at + 1)) AS u
+      WHERE NOT ({no_filter}) AND {filter}) AS u
     CROSS JOIN params AS p  -- after u: u is read as it is made, not copied first
     WHERE :qvec IS NOT NULL AND p.pool_size > 0)) AS j
 ),

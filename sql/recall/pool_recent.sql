@@ -7,22 +7,19 @@ pool_recent AS (
   SELECT rowid
   FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_accessed_at
         WHERE embedding IS NOT NULL
+          -- no scope, or two that differ (either one passes)
           AND (:scope IS NULL AND :scope2 IS NULL
-               OR :scope IS NOT NULL AND :scope2 IS NOT NULL AND :scope <> :scope2
-                  AND scope IN (:scope, :scope2))
-          AND (:kind IS NULL OR kind = :kind)
-          AND (:since IS NULL OR created_at >= :since)
-          AND (:until IS NULL OR created_at < :until)
+               OR :scope IS NOT NULL AND :scope2 IS NOT NULL AND :scope <> :scope2)
+          AND {filter}
         ORDER BY accessed_at DESC, rowid
         LIMIT (SELECT pool_size FROM params))
   UNION ALL
   SELECT rowid
   FROM (SELECT rowid FROM episodes INDEXED BY idx_episodes_scope_accessed_at
         WHERE embedding IS NOT NULL AND scope = coalesce(:scope, :scope2)
+          -- one scope (or both the same)
           AND (:scope IS NULL OR :scope2 IS NULL OR :scope = :scope2)
-          AND (:kind IS NULL OR kind = :kind)
-          AND (:since IS NULL OR created_at >= :since)
-          AND (:until IS NULL OR created_at < :until)
+          AND {filter}
         ORDER BY accessed_at DESC, rowid
         LIMIT (SELECT pool_size FROM params))
 )
