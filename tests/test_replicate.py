@@ -145,14 +145,18 @@ READER = textwrap.dedent("""
     print(json.dumps({"first": first, "count": store.count(),
                       "txid": store.conn.execute("PRAGMA litestream_txid").fetchall()[0][0]}),
           flush=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
+    errors = 0
     while time.monotonic() < deadline:      # the primary's later write must arrive
-        if store.get("later") is not None:
-            print(json.dumps({"later": True}), flush=True)
-            break
+        try:
+            if store.get("later") is not None:
+                print(json.dumps({"later": True}), flush=True)
+                break
+        except Exception:  # litestream-vfs 0.5.17 can read a malformed page for a while
+            errors += 1    # after new LTX files arrive (docs/scaling.md, Read replicas)
         time.sleep(0.1)
     else:
-        print(json.dumps({"later": False}), flush=True)
+        print(json.dumps({"later": False, "errors": errors}), flush=True)
 """)
 
 
@@ -189,7 +193,7 @@ def test_read_replicas_vfs_and_followed_copy(tmp_path):
             s.add("postgres backup written later", id="later",
                   embedding=np.ones(16, dtype="float32"))
         assert json.loads(reader.stdout.readline()) == {"later": True}
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90  # the copy may wait for Litestream's 30 s compaction
         seen = False
         while not seen and time.monotonic() < deadline:
             try:

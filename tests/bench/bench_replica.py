@@ -142,8 +142,15 @@ poll_errors = []
 last = store.conn.execute("SELECT max(rowid) FROM episodes").fetchall()[0][0] or 0
 while not os.path.exists(stop):
     try:
-        rows = store.conn.execute("SELECT rowid, id FROM episodes WHERE rowid > ?",
-                                  (last,)).fetchall()
+        if mode == "copy":  # a connection kept open never sees the follower's writes
+            import apsw
+            c = apsw.Connection(target, flags=apsw.SQLITE_OPEN_READONLY)
+            rows = c.execute("SELECT rowid, id FROM episodes WHERE rowid > ?",
+                             (last,)).fetchall()
+            c.close()
+        else:
+            rows = store.conn.execute("SELECT rowid, id FROM episodes WHERE rowid > ?",
+                                      (last,)).fetchall()
     except Exception as e:
         poll_errors.append(f"{type(e).__name__}: {e}")
         rows = []
@@ -155,6 +162,9 @@ while not os.path.exists(stop):
 queries = br.load_queries(nq)
 lat = []
 errors = []
+if mode == "copy":  # reopened, to recall on what the follower wrote
+    store.close()
+    store = Store(target, readonly=True)
 for r in range(repeat + 1):
     for _qid, text, vec in queries:
         t = time.perf_counter()
@@ -197,7 +207,7 @@ def pct(xs: List[float], p: float) -> float:
 
 
 def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
-                   repeat: int, keep: bool, settle: float = 40.0) -> Dict[str, Any]:
+                   repeat: int, keep: bool, settle: float = 75.0) -> Dict[str, Any]:
     c = fresh_copy(n, seed)
     work, db = c["work"], c["db"]
     rep_dir = os.path.join(work, "replica")
@@ -216,9 +226,16 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
             if time.monotonic() > deadline or rep.poll() is not None:
                 raise SystemExit("the replicator did not start")
             time.sleep(0.1)
+        while "snapshot complete" not in open(rlog.name, encoding="utf-8",
+                                              errors="replace").read():
+            if time.monotonic() > deadline or rep.poll() is not None:
+                raise SystemExit("the replicator took no snapshot")
+            time.sleep(0.2)
         t = time.monotonic()
         follower = replicate.follow(url, copy, interval="500ms")
         while not os.path.exists(copy):
+            if follower.poll() is not None:
+                raise SystemExit("litestream restore -f failed")
             time.sleep(0.05)
         code = READER % {"here": HERE}
         for mode, target in (("primary", db), ("vfs", url), ("copy", copy)):
