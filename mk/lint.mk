@@ -1,16 +1,42 @@
-# Linting the C (issue 25): clang-format, configured by .clang-format at the top of the
-# repository, checks every file of csrc/. The version is pinned by pyproject.toml's `lint`
-# extra (formatting differs between clang-format releases), and installed into $(VENV)
-# from PyPI's clang-format wheel when missing.
+# Linting (issue 25). ruff (lint rules and format) and mypy check the Python package, as
+# pyproject.toml's [tool.ruff] and [tool.mypy] say; clang-format, configured by
+# .clang-format at the top of the repository, checks every file of csrc/. The versions are
+# pinned by pyproject.toml's `lint` extra (verdicts differ between releases) and installed
+# into $(VENV) from PyPI when missing. .ci/run runs `make lint`.
 #
+#   make lint       all of the below
+#   make lint-py    ruff check, ruff format --check, mypy
 #   make lint-c     check: fails, listing each change, when a file is not formatted
-#   make format-c   format csrc/ in place
+#   make format     ruff format and clang-format in place (format-py, format-c)
 
 CLANG_FORMAT     := $(VENV)/bin/clang-format
 CLANG_FORMAT_PIN := $(shell sed -n 's/.*"\(clang-format==[0-9.]*\)".*/\1/p' pyproject.toml)
 C_FORMAT_FILES   := $(sort $(wildcard csrc/*.c) $(wildcard csrc/*.h))
 
-.PHONY: lint-c format-c
+RUFF             := $(VENV)/bin/ruff
+MYPY             := $(VENV)/bin/mypy
+LINT_PINS        := $(shell sed -n 's/^lint = \[\(.*\)\]/\1/p' pyproject.toml | tr -d '",')
+PY_LINT_PATHS    := pysrc tests
+
+.PHONY: lint lint-py lint-c format format-py format-c
+
+lint: lint-py lint-c ## ruff, mypy and clang-format: the checks .ci/run makes
+
+LINT_STAMP       := $(VENV)/.lint-installed
+
+$(LINT_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q $(LINT_PINS)
+	@touch $@
+
+lint-py: $(LINT_STAMP) ## ruff check, ruff format --check and mypy on the package (pyproject.toml)
+	$(RUFF) check $(PY_LINT_PATHS)
+	$(RUFF) format --check $(PY_LINT_PATHS)
+	$(MYPY)
+
+format: format-py format-c ## format the Python (ruff format) and csrc/ (clang-format) in place
+
+format-py: $(LINT_STAMP) ## ruff format the Python in place
+	$(RUFF) format $(PY_LINT_PATHS)
 
 $(CLANG_FORMAT): pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q "$(CLANG_FORMAT_PIN)"
