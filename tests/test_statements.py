@@ -225,3 +225,22 @@ def test_the_restatement_check_can_fail():
             f'def recall(self, query, limit={d["result_limit"]}): pass\n'
             f'"""the fusion (default {d["profile"]})"""\n')
     assert len(restatements(text, "x.py")) == 3
+
+
+@pytest.mark.parametrize("args, pool, profile", [
+    ([], None, None), (["--profile", "rrf"], None, "rrf"),
+    (["--pool", "recent", "--profile", "decay"], "recent", "decay"),
+    (["--pool", "knn"], "knn", None)])
+def test_cli_prints_the_statement_of_a_pool_and_profile(args, pool, profile):
+    """`sqlite-rrf sql` prints sql/recall.sql, and with --pool/--profile any other."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "sql", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == recall_statement(pool, profile)
+    assert f"pool '{pool or recall_defaults()['pool']}', profile " \
+           f"'{profile or recall_defaults()['profile']}'" in p.stdout
+    if not args:
+        assert p.stdout == read_sql("recall.sql")
