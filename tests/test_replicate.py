@@ -257,7 +257,7 @@ def test_replicate_refuses_bad_options_before_writing(tmp_path, capsys, argv, sa
     _memory(db, n=2)
     before = sorted(os.listdir(tmp_path))
     argv = [a.replace("REP", str(tmp_path / "rep")) for a in argv]
-    rc, io = _run(["replicate", str(db)] + argv, capsys)
+    rc, io = _run(["replicate", str(db), *argv], capsys)
     assert rc == 1 and says in io.err, io.err
     assert "Error" not in io.err.split(":", 2)[-1]  # no library class named
     assert sorted(os.listdir(tmp_path)) == before  # no configuration written

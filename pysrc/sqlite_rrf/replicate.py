@@ -40,9 +40,21 @@ from urllib.parse import urlsplit
 
 from .app import UserError, parse_time
 
-__all__ = ["EXTRA_HINT", "SCHEMES", "DEFAULT_SYNC_INTERVAL", "litestream_path",
-           "replica_url", "config_text", "write_config", "check_config", "replicate",
-           "restore", "follow", "load_vfs", "open_replica"]
+__all__ = [
+    "DEFAULT_SYNC_INTERVAL",
+    "EXTRA_HINT",
+    "SCHEMES",
+    "check_config",
+    "config_text",
+    "follow",
+    "litestream_path",
+    "load_vfs",
+    "open_replica",
+    "replica_url",
+    "replicate",
+    "restore",
+    "write_config",
+]
 
 #: How to install what this module runs.
 EXTRA_HINT = "pip install 'sqlite-rrf[replicate]'"
@@ -368,7 +380,7 @@ def load_vfs(url: str) -> None:
         raise UserError(f"the Litestream VFS reads LITESTREAM_REPLICA_URL as it was when the "
                         f"process started; start it with LITESTREAM_REPLICA_URL={url}")
     try:
-        import litestream_vfs  # type: ignore[import-not-found]
+        import litestream_vfs  # type: ignore[import-untyped]
     except ImportError:
         raise UserError(f"litestream-vfs is not installed: {EXTRA_HINT}") from None
     import apsw

@@ -48,9 +48,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import bench_recall as br  # noqa: E402
+import bench_recall as br
 
-from sqlite_rrf import replicate  # noqa: E402
+from sqlite_rrf import replicate
 
 OUT_DIR = os.path.join(HERE, "out")
 WORK = os.path.join(OUT_DIR, "replica")
