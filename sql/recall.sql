@@ -15,7 +15,8 @@
 --                 'memory' RRF of BM25 and vector, times a bounded
 --                          recency/access multiplier that can reorder near-ties but
 --                          never outvote a first place in both relevance lists
---                 'rrf'    DESIGN.md's four-list weighted RRF
+--                 'rrf'    the founding design's four-list weighted RRF
+--                          (docs/contract.md)
 --                 'decay'  four-list RRF (k 30) times 1 + 0.3 exp(-age_days/30) and
 --                          the lifecycle multipliers (NULL = 1)
 --                 'weighted' the score blend RRF replaces: 0.5 relevance + 0.3 recency

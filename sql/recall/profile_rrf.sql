@@ -1,4 +1,4 @@
--- 6. Profile 'rrf' (DESIGN.md): weighted RRF over all four lists; a list whose
+-- 6. Profile 'rrf' (docs/contract.md): weighted RRF over all four lists; a list whose
 --    weight is 0 contributes nothing. High importance adds 1/(k+1) - 1/(k+11).
 score_rrf AS (
   SELECT rowid, coalesce(rrf4, 0) + boost AS score, boost, NULL AS multiplier,
