@@ -1,0 +1,53 @@
+"""The application layer every way in shares: the command line (:mod:`sqlite_rrf.cli`),
+the prompt hook (:mod:`sqlite_rrf.hook`), MCP (:mod:`sqlite_rrf.mcp_server`) and the
+warm server (:mod:`sqlite_rrf.server`).
+
+- :func:`open_store`: open a memory database with the chosen model (``--model``,
+  ``$SQLITE_RRF_MODEL``, the default; the database's own model only when it is one of
+  these), and :func:`choose_embedder`.
+- :class:`UserError` and :func:`error_message`: the product's one-line messages for every
+  error a user can meet (bad input; a database, extension or model it cannot use),
+  SQLite's errors said in words (no library class names); :func:`fault_message` for a
+  fault of ours.
+- :func:`parse_time`, :func:`ascii_float`, :func:`int_arg`, :func:`float_arg`: the
+  options' values.
+- Scopes: :data:`ALL_SCOPES`, :data:`SHARED_SCOPE`, :func:`derive_scope`,
+  :func:`recall_scopes` (what a recall covers: by default the project's scope and the
+  shared one), :func:`recall_scope`, :func:`write_scope`, :func:`stored_scope`,
+  :func:`scope_name`.
+- Text that cannot forge structure in an agent's context: :func:`flatten`,
+  :func:`escape`, :func:`code`.
+- :func:`iso_time`, :func:`human_age`: a time for people (ISO 8601 UTC, ``3 days ago``).
+- :func:`note`: a note on stderr, once per process; a note about a database's standing
+  condition once a day per database (:func:`notes_path` remembers what was said).
+- :func:`socket_path`: where ``sqlite-rrf serve`` listens for the hook.
+
+The modules: :mod:`.errors`, :mod:`.notes`, :mod:`.options`, :mod:`.display` (times and
+text for people and agents), :mod:`.scopes`, :mod:`.opening` (the store with its model,
+the server's socket); every name is offered here.
+
+This package imports only the standard library at module level (the hook's client path
+imports it); the store and the model load when :func:`open_store` runs.
+"""
+
+from __future__ import annotations
+
+from .display import code, escape, flatten, human_age, iso_time
+from .errors import UserError, error_message, fault_message, sqlite_words, without_class_names
+from .notes import NOTES_KEPT, ONCE_A_DAY, note, notes_path
+from .opening import (RUNTIME_SUBDIR, USES, check_model_args, choose_embedder, close_store,
+                      open_store, socket_path)
+from .options import ascii_float, float_arg, int_arg, parse_time
+from .scopes import (ALL_SCOPES, SHARED_SCOPE, derive_scope, recall_scope, recall_scopes,
+                     scope_name, stored_scope, write_scope)
+
+__all__ = [
+    "code", "escape", "flatten", "human_age", "iso_time",
+    "UserError", "error_message", "fault_message", "sqlite_words", "without_class_names",
+    "NOTES_KEPT", "ONCE_A_DAY", "note", "notes_path",
+    "RUNTIME_SUBDIR", "USES", "check_model_args", "choose_embedder", "close_store",
+    "open_store", "socket_path",
+    "ascii_float", "float_arg", "int_arg", "parse_time",
+    "ALL_SCOPES", "SHARED_SCOPE", "derive_scope", "recall_scope", "recall_scopes",
+    "scope_name", "stored_scope", "write_scope",
+]

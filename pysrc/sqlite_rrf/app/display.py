@@ -1,0 +1,78 @@
+"""Values shown to people and agents: a time (:func:`iso_time`, :func:`human_age`) and text
+that cannot forge structure in an agent's context (:func:`flatten`, :func:`escape`,
+:func:`code`)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+_AGE_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400),
+              ("hour", 3600), ("minute", 60))
+
+
+def iso_time(ms: Optional[int]) -> Optional[str]:
+    """``ms`` (ms since the epoch) as an ISO 8601 UTC time to the second,
+    ``2026-11-24T09:30:00Z``; None for None."""
+    if ms is None:
+        return None
+    import datetime as dt
+
+    t = dt.datetime.fromtimestamp(ms // 1000, dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def human_age(ms: Optional[int], now_ms: Optional[int] = None) -> Optional[str]:
+    """How long ago ``ms`` (ms since the epoch) was at ``now_ms`` (default: now), in
+    words: ``just now`` (under a minute), ``5 minutes ago``, ``1 hour ago``,
+    ``3 days ago``, ``2 months ago`` (30 days), ``1 year ago`` (365 days), the largest
+    whole unit; a time after ``now_ms`` is ``in 3 days``. None for None."""
+    if ms is None:
+        return None
+    if now_ms is None:
+        import time
+
+        now_ms = int(time.time() * 1000)
+    seconds = abs(now_ms - ms) // 1000
+    for name, length in _AGE_UNITS:
+        n = seconds // length
+        if n >= 1:
+            words = f"{n} {name}{'s' if n > 1 else ''}"
+            return f"in {words}" if ms > now_ms else f"{words} ago"
+    return "just now"
+
+
+#: What :func:`escape` rewrites: ``<``, ``>``, and an ``&`` that starts a character
+#: reference (``&lt;``, ``&#60;``, ``&#x3c;``), so that the escaping can be undone.
+_ESCAPES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_TO_ESCAPE = re.compile(r"[<>]|&(?=#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
+
+
+def flatten(text: str) -> str:
+    """``text`` on one line: every control character (Unicode category Cc: line breaks,
+    tabs, escapes, NULs) and line or paragraph separator made a space, runs of white
+    space made one space, the ends stripped."""
+    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+    return " ".join(text.split())
+
+
+def escape(text: str) -> str:
+    """``text`` with no tag-like text: ``<`` → ``&lt;``, ``>`` → ``&gt;``, and ``&`` →
+    ``&amp;`` where it starts a character reference. A Markdown viewer shows the
+    original text; a model reads ``&lt;/context&gt;`` as text, not as a tag."""
+    return _TO_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)[0]], text)
+
+
+def code(text: str) -> str:
+    """``text`` (flattened and escaped) as a Markdown code span that no backtick in it can
+    close: fenced by one backtick more than its longest run of backticks."""
+    text = escape(flatten(text))
+    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if not text or text[0] == "`" or text[-1] == "`":
+        text = f" {text} "
+    return f"{fence}{text}{fence}"

@@ -1,0 +1,167 @@
+"""Opening a memory database with the chosen model (``--model``, ``$SQLITE_RRF_MODEL``, the
+default; the database's own model only when it is one of these), and where the warm
+server's hook socket for it is."""
+
+from __future__ import annotations
+
+import os
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+from .errors import UserError
+from .notes import note
+
+#: Where a server's hook socket goes when ``--socket`` is not given: this directory under
+#: ``$XDG_RUNTIME_DIR`` (mode 0700), else beside the database.
+RUNTIME_SUBDIR = "sqlite-rrf"
+
+
+def socket_path(db: str) -> str:
+    """The hook socket of ``sqlite-rrf serve db`` (the server and the hook compute the
+    same path): ``$XDG_RUNTIME_DIR/sqlite-rrf/NAME-CRC.sock`` when the user has a runtime
+    directory (NAME: the database's file name, CRC: a checksum of its real path, so two
+    databases of one name differ), else ``DB.sock`` beside the database."""
+    real = os.path.realpath(db)
+    run = os.environ.get("XDG_RUNTIME_DIR", "")
+    if run and os.path.isabs(run) and os.path.isdir(run):
+        import zlib
+
+        crc = zlib.crc32(real.encode("utf-8", "surrogateescape"))
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:40]
+        return os.path.join(run, RUNTIME_SUBDIR, f"{name}-{crc:08x}.sock")
+    return real + ".sock"
+
+
+def check_model_args(model: Optional[str], n_ctx: Optional[int]) -> None:
+    """Refuse a malformed ``--model`` or ``--n-ctx`` before anything is opened."""
+    from ..models import parse_spec
+
+    if model is not None:
+        try:
+            parse_spec(model)
+        except ValueError as e:
+            raise UserError(f"--model: {e}") from None
+    if n_ctx is not None and not 8 <= n_ctx <= 1 << 20:
+        raise UserError(f"--n-ctx: must be from 8 to {1 << 20} tokens, got {n_ctx}")
+
+
+def _model_named(model: Optional[str]) -> bool:
+    """Whether a model was asked for by name (``--model`` or ``$SQLITE_RRF_MODEL``)."""
+    from ..models import MODEL_ENV
+
+    return bool(model) or bool(os.environ.get(MODEL_ENV, "").strip())
+
+
+def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
+                    remembered: Optional[str] = None, required: bool = False,
+                    db: Optional[str] = None) -> Any:
+    """The Embedder of the chosen model (``model``, ``$SQLITE_RRF_MODEL``, the default), or
+    None when no model is available and none was asked for by name.
+
+    A model named by ``model`` or ``$SQLITE_RRF_MODEL`` that cannot be loaded is a
+    :class:`UserError` (so is any failure when ``required``); the default model that
+    cannot be had turns the vector list off, and that is said on stderr (:func:`note`: once
+    a day per database when ``db`` names the database it is for). The
+    database's own model (``remembered``) is never loaded because the database names it;
+    for a database made with another model (:func:`sqlite_rrf.models.foreign_model`) the
+    default is used only from the Hugging Face cache, and what to pass is said.
+    """
+    from ..embed import Embedder, EmbeddingError
+    from ..models import (DEFAULT_N_CTX, ModelNotFoundError, foreign_hint, foreign_model,
+                         model_candidates, resolve_model)
+
+    foreign = foreign_model(model, remembered)
+    first_error: Optional[Exception] = None
+    for spec in model_candidates(model, remembered):
+        try:
+            if foreign:  # the default, not downloaded for a database of another model
+                resolve_model(spec, download=False)
+            return Embedder(spec, n_ctx=n_ctx or DEFAULT_N_CTX)
+        except ValueError as e:  # a malformed hf: name, a bad --n-ctx
+            raise UserError(str(e)) from None
+        except (ModelNotFoundError, EmbeddingError) as e:
+            first_error = first_error or e
+            if isinstance(e, EmbeddingError) and "llama-cpp-python" in str(e):
+                break  # no other model can load either
+    why = foreign_hint(foreign) if foreign else str(first_error)
+    if _model_named(model) or required:
+        raise UserError(why) from None
+    note(f"the vector list is off: {why}", db)
+    return None
+
+
+#: :func:`open_store`'s uses: what the store is opened for.
+USES = (None, "write", "recall", "serve")
+
+
+def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = None,
+               n_ctx: Optional[int] = None, must_exist: bool = True) -> Any:
+    """Open the memory database ``db`` as a :class:`~sqlite_rrf.store.Store`.
+
+    ``use``: None opens it without a model; ``'write'`` and ``'recall'`` attach the
+    chosen model (:func:`choose_embedder`), and a recall of a database that has no
+    embeddings loads none; ``'serve'`` (the MCP server, ``sqlite-rrf serve``) is
+    ``'write'``, or ``'recall'`` when the file is read-only (said once on stderr).
+    ``must_exist``: a file that does not exist is a :class:`UserError` (else it is
+    created). A write to a read-only file is a :class:`UserError`."""
+    if use not in USES:
+        raise ValueError(f"use: expected one of {USES}, got {use!r}")
+    if use == "serve":
+        try:
+            return open_store(db, "write", model=model, n_ctx=n_ctx, must_exist=must_exist)
+        except UserError as e:
+            if "read-only" not in str(e) or not os.path.exists(db):
+                raise
+        note(f"{db} is read-only: recall works (without touching); remember, update "
+             "and forget will fail", db)
+        return open_store(db, "recall", model=model, n_ctx=n_ctx)
+
+    from ..store import Store, StoreError
+
+    if must_exist and not os.path.exists(db):
+        raise UserError(f"{db}: no such database (create it with `sqlite-rrf init {db}`)")
+    check_model_args(model, n_ctx)
+    store = Store(db)
+    try:
+        if use == "write" and store.readonly:
+            raise UserError(f"{db}: the database is read-only (read-only media or "
+                            "permissions): nothing can be added")
+        if use is not None:
+            if use == "recall" and store.dim is None and not model:
+                if store.count():
+                    note("the vector list is off: this database has no embeddings yet "
+                         f"(`sqlite-rrf embed {db}` adds them)", db)
+                return store
+            emb = choose_embedder(model, n_ctx, remembered=store.model, db=db)
+            if emb is not None:
+                try:
+                    store.attach_embedder(emb, remember=use == "write")
+                except StoreError as e:
+                    emb.close()
+                    if _model_named(model):
+                        raise UserError(str(e)) from None
+                    from ..models import foreign_hint, foreign_model
+
+                    foreign = foreign_model(None, store.model)
+                    note(f"the vector list is off: {e}"
+                         + (f"; {foreign_hint(foreign)}" if foreign else ""), db)
+            elif use == "write" and store.dim is not None:
+                note(f"new episodes are stored without embeddings; `sqlite-rrf embed {db}` "
+                     "adds them once a model is available", db)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def close_store(store: Any) -> None:
+    """Close ``store`` and its model."""
+    emb = getattr(store, "embedder", None)
+    try:
+        if emb is not None and hasattr(emb, "close"):
+            emb.close()
+    finally:
+        store.close()
