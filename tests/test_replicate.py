@@ -145,7 +145,7 @@ READER = textwrap.dedent("""
     print(json.dumps({"first": first, "count": store.count(),
                       "txid": store.conn.execute("PRAGMA litestream_txid").fetchall()[0][0]}),
           flush=True)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 120
     errors = 0
     while time.monotonic() < deadline:      # the primary's later write must arrive
         try:
@@ -193,7 +193,8 @@ def test_read_replicas_vfs_and_followed_copy(tmp_path):
             s.add("postgres backup written later", id="later",
                   embedding=np.ones(16, dtype="float32"))
         assert json.loads(reader.stdout.readline()) == {"later": True}
-        deadline = time.monotonic() + 90  # the copy may wait for Litestream's 30 s compaction
+        # the copy applied a benchmark's stream of writes up to 95 s late (docs/scaling.md)
+        deadline = time.monotonic() + 180
         seen = False
         while not seen and time.monotonic() < deadline:
             try:
