@@ -1,5 +1,5 @@
 """A memory's whole life, on an open :class:`~sqlite_rrf.store.Store`: list, get, update,
-forget, export, vacuum and stats. The command line (:mod:`sqlite_rrf.cli_manage`) and any
+forget, export, vacuum and stats. The command line (:mod:`sqlite_rrf.cli.manage`) and any
 other way in (MCP) share these; each returns plain data (dicts, lists, ints) and raises
 :class:`~sqlite_rrf.app.UserError` with a line for the user.
 

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 
-from .app import UserError, close_store, int_arg, note, open_store, parse_time
+from ..app import UserError, close_store, int_arg, note, open_store, parse_time
 
 #: Other names of the commands (``sqlite-rrf ls`` is ``sqlite-rrf list``).
 ALIASES = {"ls": "list", "rm": "forget", "edit": "update"}
@@ -36,7 +36,7 @@ def _open(args: argparse.Namespace, use: Optional[str] = None) -> Any:
 
 
 def _filters(args: argparse.Namespace) -> Any:
-    from .manage import Filters
+    from ..manage import Filters
 
     return Filters(scope=args.scope, kind=args.kind,
                    since=parse_time(args.since, "--since"),
@@ -65,7 +65,7 @@ def shown(text: Any, newlines: bool = False) -> str:
 
 def _head(rec: Dict[str, Any], now: int) -> str:
     """An episode's line in ``list``: id, created, scope, kind, importance."""
-    from .manage import when
+    from ..manage import when
 
     return (f"{shown(rec['id'])}  {when(rec['created_at'], now)}  scope {shown(rec['scope'])}"
             + (f"  kind {shown(rec['kind'])}" if rec["kind"] is not None else "")
@@ -75,7 +75,7 @@ def _head(rec: Dict[str, Any], now: int) -> str:
 def _summary(rec: Dict[str, Any], lines: int = 2, width: int = 100) -> str:
     import textwrap
 
-    from .app import flatten
+    from ..app import flatten
 
     return textwrap.fill(flatten(rec["content"]), width=width, initial_indent="   ",
                          subsequent_indent="   ", max_lines=lines, placeholder=" …")
@@ -83,7 +83,7 @@ def _summary(rec: Dict[str, Any], lines: int = 2, width: int = 100) -> str:
 
 def _print_episode(rec: Dict[str, Any], db: str, now: int) -> None:
     """Everything about one episode (``get``, ``update``)."""
-    from .manage import when
+    from ..manage import when
 
     emb = (f"{rec['embedding_dim']} dimensions" if rec.get("embedding_dim")
            else f"none (`sqlite-rrf embed {db}` adds it)")
@@ -102,7 +102,7 @@ def _print_episode(rec: Dict[str, Any], db: str, now: int) -> None:
 
 
 def _now() -> int:
-    from .store import now_ms
+    from ..store import now_ms
 
     return now_ms()
 
@@ -111,7 +111,7 @@ def _now() -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``sqlite-rrf list``."""
-    from .manage import list_episodes
+    from ..manage import list_episodes
 
     filters = _filters(args)
     limit = args.limit
@@ -140,7 +140,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     """``sqlite-rrf get``."""
-    from .manage import get_episode
+    from ..manage import get_episode
 
     store = _open(args)
     try:
@@ -171,8 +171,8 @@ def _metadata_arg(text: Optional[str]) -> Any:
 
 def cmd_update(args: argparse.Namespace) -> int:
     """``sqlite-rrf update``."""
-    from .app import check_model_args
-    from .manage import update_episode
+    from ..app import check_model_args
+    from ..manage import update_episode
 
     metadata = _metadata_arg(args.metadata)
     if args.metadata is not None and args.no_metadata:
@@ -198,7 +198,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """``sqlite-rrf forget``."""
-    from .manage import forget, list_episodes, matching_ids, reclaimable_bytes
+    from ..manage import forget, list_episodes, matching_ids, reclaimable_bytes
 
     filters = _filters(args)
     if args.ids and filters.given:
@@ -242,7 +242,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``sqlite-rrf export``."""
-    from .manage import export_lines
+    from ..manage import export_lines
 
     filters = _filters(args)
     store = _open(args)
@@ -278,7 +278,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
     """``sqlite-rrf vacuum``."""
-    from .manage import vacuum
+    from ..manage import vacuum
 
     if not os.path.exists(args.db):
         raise UserError(f"{args.db}: no such database")
@@ -303,7 +303,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """``sqlite-rrf stats``."""
-    from .manage import stats, when
+    from ..manage import stats, when
 
     if not os.path.exists(args.db):
         raise UserError(f"{args.db}: no such database")
@@ -344,8 +344,8 @@ def _add_filters(p: argparse.ArgumentParser, what: str) -> None:
 def add_parsers(sub: Any, db_help: str, add_model: Any) -> None:
     """Register ``list``, ``get``, ``update``, ``forget``, ``export`` and ``vacuum`` on
     the command line's subparsers (``add_model`` adds ``--model`` and ``--n-ctx``)."""
-    from .app import SHARED_SCOPE
-    from .manage import DEFAULT_LIST_LIMIT
+    from ..app import SHARED_SCOPE
+    from ..manage import DEFAULT_LIST_LIMIT
 
     p = sub.add_parser("list", help="the episodes, newest first, with their dates (also "
                        "`ls`)")
