@@ -214,13 +214,14 @@ def test_form_fields_are_the_statements_parameters():
             "now", "time_from", "time_to"} <= in_sql
     code = "\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
     for name in in_sql:
-        assert plugin._wrap(name) in code, name
+        assert plugin.queries.form_param(name) in code, name
     # an empty qvec is the query's embedding; since/until read ISO dates
     assert "coalesce(nullif(:qvec, ''), rrf_embed(:query))" in code
     assert "rrf_form_time(:since, 'since')" in code
     # no parameter is left bare: each :x appears only inside its wrapper
     bare = code
-    for wrapped in sorted((plugin._wrap(n) for n in q["params"]), key=len, reverse=True):
+    for wrapped in sorted((plugin.queries.form_param(n) for n in q["params"]), key=len,
+                          reverse=True):
         bare = bare.replace(wrapped, "")
     assert [n for n in q["params"] if f":{n}" in bare] == []
     # the statement's own comments are kept verbatim

@@ -1,0 +1,180 @@
+"""The recall page: a recall row's cells in words (scores, ISO times, ``explain``) and
+the script that turns ``profile`` and ``pool`` into select boxes and folds the rarely
+used fields."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Optional
+
+from .queries import FORM_ORDER, FORM_VISIBLE, form_error
+
+#: The columns that make a row a recall row (the canned queries' and ``sql/recall.sql``'s).
+RECALL_COLUMNS = frozenset({"id", "content", "score", "bm25_rank", "vec_rank",
+                            "recency_rank", "access_rank", "similarity", "explain"})
+#: Columns shown to 3 decimals; times shown as ISO dates.
+ROUNDED = frozenset({"score", "similarity", "relevance", "bm25_score"})
+TIMES = frozenset({"created_at", "accessed_at"})
+
+
+def explain_text(row: Any) -> str:
+    """A recall row's ``explain`` in words, as ``sqlite-rrf recall --explain`` says it:
+    each list's rank (the vector's with its cosine), then how the score was made."""
+    def get(name: str) -> Any:
+        try:
+            return row[name]
+        except (KeyError, IndexError):
+            return None
+
+    def rank(label: str, r: Any, extra: str = "") -> str:
+        return f"{label} #{r}{extra}" if r is not None else f"{label} -"
+
+    sim = get("similarity")
+    ranks = " · ".join([rank("bm25", get("bm25_rank")),
+                        rank("vector", get("vec_rank"),
+                             f" (cos {sim:.3f})" if isinstance(sim, float) else ""),
+                        rank("recency", get("recency_rank")),
+                        rank("access", get("access_rank"))])
+    try:
+        ex = json.loads(get("explain") or "{}")
+    except (TypeError, ValueError):
+        return ranks
+    if not isinstance(ex, dict):
+        return ranks
+    score = get("score")
+    total = f" = {score:.3f}" if isinstance(score, (int, float)) else ""
+    if "relevance" in ex and isinstance(ex["relevance"], dict):  # 'hybrid'
+        r = ex["relevance"]
+        a = r.get("alpha") or 0.0
+        cos, b = r.get("cosine") or 0.0, r.get("bm25") or 0.0
+        g = (ex.get("recency_access_importance") or {}).get("nudge", 0.0)
+        how = (f"blend {a:g}·cos/best {cos:.3f} + {1 - a:g}·bm25/best {b:.3f} = "
+               f"{a * cos + (1 - a) * b:.3f}; nudge {g:.3f} (recency/use/importance){total}")
+    else:
+        parts, mult = [], ""
+        for name, e in ex.items():
+            if not isinstance(e, dict):
+                parts.append(f"{name} {e:.3f}" if isinstance(e, float) else f"{name} {e}")
+            elif "multiplier" in e:
+                mult = f" × {e['multiplier']:.3f} ({name.replace('_', '/')})"
+            elif "rank" in e:
+                parts.append(f"{name} {e['contribution']:.4f} = {e['weight']:g}/(k+{e['rank']:g})")
+            elif "boost" in e:
+                parts.append(f"{name} {e['boost']:.3f} = boost")
+        body = " + ".join(parts)
+        how = f"({body}){mult}{total}" if mult else f"{body}{total}"
+    return f"{ranks}\n{how}"
+
+
+def render_recall_cell(row: Any, value: Any, column: str) -> Optional[str]:
+    """The HTML of a recall row's cell (rounded scores, ISO times, ``explain`` in words),
+    or None to leave it to Datasette."""
+    from ..app import iso_time
+
+    if value is None:
+        return None
+    if column in ROUNDED and isinstance(value, float):
+        return f'<span title="{value!r}">{value:.3f}</span>'
+    if column in TIMES and isinstance(value, int):
+        return f'<span title="{value} ms">{html.escape(iso_time(value) or "")}</span>'
+    if column == "explain":
+        lines = explain_text(row).split("\n")
+        return ('<div class="rrf-explain">' + "<br>".join(html.escape(x) for x in lines)
+                + f'</div><details><summary>JSON</summary><code>{html.escape(str(value))}'
+                "</code></details>")
+    return None
+
+
+def is_recall_row(row: Any) -> bool:
+    try:
+        return RECALL_COLUMNS <= set(row.keys())
+    except (AttributeError, TypeError):
+        return False
+
+
+# ---------------------------------------------------------------- the page
+
+
+def is_recall_page(request: Any) -> bool:
+    return is_recall_path(getattr(request, "path", "") or "")
+
+
+def page_script() -> str:
+    """The recall page's script: ``profile`` and ``pool`` become select boxes (the
+    current value kept), the fields after the first :data:`FORM_VISIBLE` fold under
+    "more options", and a style gives the content column room."""
+    from ..statements import POOLS, PROFILES, recall_defaults
+
+    d = recall_defaults()
+    choices = {"profile": [["", f"default ({d['profile']})"]] + [[p, p] for p in PROFILES],
+               "pool": [["", f"default ({d['pool']})"]] + [[p, p] for p in POOLS]}
+    visible = list(FORM_ORDER[:FORM_VISIBLE])
+    css = (".rows-and-columns td.col-content{min-width:20em;max-width:30em;"
+           "white-space:normal}"
+           ".rows-and-columns td.col-explain{min-width:25em;font-size:0.85em}"
+           ".rows-and-columns td.col-explain code{white-space:pre-wrap;"
+           "word-break:break-all}"
+           "form.sql details.rrf-more{margin:0.5em 0}"
+           "form.sql label{display:inline-block;min-width:9em}"
+           ".rows-and-columns td.col-id{white-space:nowrap}")
+    return f"""
+(function () {{
+  var form = document.querySelector('form.sql');
+  if (!form) return;
+  var style = document.createElement('style');
+  style.textContent = {json.dumps(css)};
+  document.head.appendChild(style);
+  var choices = {json.dumps(choices)};
+  Object.keys(choices).forEach(function (name) {{
+    var input = form.querySelector('input[name="' + name + '"]');
+    if (!input) return;
+    var select = document.createElement('select');
+    select.name = name;
+    select.id = input.id;
+    choices[name].forEach(function (c) {{
+      var o = document.createElement('option');
+      o.value = c[0];
+      o.textContent = c[1];
+      if (c[0] === input.value) o.selected = true;
+      select.appendChild(o);
+    }});
+    input.parentNode.replaceChild(select, input);
+  }});
+  var visible = {json.dumps(visible)};
+  var more = document.createElement('details');
+  more.className = 'rrf-more';
+  var summary = document.createElement('summary');
+  summary.textContent = 'more options (weights, pool size, k, alpha, qvec, now, ...)';
+  more.appendChild(summary);
+  var last = null, moved = 0;
+  form.querySelectorAll('input[type="text"], select').forEach(function (el) {{
+    var p = el.closest('p');
+    if (!p || p.parentNode !== form) return;
+    if (visible.indexOf(el.name) >= 0) {{ last = p; return; }}
+    if (el.value) more.open = true;
+    more.appendChild(p);
+    moved++;
+  }});
+  if (moved && last) last.parentNode.insertBefore(more, last.nextSibling);
+}})();
+"""
+
+
+def is_recall_path(path: str) -> bool:
+    """Whether ``path`` is a recall page's, in any format (``/db/recall``,
+    ``/db/recall.json``, ``/db/recall_knn.csv``)."""
+    last = path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return last in ("recall", "recall_knn")
+
+
+def json_form_error(path: str, query_string: bytes) -> Optional[str]:
+    """The fault of a bad field in a request for a recall page's JSON (``path`` ending
+    in ``/recall.json`` or ``/recall_knn.json``), or None (not such a request, or no
+    bad field): :func:`form_error` of its query string."""
+    if not path.endswith(("/recall.json", "/recall_knn.json")):
+        return None
+    from urllib.parse import parse_qs
+
+    fields = parse_qs(query_string.decode("utf-8", "replace"), keep_blank_values=True)
+    return form_error({k: v[0] for k, v in fields.items()})
