@@ -1,6 +1,6 @@
 """Issue 19, parts 2-5: every derived table heals or is named, whatever another client
 does to it (migration 0009, rrf_hamming_topk's H17, the open check and ``sqlite-rrf
-check``; pysrc/sqlite_rrf/doctor.py).
+check``; pysrc/sqlite_rrf/doctor/).
 
 The other client is the Debian ``sqlite3`` shell without the extension. After each
 tamper the default recall (pool 'quantized') must still find every episode by its
@@ -408,8 +408,9 @@ def test_the_shipped_schema_objects_are_current():
 
 def test_schema_objects_of_other_migrations_are_not_used():
     from sqlite_rrf import doctor
+    from sqlite_rrf.doctor import schema
 
-    assert doctor._shipped("0" * 64) is None
-    assert doctor._expected("0" * 64) == doctor.build_expected()
+    assert schema._shipped("0" * 64) is None
+    assert schema._expected("0" * 64) == doctor.build_expected()
     assert set(doctor.expected_objects()) >= {"episodes_vectors_insert", "episodes_codes_keep",
                                               "idx_episodes_codes_loose"}
