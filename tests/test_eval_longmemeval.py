@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sqlite_rrf.evaluation import longmemeval as lme
+from sqlite_rrf.evaluation import longmemeval_data as lme_data
+from sqlite_rrf.evaluation import longmemeval_metrics as lme_metrics
 from sqlite_rrf.evaluation.embcache import EmbeddingCache, embed_cached
 
 from conftest import needs_model
@@ -35,11 +36,11 @@ def test_turn_metrics_by_hand():
     corpus = ["a_1", "noans_s_1", "answer_s_2", "b_1", "answer_t_1", "c_1"]
     gold = ["answer_s_2", "answer_t_1"]
     ranked = ["b_1", "answer_s_2", "c_1", "answer_t_1", "a_1", "noans_s_1"]
-    m = lme.lme_turn_metrics(ranked, corpus, gold, 3)
+    m = lme_metrics.lme_turn_metrics(ranked, corpus, gold, 3)
     assert m["recall_any"] == 1.0 and m["recall_all"] == 0.0
     # DCG: rank 1 undiscounted, rank i >= 2 over log2(i): the hit at rank 2 counts 1/1
     assert m["ndcg"] == pytest.approx((1 / _log2(2)) / (1 + 1 / _log2(2)))
-    m5 = lme.lme_turn_metrics(ranked, corpus, gold, 5)
+    m5 = lme_metrics.lme_turn_metrics(ranked, corpus, gold, 5)
     assert m5["recall_all"] == 1.0
     assert m5["ndcg"] == pytest.approx((1 + 1 / _log2(4)) / 2)
 
@@ -49,11 +50,11 @@ def test_session_metrics_grow_k_until_k_sessions():
     corpus = ["answer_s_1", "noans_s_2", "noans_s_3", "x_1", "x_2", "answer_t_4", "y_1"]
     gold = ["answer_s_1", "answer_t_4"]
     ranked = ["answer_s_1", "noans_s_2", "noans_s_3", "x_1", "x_2", "answer_t_4", "y_1"]
-    m = lme.lme_session_metrics(ranked, corpus, gold, 3)
+    m = lme_metrics.lme_session_metrics(ranked, corpus, gold, 3)
     # the top 3 turns span answer_s, noans_s (twice): k grows to 4 (x), sessions
     # {answer_s, noans_s, x}: answer_t is out
     assert m["recall_any"] == 1.0 and m["recall_all"] == 0.0
-    m4 = lme.lme_session_metrics(ranked, corpus, gold, 4)
+    m4 = lme_metrics.lme_session_metrics(ranked, corpus, gold, 4)
     assert m4["recall_all"] == 1.0  # k grows to 6: answer_t is the 4th session
     # NDCG at the grown depth still counts gold turns, against every gold turn
     assert m4["ndcg"] == pytest.approx((1 + 1 / _log2(6)) / (1 + 1 / _log2(2)))
@@ -61,10 +62,10 @@ def test_session_metrics_grow_k_until_k_sessions():
 
 def test_published_style_dedupes_sessions_and_ideal_is_the_gold_count():
     ranked = ["s1", "s1", "s2", "s3", "s1", "s4"]
-    m = lme.published_metrics(ranked, ["s3", "s4"], 3)
+    m = lme_metrics.published_metrics(ranked, ["s3", "s4"], 3)
     assert m == {"recall_any": 1.0, "recall_all": 0.0,
                  "ndcg": pytest.approx((1 / _log2(3)) / (1 + 1 / _log2(2)))}
-    m4 = lme.published_metrics(ranked, ["s3", "s4"], 4)
+    m4 = lme_metrics.published_metrics(ranked, ["s3", "s4"], 4)
     assert m4["recall_all"] == 1.0
 
 
@@ -94,11 +95,11 @@ def test_session_unit_ids_follow_longmemeval(tmp_path):
     ], answer_ids=("answer_a_1", "answer_b_2"))
     p = tmp_path / "q.json"
     p.write_text(json.dumps([x]))
-    (q,) = lme.load_longmemeval(str(p), unit="session")
+    (q,) = lme_data.load_longmemeval(str(p), unit="session")
     # an evidence session whose answer is only in the assistant's message is "noans"
     assert [t.corpus_id for t in q.turns] == ["answer_a_1", "noans_b_2", "other_1"]
     assert q.turns[0].content == "I adopted a cat named Miso\n\nwhat food is best"
-    s = lme.score_question(q, ["s2", "s1", "s0"])
+    s = lme_metrics.score_question(q, ["s2", "s1", "s0"])
     assert s["session.recall_all@5"] == 1.0 and not any(k.startswith("turn.") for k in s)
     assert s["session.ndcg@5"] == pytest.approx(1 / _log2(3))
     assert s["published.recall_all@5"] == 1.0  # gold = answer_session_ids there
@@ -107,11 +108,11 @@ def test_session_unit_ids_follow_longmemeval(tmp_path):
 def test_corpus_ids_follow_longmemeval(tmp_path):
     p = tmp_path / "q.json"
     p.write_text(json.dumps([_question()]))
-    (q,) = lme.load_longmemeval(str(p))
+    (q,) = lme_data.load_longmemeval(str(p))
     assert [t.corpus_id for t in q.turns] == ["answer_a_1_1", "noans_a_1_3", "other_1_1"]
     assert q.gold_turns == ["answer_a_1_1"] and q.scored and not q.abstention
-    assert q.turns[0].created_at == lme.parse_lme_date("2023/05/01 (Mon) 09:00")
-    s = lme.score_question(q, [t.episode_id for t in (q.turns[2], q.turns[1], q.turns[0])])
+    assert q.turns[0].created_at == lme_data.parse_lme_date("2023/05/01 (Mon) 09:00")
+    s = lme_metrics.score_question(q, [t.episode_id for t in (q.turns[2], q.turns[1], q.turns[0])])
     assert s["turn.recall_any@5"] == 1.0 and s["published.recall_all@5"] == 1.0
     # the evidence session's other turn is a "noans" session of its own: the gold turn
     # is the third session
@@ -120,9 +121,9 @@ def test_corpus_ids_follow_longmemeval(tmp_path):
 
 
 def test_parse_date_is_utc():
-    assert lme.parse_lme_date("2023/03/27 (Mon) 23:35") == 1679960100000
-    with pytest.raises(lme.LongMemEvalFormatError, match="not a date"):
-        lme.parse_lme_date("27.03.2023")
+    assert lme_data.parse_lme_date("2023/03/27 (Mon) 23:35") == 1679960100000
+    with pytest.raises(lme_data.LongMemEvalFormatError, match="not a date"):
+        lme_data.parse_lme_date("27.03.2023")
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -137,20 +138,20 @@ def test_format_errors_name_the_question_and_fault(tmp_path, damage, message):
     damage(x)
     p = tmp_path / "bad.json"
     p.write_text(json.dumps([x]))
-    with pytest.raises(lme.LongMemEvalFormatError, match=message) as e:
-        lme.load_longmemeval(str(p))
+    with pytest.raises(lme_data.LongMemEvalFormatError, match=message) as e:
+        lme_data.load_longmemeval(str(p))
     assert "question 'q1'" in str(e.value) or "question 0" in str(e.value)
 
 
 def test_not_json_and_not_xz(tmp_path):
     p = tmp_path / "x.json"
     p.write_text("{")
-    with pytest.raises(lme.LongMemEvalFormatError, match="not JSON"):
-        lme.load_longmemeval(str(p))
+    with pytest.raises(lme_data.LongMemEvalFormatError, match="not JSON"):
+        lme_data.load_longmemeval(str(p))
     z = tmp_path / "x.json.xz"
     z.write_bytes(b"plain")
-    with pytest.raises(lme.LongMemEvalFormatError, match="not an xz file"):
-        lme.load_longmemeval(str(z))
+    with pytest.raises(lme_data.LongMemEvalFormatError, match="not an xz file"):
+        lme_data.load_longmemeval(str(z))
 
 
 # -- the embedding cache -------------------------------------------------------------------

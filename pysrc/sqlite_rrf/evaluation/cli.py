@@ -99,7 +99,7 @@ def run_cli(args: argparse.Namespace) -> int:
     from .runs import BASELINE_RUNS, available_runs
 
     progress = not getattr(args, "no_progress", False) and sys.stderr.isatty()
-    from .longmemeval import is_longmemeval_file
+    from .longmemeval_data import is_longmemeval_file
     if is_longmemeval_file(args.data_dir):
         return _run_longmemeval(args, progress)
     try:
@@ -142,8 +142,8 @@ def _run_longmemeval(args: argparse.Namespace, progress: bool) -> int:
     """``sqlite-rrf eval FILE.json[.xz]``: LongMemEval's metrics (see
     :mod:`sqlite_rrf.evaluation.longmemeval`)."""
     from ..embed import EmbeddingError, ModelNotFoundError
-    from .longmemeval import (LongMemEvalFormatError, evaluate_longmemeval, format_lme_table,
-                              lme_runs)
+    from .longmemeval import evaluate_longmemeval, format_lme_table, lme_runs
+    from .longmemeval_data import LongMemEvalFormatError
 
     try:
         if getattr(args, "plot", None) or getattr(args, "knn", False) \
