@@ -20,7 +20,7 @@ neither embeds anything here:
   vector, ``search_hybrid(query_text, query_vec, top_k)``. Runs: ``top_k`` = 10 (the
   list depth follows ``top_k``) and 100.
 
-nDCG@10, recall@100 and MRR@10 come from ``sqlite_rrf.evaluate`` (the metrics of
+nDCG@10, recall@100 and MRR@10 come from ``sqlite_rrf.evaluation`` (the metrics of
 ``sqlite-rrf eval``); a run that returns fewer than 100 results scores its recall@100 on
 what it returned. A peer that is not installed is skipped with a message. Writes
 ``tests/bench/out/peers.json``.
@@ -45,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(HERE, "out")
 DEFAULT_DATA = os.path.join(ROOT, "..", "shared", "data", "scifact")
 
-from sqlite_rrf.evaluate import load_beir, mrr_at_k, ndcg_at_k, recall_at_k  # noqa: E402
+from sqlite_rrf.evaluation.beir import load_beir  # noqa: E402
+from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k  # noqa: E402
 
 #: The versions measured (another version is run, and its version is reported).
 PEERS = {"adhara": "0.1.2", "sqlite-hybrid-search": "0.2.0"}

@@ -6,7 +6,7 @@
 What it does, in order:
 
 1. **Lists, once per query, through the product.** The collection is loaded with
-   ``sqlite_rrf.evaluate.build_store`` (the eval's own store: every document with the
+   ``sqlite_rrf.evaluation.cached_store.build_store`` (the eval's own store: every document with the
    same ``created_at``/``access_count``, so recency and use carry nothing). For each
    query of the split:
 
@@ -69,8 +69,9 @@ DEFAULT_DATA = os.path.join(ROOT, "..", "shared", "data", "scifact")
 MAX_DEPTH = 1000  # the BM25 list is read once at this depth; shallower lists are its prefixes
 TOP = 100         # results kept per query (R@100)
 
-from sqlite_rrf.evaluate import (EVAL_EPOCH_MS, build_store, load_beir, mrr_at_k,  # noqa: E402
-                                 ndcg_at_k, recall_at_k)
+from sqlite_rrf.evaluation.beir import load_beir  # noqa: E402
+from sqlite_rrf.evaluation.cached_store import EVAL_EPOCH_MS, build_store  # noqa: E402
+from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------

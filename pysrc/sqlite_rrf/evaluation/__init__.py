@@ -9,10 +9,11 @@
 * :mod:`.report` — the table and the plot;
 * :mod:`.progress` — the progress bars;
 * :mod:`.cli` — the ``sqlite-rrf eval`` command.
-* :mod:`.longmemeval` — agent memory: LongMemEval's JSON format, its metrics, one memory
-  per question (``sqlite-rrf eval FILE.json[.xz]``);
+* :mod:`.longmemeval` — agent memory: one memory per question, its runs and table
+  (``sqlite-rrf eval FILE.json[.xz]``); :mod:`.longmemeval_data` reads LongMemEval's JSON
+  format and :mod:`.longmemeval_metrics` scores a question;
 * :mod:`.embcache` — the on-disk cache of text embeddings it reads its vectors from.
 
-:mod:`sqlite_rrf.evaluate` gathers their public names in one place. Importing this
-package imports none of its modules.
+Import each name from its module (``from sqlite_rrf.evaluation.runner import evaluate``);
+importing this package imports none of its modules.
 """
