@@ -313,3 +313,40 @@ def test_replicating_to_a_new_replica_starts_it_whole(tmp_path):
     _once(db, tmp_path / "two")
     assert replicate.restore(str(tmp_path / "two"), str(tmp_path / "r.db")).ok
     assert _ids(tmp_path / "r.db") == _ids(db)
+
+
+@needs_litestream
+def test_refreshed_copy_is_replaced_whole(tmp_path):
+    # restore --refresh: each restore is checked, switched to DELETE mode and renamed over
+    # the copy; a connection open on the old copy keeps reading it whole.
+    import apsw
+
+    db, replica, copy = tmp_path / "m.db", tmp_path / "rep", tmp_path / "copy.db"
+    _memory(db, n=5)
+    _once(db, replica)
+    assert replicate.refresh(str(replica), str(copy), interval="1s", rounds=1,
+                             out=open(os.devnull, "w")) == 0
+    assert _ids(copy) == _ids(db)
+    old = apsw.Connection(str(copy), flags=apsw.SQLITE_OPEN_READONLY)
+    assert old.execute("PRAGMA journal_mode").fetchall() == [("delete",)]
+    with Store(str(db)) as s:
+        s.add("written later", id="later", embedding=np.ones(16, dtype="float32"))
+    _once(db, replica)
+    replicate.refresh(str(replica), str(copy), interval="1s", rounds=1,
+                      out=open(os.devnull, "w"))
+    assert "later" in _ids(copy)
+    assert old.execute("SELECT count(*) FROM episodes").fetchall() == [(5,)]
+    old.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy")) == ["copy.db"]
+    # a replica that cannot be restored leaves the copy as it was
+    said = []
+
+    class Out:
+        def write(self, text):
+            said.append(text)
+
+        def flush(self):
+            pass
+
+    replicate.refresh(str(tmp_path / "nothing"), str(copy), interval="1s", rounds=1, out=Out())
+    assert "kept as it was" in "".join(said) and "later" in _ids(copy)

@@ -19,6 +19,8 @@ read-replica VFS as a SQLite loadable extension).
   file and runs the full check (:func:`sqlite_rrf.doctor.check_path`) on it.
 * :func:`follow` keeps a restored copy up to date (``litestream restore -f``): a read
   replica that any process opens with ``Store(path, readonly=True)``.
+* :func:`refresh` restores the replica again every interval, each restore checked and
+  renamed over the copy whole: the read replica that is never half written.
 * :func:`open_replica` opens a replica through the Litestream VFS (no copy on disk), as a
   read-only :class:`~sqlite_rrf.store.Store`.
 """
@@ -50,6 +52,7 @@ __all__ = [
     "litestream_path",
     "load_vfs",
     "open_replica",
+    "refresh",
     "replica_url",
     "replicate",
     "restore",
@@ -356,6 +359,56 @@ def follow(src: str, output: str, *, interval: str = "1s") -> "subprocess.Popen[
                              "-o", output, url])
 
 
+def refresh(src: str, output: str, *, interval: str = "30s", check: bool = True,
+            rounds: Optional[int] = None, out: Any = None) -> int:
+    """Keep ``output`` a recent restore of the replica ``src``: every ``interval`` restore
+    the replica into a new file beside it, run the full check, switch that file from WAL
+    to DELETE journal mode (a reader needs no ``-wal``/``-shm`` then) and rename it over
+    ``output`` (atomic). A read replica that is never half written: a reader that opens
+    ``output`` gets one whole restore; a connection already open keeps reading the
+    restore it opened until it is opened again. A restore that fails or fails the check
+    leaves ``output`` as it was (said on ``out``). ``rounds`` stops after that many
+    restores (default: until interrupted). Returns 0."""
+    import apsw
+
+    out = out or sys.stdout
+    url = replica_url(src, option="--from")
+    seconds = _seconds(_duration(interval, "--refresh"))
+    tmp = f"{output}.restoring"
+    done = 0
+    while rounds is None or done < rounds:
+        t0 = time.monotonic()
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.lexists(tmp + suffix):
+                os.remove(tmp + suffix)
+        try:
+            report = restore(url, tmp, check=check)
+            if report is not None and not report.ok:
+                raise UserError("the restored copy fails the full check: "
+                                + "; ".join(f.message for f in report.findings[:3]))
+            conn = apsw.Connection(tmp)
+            try:
+                conn.execute("PRAGMA journal_mode = DELETE").fetchall()
+            finally:
+                conn.close()
+            os.replace(tmp, output)
+            print(f"{output}: restored from {url} in {time.monotonic() - t0:.2f} s",
+                  file=out, flush=True)
+        except UserError as e:
+            print(f"{output}: kept as it was: {e}", file=out, flush=True)
+        done += 1
+        if rounds is not None and done >= rounds:
+            break
+        time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
+    return 0
+
+
+def _seconds(duration: str) -> float:
+    m = _DURATION.fullmatch(duration)
+    assert m is not None
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
 _VFS_LOADED: Optional[str] = None
 
 
@@ -436,6 +489,16 @@ def cmd_replicate(args: Any) -> int:
 
 def cmd_restore(args: Any) -> int:
     """``sqlite-rrf restore --from URL -o FILE``."""
+    if args.refresh is not None:
+        if args.follow or args.timestamp is not None:
+            raise UserError("--refresh: a refreshed copy is always the latest (not with "
+                            "--follow or --timestamp)")
+        print(f"{args.output}: restoring {args.src} every {args.refresh} (Ctrl-C stops; "
+              "readers open the copy anew to see the next restore)", flush=True)
+        try:
+            return refresh(args.src, args.output, interval=args.refresh)
+        except KeyboardInterrupt:
+            return 0
     if args.follow:
         if args.timestamp is not None:
             raise UserError("--follow and --timestamp: a followed copy is always the latest")
@@ -497,6 +560,10 @@ def add_parsers(sub: Any, db_help: str) -> None:
     p.add_argument("--follow", action="store_true",
                    help="keep the copy up to date until Ctrl-C (a read replica: open it "
                         "read-only)")
+    p.add_argument("--refresh", default=None, metavar="D",
+                   help="restore again every D (e.g. 30s, 5m) until Ctrl-C, each restore "
+                        "checked and renamed over FILE whole: a read replica never half "
+                        "written")
     p.add_argument("--interval", default="1s",
                    help="with --follow: how often the replica is polled (default 1s)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

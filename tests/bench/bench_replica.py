@@ -24,7 +24,10 @@ open the primary itself (``Store(readonly=True)``), the replica through the Lite
 (``sqlite_rrf.replicate.open_replica``) and a copy kept by ``litestream restore -f``
 (``sqlite_rrf.replicate.follow``, polled every 500 ms). A writer adds one memory every
 ``--interval`` s for ``--seconds`` s and logs each commit's time; each reader polls for
-the new ids every 20 ms and notes when it first sees each: the lag. Then each reader runs
+the new ids every 20 ms and notes when it first sees each: the lag. A fourth reader opens
+a copy that ``sqlite-rrf restore --refresh 5s`` restores again every 5 s
+(``sqlite_rrf.replicate.refresh``); the copies' readers open them anew for every poll
+(a connection kept open sees no later write). Then each reader runs
 ``--queries`` SciFact test claims (``Store.recall``, its default pool and profile, the
 claims' cached MiniLM vectors, no touch) ``--repeat`` times after one warm-up round: the
 recall latency, wall clock. Prints a table (markdown) and writes
@@ -142,7 +145,7 @@ poll_errors = []
 last = store.conn.execute("SELECT max(rowid) FROM episodes").fetchall()[0][0] or 0
 while not os.path.exists(stop):
     try:
-        if mode == "copy":  # a connection kept open never sees the follower's writes
+        if mode in ("copy", "refreshed"):  # a connection kept open sees no later write
             import apsw
             c = apsw.Connection(target, flags=apsw.SQLITE_OPEN_READONLY)
             rows = c.execute("SELECT rowid, id FROM episodes WHERE rowid > ?",
@@ -162,7 +165,7 @@ while not os.path.exists(stop):
 queries = br.load_queries(nq)
 lat = []
 errors = []
-if mode == "copy":  # reopened, to recall on what the follower wrote
+if mode in ("copy", "refreshed"):  # reopened, to recall on the latest
     store.close()
     store = Store(target, readonly=True)
 for r in range(repeat + 1):
@@ -207,7 +210,8 @@ def pct(xs: List[float], p: float) -> float:
 
 
 def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
-                   repeat: int, keep: bool, settle: float = 75.0) -> Dict[str, Any]:
+                   repeat: int, keep: bool, settle: float = 75.0,
+                   refresh: float = 5.0) -> Dict[str, Any]:
     c = fresh_copy(n, seed)
     work, db = c["work"], c["db"]
     rep_dir = os.path.join(work, "replica")
@@ -220,6 +224,7 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
                            start_new_session=True)
     procs: Dict[str, subprocess.Popen] = {}
     follower = None
+    refresher = None
     try:
         deadline = time.monotonic() + 600
         while not os.path.isdir(os.path.join(rep_dir, "ltx")):
@@ -237,8 +242,17 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
             if follower.poll() is not None:
                 raise SystemExit("litestream restore -f failed")
             time.sleep(0.05)
+        refreshed = os.path.join(work, "refreshed.db")
+        refresher = subprocess.Popen([sys.executable, "-m", "sqlite_rrf", "restore", "--from",
+                                      url, "-o", refreshed, "--refresh", f"{refresh:g}s"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not os.path.exists(refreshed):
+            if refresher.poll() is not None:
+                raise SystemExit("restore --refresh failed")
+            time.sleep(0.05)
         code = READER % {"here": HERE}
-        for mode, target in (("primary", db), ("vfs", url), ("copy", copy)):
+        for mode, target in (("primary", db), ("vfs", url), ("copy", copy),
+                             ("refreshed", refreshed)):
             env = dict(os.environ, LITESTREAM_REPLICA_URL=url)
             procs[mode] = subprocess.Popen(
                 [sys.executable, "-c", code, mode, target, stop, str(nq), str(repeat)],
@@ -285,6 +299,9 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        if refresher is not None and refresher.poll() is None:
+            refresher.kill()
+            refresher.wait()
         if follower is not None and follower.poll() is None:
             follower.send_signal(signal.SIGINT)
             try:
