@@ -35,19 +35,59 @@ from __future__ import annotations
 from .display import code, escape, flatten, human_age, iso_time
 from .errors import UserError, error_message, fault_message, sqlite_words, without_class_names
 from .notes import NOTES_KEPT, ONCE_A_DAY, note, notes_path
-from .opening import (RUNTIME_SUBDIR, USES, check_model_args, choose_embedder, close_store,
-                      open_store, socket_path)
+from .opening import (
+    RUNTIME_SUBDIR,
+    USES,
+    check_model_args,
+    choose_embedder,
+    close_store,
+    open_store,
+    socket_path,
+)
 from .options import ascii_float, float_arg, int_arg, parse_time
-from .scopes import (ALL_SCOPES, SHARED_SCOPE, derive_scope, recall_scope, recall_scopes,
-                     scope_name, stored_scope, write_scope)
+from .scopes import (
+    ALL_SCOPES,
+    SHARED_SCOPE,
+    derive_scope,
+    recall_scope,
+    recall_scopes,
+    scope_name,
+    stored_scope,
+    write_scope,
+)
 
 __all__ = [
-    "code", "escape", "flatten", "human_age", "iso_time",
-    "UserError", "error_message", "fault_message", "sqlite_words", "without_class_names",
-    "NOTES_KEPT", "ONCE_A_DAY", "note", "notes_path",
-    "RUNTIME_SUBDIR", "USES", "check_model_args", "choose_embedder", "close_store",
-    "open_store", "socket_path",
-    "ascii_float", "float_arg", "int_arg", "parse_time",
-    "ALL_SCOPES", "SHARED_SCOPE", "derive_scope", "recall_scope", "recall_scopes",
-    "scope_name", "stored_scope", "write_scope",
+    "ALL_SCOPES",
+    "NOTES_KEPT",
+    "ONCE_A_DAY",
+    "RUNTIME_SUBDIR",
+    "SHARED_SCOPE",
+    "USES",
+    "UserError",
+    "ascii_float",
+    "check_model_args",
+    "choose_embedder",
+    "close_store",
+    "code",
+    "derive_scope",
+    "error_message",
+    "escape",
+    "fault_message",
+    "flatten",
+    "float_arg",
+    "human_age",
+    "int_arg",
+    "iso_time",
+    "note",
+    "notes_path",
+    "open_store",
+    "parse_time",
+    "recall_scope",
+    "recall_scopes",
+    "scope_name",
+    "socket_path",
+    "sqlite_words",
+    "stored_scope",
+    "without_class_names",
+    "write_scope",
 ]

@@ -70,8 +70,14 @@ def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
     default is used only from the Hugging Face cache, and what to pass is said.
     """
     from ..embed import Embedder, EmbeddingError
-    from ..models import (DEFAULT_N_CTX, ModelNotFoundError, foreign_hint, foreign_model,
-                         model_candidates, resolve_model)
+    from ..models import (
+        DEFAULT_N_CTX,
+        ModelNotFoundError,
+        foreign_hint,
+        foreign_model,
+        model_candidates,
+        resolve_model,
+    )
 
     foreign = foreign_model(model, remembered)
     first_error: Optional[Exception] = None

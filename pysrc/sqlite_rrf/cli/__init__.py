@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 from ..app import error_message, fault_message
 from .common import EXIT_ERROR, EXIT_USAGE, CliError
 from .parser import PROFILE_SUMMARIES, build_parser
+
 # relevance, resources and statements are imported where they are used: `sqlite-rrf hook`
 # asking a warm server imports none of them (hook.main)
 
-__all__ = ["main", "build_parser", "CliError", "EXIT_ERROR", "EXIT_USAGE", "PROFILE_SUMMARIES"]
+__all__ = ["EXIT_ERROR", "EXIT_USAGE", "PROFILE_SUMMARIES", "CliError", "build_parser", "main"]
 
 
 def _known_error(e: Exception) -> Optional[str]:
@@ -47,7 +48,9 @@ def _known_error(e: Exception) -> Optional[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["hook"]:  # per prompt: its own small parser, no other command's imports
+    if argv[:1] == ["hook"] and not {"-h", "--help"} & set(argv):
+        # per prompt: its own small parser, no other command's imports (its --help is
+        # the full command line's, below)
         from .. import hook
 
         return hook.main(argv[1:])

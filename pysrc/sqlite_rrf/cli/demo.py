@@ -15,7 +15,6 @@ from .commands import import_episodes, read_jsonl
 from .common import CliError, check_model_options, embedder_for
 from .recall import recall_and_print
 
-
 DEMO_QUERY = "where are the postgres credentials kept?"
 #: Where ``sqlite-rrf demo`` writes when no path is given: a name of its own, never the
 #: name of a real memory.
@@ -52,9 +51,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     recall of it, with each list's contribution explained."""
     import time
 
-    from ..store import Store
-
     from ..resources import data_path
+    from ..store import Store
 
     check_model_options(args)
     episodes, labels = read_jsonl(data_path("sample_episodes.jsonl"))

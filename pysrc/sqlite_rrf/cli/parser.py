@@ -15,7 +15,6 @@ from . import commands, manage
 from .demo import DEMO_DB, DEMO_QUERY, cmd_demo
 from .recall import cmd_recall
 
-
 DB_HELP = "the memory database (an SQLite file)"
 DB_HELP_CREATED = "the memory database (an SQLite file; created if it does not exist)"
 #: What each fusion profile does, in a line: ``--profile``'s help (the wheel ships no docs).

@@ -123,8 +123,8 @@ def recall_and_print(store: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ..relevance import check_min_relevance
     from ..checks import StoreError, recall_params
+    from ..relevance import check_min_relevance
 
     try:  # check the options before the model loads (the store's own check)
         recall_params(result_limit(args), weights_arg(args.weights), args.k, args.pool,

@@ -50,13 +50,31 @@ from datasette import hookimpl
 
 from .loading import DatasetteExtensionError, check_module, load_into
 from .model import database_config, model_state, register_functions
-from .page import (is_recall_page, is_recall_path, is_recall_row, json_form_error, page_script,
-                   render_recall_cell)
+from .page import (
+    is_recall_page,
+    is_recall_path,
+    is_recall_row,
+    json_form_error,
+    page_script,
+    render_recall_cell,
+)
 from .queries import CHOICE, PLUGIN_NAME, TITLE, canned_query, form_error, request_choice
 
-__all__ = ["DatasetteExtensionError", "PLUGIN_NAME", "TITLE", "canned_query", "check_module",
-           "form_error", "startup", "prepare_connection", "canned_queries",
-           "extra_body_script", "extra_template_vars", "asgi_wrapper", "render_cell"]
+__all__ = [
+    "PLUGIN_NAME",
+    "TITLE",
+    "DatasetteExtensionError",
+    "asgi_wrapper",
+    "canned_queries",
+    "canned_query",
+    "check_module",
+    "extra_body_script",
+    "extra_template_vars",
+    "form_error",
+    "prepare_connection",
+    "render_cell",
+    "startup",
+]
 
 @hookimpl
 def startup(datasette: Any) -> None:

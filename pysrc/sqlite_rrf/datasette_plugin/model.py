@@ -65,14 +65,13 @@ def _open_model(path: str, model: Optional[str], n_ctx: Optional[int]) -> Tuple[
     dimension and fingerprint) and the page's sentence about it, or None and why the
     vector list is off."""
     from ..app import UserError, check_model_args, choose_embedder, error_message
-    from ..models import (FINGERPRINT_MIN_COSINE, fingerprint_cosine, foreign_hint,
-                         foreign_model)
+    from ..models import FINGERPRINT_MIN_COSINE, fingerprint_cosine, foreign_hint, foreign_model
 
     off = "the vector list is off: "
     try:
         check_model_args(model, n_ctx)
         meta = database_model(path)
-    except Exception as e:  # noqa: BLE001 - any failure only turns the vector list off
+    except Exception as e:
         return None, off + (error_message(e) or str(e))
     known = meta.get("embedding_model") or None
     dim = meta.get("embedding_dim")
@@ -83,7 +82,7 @@ def _open_model(path: str, model: Optional[str], n_ctx: Optional[int]) -> Tuple[
         emb = choose_embedder(model, n_ctx, remembered=known, required=True)
     except UserError as e:
         return None, off + str(e)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return None, off + (error_message(e) or str(e))
     why = None
     try:
@@ -96,7 +95,7 @@ def _open_model(path: str, model: Optional[str], n_ctx: Optional[int]) -> Tuple[
             if cos is None or cos < FINGERPRINT_MIN_COSINE:
                 why = (f"the model {emb.model_spec!r} is not the model this database's "
                        f"embeddings were made with ({known!r})")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         why = error_message(e) or str(e)
     if why is not None:
         emb.close()

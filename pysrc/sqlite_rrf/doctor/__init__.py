@@ -33,12 +33,33 @@ import apsw
 from ..migrations import available, current_version, migrate
 from .data import check_data, compare_data, has_table, repair_data
 from .findings import REPAIR_HINT, Finding, Report
-from .schema import (SCHEMA_FILE, build_expected, expected_objects, migrations_digest,
-                     open_check, render_expected, repair_schema, schema_findings)
+from .schema import (
+    SCHEMA_FILE,
+    build_expected,
+    expected_objects,
+    migrations_digest,
+    open_check,
+    render_expected,
+    repair_schema,
+    schema_findings,
+)
 
-__all__ = ["Finding", "Report", "expected_objects", "build_expected", "render_expected",
-           "migrations_digest", "SCHEMA_FILE", "schema_findings", "open_check",
-           "check_data", "check", "repair", "check_path", "REPAIR_HINT"]
+__all__ = [
+    "REPAIR_HINT",
+    "SCHEMA_FILE",
+    "Finding",
+    "Report",
+    "build_expected",
+    "check",
+    "check_data",
+    "check_path",
+    "expected_objects",
+    "migrations_digest",
+    "open_check",
+    "render_expected",
+    "repair",
+    "schema_findings",
+]
 
 
 # ---------------------------------------------------------------- the full check

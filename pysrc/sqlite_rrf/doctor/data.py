@@ -12,6 +12,7 @@ import numpy as np
 
 from .findings import DERIVED_TABLES, Finding
 
+
 def _dim(conn: apsw.Connection) -> Optional[int]:
     rows = conn.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall()
     return int(rows[0][0]) if rows and rows[0][0] is not None else None
@@ -64,7 +65,8 @@ class _Data:
                                "needs a database that can be written", repairable=False))
         if self.vectors_missing:
             out.append(Finding("vectors", "episodes whose vector is missing from "
-                               f"episodes_vectors or stale there: rowids {some(self.vectors_missing)}"))
+                               "episodes_vectors or stale there: rowids "
+                               f"{some(self.vectors_missing)}"))
         if self.vectors_extra:
             out.append(Finding("vectors", "vectors of episodes_vectors with no episode or no "
                                f"embedding: rowids {some(self.vectors_extra)}"))

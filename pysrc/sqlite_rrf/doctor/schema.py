@@ -159,7 +159,7 @@ def repair_schema(conn: apsw.Connection) -> List[str]:
         "SELECT type, name, sql FROM main.sqlite_master")}
     done = []
     order = {"table": 0, "index": 1, "view": 1, "trigger": 2}
-    for name, (kind, tbl, sql) in sorted(expected.items(), key=lambda kv: (order.get(kv[1][0], 3),
+    for name, (kind, _tbl, sql) in sorted(expected.items(), key=lambda kv: (order.get(kv[1][0], 3),
                                                                           kv[0])):
         got = have.get(name)
         if got is not None and (got[0] != kind or kind == "table"

@@ -83,8 +83,13 @@ import numpy as np
 from .._version import __version__
 from ..store import PROFILES, Store
 from .embcache import EmbeddingCache, default_cache_path, embed_cached, model_fingerprint
-from .longmemeval_data import (DEFAULT_UNIT, UNITS, LmeQuestion, LongMemEvalFormatError,
-                               load_longmemeval)
+from .longmemeval_data import (
+    DEFAULT_UNIT,
+    UNITS,
+    LmeQuestion,
+    LongMemEvalFormatError,
+    load_longmemeval,
+)
 from .longmemeval_metrics import score_question
 from .progress import progress_bar
 
@@ -231,8 +236,7 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
 
     # vectors: every question and every user turn, through the cache
     from ..embed import Embedder
-    from ..models import choose_model, resolve_model
-    from ..models import DEFAULT_N_CTX
+    from ..models import DEFAULT_N_CTX, choose_model, resolve_model
     model = resolve_model(model_path or choose_model())
     made: List[Any] = []
 
@@ -247,7 +251,7 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
     texts = [q.question for q in questions] + [t.content for q in questions for t in q.turns]
     t1 = time.perf_counter()
     with EmbeddingCache(model_fingerprint(model, DEFAULT_N_CTX), cache_path) as cache:
-        mat, n_embedded, emb_secs = embed_cached(texts, cache, factory, progress=progress,
+        mat, n_embedded, _emb_secs = embed_cached(texts, cache, factory, progress=progress,
                                                  desc="embedding (cached for reruns)")
         cache_file = cache.path
     for e in made:

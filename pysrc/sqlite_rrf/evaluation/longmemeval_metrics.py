@@ -4,7 +4,7 @@ the question's episodes (turns or sessions), and the published protocol's over s
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
