@@ -18,6 +18,10 @@ What is tested, against a Python reference of the segmentation (:func:`segment`)
 - fts5_query's tokens of a text are the reference's: the CJK bigrams and single
   characters of its runs, and its other words as before; every text is found by its
   own query;
+- fts5_query's token characters are unicode61's (asked of the running SQLite and of the
+  sqlite3 shell, every code point), so its tokens are the index's terms for any text:
+  letters outside the CJK ranges such as U+3005 (``a々``, ``人々``), emoji FTS5's tables
+  do not know, variation selectors (these failed before);
 - the issue's cases: a Japanese memory by 'パスワード' and by 'Postgres' and 'Vault'
   (Latin words touching kana), a Chinese one by '备份', a Korean one by '비밀번호'
   (a word with its particle), through the recall statement with no model;
@@ -33,13 +37,14 @@ What is tested, against a Python reference of the segmentation (:func:`segment`)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import re
 import shutil
 import subprocess
-from typing import List
+from typing import FrozenSet, List
 
 import apsw
 import pytest
@@ -95,13 +100,17 @@ def _segment(t: str) -> str:
 
 # Characters to build texts from: CJK of every block, Latin, digits, emoji, Thai
 # combining marks, the katakana middle dot and prolonged sound mark, fullwidth and
-# halfwidth forms, ideographic space and punctuation, an extension-B ideograph.
+# halfwidth forms, ideographic space and punctuation, an extension-B ideograph; the
+# letters and numbers of U+3000-303F, variation selectors, ZWJ, a soft hyphen, an
+# emoji newer than FTS5's tables, a circled digit, a Thai vowel mark.
 ALPHABET = (list("abcXYZ019 .,-'\"*") + list("パスワードをー・ァヺ") + list("あいうゝゞ")
             + list("認証情報备份数据库猫々〆") + list("비밀번호를가ᄀㄱ") + list("ภาษาไทยที่นี่")
             + list("ກຂ") + list("ကခ") + list("កខ") + list("ㄅㄆ")
             + ["\U00020000", "\U0002A700", "\uF900", "\uFF76", "\uFF9E", "\uFFA1", "\uFF21",
                "\u3000", "\u3001", "\u300C", "\U0001F600", "\u00e9", "\u00df", "\u2122",
-               "\u0301", "\u3099", "\u309B", "\u30A0", "\u3040", "\u0E3F"])
+               "\u0301", "\u3099", "\u309B", "\u30A0", "\u3040", "\u0E3F",
+               "\u3007", "\u303B", "\u3031", "\u3021", "\u302A", "\u3003", "\uFE0F", "\uFE0E",
+               "\U000E0100", "\U0001F970", "\u2460", "\u200D", "\u00AD", "\u0E31", "\uFFE3"])
 
 texts = st.lists(st.sampled_from(ALPHABET), max_size=60).map("".join)
 
@@ -194,18 +203,48 @@ def query_tokens(conn, t: str) -> List[str]:
     return [] if expr == '""' else re.findall(r'"([^"]*)"', expr)
 
 
+@functools.lru_cache(maxsize=None)
+def unicode61_separators(sqlite3_shell: bool = False) -> FrozenSet[int]:
+    """The code points from U+0080 up that FTS5's unicode61 tokenizer (the index's,
+    under porter) takes as separators, asked of the running SQLite (or of the sqlite3
+    shell): each code point c is written as 'x' + c + 'x' between spaces, one token
+    if c is a token character, two 'x' if it separates them."""
+    cps = [cp for cp in range(0x80, 0x110000) if not 0xD800 <= cp <= 0xDFFF]
+    chunks = [" ".join("x" + chr(cp) + "x" for cp in cps[k:k + 4096])
+              for k in range(0, len(cps), 4096)]
+    setup = ("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61');"
+             "CREATE VIRTUAL TABLE v USING fts5vocab(t, instance);")
+    if sqlite3_shell:
+        sql = setup + "".join("INSERT INTO t(x) VALUES ('%s');" % c for c in chunks)
+        sql += "SELECT json_group_array(term) FROM (SELECT term FROM v ORDER BY doc, offset);"
+        r = subprocess.run([SHELL, ":memory:"], input=sql, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and not r.stderr, r.stderr
+        terms = json.loads(r.stdout)
+    else:
+        conn = apsw.Connection(":memory:")
+        conn.execute(setup)
+        conn.executemany("INSERT INTO t(x) VALUES (?)", [(c,) for c in chunks])
+        terms = [t for (t,) in conn.execute("SELECT term FROM v ORDER BY doc, offset")]
+    seps, i = set(), 0
+    for cp in cps:
+        if terms[i] == "x":  # 'x' c 'x' gave two tokens
+            assert terms[i + 1] == "x"
+            seps.add(cp)
+            i += 2
+        else:
+            i += 1
+    assert i == len(terms)
+    return frozenset(seps)
+
+
 def is_token_char(ch: str) -> bool:
-    """fts5q.c's Q2 (a port of is_token_char)."""
+    """fts5q.c's Q2: an ASCII letter or digit, a CJK character (Q16), or a non-ASCII
+    character that unicode61 does not take as a separator."""
     cp = ord(ch)
     if cp < 0x80:
         return ch.isascii() and ch.isalnum()
-    if cp < 0xC0:
-        return cp in (0xAA, 0xB5, 0xBA, 0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE)
-    excluded = [(0xD7, 0xD7), (0xF7, 0xF7), (0x2000, 0x206F), (0x20A0, 0x20CF),
-                (0x2190, 0x2BFF), (0x3000, 0x303F), (0x30FB, 0x30FB), (0xFE30, 0xFE4F),
-                (0xFF00, 0xFF0F), (0xFF1A, 0xFF20), (0xFF3B, 0xFF40), (0xFF5B, 0xFF65),
-                (0xFFF0, 0xFFFF), (0x1F000, 0x1FAFF), (0xE0000, 0x10FFFF)]
-    return not any(a <= cp <= b for a, b in excluded)
+    return is_cjk(ch) or cp not in unicode61_separators()
 
 
 def reference_tokens(t: str) -> List[str]:
@@ -265,6 +304,85 @@ def test_query_tokens_by_hand():
     assert query_tokens(conn, "認証・情報") == ["認証", "情報"]  # U+30FB is punctuation
     assert query_tokens(conn, "비밀번호를") == ["비밀", "밀번", "번호", "호를"]
     assert query_tokens(conn, "the quick fox") == ["the", "quick", "fox"]
+
+
+#: text whose characters outside the CJK ranges are letters, numbers or marks to
+#: unicode61 but were separators to fts5_query before (U+3005 and the rest of
+#: U+3000-303F's letters and numbers, enclosed numbers, emoji FTS5's tables do not
+#: know), or the other way round (variation selectors): each with its tokens
+MARKS = [
+    ("a\u3005", ["a\u3005"]),                 # U+3005 (Lm): one index token, not 'a'
+    ("\u3005", ["\u3005"]),
+    ("x\u3005y", ["x\u3005y"]),
+    ("\u4eba\u3005\u306f\u5143\u6c17\u3067\u3059",  # U+3005 between CJK runs: its own token
+     ["\u4eba", "\u3005", "\u306f\u5143", "\u5143\u6c17", "\u6c17\u3067", "\u3067\u3059"]),
+    ("\u6642\u3005\u96e8 Tokyo\u3005", ["\u6642", "\u3005", "\u96e8", "Tokyo\u3005"]),
+    ("\u3006\u5207", ["\u3006", "\u5207"]),      # U+3006 (Lo)
+    ("a\u3007b \u3007", ["a\u3007b", "\u3007"]),  # U+3007 (Nl)
+    ("\u303bx \u3031\u3021", ["\u303bx", "\u3031\u3021"]),  # U+303B, U+3031 (Lm), U+3021 (Nl)
+    ("x\U0001F970y \U0001F970", ["x\U0001F970y", "\U0001F970"]),  # U+1F970: not in FTS5's tables
+    ("\u2460 x\u2460", ["\u2460", "x\u2460"]),    # U+2460 (No)
+    ("a\uFE0Fb", ["a", "b"]),                      # U+FE0F (Mn, a variation selector): separates
+    ("\u845b\U000E0100\u98fe", ["\u845b", "\u98fe"]),   # an ideographic variation selector
+    ("e\u0301t\u00e9", ["e\u0301t\u00e9"]),        # a combining acute: a diacritic, folded away
+    ("\U000F0000a", ["\U000F0000a"]),              # private use (Co)
+]
+
+
+@pytest.mark.parametrize("text,tokens", MARKS)
+def test_query_tokens_of_marks_are_the_indexs(text, tokens):
+    """Each token of fts5_query is an index term of the row (found alone), and the row
+    is found by its own query."""
+    conn = new_db()
+    conn.execute("INSERT INTO episodes(id, content) VALUES ('a', ?)", (text,))
+    assert query_tokens(conn, text) == tokens
+    for tok in tokens:
+        assert match(conn, '"%s"' % tok) == [1], tok
+    assert match(conn, conn.execute("SELECT fts5_query(?)", (text,)).fetchall()[0][0]) == [1]
+    assert match(conn, conn.execute("SELECT fts5_query(?, 'and')", (text,)).fetchall()[0][0]) == [1]
+
+
+def test_token_characters_are_unicode61s_for_every_code_point():
+    """Q2 over every code point from U+0080: 'x' c 'x' is one token, or 'x' and c for a
+    CJK character (Q16), unless unicode61 takes c as a separator."""
+    conn = new_db()
+    got = {cp for (cp,) in conn.execute(
+        "WITH RECURSIVE c(cp) AS (VALUES (128) UNION ALL SELECT cp + 1 FROM c WHERE cp < 1114111)"
+        " SELECT cp FROM c WHERE (cp < 55296 OR cp > 57343)"
+        " AND fts5_query('x' || char(cp) || 'x') = '\"x\"'")}
+    want = {cp for cp in unicode61_separators() if not is_cjk(chr(cp))}
+    assert sorted(got - want)[:20] == [] and sorted(want - got)[:20] == []
+    assert 0x3005 not in want and 0x3001 in want  # the table is not trivially empty
+
+
+#: any character but a surrogate or NUL (the index leaves what follows a NUL as it is,
+#: migration 0011), often one of ALPHABET's
+any_texts = st.lists(st.one_of(st.sampled_from(ALPHABET),
+                               st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")),
+                     max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_texts)
+def test_query_terms_are_the_rows_index_terms(t):
+    """The terms of fts5_query(t)'s tokens (mode 'terms', the index's tokenizer) are
+    exactly the terms the index holds for t's row: no token cuts an index term in
+    two or joins two, and each finds the row alone."""
+    conn = new_db()
+    conn.execute("INSERT INTO episodes(id, content) VALUES ('a', ?)", (t,))
+    terms = json.loads(conn.execute("SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')",
+                                    (t,)).fetchall()[0][0])
+    index = {term for (term,) in conn.execute("SELECT term FROM episodes_fts_vocab")}
+    assert {term for _, term in terms} == index
+    for phrase, _ in terms:
+        assert match(conn, phrase) == [1], phrase
+
+
+@needs_shell
+def test_the_shells_unicode61_has_the_same_separators():
+    """The sqlite3 shell's FTS5 (3.40 on Debian) splits as the bundled SQLite does, so
+    fts5q.c's one table serves rows written by either."""
+    assert unicode61_separators(True) == unicode61_separators()
 
 
 @settings(max_examples=300, deadline=None)
