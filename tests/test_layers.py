@@ -68,15 +68,16 @@ LAYERS: Dict[str, int] = {
     "sqlite_rrf.__main__": FRONT,
     "sqlite_rrf.cli": FRONT,
     "sqlite_rrf.hook": FRONT,
-    "sqlite_rrf.mcp_server": FRONT,
-    "sqlite_rrf.mcp": FRONT,  # the MCP server's package, when mcp_server.py is split
+    "sqlite_rrf.mcp": FRONT,
     "sqlite_rrf.server": FRONT,
     "sqlite_rrf.datasette_plugin": FRONT,
     "sqlite_rrf.evaluation.cli": FRONT,
 }
 
 #: Modules that are part of a front-end held elsewhere (``python -m sqlite_rrf`` is the CLI).
-FRONT_END_OF = {"sqlite_rrf.__main__": "sqlite_rrf.cli"}
+#: ``sqlite-rrf serve`` is the MCP server over HTTP (and the hook's socket): its endpoints
+#: are the MCP package's servers.
+FRONT_END_OF = {"sqlite_rrf.__main__": "sqlite_rrf.cli", "sqlite_rrf.server": "sqlite_rrf.mcp"}
 
 #: The front-end that may import others, lazily, for the commands that run them.
 DISPATCHER = "sqlite_rrf.cli"
@@ -84,14 +85,6 @@ DISPATCHER = "sqlite_rrf.cli"
 #: Today's violations outside the command line, the Datasette plugin, the doctor and the
 #: app (importer, imported module, name or None): each is to go, and then its line here.
 ALLOWED = {
-    # hook --help prints the whole command line's help: removed by the mcp/server split
-    ("sqlite_rrf.hook", "sqlite_rrf.cli", None),
-    # the warm server answers the hook's requests with the hook's own code: removed by the
-    # mcp/server split (the shared request logic moves into the app layer)
-    ("sqlite_rrf.server", "sqlite_rrf.hook", None),
-    # the warm server serves MCP over HTTP with the MCP server's tools: removed by the
-    # mcp/server split
-    ("sqlite_rrf.server", "sqlite_rrf.mcp_server", None),
     # the store's model binding shows the embedder's progress bar: the store package's
     # split leaves it; the embedder is to name it publicly
     ("sqlite_rrf.store.binding", "sqlite_rrf.embed", "_progress_bar"),
@@ -264,7 +257,7 @@ def test_the_rule_sees_a_breach(tmp_path, source, expected, monkeypatch):
 @pytest.mark.parametrize("module, source, breach", [
     # a front-end importing another, at import or inside a function
     ("sqlite_rrf.server", "from .hook import respond\n", True),
-    ("sqlite_rrf.server", "def f():\n    from . import mcp_server\n", True),
+    ("sqlite_rrf.mcp", "def f():\n    from . import hook\n", True),
     # the command line: inside the command that runs the front-end, not at import
     ("sqlite_rrf.cli.parser", "def build_parser():\n    from .. import hook\n", False),
     ("sqlite_rrf.cli.parser", "from .. import hook\n", True),

@@ -1,6 +1,6 @@
 """``sqlite-rrf mcp DB`` end to end: the MCP SDK's own client starts ``python -m sqlite_rrf
 mcp DB`` as a subprocess and calls its tools over stdio. M1..M7 are the requirements of
-pysrc/sqlite_rrf/mcp_server.py.
+pysrc/sqlite_rrf/mcp/__init__.py.
 
 One test uses the real GGUF model of tests/conftest.py ($SQLITE_RRF_MODEL); the others run
 where no model can be had (offline, an empty Hugging Face cache, no $SQLITE_RRF_MODEL)."""
@@ -30,7 +30,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="the MCP SDK 2.x is not insta
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from sqlite_rrf.mcp_server import MAX_RECALL_LIMIT  # noqa: E402
+from sqlite_rrf.mcp import MAX_RECALL_LIMIT  # noqa: E402
 from sqlite_rrf.store import Store  # noqa: E402
 
 TOOLS = {"remember", "recall", "forget", "update", "stats"}
@@ -515,7 +515,7 @@ def test_without_the_extra_the_command_says_what_to_install(tmp_path):
 
 
 def test_the_module_imports_no_sdk():
-    code = ("import sys; import sqlite_rrf.mcp_server, sqlite_rrf.cli; "
+    code = ("import sys; import sqlite_rrf.mcp, sqlite_rrf.cli; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('mcp', 'mcp_types', 'pydantic', 'anyio')))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -698,7 +698,7 @@ def test_outputs_are_bounded(tmp_path):
     """M11: remember refuses a text above MAX_CONTENT_CHARS, nothing written; recall cuts
     each hit's text at max_chars, says so, and the structured content does not repeat
     the text (issue 21: a 10 MB memory was answered with 20 MB)."""
-    from sqlite_rrf.mcp_server import DEFAULT_RECALL_MAX_CHARS, MAX_CONTENT_CHARS
+    from sqlite_rrf.mcp import DEFAULT_RECALL_MAX_CHARS, MAX_CONTENT_CHARS
 
     db = tmp_path / "agent.db"
     long_text = "Zeppelin maintenance log: " + "the hangar doors were inspected. " * 200

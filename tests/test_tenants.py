@@ -1,4 +1,4 @@
-"""Many agents, one server (pysrc/sqlite_rrf/server.py, S6, S8, S9): agents in separate
+"""Many agents, one server (pysrc/sqlite_rrf/server/, S6, S8, S9): agents in separate
 processes, each the MCP SDK's client over streamable HTTP with a bearer token, each in its
 own scope (``/s/SCOPE/mcp``) of one memory or its own tenant's file (``serve --dir``,
 ``/t/TENANT/mcp``); real server processes, real files."""
@@ -430,7 +430,7 @@ def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
 
     import uvicorn
 
-    from sqlite_rrf.mcp_server import build_server
+    from sqlite_rrf.mcp.server import build_server
     from sqlite_rrf.server import HttpRouter
     store = Store(tmp_path / "m.db")
     lock = threading.Lock()

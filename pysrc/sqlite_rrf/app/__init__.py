@@ -1,5 +1,5 @@
 """The application layer every way in shares: the command line (:mod:`sqlite_rrf.cli`),
-the prompt hook (:mod:`sqlite_rrf.hook`), MCP (:mod:`sqlite_rrf.mcp_server`) and the
+the prompt hook (:mod:`sqlite_rrf.hook`), MCP (:mod:`sqlite_rrf.mcp`) and the
 warm server (:mod:`sqlite_rrf.server`).
 
 - :func:`open_store`: open a memory database with the chosen model (``--model``,

@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # The agents' ways in: their modules import their own dependencies (the mcp SDK) only
     # when the command runs.
-    from .. import hook, mcp_server, server
+    from .. import hook, mcp, server
 
     p = sub.add_parser("serve", help="one warm process for the hook (a Unix socket) and MCP "
                        "over streamable HTTP (--http): the model and the connection stay "
@@ -239,9 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mcp", help="serve the memory to agents over the Model Context Protocol "
                        "(stdio; needs the mcp extra)")
-    mcp_server.add_arguments(p)
+    mcp.add_arguments(p)
     add_model_options(p)
-    p.set_defaults(func=mcp_server.run)
+    p.set_defaults(func=mcp.run)
 
     p = sub.add_parser("hook", help="an agent's prompt hook: read the hook's JSON on stdin, "
                        "print the recollection as Markdown")

@@ -1,0 +1,169 @@
+"""What a prompt recalls: the prompt hook's request checked (:func:`check_request`) and
+answered (:func:`respond`) as the Markdown an agent adds to its context (:func:`render`,
+:func:`as_output`). ``sqlite-rrf hook`` answers in its own process and ``sqlite-rrf serve``
+answers the hook's socket with these, so their output is the same (the requirements are
+the hook's, H4-H8 in :mod:`sqlite_rrf.hook`).
+
+Like the rest of this package it imports only the standard library at module level (the
+hook's client path imports it); the recall's defaults load when :func:`respond` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .display import code, escape, flatten
+from .errors import UserError
+
+TYPE_CHECKING = False  # typing is not imported at run time (the hook's H6)
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
+#: The hook's ``--format`` choices (H8).
+FORMATS = ("markdown", "json")
+
+
+class HookFault(UserError):
+    """A fault of the hook's input, said as one line on stderr."""
+
+
+def _age(ms: Any, now_ms: int) -> str:
+    if isinstance(ms, bool) or not isinstance(ms, int):  # another client wrote a non-integer
+        return "at an unknown time"
+    s = max(0, (now_ms - ms) // 1000)
+    if s < 90:
+        return "just now"
+    if s < 90 * 60:
+        return f"{round(s / 60)} minutes ago"
+    if s < 36 * 3600:
+        return f"{round(s / 3600)} hours ago"
+    if s < 60 * 86400:
+        return f"{round(s / 86400)} days ago"
+    return time.strftime("%Y-%m-%d", time.gmtime(ms / 1000))
+
+
+def scope_words(scope: Any) -> str:
+    """What a recall of the store's ``scope=`` covered, in words: ``every scope`` (None),
+    ``the shared scope``, ``scope `shop```, ``scope `shop` and the shared scope``,
+    ``scopes `a` and `b```."""
+    if scope is None:
+        return "every scope"
+    names = [scope] if isinstance(scope, str) else list(scope)
+    named = [code(s) for s in names if s]
+    if not named:
+        return "the shared scope"
+    said = ("scope " if len(named) == 1 else "scopes ") + " and ".join(named)
+    return said + (" and the shared scope" if "" in names else "")
+
+
+def render(hits: List[Any], scope: Any, max_chars: int,
+           now_ms: Optional[int] = None, max_total: int = 0) -> str:
+    """The recollection as Markdown (H4): a header and one bullet per hit, at most
+    ``max_total`` characters in all (H8; 0: no cap). ``scope`` is the recall's (None, a
+    scope, or a list of scopes: :func:`scope_words`)."""
+    if not hits:
+        return ""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    lines = [f"Recalled from memory (sqlite-rrf, {scope_words(scope)}); may be outdated:"]
+    total = len(lines[0]) + 1
+    for i, h in enumerate(hits):  # H4a: nothing from the memory leaves its line or reads as a tag
+        text = flatten(str(h.content))
+        if max_chars and len(text) > max_chars:
+            text = text[:max_chars].rstrip() + " …"
+        mark = ", important" if h.importance == "high" else ""
+        dups = getattr(h, "duplicates", 0)
+        if dups:  # issue 20: the near-duplicates collapsed into this one
+            mark += f", stands for {dups} near-duplicate{'s' if dups != 1 else ''}"
+        line = (f"- {escape(text)} _(id {code(str(h.id))}, "
+                f"{_age(h.created_at, now_ms)}{mark})_")
+        left = len(hits) - i
+        more = f"({left} more not shown: the hook's --max-total)"
+        if max_total and total + len(line) + 1 + (len(more) + 1 if left > 1 else 0) > max_total:
+            if i == 0:  # the first hit alone is too long: cut its text to fit
+                room = max_total - total - (len(line) - len(escape(text))) - len(more) - 4
+                if room >= 40:
+                    cut = escape(text)[:room].rstrip() + " …"
+                    lines.append(f"- {cut} _(id {code(str(h.id))}, "
+                                 f"{_age(h.created_at, now_ms)}{mark})_")
+                    left -= 1
+            if left:
+                lines.append(f"({left} more not shown: the hook's --max-total)")
+            break
+        lines.append(line)
+        total += len(line) + 1
+    return "\n".join(lines) + "\n"
+
+
+def as_output(markdown: str, fmt: str = "markdown") -> str:
+    """What the hook prints for ``markdown`` in ``fmt`` (H8): the Markdown itself, or
+    Claude Code's ``hookSpecificOutput`` JSON; ``''`` when there is nothing to say."""
+    if not markdown or fmt == "markdown":
+        return markdown
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                              "additionalContext": markdown}},
+                      ensure_ascii=False) + "\n"
+
+
+def check_request(req: Dict[str, Any]) -> None:
+    """Refuse a hook request with a bad field (H5), naming the option (the hook checks
+    its options with this, and the server each request it gets)."""
+    limit = req.get("limit")
+    max_chars: Any = req.get("max_chars")
+    max_total: Any = req.get("max_total")
+    for name, v in (("--limit", limit), ("--max-chars", max_chars),
+                    ("--max-total", max_total)):
+        if (isinstance(v, bool) or not isinstance(v, int)) and not (v is None and
+                                                                    name == "--limit"):
+            raise HookFault(f"{name}: expected an integer, got {v!r}")
+    if limit is not None and not 1 <= limit <= 100:
+        raise HookFault(f"--limit: must be from 1 to 100, got {limit}")
+    if max_chars < 0:
+        raise HookFault(f"--max-chars: must be 0 or more, got {max_chars}")
+    if max_total < 0:
+        raise HookFault(f"--max-total: must be 0 or more, got {max_total}")
+    r = req.get("min_relevance")
+    if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float))
+                          or not 0 <= r <= 1):
+        raise HookFault(f"--min-relevance: must be a number from 0 to 1, got {r}")
+    if req.get("format") not in FORMATS:
+        raise HookFault(f"--format: expected one of {', '.join(FORMATS)}, got "
+                        f"{req.get('format')!r}")
+    for name in ("prompt",):
+        if not isinstance(req.get(name), str):
+            raise HookFault(f"{name}: expected text")
+    for name in ("session",):
+        if req.get(name) is not None and not isinstance(req.get(name), str):
+            raise HookFault(f"{name}: expected text or null")
+    scope = req.get("scope")
+    if scope is not None and not isinstance(scope, str) and not (
+            isinstance(scope, list) and 1 <= len(scope) <= 2
+            and all(isinstance(s, str) for s in scope)):
+        raise HookFault("scope: expected text, a list of one or two texts, or null")
+
+
+def respond(store: Any, req: Dict[str, Any]) -> Any:
+    """The output for the hook request ``req`` (:func:`check_request`'s fields) from
+    ``store``, and the recall's result to touch after it is printed (None when there is
+    nothing to touch): ``(text, result)``. The hook in process and the server both use
+    this, so their output is the same. A request without ``limit`` or ``min_relevance``
+    gets the recall's and :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`."""
+    if req.get("limit") is None:
+        from ..statements import recall_defaults
+
+        req = dict(req, limit=recall_defaults()["result_limit"])
+    if "min_relevance" not in req:
+        from ..relevance import DEFAULT_MIN_RELEVANCE
+
+        req = dict(req, min_relevance=DEFAULT_MIN_RELEVANCE)
+    prompt = req["prompt"]
+    if not prompt.strip():
+        return "", None
+    result = store.recall(prompt, limit=req["limit"], scope=req.get("scope"),
+                          session=req.get("session"), touch=False,
+                          topic_gate=bool(req.get("topic_gate")),
+                          min_relevance=req.get("min_relevance"))
+    markdown = render(list(result), req.get("scope"), req["max_chars"],
+                      max_total=req["max_total"])
+    return as_output(markdown, req["format"]), result
+
