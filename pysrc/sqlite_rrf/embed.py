@@ -418,8 +418,8 @@ class Embedder:
             return out
 
         if progress is None:
-            progress = n > 64 and _stderr_isatty()
-        bar = _progress_bar(n, desc) if progress else None
+            progress = n > 64 and stderr_isatty()
+        bar = progress_bar(n, desc) if progress else None
         try:
             for start in range(0, n, self._batch_size):
                 chunk = clean[start : start + self._batch_size]
@@ -462,14 +462,18 @@ class Embedder:
         return np.frombuffer(raw, dtype="<f4").astype(np.float32)
 
 
-def _stderr_isatty() -> bool:
+def stderr_isatty() -> bool:
+    """Whether standard error is a terminal (where a progress bar is drawn); False when
+    there is no standard error."""
     try:
         return bool(sys.stderr is not None and sys.stderr.isatty())
     except (AttributeError, ValueError):
         return False
 
 
-def _progress_bar(total: int, desc: str, unit: str = "text") -> Any:
+def progress_bar(total: int, desc: str, unit: str = "text") -> Any:
+    """A tqdm progress bar on standard error for ``total`` items of ``unit``, labelled
+    ``desc`` (tqdm comes with the ``embed`` extra)."""
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)

@@ -123,11 +123,11 @@ class Binding(Connection):
         total = self.missing_embeddings()
         if limit is not None:
             total = min(total, limit)
-        from ..embed import _progress_bar, _stderr_isatty
+        from ..embed import progress_bar, stderr_isatty
 
         if progress is None:
-            progress = total > 0 and _stderr_isatty()
-        bar = _progress_bar(total, "embedding", unit="episode") if progress else None
+            progress = total > 0 and stderr_isatty()
+        bar = progress_bar(total, "embedding", unit="episode") if progress else None
         seen, embedded, after = 0, 0, 0
         try:
             while seen < total:
