@@ -28,8 +28,8 @@ MAX_OPEN_STORES = 32
 #: S9: ``--idle-close``'s default, in seconds: a tenant's store unused this long is closed.
 IDLE_CLOSE_SECONDS = 300
 #: S8: how many MCP endpoints (a tenant and a scope, each an MCP server object of about
-#: 0.4 MB) the server keeps; the least recently used is dropped first and built again
-#: (about 15 ms) when it is asked for.
+#: 0.2 MB) the server keeps; the least recently used is dropped first and built again
+#: (about 7 ms) when it is asked for.
 MAX_ENDPOINTS = 256
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
