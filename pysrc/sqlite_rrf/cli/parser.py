@@ -47,7 +47,7 @@ def add_recall_options(p: argparse.ArgumentParser) -> None:
     from ..relevance import DEFAULT_MIN_RELEVANCE
     from ..statements import POOL_MODES, PROFILES, recall_defaults
 
-    # every default is the statement's own (sql/recall/params.sql), read from there
+    # every default is the statement's own (statements.DEFAULTS), read from there
     d = recall_defaults()
     decay_k = recall_defaults("decay")["k"]
     p.add_argument("--limit", type=int_arg, default=None,
@@ -111,7 +111,7 @@ def add_recall_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sqlite-rrf``."""
-    from ..statements import POOL_MODES, PROFILES
+    from ..statements import POOL_MODES, PROFILES, recall_defaults
 
     parser = argparse.ArgumentParser(
         prog="sqlite-rrf",
@@ -176,13 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("path", help="print the loadable extension's path (for .load)")
     p.set_defaults(func=commands.cmd_path)
 
-    p = sub.add_parser("sql", help="print the recall statement")
+    own = recall_defaults()  # the statement's defaults (statements.DEFAULTS)
+    p = sub.add_parser("sql", help="print the recall statement of one pool and one profile "
+                       "(neither named: sql/recall.sql, the default's)")
     p.add_argument("--pool", choices=POOL_MODES, default=None,
-                   help="print the statement of this pool only (knn: sqlite-vec's KNN; "
-                        "default: the statement that chooses :pool when it runs)")
+                   help=f"print the statement of this pool (knn: sqlite-vec's KNN; "
+                        f"default {own['pool']})")
     p.add_argument("--profile", choices=PROFILES, default=None,
-                   help="print the statement of this profile only (default: the statement "
-                        "that chooses :profile when it runs)")
+                   help=f"print the statement of this profile (default {own['profile']})")
     p.set_defaults(func=commands.cmd_sql)
 
     p = sub.add_parser("knn", help="add the sqlite-vec index for --pool knn")
