@@ -53,8 +53,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import apsw
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
 from sqlite_rrf.doctor import check_data

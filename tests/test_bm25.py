@@ -15,7 +15,6 @@ in ``ORDER BY rowid DESC`` order (a MATERIALIZED CTE keeps the visiting order).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -27,8 +26,7 @@ import time
 
 import apsw
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
 
@@ -435,7 +433,7 @@ def test_B8_huge_n_is_accepted_and_allocates_on_demand(corpora):
         assert visit(corpora, "full", f"rrf_bm25(full, {n})", q) == exact  # never fills
     # a 1e12-entry heap would need 8 TB: the memory high-water stays small
     apsw.status(apsw.SQLITE_STATUS_MEMORY_USED, True)
-    corpora.execute(f"SELECT rrf_bm25(full, 1e12) FROM full WHERE full MATCH ?", (q,)).fetchall()
+    corpora.execute("SELECT rrf_bm25(full, 1e12) FROM full WHERE full MATCH ?", (q,)).fetchall()
     assert apsw.status(apsw.SQLITE_STATUS_MEMORY_USED)[1] < 200 * 1024 * 1024
 
 
@@ -598,7 +596,7 @@ def test_B1_B4_sqlite3_shell_loads_and_agrees_with_bm25(tmp_path):
 
 # ---------------------------------------------------------------- the recall benchmark database
 
-from bench import bench_recall as br  # noqa: E402  (tests/ is on sys.path)
+from bench import bench_recall as br
 
 BENCH_DB = br.db_path(os.path.join(HERE, "bench", "out", "cache"), 100_000, 20240607)
 SCIFACT = br.SCIFACT

@@ -26,8 +26,7 @@ import subprocess
 
 import apsw
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import sqlite_rrf
 from sqlite_rrf.migrations import migrate

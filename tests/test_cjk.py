@@ -48,8 +48,7 @@ from typing import FrozenSet, List
 
 import apsw
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
 from sqlite_rrf.migrations import available, migrate

@@ -10,12 +10,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import apsw
 import pytest
 
 
-def cli(*args, cwd: Path, stdin: bytes = None):
+def cli(*args, cwd: Path, stdin: Optional[bytes] = None):
     env = dict(os.environ)
     env.pop("SQLITE_RRF_MODEL", None)
     env.pop("SQLITE_RRF_DEBUG", None)

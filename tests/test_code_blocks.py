@@ -17,12 +17,12 @@ import subprocess
 import apsw
 import numpy as np
 import pytest
+from tests.bench.bench_recall import split_ctes
+from tests.test_any_client import SHELL, check_blocks, check_consistent, needs_shell, plain
 
 from sqlite_rrf.checks import recall_params
 from sqlite_rrf.statements import recall_statement
 from sqlite_rrf.store import Store
-from tests.bench.bench_recall import split_ctes
-from tests.test_any_client import SHELL, check_blocks, check_consistent, needs_shell, plain
 
 DIM = 24
 POOL_SIZE, OVERSAMPLE = 5, 4  # a Hamming stage of 20 codes

@@ -30,11 +30,11 @@ import pytest
 
 datasette_app = pytest.importorskip(
     "datasette.app", reason="Datasette is not installed: pip install 'sqlite-rrf[datasette]'")
-from datasette.utils.sqlite import sqlite3 as ds_sqlite3  # noqa: E402
+from datasette.utils.sqlite import sqlite3 as ds_sqlite3
 
-import sqlite_rrf  # noqa: E402
-from sqlite_rrf import datasette_plugin as plugin  # noqa: E402
-from sqlite_rrf.store import PROFILES, Store  # noqa: E402
+import sqlite_rrf
+from sqlite_rrf import datasette_plugin as plugin
+from sqlite_rrf.store import PROFILES, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"

@@ -17,10 +17,16 @@ import shutil
 import apsw
 import numpy as np
 import pytest
+from tests.test_any_client import (
+    check_blocks,
+    check_consistent,
+    needs_shell,
+    needs_vec,
+    plain,
+    shell,
+)
 
 from sqlite_rrf.store import Store
-from tests.test_any_client import (check_blocks, check_consistent, needs_shell, needs_vec, plain,
-                                   shell)
 
 DIM = 16
 N = 600  # with the Store's blocks of 256: two blocks and 88 loose codes

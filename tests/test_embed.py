@@ -20,8 +20,8 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'sqlite-rrf[embed]')")
 
-from conftest import SHARED_MODEL  # noqa: E402
-from sqlite_rrf.embed import (  # noqa: E402
+from conftest import SHARED_MODEL
+from sqlite_rrf.embed import (
     MODEL_ENV,
     Embedder,
     EmbeddingError,

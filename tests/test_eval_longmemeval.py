@@ -16,11 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sqlite_rrf.evaluation import longmemeval_data as lme_data
-from sqlite_rrf.evaluation import longmemeval_metrics as lme_metrics
-from sqlite_rrf.evaluation.embcache import EmbeddingCache, embed_cached
-
 from conftest import needs_model
+from sqlite_rrf.evaluation import longmemeval_data as lme_data, longmemeval_metrics as lme_metrics
+from sqlite_rrf.evaluation.embcache import EmbeddingCache, embed_cached
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval-s" / \
     "longmemeval_s_dev.json.xz"

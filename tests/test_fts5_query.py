@@ -20,8 +20,7 @@ import subprocess
 
 import apsw
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
 

@@ -33,7 +33,7 @@ EPISODES = [
 ]
 
 
-from conftest import embedding_model as _model, needs_model  # noqa: E402
+from conftest import embedding_model as _model, needs_model
 
 
 def no_model_env(tmp_path: Path) -> Dict[str, str]:

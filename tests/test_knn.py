@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
 
-from sqlite_rrf.resources import read_sql, recall_statement  # noqa: E402
-from sqlite_rrf.store import Store, StoreError  # noqa: E402
+from sqlite_rrf.resources import read_sql, recall_statement
+from sqlite_rrf.store import Store, StoreError
 
 DIM = 12
 

@@ -28,8 +28,16 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_MODEL, fill_hf_cache
-from sqlite_rrf.models import (DEFAULT_MODEL, FINGERPRINT_TEXTS, MODEL_ENV, ModelNotFoundError,
-                               choose_model, fingerprint_cosine, parse_spec, resolve_model)
+from sqlite_rrf.models import (
+    DEFAULT_MODEL,
+    FINGERPRINT_TEXTS,
+    MODEL_ENV,
+    ModelNotFoundError,
+    choose_model,
+    fingerprint_cosine,
+    parse_spec,
+    resolve_model,
+)
 
 HAVE_MODEL = SHARED_MODEL.is_file()
 
@@ -533,7 +541,7 @@ def test_an_hf_model_named_by_the_database_is_never_downloaded(tmp_path):
     requests: list = []
 
     class Hub(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             requests.append(self.path)
             self.send_error(404)
 

@@ -19,12 +19,9 @@ import sys
 from pathlib import Path
 from typing import Dict
 
-import pytest
-
+from conftest import embedding_model, needs_model
 from sqlite_rrf.app import ONCE_A_DAY
 from sqlite_rrf.store import Store
-
-from conftest import embedding_model, needs_model
 
 EPISODES = [
     dict(id="creds", content="Production Postgres credentials are kept in Vault."),

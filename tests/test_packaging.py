@@ -514,7 +514,6 @@ def test_pip_users_path_from_the_wheel(wheel, work):
     default model's hf: name from a Hugging Face cache filled offline, an embed backfill, and a
     recall with vectors from the cached default, which the database's fingerprint accepts."""
     from conftest import fill_hf_cache
-
     from sqlite_rrf.models import DEFAULT_MODEL
 
     root = work / "pip-user"

@@ -20,14 +20,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import apsw
 import pytest
 
+from conftest import embedding_model, needs_model
 from sqlite_rrf.store import Store, StoreError
-
-from conftest import embedding_model, needs_model  # noqa: E402
 
 DIM = 4
 #: A recall under a held write lock answered in 31 s before (TOUCH_PATIENCE 30 s; the

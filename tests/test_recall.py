@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import re
 import shutil
 import subprocess
+import time
 
 import apsw
 import numpy as np
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf.resources import read_sql
-from sqlite_rrf.resources import recall_parameters
+from sqlite_rrf.resources import read_sql, recall_parameters
 from sqlite_rrf.statements import recall_defaults, recall_statement
 from sqlite_rrf.store import Store, StoreError
 
@@ -873,7 +872,7 @@ def test_each_pool_and_profile_statement_equals_the_reference(tmp_path):
                               oversample=2)
                     got = run_recall(s.conn, query, qvec, **kw)
                     assert_same(got, reference_recall(s.conn, query, qvec, **kw))
-                    assert len(got) > 0 or not query.strip() and qvec is None
+                    assert len(got) > 0 or (not query.strip() and qvec is None)
 
 
 def test_mmap_size_maps_the_file_and_recalls_the_same(tmp_path):

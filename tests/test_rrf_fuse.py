@@ -15,8 +15,7 @@ import re
 
 import apsw
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
 
@@ -613,7 +612,7 @@ def test_F6_sliding_frame_does_not_drift(conn):
     assert worst <= 1e-9
 
     # the same frames summed naively in Python do drift: this test can tell the two apart
-    naive, s, worst_naive = [], 0.0, 0.0
+    s, worst_naive = 0.0, 0.0
     for i, r in enumerate(rows):
         s += contribution(*r)
         if i >= 3:

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from sqlite_rrf.app import (ALL_SCOPES, SHARED_SCOPE, UserError, recall_scopes,
-                            scope_name, stored_scope)
+from sqlite_rrf.app import (
+    ALL_SCOPES,
+    SHARED_SCOPE,
+    UserError,
+    recall_scopes,
+    scope_name,
+    stored_scope,
+)
 
 
 def test_the_shared_scope_is_named_shared_and_stored_empty():
@@ -63,11 +69,10 @@ def test_a_scope_that_is_not_text_is_refused(bad):
 
 # ---- the statement: one ranking over a union of scopes (:scope and :scope2) ----
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from sqlite_rrf.store import Store, StoreError  # noqa: E402
-from test_recall import (DIM, NOW, assert_same, make_episodes, reference_recall,  # noqa: E402
-                         run_recall)
+from sqlite_rrf.store import Store, StoreError
+from test_recall import DIM, NOW, assert_same, make_episodes, reference_recall, run_recall
 
 #: The scopes of :func:`scope_db`'s episodes: two projects, a tiny one, the shared one.
 SCOPES = ("proj-a", "proj-b", "tiny", "")
@@ -230,13 +235,13 @@ def test_the_knn_pool_of_two_scopes_is_the_exact_pool_of_their_union(tmp_path, p
 
 # ---- every way in recalls the project's scope and the shared one by default ----
 
-import json  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-from conftest import embedding_model, needs_model  # noqa: E402
+from conftest import embedding_model, needs_model
 
 #: A project's memories, another project's and the user's shared ones; every text
 #: answers "postgres port".

@@ -24,8 +24,14 @@ import pytest
 
 import sqlite_rrf
 from sqlite_rrf.resources import read_sql, statement_params
-from sqlite_rrf.statements import (POOL_MODES, PROFILES, main, params_cte, recall_defaults,
-                                   recall_statement)
+from sqlite_rrf.statements import (
+    POOL_MODES,
+    PROFILES,
+    main,
+    params_cte,
+    recall_defaults,
+    recall_statement,
+)
 
 PKG = Path(sqlite_rrf.__file__).parent
 SQL = Path(__file__).resolve().parent.parent / "sql"

@@ -19,7 +19,6 @@ import pytest
 import sqlite_rrf
 from sqlite_rrf.resources import read_sql
 from sqlite_rrf.store import Store
-
 from test_recall import DIM, NOW, WORDS, assert_same, reference_recall, run_recall
 
 # Words porter leaves as they are, so a plain-Python document count is the index's.

@@ -21,10 +21,9 @@ import apsw
 import numpy as np
 import pytest
 
+from conftest import embedding_model, needs_model
 from sqlite_rrf.migrations import available
 from sqlite_rrf.store import UNSET, Episode, RecallResult, Store, StoreError, Written
-
-from conftest import embedding_model, needs_model  # noqa: E402
 
 SHELL = shutil.which("sqlite3")
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
+from tests.test_server import env_for, free_port, http_call
 
 from sqlite_rrf.server import MAX_OPEN_STORES, TENANT_NAME, route
 from sqlite_rrf.store import Store
-from tests.test_server import env_for, free_port, http_call
 
 pytest.importorskip("mcp.server.mcpserver")
 

@@ -58,7 +58,7 @@ def test_T1_real_scores_round_trip_exactly(conn):
     got = topk(conn, 6000, rows)
     assert got == ref_topk(6000, rows)
     for (v, s), (rv, rs) in zip(got, ref_topk(6000, rows)):
-        assert s == rs and math.copysign(1, s) == math.copysign(1, rs) or s == rs == 0
+        assert (s == rs and math.copysign(1, s) == math.copysign(1, rs)) or s == rs == 0
 
 
 def test_T1_integer_scores_stay_integers(conn):

@@ -24,8 +24,7 @@ import sys
 import apsw
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
 from sqlite_rrf import kernels

@@ -29,7 +29,11 @@ def is_wal_file(path: str) -> bool:
     """True when the SQLite file at ``path`` is in WAL mode (its header's read and write
     versions are 2)."""
     head = _header(path)
-    return len(head) == 100 and head.startswith(b"SQLite format 3\x00") and head[18:20] == b"\x02\x02"
+    return (
+        len(head) == 100
+        and head.startswith(b"SQLite format 3\x00")
+        and head[18:20] == b"\x02\x02"
+    )
 
 
 def on_read_only_media(path: str) -> bool:

@@ -3,7 +3,8 @@ the field and the fault before anything is written.
 
 Episodes (:func:`episode_row`), vectors (:func:`blob`, :func:`check_dim`, and
 :func:`vector_fault` for a stored one), text
-(:func:`has_text`, :func:`check_utf8`, :func:`check_one_line` for ids and scopes) and recall options (:func:`recall_params`).
+(:func:`has_text`, :func:`check_utf8`, :func:`check_one_line` for ids and scopes) and recall
+options (:func:`recall_params`).
 """
 
 from __future__ import annotations
@@ -213,7 +214,7 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
                   profile: Optional[str] = None, alpha: Optional[float] = None,
                   min_similarity: Optional[float] = None,
                   now: Optional[int] = None, *,
-                  scope: Union[None, str, Sequence[str]] = None,
+                  scope: Union[str, Sequence[str], None] = None,
                   kind: Optional[str] = None, since: Optional[int] = None,
                   until: Optional[int] = None,
                   oversample: Optional[int] = None,

@@ -15,7 +15,7 @@ import hashlib
 import unicodedata
 from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
-__all__ = ["normalise", "content_key", "fill_pending", "find", "mark", "write_rows"]
+__all__ = ["content_key", "fill_pending", "find", "mark", "normalise", "write_rows"]
 
 
 def normalise(text: str) -> str:

@@ -42,8 +42,17 @@ import numpy as np
 from .dedupe import normalise
 from .results import RecallHit
 
-__all__ = ["COLLAPSE_COSINE", "TOPIC_COSINE", "NEAR_TIE", "STOPWORDS", "candidates",
-           "content_words", "diversify", "has_term", "query_terms"]
+__all__ = [
+    "COLLAPSE_COSINE",
+    "NEAR_TIE",
+    "STOPWORDS",
+    "TOPIC_COSINE",
+    "candidates",
+    "content_words",
+    "diversify",
+    "has_term",
+    "query_terms",
+]
 
 #: Two hits are near-duplicates (one slot) when their embeddings' cosine is at least
 #: this, or their texts are the same (:func:`sqlite_rrf.dedupe.normalise`).

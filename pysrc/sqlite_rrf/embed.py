@@ -38,15 +38,22 @@ from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .models import (DEFAULT_N_CTX, INSTALL_HINT, MODEL_ENV, ModelNotFoundError, choose_model,
-                     parse_spec, resolve_model)
+from .models import (
+    DEFAULT_N_CTX,
+    INSTALL_HINT,
+    MODEL_ENV,
+    ModelNotFoundError,
+    choose_model,
+    parse_spec,
+    resolve_model,
+)
 
 __all__ = [
     "MODEL_ENV",
-    "default_model_path",
-    "ModelNotFoundError",
-    "EmbeddingError",
     "Embedder",
+    "EmbeddingError",
+    "ModelNotFoundError",
+    "default_model_path",
 ]
 
 _GGUF_MAGIC = b"GGUF"

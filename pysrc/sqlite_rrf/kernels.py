@@ -55,7 +55,9 @@ def _as_f32(x: "np.typing.ArrayLike", ndim: int, name: str) -> np.ndarray:
     return a
 
 
-def cosine(a: "np.typing.ArrayLike", b: "np.typing.ArrayLike", *, simd: Optional[str] = None) -> float:
+def cosine(
+    a: "np.typing.ArrayLike", b: "np.typing.ArrayLike", *, simd: Optional[str] = None
+) -> float:
     """Cosine similarity of two 1-d vectors (converted to float32).
 
     Returns ``nan`` when either vector has zero norm or a non-finite element (SQL's

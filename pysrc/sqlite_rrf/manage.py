@@ -19,10 +19,24 @@ from typing import Any, Dict, Generator, List, Optional, Tuple
 
 from .app import ALL_SCOPES, UserError, human_age, iso_time, scope_name, stored_scope
 
-__all__ = ["Filters", "DEFAULT_LIST_LIMIT", "EXPORT_FIELDS", "when", "episode_record",
-           "list_episodes", "get_episode", "update_episode", "matching_ids", "forget",
-           "export_lines", "file_size", "vacuum", "stats", "reclaimable_bytes",
-           "VACUUM_CHECKPOINT_PATIENCE_MS"]
+__all__ = [
+    "DEFAULT_LIST_LIMIT",
+    "EXPORT_FIELDS",
+    "VACUUM_CHECKPOINT_PATIENCE_MS",
+    "Filters",
+    "episode_record",
+    "export_lines",
+    "file_size",
+    "forget",
+    "get_episode",
+    "list_episodes",
+    "matching_ids",
+    "reclaimable_bytes",
+    "stats",
+    "update_episode",
+    "vacuum",
+    "when",
+]
 
 #: How many episodes ``list`` shows when no limit is given.
 DEFAULT_LIST_LIMIT = 20

@@ -34,21 +34,21 @@ from urllib.parse import urlparse
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_N_CTX",
-    "MODEL_ENV",
     "INSTALL_HINT",
+    "MODEL_ENV",
     "ModelNotFoundError",
     "ModelSpec",
-    "parse_spec",
     "choose_model",
-    "model_candidates",
-    "foreign_model",
     "foreign_hint",
+    "foreign_model",
+    "model_candidates",
+    "parse_spec",
     "resolve_model",
 ]
 
 #: The default embedding model: all-MiniLM-L6-v2 (384 dimensions, trained with a 256-token
 #: window), the f16 GGUF build published on the Hugging Face Hub.
-DEFAULT_MODEL = "hf:second-state/All-MiniLM-L6-v2-Embedding-GGUF/all-MiniLM-L6-v2-ggml-model-f16.gguf"
+DEFAULT_MODEL = "hf:second-state/All-MiniLM-L6-v2-Embedding-GGUF/all-MiniLM-L6-v2-ggml-model-f16.gguf"  # noqa: E501 (one name, kept whole to be found)
 
 #: The context (in tokens) the default model was trained with, and the embedder's default.
 DEFAULT_N_CTX = 256
@@ -207,8 +207,11 @@ def resolve_model(spec: str, *, download: bool = True) -> str:
         return path
     try:
         import huggingface_hub
-        from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError,
-                                            LocalEntryNotFoundError)
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            HfHubHTTPError,
+            LocalEntryNotFoundError,
+        )
     except ImportError:
         raise ModelNotFoundError(
             f"the model {parsed.text} comes from the Hugging Face Hub, which needs "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,7 +38,7 @@ def data_path(name: str) -> str:
     return os.path.join(_HERE, "data", name)
 
 
-def recall_statement(pool: str = None, profile: str = None) -> str:  # type: ignore[assignment]
+def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) -> str:
     """The recall statement (see :func:`sqlite_rrf.statements.recall_statement`)."""
     from .statements import recall_statement as compose
 
@@ -70,7 +70,7 @@ def replace_params(sql: str, replace: Callable[[str], str]) -> str:
 
 
 @lru_cache(maxsize=None)
-def recall_parameters(pool: str = None) -> Tuple[str, ...]:  # type: ignore[assignment]
+def recall_parameters(pool: Optional[str] = None) -> Tuple[str, ...]:
     """The names of the recall statement's parameters. A driver that binds by name from a
     dict (apsw does) must bind every one: ``dict.fromkeys(recall_parameters())`` gives
     them all as None, which means the statement's default."""

@@ -41,7 +41,7 @@ PROFILES: Tuple[str, ...] = ("hybrid", "memory", "rrf", "decay", "weighted", "co
 #: The vector pools that need nothing but the rrf extension.
 POOLS: Tuple[str, ...] = ("recent", "all", "quantized")
 #: Every pool: 'knn' also needs sqlite-vec and its index (``sql/knn.sql``).
-POOL_MODES: Tuple[str, ...] = POOLS + ("knn",)
+POOL_MODES: Tuple[str, ...] = (*POOLS, "knn")
 
 #: The recall defaults, the one place they are written: (parameter, ``params``
 #: column, default). The profile's and the pool's are the statement's own (a statement

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import List, Optional, Tuple
 
-__all__ = ["TimeWindow", "resolve", "DAY_MS"]
+__all__ = ["DAY_MS", "TimeWindow", "resolve"]
 
 DAY_MS = 86_400_000
 
@@ -168,8 +168,8 @@ def _candidates(q: str, now: int) -> List[Tuple[int, TimeWindow]]:
         day_m = _day_window(_month(m.group(1)), int(m.group(2)), m.group(3), today)
         if day_m is not None:
             add(m, day_m[0], day_m[1])
-    for m in re.finditer(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON_RE}\b(?:,?\s+(\d{{4}}))?",
-                         q):
+    for m in re.finditer(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?"
+                         rf"{_MON_RE}\b(?:,?\s+(\d{{4}}))?", q):
         day_m = _day_window(_month(m.group(2)), int(m.group(1)), m.group(3), today)
         if day_m is not None:
             add(m, day_m[0], day_m[1])

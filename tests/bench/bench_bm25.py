@@ -46,9 +46,9 @@ import apsw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import bench_recall as br  # noqa: E402
+import bench_recall as br
 
-import sqlite_rrf  # noqa: E402
+import sqlite_rrf
 
 OUT_DIR = os.path.join(HERE, "out")
 DB_DIR = os.path.join(OUT_DIR, "bm25")

@@ -221,9 +221,9 @@ def fts_bytes(conn) -> Dict[str, int]:
 
 def english(n: int, queries: int, repeat: int) -> dict:
     import apsw
+    from tests.bench import bench_recall as br
 
     import sqlite_rrf
-    from tests.bench import bench_recall as br
 
     os.makedirs(OUT, exist_ok=True)
     before = os.path.join(OUT, f"english_{n}_v10.db")
@@ -253,7 +253,7 @@ def english(n: int, queries: int, repeat: int) -> dict:
                 t0 = time.perf_counter()
                 a = br.method_a(c, full, text, qvec, profile=None)
                 t1 = time.perf_counter()
-                b = br.method_c(c, text, bm25)
+                br.method_c(c, text, bm25)
                 t2 = time.perf_counter()
                 if r:
                     times[f"recall:{name}"].append((t1 - t0) * 1000)
@@ -267,10 +267,10 @@ def english(n: int, queries: int, repeat: int) -> dict:
 
 def migrate_big(n: int) -> dict:
     import apsw
+    from tests.bench import bench_recall as br
 
     import sqlite_rrf
     from sqlite_rrf.migrations import migrate
-    from tests.bench import bench_recall as br
 
     os.makedirs(OUT, exist_ok=True)
     base = os.path.join(OUT, f"content_{n}_v10.db")

@@ -29,11 +29,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from bench import bench_recall as br  # noqa: E402
-
-import sqlite_rrf  # noqa: E402
-from sqlite_rrf.resources import recall_parameters, recall_statement  # noqa: E402
-from sqlite_rrf.store import Store  # noqa: E402
+from bench import bench_recall as br
+from sqlite_rrf.resources import recall_parameters, recall_statement
+from sqlite_rrf.store import Store
 
 CASES = {
     "no filter": {},

@@ -51,8 +51,8 @@ from typing import Dict, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import bench_recall as br  # noqa: E402
-import bench_scale as bs  # noqa: E402
+import bench_recall as br
+import bench_scale as bs
 
 CASES = ("python3 -c pass", "cold", "server", "cold, lock held", "server, lock held")
 
@@ -281,7 +281,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             results.append(r)
             print(f"\nN = {n:,} ({r['source']}); the server's output "
                   f"{'equals' if r['same_output'] else 'DIFFERS FROM'} the cold hook's")
-            print(f"| case | p50 ms | p90 ms | p50 / python3 -c pass | CPU ms |")
+            print("| case | p50 ms | p90 ms | p50 / python3 -c pass | CPU ms |")
             print("| --- | ---: | ---: | ---: | ---: |")
             for case, row in r["cases"].items():
                 print(f"| {case} | {row['p50_ms']:.0f} | {row['p90_ms']:.0f} | "

@@ -45,8 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(HERE, "out")
 DEFAULT_DATA = os.path.join(ROOT, "..", "shared", "data", "scifact")
 
-from sqlite_rrf.evaluation.beir import load_beir  # noqa: E402
-from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k  # noqa: E402
+from sqlite_rrf.evaluation.beir import load_beir
+from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 
 #: The versions measured (another version is run, and its version is reported).
 PEERS = {"adhara": "0.1.2", "sqlite-hybrid-search": "0.2.0"}
@@ -72,8 +72,8 @@ def fts_or(text: str) -> str:
 
 def adhara_runner(data: Any, workdir: str) -> Callable[[int, int], List[str]]:
     """Build the litesearch-layout store; return ``search(query_index, k) -> doc ids``."""
-    import apsw
     import adhara
+    import apsw
 
     db = adhara.load(apsw.Connection(os.path.join(workdir, "adhara.db")))
     db.execute("CREATE TABLE store(id INTEGER PRIMARY KEY, content TEXT, embedding BLOB)")

@@ -97,8 +97,7 @@ except ImportError:  # pragma: no cover - the bench extra installs it
     sys.exit("bench_recall: apsw is required (pip install apsw)")
 
 import sqlite_rrf
-from sqlite_rrf.migrations import available as available_migrations
-from sqlite_rrf.migrations import migrate
+from sqlite_rrf.migrations import available as available_migrations, migrate
 from sqlite_rrf.resources import read_sql, sql_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -183,8 +182,7 @@ def old_statement() -> Optional[str]:
 def prepare_statements(sql_a: str) -> Dict[str, Optional[str]]:
     """The statements whose prepare is timed: (a), each (pool, default profile) statement
     Store runs without sqlite-vec, the shipped one, the one before the composition."""
-    from sqlite_rrf.statements import POOLS as STORE_POOLS
-    from sqlite_rrf.statements import recall_defaults
+    from sqlite_rrf.statements import POOLS as STORE_POOLS, recall_defaults
 
     default_profile = recall_defaults()["profile"]
     out: Dict[str, Optional[str]] = {"a: recent/rrf": sql_a}
@@ -1245,7 +1243,10 @@ def report(result: dict, variants: List[str]) -> None:
         print("-" * len(hdr))
         for r in results:
             m = r["methods"]
-            cell = lambda k: f"{m[k][key]:.2f} [{m[k]['p10' + pk]:.1f}-{m[k]['p90' + pk]:.1f}]"
+
+            def cell(k: str) -> str:
+                return f"{m[k][key]:.2f} [{m[k]['p10' + pk]:.1f}-{m[k]['p90' + pk]:.1f}]"
+
             ra = r["ratios"][metric]
             print(f"{r['n']:>9,} {cell('a'):>21} {cell('b'):>21} {cell('c'):>21} "
                   f"{ra['a_over_b']:>5.2f} {ra['b_over_a']:>5.2f} {ra['a_over_c']:>5.2f} "
@@ -1343,7 +1344,10 @@ def report(result: dict, variants: List[str]) -> None:
     print("-" * len(hdr))
     for r in results:
         b = r["build"]
-        rs = lambda k: f"{r['rss'][k]['peak_rss_mb']:.0f}" if r["rss"] else "-"
+
+        def rs(k: str) -> str:
+            return f"{r['rss'][k]['peak_rss_mb']:.0f}" if r["rss"] else "-"
+
         mem = r["memory"]
         heap = "/".join(f"{mem[k]['sqlite_heap_peak_mb']:.1f}" for k in "abc")
         py = "/".join(f"{mem[k]['python_peak_kb']:.0f}" for k in "abc")

@@ -63,18 +63,18 @@ import shutil
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import apsw  # noqa: E402
-import numpy as np  # noqa: E402
+import apsw
+import bench_recall as br
+import numpy as np
 
-import bench_recall as br  # noqa: E402  (data builder, cache, queries, CTE splitting)
-from sqlite_rrf.statements import recall_defaults, recall_statement  # noqa: E402
-from sqlite_rrf.store import Store  # noqa: E402
+from sqlite_rrf.statements import recall_defaults, recall_statement
+from sqlite_rrf.store import Store
 
 OUT_DIR = os.path.join(HERE, "out")
 CACHE_DIR = os.path.join(OUT_DIR, "cache")

@@ -54,15 +54,15 @@ from typing import Callable, Dict, List, Optional
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 try:
-    import apsw  # noqa: E402
+    import apsw
 except ImportError:  # pragma: no cover - the bench extra installs it
     sys.exit("bench_vec_cosine: apsw is required (pip install apsw)")
 
-import sqlite_rrf  # noqa: E402
-from sqlite_rrf import kernels  # noqa: E402
+import sqlite_rrf
+from sqlite_rrf import kernels
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "out")

@@ -57,7 +57,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -69,10 +69,9 @@ DEFAULT_DATA = os.path.join(ROOT, "..", "shared", "data", "scifact")
 MAX_DEPTH = 1000  # the BM25 list is read once at this depth; shallower lists are its prefixes
 TOP = 100         # results kept per query (R@100)
 
-from sqlite_rrf.evaluation.beir import load_beir  # noqa: E402
-from sqlite_rrf.evaluation.cached_store import EVAL_EPOCH_MS, build_store  # noqa: E402
-from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k  # noqa: E402
-
+from sqlite_rrf.evaluation.beir import load_beir
+from sqlite_rrf.evaluation.cached_store import EVAL_EPOCH_MS, build_store
+from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 
 # ---------------------------------------------------------------------------------------
 # 1. The lists
@@ -673,7 +672,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"\n  no plot (matplotlib: {e})")
     with open(os.path.join(OUT, "sweep_default.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)
-    print(f"  json: tests/bench/out/sweep_default.json")
+    print("  json: tests/bench/out/sweep_default.json")
     if not ok:
         print("VALIDATION FAILED: the numpy fusion does not reproduce Store.recall")
         return 2

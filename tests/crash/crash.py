@@ -136,7 +136,7 @@ def integrity(conn: Any) -> List[str]:
                 "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-check', 1)"):
         try:
             conn.execute(sql)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             bad.append(f"{sql}: {type(e).__name__}: {e}")
     return bad
 
@@ -182,7 +182,7 @@ def recall_works(store: Any, rng: random.Random) -> List[str]:
     try:
         store.recall("crash memory vault", qvec=[rng.gauss(0, 1) for _ in range(DIM)],
                      touch=False, force=True)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return [f"recall failed: {type(e).__name__}: {e}"]
     return []
 
@@ -304,7 +304,7 @@ class ImportScenario:
             self.t_total = 0.7 * self.t_total + 0.3 * r["t_end"]
         try:
             store = Store(self.db)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return dict(r, outcome="does not open", failures=[f"Store() failed: {e!r}"])
         try:
             present = store.conn.execute("SELECT count(*) FROM episodes WHERE id >= ? AND id < ?",
@@ -427,7 +427,7 @@ class MigrationScenario:
             conn = apsw.Connection(self.db)
             conn.set_busy_timeout(10_000)
             version = conn.execute("SELECT max(version) FROM schema_migrations").fetchall()[0][0]
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return dict(r, outcome="does not open", failures=[f"open failed: {e!r}"])
         try:
             if version not in range(self.v_old, self.v_new + 1):
@@ -449,7 +449,7 @@ class MigrationScenario:
         try:
             with with_slow_migration(self.slow_rows):
                 store = Store(self.db)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return dict(r, outcome=outcome, failures=failures + [f"Store() failed: {e!r}"])
         try:
             failures += [f"after Store(): {f}" for f in

@@ -463,7 +463,7 @@ class Churn:
                 kind = "add"
             try:
                 self.store_op(kind, name, story_p)
-            except Exception as e:  # noqa: BLE001 - every exception is a finding
+            except Exception as e:
                 self.ops["store:" + kind] += 1
                 self.fail(f"Store {kind}: {type(e).__name__}: {e}\n"
                           + traceback.format_exc(limit=3))
@@ -656,7 +656,7 @@ class Churn:
         problems = []
         try:
             conn.execute(FTS_CHECK)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             problems.append(f"FTS5 integrity-check: {type(e).__name__}: {e}")
         qc = conn.execute("PRAGMA quick_check").fetchall()
         if qc != [("ok",)]:
@@ -908,7 +908,7 @@ class Churn:
             self.checked[name] += 1
             try:
                 conn.execute(sql)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 self.miss(name, f"after {done} ops: {type(e).__name__}: {e}")
         qc = conn.execute("PRAGMA quick_check").fetchall()
         self.checked["quick_check"] += 1
@@ -922,14 +922,14 @@ class Churn:
             n = (50, 10, 200)[i % 3] if i >= 6 else 50
             try:
                 self.check_bm25(q, n)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 self.checked["bm25_queries"] += 1
                 self.miss("bm25_error", f"after {done} ops, {q!r} top {n}: "
                           f"{type(e).__name__}: {e}")
         conn.execute(f"DROP TABLE temp.{FRESH}")
         try:
             self.check_crossing()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             self.miss("bm25_error", f"after {done} ops, the crossing probe: "
                       f"{type(e).__name__}: {e}")
         conn.execute(f"DROP TABLE IF EXISTS temp.{FRESH}")
@@ -939,7 +939,7 @@ class Churn:
             q, pool = self.query(), ("recent", "all")[i % 2]
             try:
                 self.check_reference(q, qvec, pool)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 self.checked["reference_recalls"] += 1
                 self.miss("reference_error", f"after {done} ops, {q!r} pool {pool}: "
                           f"{type(e).__name__}: {e}")

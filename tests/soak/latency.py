@@ -56,7 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from soak import VOCAB, _busy_errors, fts_checks  # noqa: E402
+from soak import VOCAB, _busy_errors, fts_checks
 
 #: reader processes of each configuration: (pool, how)
 CONFIGS: Dict[str, List[List[str]]] = {
@@ -221,7 +221,7 @@ def writer(args: argparse.Namespace) -> int:
         except _busy_errors() as e:
             busy += 1
             unexpected.append(f"{kind}: {type(e).__name__}: {e}")
-        except (StoreError, Exception) as e:  # noqa: BLE001 - every exception is a finding
+        except (StoreError, Exception) as e:
             unexpected.append(f"{kind}: {type(e).__name__}: {e}\n" + traceback.format_exc(limit=3))
         else:
             if kind == "add":
@@ -298,7 +298,7 @@ def reader(args: argparse.Namespace) -> int:
         except _busy_errors() as e:
             busy += 1
             unexpected.append(f"recall {args.pool}: {type(e).__name__}: {e}")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             unexpected.append(f"recall {args.pool}: {type(e).__name__}: {e}\n"
                               + traceback.format_exc(limit=3))
         else:

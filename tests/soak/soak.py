@@ -251,7 +251,7 @@ def writer(args: argparse.Namespace) -> int:
             where = ("in_txn" if "UNIQUE constraint" in str(e) else "before_txn"
                      ) if kind == "contested" else ""
             outcome[f"{kind}:raised{'_' + where if where else ''}"] += 1
-        except Exception as e:  # noqa: BLE001 - everything else is a finding
+        except Exception as e:
             emit({"t": "err", "s": seq, "op": kind, "exc": f"{type(e).__name__}: {e}"})
             unexpected.append(f"{kind} seq {seq}: {type(e).__name__}: {e}\n"
                               + traceback.format_exc(limit=4))
@@ -321,7 +321,7 @@ def reader(args: argparse.Namespace) -> int:
         except _busy_errors() as e:
             busy += 1
             unexpected.append(f"{kind} {query[:40]!r}: {type(e).__name__}: {e}")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             unexpected.append(f"{kind} {query[:40]!r} {kw.get('pool')} {kw.get('profile')}: "
                               f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=4))
         else:
@@ -362,7 +362,7 @@ def fts_checks(conn: Any) -> Dict[str, str]:
         try:
             conn.execute(sql)
             out[name] = "ok"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             out[name] = f"{type(e).__name__}: {e}"
     return out
 

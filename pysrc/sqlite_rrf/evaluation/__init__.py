@@ -1,4 +1,5 @@
-"""Evaluation on BEIR-layout collections and LongMemEval files (``sqlite-rrf eval``), one concern per module:
+"""Evaluation on BEIR-layout collections and LongMemEval files (``sqlite-rrf eval``), one
+concern per module:
 
 * :mod:`.beir` — reading a collection (corpus, queries, qrels, embedding caches);
 * :mod:`.metrics` — nDCG@k, recall@k, MRR@k and their means over a split;

@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["BeirData", "BeirFormatError", "CORPUS_CACHE", "QUERY_CACHE", "PathLike", "load_beir"]
+__all__ = ["CORPUS_CACHE", "QUERY_CACHE", "BeirData", "BeirFormatError", "PathLike", "load_beir"]
 
 #: File names of the optional embedding caches: (vectors, ids) for corpus and queries.
 CORPUS_CACHE = ("corpus.minilm.npy", "corpus.minilm.ids.json")

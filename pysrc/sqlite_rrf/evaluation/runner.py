@@ -168,8 +168,8 @@ def evaluate(data_dir: PathLike, runs: Optional[Iterable[str]] = None, split: st
                f"embedded with {model_used} (not in the caches)"),
         ]
         notes.append("BM25 is FTS5's bm25() (k1 1.2, b 0.75) over one column, title + \" \" + "
-                     "text, the store's tokenizer (stemmed); the query is the OR of its distinct tokens "
-                     "(fts5_query)")
+                     "text, the store's tokenizer (stemmed); the query is the OR of its distinct "
+                     "tokens (fts5_query)")
         if "bm25" in names:
             notes.append("bm25: the BM25 list alone — an empty vector pool (pool 'recent', "
                          "pool_size 0) and no query vector, so the candidates are the FTS5 hits")

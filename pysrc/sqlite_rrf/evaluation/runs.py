@@ -16,8 +16,16 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 from ..store import PROFILES
 from .cached_store import EVAL_EPOCH_MS
 
-__all__ = ["BASELINE_RUNS", "BM25_DEPTH", "DEPTH", "RUN_PARAMETERS", "RunSpec", "TUNED",
-           "available_runs", "resolve_runs"]
+__all__ = [
+    "BASELINE_RUNS",
+    "BM25_DEPTH",
+    "DEPTH",
+    "RUN_PARAMETERS",
+    "TUNED",
+    "RunSpec",
+    "available_runs",
+    "resolve_runs",
+]
 
 #: Results per query: enough for recall@100.
 DEPTH = 100

@@ -36,8 +36,7 @@ from typing import List, Optional, Union
 
 from .. import knn
 from .._sqlite import open_connection
-from ..checks import (IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector,
-                      vector_fault)
+from ..checks import IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector, vector_fault
 from ..doctor import open_check
 from ..gate import TOPIC_GATE_COSINE, TopicGate
 from ..loader import load
@@ -51,10 +50,26 @@ from .recall import Recall
 from .stats import Stats
 from .writes import UNSET, Writes
 
-__all__ = ["Store", "StoreError", "Episode", "RecallHit", "RecallResult", "Written", "UNSET",
-           "Vector", "EmbedderLike",
-           "now_ms", "MAX_QUERY_CHARS", "MAX_COUNT", "TOPIC_GATE_COSINE", "LISTS",
-           "IMPORTANCE", "POOL_MODES", "PROFILES", "vector_fault"]
+__all__ = [
+    "IMPORTANCE",
+    "LISTS",
+    "MAX_COUNT",
+    "MAX_QUERY_CHARS",
+    "POOL_MODES",
+    "PROFILES",
+    "TOPIC_GATE_COSINE",
+    "UNSET",
+    "EmbedderLike",
+    "Episode",
+    "RecallHit",
+    "RecallResult",
+    "Store",
+    "StoreError",
+    "Vector",
+    "Written",
+    "now_ms",
+    "vector_fault",
+]
 
 
 class Store(Recall, Writes, Binding, Stats):

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
 import apsw
 
-from .._sqlite import foreign
-from .._sqlite import meta as _meta
+from .._sqlite import foreign, meta as _meta
 from ..checks import StoreError
 from ..gate import TopicGate
 from ..stopwords import StopwordsRefresh
@@ -189,7 +188,8 @@ class Connection:
                 f"CREATE TEMP TRIGGER IF NOT EXISTS {name} AFTER {event} ON main.episodes_codes "
                 "WHEN NEW.code IS NULL BEGIN "
                 "UPDATE main.episodes_codes SET code = (SELECT vec_signbits(v.embedding) "
-                "FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid) WHERE rowid = NEW.rowid "
+                "FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid) "
+                "WHERE rowid = NEW.rowid "
                 "AND EXISTS (SELECT 1 FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid "
                 "AND v.embedding != zeroblob(length(v.embedding))); "
                 "END")

@@ -12,8 +12,7 @@ from typing import Any, Dict, List, Optional
 
 import apsw
 
-from .. import dedupe as _dedupe
-from .. import knn
+from .. import dedupe as _dedupe, knn
 from .._sqlite import patience, transaction
 from ..checks import StoreError
 from ..stopwords import STOPWORDS_DRIFT, compute_stopwords, read_stopwords, stale

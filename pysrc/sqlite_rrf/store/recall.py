@@ -17,8 +17,7 @@ import numpy as np
 
 from .. import knn
 from .._sqlite import patience, transaction
-from ..checks import (Vector, blob, check_dim, has_text, recall_params, recall_query,
-                      vector_fault)
+from ..checks import Vector, blob, check_dim, has_text, recall_params, recall_query, vector_fault
 from ..diversify import candidates, diversify
 from ..gate import gate_key, session_row
 from ..relevance import above_floor, check_min_relevance, with_relevance
@@ -39,7 +38,7 @@ class Recall(Connection):
                qvec: Optional[Vector] = None, profile: Optional[str] = None,
                alpha: Optional[float] = None, min_similarity: Optional[float] = None,
                now: Optional[int] = None, session: Optional[str] = None,
-               scope: Union[None, str, Sequence[str]] = None, kind: Optional[str] = None,
+               scope: Union[str, Sequence[str], None] = None, kind: Optional[str] = None,
                since: Optional[int] = None, until: Optional[int] = None,
                oversample: Optional[int] = None, topic_gate: bool = False,
                collapse: bool = True,
@@ -97,9 +96,9 @@ class Recall(Connection):
         and its BM25 score as a share of the query's IDF mass). ``min_relevance`` is a
         floor applied after the ranking: when no hit reaches it, the result is empty and
         ``result.reason`` says so; otherwise the hits are returned as ranked
-        (:func:`sqlite_rrf.relevance.above_floor`). Its default here is None, no floor: a library caller
-        gets the whole ranking with the relevance to judge it by; the prompt hook and the
-        MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
+        (:func:`sqlite_rrf.relevance.above_floor`). Its default here is None, no floor: a
+        library caller gets the whole ranking with the relevance to judge it by; the prompt
+        hook and the MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
 
         The topic gate is off unless ``topic_gate=True``: then it skips the recall
         (``result.skipped``) when the query's embedding has cosine > 0.85 with the caller's
