@@ -150,6 +150,7 @@ loadable = Extension(
         "csrc/fuse.c",
         "csrc/fts5q.c",
         "csrc/fts5stop.c",
+        "csrc/unichar.c",
         "csrc/strset.c",
         "csrc/tokspec.c",
         "csrc/errors.c",

@@ -125,8 +125,11 @@ fts5_api *rrf_bm25_fts5_api(sqlite3 *db);
 int rrf_bm25_create(fts5_api *api, const char *name, int kind);
 
 /* Decode the UTF-8 sequence at s[i] (of len bytes) into *cp; returns its length,
-** or 1 with *cp = 0xFFFD for an invalid, overlong or truncated one (fts5q.c). */
+** or 1 with *cp = 0xFFFD for an invalid, overlong or truncated one (unichar.c). */
 int rrf_utf8_decode(const unsigned char *s, int len, int i, unsigned *cp);
+/* unichar.c: Q16, a CJK character; Q2, a character of a token (fts5_query). */
+int rrf_is_cjk(unsigned cp);
+int rrf_is_token_char(unsigned cp);
 
 /* ---- errors.c: every error message is formed by rrf_error ---- */
 
