@@ -275,10 +275,11 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
             if len(ws) != 4:
                 raise StoreError(f"weights: need 4 values {LISTS}, got {len(ws)}")
             w.update(zip(LISTS, ws))
-        for name, v in w.items():
-            if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v)
-                                  or v < 0):
-                raise StoreError(f"weights: {name} must be a finite number >= 0, got {v!r}")
+        for name, weight in w.items():
+            if weight is not None and (not isinstance(weight, (int, float))
+                                       or not math.isfinite(weight) or weight < 0):
+                raise StoreError(f"weights: {name} must be a finite number >= 0, "
+                                 f"got {weight!r}")
     return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
             "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
             "now": now, "skip_vectors": None,

@@ -118,7 +118,7 @@ def _vectors(conn: apsw.Connection, rowids: Sequence[int]) -> Dict[int, np.ndarr
             f"SELECT rowid, embedding FROM episodes_vectors WHERE rowid IN "
             f"({','.join('?' * len(chunk))})", chunk).fetchall()
         for rowid, emb in rows:
-            if not isinstance(emb, bytes) or not emb or len(emb) % 4:
+            if not isinstance(rowid, int) or not isinstance(emb, bytes) or not emb or len(emb) % 4:
                 continue
             v = np.frombuffer(emb, "<f4").astype(np.float64)
             n = float(np.linalg.norm(v))
@@ -138,7 +138,7 @@ def _likeness(hits: Sequence[RecallHit], vecs: Dict[int, np.ndarray]) -> np.ndar
     like = np.full((n, n), np.nan)
     if has.any():
         idx = np.flatnonzero(has)
-        m = np.stack([vecs[hits[k].rowid] for k in idx])
+        m = np.stack([vecs[hits[k].rowid] for k in idx.tolist()])
         like[np.ix_(idx, idx)] = m @ m.T
     if not has.all():
         words = [set(_WORD.findall(h.content.casefold())) for h in hits]

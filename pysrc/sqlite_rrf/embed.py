@@ -105,7 +105,7 @@ def _import_llama_cpp() -> Any:
     if "llama_cpp" not in sys.modules:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        import llama_cpp  # type: ignore[import-not-found,import-untyped]
+        import llama_cpp
     except ImportError as exc:
         raise EmbeddingError(
             "embedding needs llama-cpp-python, which is not installed "

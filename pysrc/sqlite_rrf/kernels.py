@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from ._kernels import ffi, lib  # type: ignore[import-not-found]
+from ._kernels import ffi, lib
 
 _PATHS = {"scalar": 0, "avx2-fma": 1, "neon": 2}
 

@@ -25,7 +25,7 @@ def load_sqlite_vec(conn: apsw.Connection) -> None:
     """Load sqlite-vec on ``conn``; a StoreError saying how to install it when it is
     missing."""
     try:
-        import sqlite_vec  # type: ignore[import-not-found]
+        import sqlite_vec
     except ImportError:
         raise StoreError("this database has a 'knn' index (episodes_vec), which needs "
                          "sqlite-vec: pip install 'sqlite-rrf[knn]'") from None

@@ -205,6 +205,8 @@ def resolve_model(spec: str, *, download: bool = True) -> str:
         if not os.path.isfile(path):
             raise ModelNotFoundError(f"embedding model path '{path}' is not a file")
         return path
+    repo_id, filename = parsed.repo_id, parsed.filename
+    assert repo_id is not None and filename is not None  # a hub spec has both (parse_spec)
     try:
         import huggingface_hub
         from huggingface_hub.errors import (
@@ -216,8 +218,7 @@ def resolve_model(spec: str, *, download: bool = True) -> str:
         raise ModelNotFoundError(
             f"the model {parsed.text} comes from the Hugging Face Hub, which needs "
             f"huggingface_hub: {INSTALL_HINT}") from None
-    cached = huggingface_hub.try_to_load_from_cache(parsed.repo_id, parsed.filename,
-                                                    revision=parsed.revision)
+    cached = huggingface_hub.try_to_load_from_cache(repo_id, filename, revision=parsed.revision)
     if isinstance(cached, str) and os.path.isfile(cached):
         return cached
     if not download or _offline():
@@ -230,8 +231,7 @@ def resolve_model(spec: str, *, download: bool = True) -> str:
             f"the model {parsed.text} is not in the Hugging Face cache and the Hub cannot be "
             "reached (no network); " + _fetch_hint(parsed))
     try:
-        return str(huggingface_hub.hf_hub_download(parsed.repo_id, parsed.filename,
-                                                   revision=parsed.revision))
+        return str(huggingface_hub.hf_hub_download(repo_id, filename, revision=parsed.revision))
     except LocalEntryNotFoundError:
         raise ModelNotFoundError(
             f"the model {parsed.text} is not in the Hugging Face cache and could not be "

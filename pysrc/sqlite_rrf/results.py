@@ -5,7 +5,7 @@ hits of one recall, or why the recall was held back)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, overload
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 
@@ -98,7 +98,7 @@ class RecallResult(Sequence[RecallHit]):
     def __getitem__(self, i: int) -> RecallHit: ...
     @overload
     def __getitem__(self, i: slice) -> List[RecallHit]: ...
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i: Union[int, slice]) -> Union[RecallHit, List[RecallHit]]:
         return self.hits[i]
 
     def __len__(self) -> int:

@@ -22,7 +22,16 @@ from .resources import read_sql
 STOPWORDS_DRIFT = 0.10
 #: Below this many episodes there are no stopwords: ``sql/stopwords.sql``'s default
 #: ``:min_rows``, read from there (the one place it is written).
-MIN_ROWS = int(re.search(r"coalesce\(:min_rows, (\d+)\)", read_sql("stopwords.sql")).group(1))
+
+
+def _min_rows() -> int:
+    found = re.search(r"coalesce\(:min_rows, (\d+)\)", read_sql("stopwords.sql"))
+    if found is None:
+        raise RuntimeError("stopwords.sql: no default for :min_rows (coalesce(:min_rows, N))")
+    return int(found.group(1))
+
+
+MIN_ROWS = _min_rows()
 
 
 def read_stopwords(conn: apsw.Connection) -> List[str]:

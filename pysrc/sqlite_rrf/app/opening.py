@@ -9,7 +9,10 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Optional
+
+    from ..embed import Embedder
+    from ..store import Store
 
 from .errors import UserError
 from .notes import note
@@ -57,7 +60,7 @@ def _model_named(model: Optional[str]) -> bool:
 
 def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
                     remembered: Optional[str] = None, required: bool = False,
-                    db: Optional[str] = None) -> Any:
+                    db: Optional[str] = None) -> Optional[Embedder]:
     """The Embedder of the chosen model (``model``, ``$SQLITE_RRF_MODEL``, the default), or
     None when no model is available and none was asked for by name.
 
@@ -104,7 +107,7 @@ USES = (None, "write", "recall", "serve")
 
 
 def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = None,
-               n_ctx: Optional[int] = None, must_exist: bool = True) -> Any:
+               n_ctx: Optional[int] = None, must_exist: bool = True) -> Store:
     """Open the memory database ``db`` as a :class:`~sqlite_rrf.store.Store`.
 
     ``use``: None opens it without a model; ``'write'`` and ``'recall'`` attach the
@@ -163,7 +166,7 @@ def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = Non
     return store
 
 
-def close_store(store: Any) -> None:
+def close_store(store: Store) -> None:
     """Close ``store`` and its model."""
     emb = getattr(store, "embedder", None)
     try:

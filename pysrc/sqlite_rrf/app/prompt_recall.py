@@ -20,6 +20,8 @@ TYPE_CHECKING = False  # typing is not imported at run time (the hook's H6)
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
+    from ..store import Store
+
 #: The hook's ``--format`` choices (H8).
 FORMATS = ("markdown", "json")
 
@@ -142,7 +144,7 @@ def check_request(req: Dict[str, Any]) -> None:
         raise HookFault("scope: expected text, a list of one or two texts, or null")
 
 
-def respond(store: Any, req: Dict[str, Any]) -> Any:
+def respond(store: Store, req: Dict[str, Any]) -> Any:
     """The output for the hook request ``req`` (:func:`check_request`'s fields) from
     ``store``, and the recall's result to touch after it is printed (None when there is
     nothing to touch): ``(text, result)``. The hook in process and the server both use

@@ -27,7 +27,7 @@ class DatasetteExtensionError(ExtensionLoadError):
 @lru_cache(maxsize=None)
 def _sqlite_vec_path() -> Optional[str]:
     try:
-        import sqlite_vec  # type: ignore[import-not-found]
+        import sqlite_vec
     except ImportError:
         return None
     return sqlite_vec.loadable_path()

@@ -10,9 +10,12 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from .queries import PLUGIN_NAME, form_scope
+
+if TYPE_CHECKING:
+    from ..embed import Embedder
 
 log = logging.getLogger("sqlite_rrf.datasette_plugin")
 
@@ -21,7 +24,7 @@ class ModelState:
     """The embedding model of one database file in this process: ``embedder`` (None:
     the vector list is off) and ``status``, the sentence the page shows."""
 
-    embedder: Any = None
+    embedder: Optional[Embedder] = None
     status: str = ""
     loaded: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -59,7 +62,8 @@ def database_model(path: str) -> Dict[str, Any]:
         conn.close()
 
 
-def _open_model(path: str, model: Optional[str], n_ctx: Optional[int]) -> Tuple[Any, str]:
+def _open_model(path: str, model: Optional[str],
+                n_ctx: Optional[int]) -> Tuple[Optional[Embedder], str]:
     """The Embedder ``sqlite-rrf recall --model MODEL`` would use on ``path``
     (:func:`sqlite_rrf.app.choose_embedder`, then the database's checks: the same
     dimension and fingerprint) and the page's sentence about it, or None and why the
@@ -84,6 +88,7 @@ def _open_model(path: str, model: Optional[str], n_ctx: Optional[int]) -> Tuple[
         return None, off + str(e)
     except Exception as e:
         return None, off + (error_message(e) or str(e))
+    assert emb is not None  # required=True: a UserError rather than None
     why = None
     try:
         stored = meta.get("embedding_fingerprint")

@@ -141,10 +141,11 @@ def compare_data(conn: apsw.Connection, chunk: int = 4096, parts: frozenset = PA
         ).fetchall())
     if "knn" in parts and has_table(conn, "episodes_vec"):
         try:
-            emb = dict(conn.execute(
+            stored = dict(conn.execute(
                 "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"))
-            vec = dict(conn.execute("SELECT rowid, embedding FROM episodes_vec"))
-            d.knn = sorted(r for r in set(emb) | set(vec) if emb.get(r) != vec.get(r))
+            indexed = dict(conn.execute("SELECT rowid, embedding FROM episodes_vec"))
+            d.knn = sorted(r for r in set(stored) | set(indexed)
+                           if stored.get(r) != indexed.get(r))
         except apsw.SQLError:
             pass  # sqlite-vec is not loaded: the knn index is not compared
     if "vectors" not in parts:
@@ -175,14 +176,15 @@ def compare_data(conn: apsw.Connection, chunk: int = 4096, parts: frozenset = PA
             "ORDER BY c.rowid LIMIT ?", (after, chunk)).fetchall()
         if not rows:
             break
-        after = rows[-1][0]
         for rowid, code, emb in rows:
+            assert isinstance(rowid, int)  # episodes_codes' INTEGER PRIMARY KEY
+            after = rowid
             fault = _fault(emb, dim)
             if fault is not None:
                 d.bad_vectors[rowid] = fault
                 if code is not None:
                     d.codes_wrong.append((rowid, None))
-            elif code is not None and code != _sign_code(emb):
+            elif code is not None and isinstance(emb, bytes) and code != _sign_code(emb):
                 d.codes_wrong.append((rowid, _sign_code(emb)))
     # blocks = their rows' current codes
     members: Dict[int, Dict[int, Any]] = {}

@@ -167,6 +167,8 @@ def repair_schema(conn: apsw.Connection) -> List[str]:
             continue
         if kind == "table" and name not in DERIVED_TABLES:
             continue
+        if sql is None:
+            continue  # made by its table, with no SQL of its own to run again
         if got is not None:
             conn.execute(f'DROP {kind.upper()} IF EXISTS main."{name}"')
         conn.execute(sql)

@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from ..resources import sql_dir
 from ..store import Store
 from .beir import CORPUS_CACHE, BeirData, PathLike, load_beir
 from .progress import progress_bar
+
+if TYPE_CHECKING:
+    from ..embed import Embedder
 
 __all__ = ["CACHE_FORMAT", "EVAL_EPOCH_MS", "EvalCacheError", "build_store", "cache_dir",
            "make_embedder"]
@@ -73,7 +76,8 @@ def _schema_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _cache_key(data: BeirData, embedder: Any, model_path: Optional[str]) -> Dict[str, Any]:
+def _cache_key(data: BeirData, embedder: Optional[Embedder],
+               model_path: Optional[str]) -> Dict[str, Any]:
     """What the cached database depends on (its sidecar JSON stores it)."""
     key: Dict[str, Any] = {
         "format": CACHE_FORMAT, "version": __version__, "schema": _schema_hash(),
@@ -119,7 +123,7 @@ def _default_db_path(data: BeirData, digest: str) -> str:
     return os.path.join(cache_dir(), f"{safe}-{where}-{digest}.db")
 
 
-def make_embedder(embedder: Any, model_path: Optional[str]) -> Any:
+def make_embedder(embedder: Optional[Embedder], model_path: Optional[str]) -> Embedder:
     """``embedder`` when given, else an :class:`~sqlite_rrf.embed.Embedder` of
     ``model_path`` (the default model when None)."""
     if embedder is not None:
@@ -129,7 +133,7 @@ def make_embedder(embedder: Any, model_path: Optional[str]) -> Any:
 
 
 def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike] = None,
-                embedder: Any = None, progress: bool = True, *,
+                embedder: Optional[Embedder] = None, progress: bool = True, *,
                 model_path: Optional[str] = None, rebuild: bool = False,
                 knn: bool = False) -> Store:
     """A :class:`~sqlite_rrf.store.Store` holding the collection's corpus.

@@ -95,8 +95,10 @@ class EmbeddingCache:
         for start in range(0, len(keys), step):
             chunk = keys[start:start + step]
             q = ",".join("?" * len(chunk))
-            got = dict(self._conn.execute(
-                f"SELECT key, vec FROM vectors WHERE key IN ({q})", chunk).fetchall())
+            got: Dict[bytes, bytes] = {
+                k: v for k, v in self._conn.execute(
+                    f"SELECT key, vec FROM vectors WHERE key IN ({q})", chunk)
+                if isinstance(k, bytes) and isinstance(v, bytes)}
             for i, k in enumerate(chunk, start):
                 v = got.get(k)
                 if v is None:
@@ -115,7 +117,7 @@ class EmbeddingCache:
 
     def count(self) -> int:
         """How many vectors the file holds (of every model)."""
-        return int(self._conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+        return int(self._conn.execute("SELECT count(*) FROM vectors").get)
 
 
 def embed_cached(texts: Sequence[str], cache: EmbeddingCache,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import as_completed
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional
 
 import numpy as np
 
@@ -27,13 +27,16 @@ from .progress import progress_bar
 from .runs import DEPTH, RUN_PARAMETERS, available_runs, resolve_runs
 from .workers import recall_queries, start_workers
 
+if TYPE_CHECKING:
+    from ..embed import Embedder
+
 __all__ = ["evaluate"]
 
 
 def evaluate(data_dir: PathLike, runs: Optional[Iterable[str]] = None, split: str = "test",
              profile_params: Optional[Mapping[str, Mapping[str, Any]]] = None,
              progress: bool = True, *, db_path: Optional[PathLike] = None,
-             embedder: Any = None, model_path: Optional[str] = None,
+             embedder: Optional[Embedder] = None, model_path: Optional[str] = None,
              per_query: bool = False, rebuild: bool = False, jobs: int = 1,
              knn: bool = False) -> Dict[str, Any]:
     """Evaluate runs (default: every run of :func:`available_runs`) on one split.
@@ -80,6 +83,7 @@ def evaluate(data_dir: PathLike, runs: Optional[Iterable[str]] = None, split: st
             t1 = time.perf_counter()
             qvecs = None if data.query_embeddings is None else data.query_embeddings.copy()
             if data.query_missing:
+                assert embedder is not None  # needs_embedder(): made above when not given
                 embedded = embedder.embed_many([data.query_texts[i] for i in data.query_missing],
                                                progress=progress, desc="embedding queries")
                 if qvecs is None:

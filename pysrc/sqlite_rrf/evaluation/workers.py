@@ -25,7 +25,7 @@ def recall_queries(store: Union[Store, str], kwargs: Mapping[str, Any],
     (``limit=DEPTH, touch=False, force=True``, the query's vector, ``kwargs``).
     ``store`` is a Store, or a database path (in a worker process) that is opened here."""
     own = not isinstance(store, Store)
-    st = Store(store) if own else store
+    st = store if isinstance(store, Store) else Store(store)
     out: List[Tuple[str, List[str], float]] = []
     try:
         for qid, text, qvec in queries:

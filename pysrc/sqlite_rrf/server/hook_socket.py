@@ -13,10 +13,13 @@ import socketserver
 import stat
 import struct
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from ..app import UserError, error_message, fault_message
 from .settings import MAX_REQUEST_BYTES, PROTOCOL
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 def prepare_socket(path: str) -> None:
@@ -126,7 +129,7 @@ class Server:
     """The warm process: one Store (with its model), one lock, the hook socket and,
     optionally, MCP over HTTP."""
 
-    def __init__(self, store: Any, db: str, default_scope: str) -> None:
+    def __init__(self, store: Store, db: str, default_scope: str) -> None:
         self.store = store
         self.db = db
         self.real_db = os.path.realpath(db)

@@ -9,10 +9,13 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from ..app import UserError, note
 from .settings import IDLE_CLOSE_SECONDS, MAX_OPEN_STORES, TENANT_NAME, TENANT_SUFFIX
+
+if TYPE_CHECKING:
+    from ..store import EmbedderLike, Store
 
 
 def read_tenant_tokens(path: str) -> Dict[str, str]:
@@ -49,7 +52,7 @@ class Tenant:
         self.name = name
         self.path = path
         self.lock = threading.Lock()
-        self.store: Any = None
+        self.store: Optional[Store] = None
         self.used = 0.0
 
 
@@ -71,7 +74,7 @@ class TenantPool:
     one shared ``embedder``, at most ``max_open`` open (least recently used closed
     first), those unused for ``idle_close`` seconds closed by :meth:`close_idle`."""
 
-    def __init__(self, directory: str, embedder: Any = None, *,
+    def __init__(self, directory: str, embedder: Optional[EmbedderLike] = None, *,
                  max_open: int = MAX_OPEN_STORES,
                  idle_close: float = IDLE_CLOSE_SECONDS, create: bool = False) -> None:
         self.directory = directory
@@ -107,7 +110,7 @@ class TenantPool:
         with self._lock:
             return len(self._open)
 
-    def store(self, tenant: Tenant) -> Any:
+    def store(self, tenant: Tenant) -> Store:
         """The tenant's store, opened if it is not; the caller holds ``tenant.lock``."""
         with self._lock:
             tenant.used = time.monotonic()
@@ -139,8 +142,9 @@ class TenantPool:
             if t is keep or not t.lock.acquire(blocking=False):
                 continue
             try:
-                with contextlib.suppress(Exception):
-                    t.store.close()  # the shared model stays loaded
+                if t.store is not None:
+                    with contextlib.suppress(Exception):
+                        t.store.close()  # the shared model stays loaded
                 t.store = None
                 del self._open[name]
                 closed += 1
@@ -171,7 +175,7 @@ class TenantPool:
             self._open.clear()
 
 
-def open_tenant_store(path: str, embedder: Any) -> Any:
+def open_tenant_store(path: str, embedder: Optional[EmbedderLike]) -> Store:
     """A tenant's Store with the shared model (without the vector list when the file was
     made with another model, said on stderr)."""
     from ..mcp import WRITE_PATIENCE_MS

@@ -187,7 +187,9 @@ class Recall(Connection):
             sql = recall_statement(params["pool"] or defaults["pool"],
                                    params["profile"] or defaults["profile"])
             for row in self.conn.execute(sql, bindings):
-                hits.append(RecallHit(*row[:9], json.loads(row[9]) if row[9] else {}, *row[10:]))
+                fields: List[Any] = list(row)  # RecallHit's, in order; explain is JSON text
+                fields[9] = json.loads(fields[9]) if fields[9] else {}
+                hits.append(RecallHit(*fields))
         return hits
 
     #: Pending codes whose vectors a recall checks (:meth:`_pending_faults`).
