@@ -28,8 +28,11 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from .store.binding import EmbedderLike
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -259,11 +262,11 @@ FINGERPRINT_TEXTS = (
 FINGERPRINT_MIN_COSINE = 0.99
 
 
-def fingerprint(embedder: "object") -> bytes:
+def fingerprint(embedder: EmbedderLike) -> bytes:
     """The embeddings of :data:`FINGERPRINT_TEXTS` as concatenated float32 bytes."""
     import numpy as np
 
-    vecs = np.asarray(embedder.embed_many(list(FINGERPRINT_TEXTS), progress=False),  # type: ignore[attr-defined]
+    vecs = np.asarray(embedder.embed_many(list(FINGERPRINT_TEXTS), progress=False),
                       dtype="<f4")
     return vecs.tobytes()
 

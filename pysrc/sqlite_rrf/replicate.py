@@ -433,7 +433,7 @@ def load_vfs(url: str) -> None:
         raise UserError(f"the Litestream VFS reads LITESTREAM_REPLICA_URL as it was when the "
                         f"process started; start it with LITESTREAM_REPLICA_URL={url}")
     try:
-        import litestream_vfs  # type: ignore[import-untyped]
+        import litestream_vfs
     except ImportError:
         raise UserError(f"litestream-vfs is not installed: {EXTRA_HINT}") from None
     import apsw
