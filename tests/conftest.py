@@ -21,7 +21,9 @@ import sqlite_rrf
 #: The real GGUF model beside the repository (../shared): the tests' embedding model. This
 #: workplace reaches no model hub, so the tests name it through SQLITE_RRF_MODEL (a test of
 #: the default model's resolution unsets it, and fills a Hugging Face cache from this file).
-SHARED_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
+SHARED_MODEL = (
+    Path(__file__).resolve().parents[2] / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
+)
 if SHARED_MODEL.is_file():
     os.environ.setdefault("SQLITE_RRF_MODEL", str(SHARED_MODEL))
 
@@ -40,18 +42,20 @@ def embedding_model() -> "Optional[str]":
 
 
 #: Skips a test that embeds when the model or the embed extra is missing.
-needs_model = pytest.mark.skipif(embedding_model() is None, reason="needs the embedding model "
-                                 "(SQLITE_RRF_MODEL) and llama-cpp-python: pip install "
-                                 "'sqlite-rrf[embed]'")
+needs_model = pytest.mark.skipif(
+    embedding_model() is None,
+    reason="needs the embedding model "
+    "(SQLITE_RRF_MODEL) and llama-cpp-python: pip install "
+    "'sqlite-rrf[embed]'",
+)
 
 
-def fill_hf_cache(cache_dir: Path, spec: str, source: Path,
-                  commit: str = "0" * 39 + "1") -> Path:
+def fill_hf_cache(cache_dir: Path, spec: str, source: Path, commit: str = "0" * 39 + "1") -> Path:
     """Put ``source`` into a Hugging Face hub cache at ``cache_dir`` as the file of the
     ``hf:ORG/REPO/FILE`` model ``spec``, laid out as huggingface_hub itself lays out a
     download (blobs/, snapshots/<commit>/, refs/main), so that ``HF_HUB_OFFLINE=1``
     resolves it. Returns the snapshot path."""
-    org, repo, filename = spec[len("hf:"):].split("/", 2)
+    org, repo, filename = spec[len("hf:") :].split("/", 2)
     root = Path(cache_dir) / f"models--{org}--{repo}"
     blob = root / "blobs" / f"sha-{source.stat().st_size}"
     snap = root / "snapshots" / commit / filename

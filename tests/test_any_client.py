@@ -63,6 +63,7 @@ from sqlite_rrf.store import Store, StoreError
 
 try:
     import sqlite_vec
+
     VEC_PATH: Optional[str] = sqlite_vec.loadable_path()
 except ImportError:  # pragma: no cover - the [knn] extra is installed in the test venv
     VEC_PATH = None
@@ -102,6 +103,7 @@ INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('knn', 'episodes_vec');
 
 # ---------------------------------------------------------------- helpers
 
+
 def f32(values: Sequence[float]) -> bytes:
     return np.asarray(values, dtype="<f4").tobytes()
 
@@ -123,8 +125,7 @@ def plain(path, *, vec: bool = False, recursive: bool = False) -> apsw.Connectio
 
 
 def has_knn(conn) -> bool:
-    return bool(conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE name = 'episodes_vec'").fetchall())
+    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episodes_vec'").fetchall())
 
 
 def fts_integrity(conn) -> None:
@@ -134,8 +135,12 @@ def fts_integrity(conn) -> None:
 
 
 def match(conn, word: str) -> set:
-    return {r for (r,) in conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (word,))}
+    return {
+        r
+        for (r,) in conn.execute(
+            "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (word,)
+        )
+    }
 
 
 def varint(buf: bytes) -> int:
@@ -163,23 +168,36 @@ def check_consistent(conn) -> None:
     conn.execute("CREATE VIRTUAL TABLE temp.ref USING fts5(content, tokenize = 'porter unicode61')")
     try:
         conn.executemany("INSERT INTO temp.ref(rowid, content) VALUES (?, ?)", rows.items())
-        words = set(WORDS) | {w for c in rows.values() if isinstance(c, str)
-                              for w in re.findall(r"[a-z0-9]+", c.lower())}
+        words = set(WORDS) | {
+            w
+            for c in rows.values()
+            if isinstance(c, str)
+            for w in re.findall(r"[a-z0-9]+", c.lower())
+        }
         for w in sorted(words)[:60]:
-            want = {r for (r,) in conn.execute(
-                "SELECT rowid FROM temp.ref WHERE ref MATCH ?", (f'"{w}"',))}
+            want = {
+                r
+                for (r,) in conn.execute(
+                    "SELECT rowid FROM temp.ref WHERE ref MATCH ?", (f'"{w}"',)
+                )
+            }
             assert match(conn, f'"{w}"') == want, w
     finally:
         conn.execute("DROP TABLE temp.ref")
     # the displaced rows are only ever copies of live rows, never left marked gone
     stale = conn.execute(
         "SELECT d.rowid FROM episodes_displaced AS d LEFT JOIN episodes AS e USING (rowid) "
-        "WHERE e.rowid IS NULL OR e.content IS NOT d.content OR d.gone != 0").fetchall()
+        "WHERE e.rowid IS NULL OR e.content IS NOT d.content OR d.gone != 0"
+    ).fetchall()
     assert stale == [], f"episodes_displaced holds rows that are not live: {stale}"
     # every vector has the database's dimension
     dim = conn.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall()
-    lengths = {n for (n,) in conn.execute(
-        "SELECT DISTINCT length(embedding) FROM episodes WHERE embedding IS NOT NULL")}
+    lengths = {
+        n
+        for (n,) in conn.execute(
+            "SELECT DISTINCT length(embedding) FROM episodes WHERE embedding IS NOT NULL"
+        )
+    }
     if dim:
         assert lengths <= {4 * dim[0][0]}, (lengths, dim)
     else:
@@ -187,14 +205,18 @@ def check_consistent(conn) -> None:
     emb = dict(conn.execute("SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"))
     if has_knn(conn):
         vec = dict(conn.execute("SELECT rowid, embedding FROM episodes_vec"))
-        assert vec == emb, (sorted(set(vec) ^ set(emb)),
-                            sorted(r for r in set(vec) & set(emb) if vec[r] != emb[r]))
+        assert vec == emb, (
+            sorted(set(vec) ^ set(emb)),
+            sorted(r for r in set(vec) & set(emb) if vec[r] != emb[r]),
+        )
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episodes_codes'").fetchall():
         # migration 0007: the narrow copy holds every embedding, and a code is either
         # pending (NULL) or the sign code of the embedding it sits beside, never stale
         narrow = dict(conn.execute("SELECT rowid, embedding FROM episodes_vectors"))
-        assert narrow == emb, (sorted(set(narrow) ^ set(emb)),
-                               sorted(r for r in set(narrow) & set(emb) if narrow[r] != emb[r]))
+        assert narrow == emb, (
+            sorted(set(narrow) ^ set(emb)),
+            sorted(r for r in set(narrow) & set(emb) if narrow[r] != emb[r]),
+        )
         codes = dict(conn.execute("SELECT rowid, code FROM episodes_codes"))
         assert set(codes) == set(emb), sorted(set(codes) ^ set(emb))
         for r, code in codes.items():
@@ -220,18 +242,20 @@ def check_blocks(conn) -> None:
             members.setdefault(block, {})[r] = code
     in_blocks = set()
     for block, n, rowids, codes in conn.execute(
-            "SELECT block, n, rowids, codes FROM episodes_code_blocks"):
+        "SELECT block, n, rowids, codes FROM episodes_code_blocks"
+    ):
         ids = np.frombuffer(rowids, "<i8").tolist()
         assert n == len(ids) > 0, (block, n, len(ids))
         assert len(codes) % n == 0, block
         width = len(codes) // n
-        got = {r: codes[i * width:(i + 1) * width] for i, r in enumerate(ids)}
+        got = {r: codes[i * width : (i + 1) * width] for i, r in enumerate(ids)}
         assert len(got) == n, f"block {block} holds a rowid twice"
         assert got == members.get(block, {}), f"block {block} is not its rows' current codes"
         assert not in_blocks & set(ids), f"block {block} shares rows with another block"
         in_blocks |= set(ids)
-    assert set(members) <= {b for (b,) in conn.execute("SELECT block FROM episodes_code_blocks")}, \
+    assert set(members) <= {b for (b,) in conn.execute("SELECT block FROM episodes_code_blocks")}, (
         "a row names a block that does not exist"
+    )
 
 
 def dump(conn) -> List[tuple]:
@@ -248,19 +272,26 @@ def same_rows(conn) -> List[tuple]:
         "CASE WHEN created_at > 1e12 THEN 'now' ELSE created_at END, "
         "CASE WHEN accessed_at > 1e12 THEN 'now' ELSE accessed_at END, "
         "access_count, importance, kind, metadata, strength, depth, session_spread, stability "
-        "FROM episodes ORDER BY rowid").fetchall()
+        "FROM episodes ORDER BY rowid"
+    ).fetchall()
 
 
-def shell(db, script: str, *, vec: bool = False, rrf: bool = False,
-          timeout: float = 120) -> subprocess.CompletedProcess:
+def shell(
+    db, script: str, *, vec: bool = False, rrf: bool = False, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """Run ``script`` in the Debian sqlite3 shell on ``db`` (no rrf unless ``rrf``)."""
     head = []
     if vec:
         head.append(f".load {VEC_PATH}")
     if rrf:
         head.append(f".load {sqlite_rrf.loadable_path()}")
-    return subprocess.run([SHELL, "-batch", str(db)], input="\n".join(head + [script]) + "\n",
-                          text=True, capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [SHELL, "-batch", str(db)],
+        input="\n".join(head + [script]) + "\n",
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def shell_ok(db, script: str, **kw) -> str:
@@ -271,9 +302,14 @@ def shell_ok(db, script: str, **kw) -> str:
 
 def seed_episodes(n: int = 20, dim: int = DIM, every: int = 1) -> List[dict]:
     rng = np.random.default_rng(11)
-    return [dict(id=f"e{i}", content=f"episode e{i} zebra{i} {WORDS[i % len(WORDS)]}",
-                 embedding=rng.normal(size=dim) if i % every == 0 else None)
-            for i in range(n)]
+    return [
+        dict(
+            id=f"e{i}",
+            content=f"episode e{i} zebra{i} {WORDS[i % len(WORDS)]}",
+            embedding=rng.normal(size=dim) if i % every == 0 else None,
+        )
+        for i in range(n)
+    ]
 
 
 def new_store(path, *, knn: bool = False, episodes: Optional[List[dict]] = None) -> Path:
@@ -295,8 +331,10 @@ def db_before_0004(path, episodes: List[dict], *, knn: bool = False) -> Path:
         c.execute("INSERT INTO rrf_meta VALUES ('embedding_dim', ?)", (DIM,))
         for ep in episodes:
             emb = ep.get("embedding")
-            c.execute("INSERT INTO episodes(id, content, embedding) VALUES (?, ?, ?)",
-                      (ep["id"], ep["content"], None if emb is None else f32(emb)))
+            c.execute(
+                "INSERT INTO episodes(id, content, embedding) VALUES (?, ?, ?)",
+                (ep["id"], ep["content"], None if emb is None else f32(emb)),
+            )
         if knn:
             c.execute(OLD_KNN_SQL.replace("{dim}", str(DIM)))
     c.close()
@@ -306,11 +344,13 @@ def db_before_0004(path, episodes: List[dict], *, knn: bool = False) -> Path:
 # ---------------------------------------------------------------- the shell harness
 
 ALLOWED_ERRORS = re.compile(
-    r"constraint failed|must be a float32 blob|datatype mismatch|no transaction is active")
+    r"constraint failed|must be a float32 blob|datatype mismatch|no transaction is active"
+)
 
 
-def shell_session(db, statements: Sequence[str], *, vec: bool = False,
-                  check: bool = True) -> Tuple[Dict[int, str], List[str]]:
+def shell_session(
+    db, statements: Sequence[str], *, vec: bool = False, check: bool = True
+) -> Tuple[Dict[int, str], List[str]]:
     """Run each statement (one per line) in one shell session, each followed by FTS5's
     integrity-check when ``check``. Returns ({statement number: its error}, problems),
     the problems being integrity failures and any error but the refusals a write may
@@ -323,7 +363,8 @@ def shell_session(db, statements: Sequence[str], *, vec: bool = False,
         marks[len(lines)] = ("write", i)
         if check:
             lines.append(
-                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);")
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);"
+            )
             marks[len(lines)] = ("check", i)
     head = 1 if vec else 0  # the .load line comes first
     out = shell(db, "\n".join(lines), vec=vec)
@@ -335,8 +376,9 @@ def shell_session(db, statements: Sequence[str], *, vec: bool = False,
         if kind == "write":
             errors[i] = message
         if kind != "write" or not ALLOWED_ERRORS.search(message):
-            problems.append(f"{kind} after statement {i} "
-                            f"({statements[i] if i >= 0 else '?'}): {message}")
+            problems.append(
+                f"{kind} after statement {i} ({statements[i] if i >= 0 else '?'}): {message}"
+            )
     if out.stderr.count("error near line") != len(found):
         problems.append(out.stderr)
     return errors, problems
@@ -349,9 +391,16 @@ def run_shell_writes(db, statements: Sequence[str], *, vec: bool = False) -> Lis
 
 #: The triggers that maintain the indexes; without them episodes is a plain table
 #: (the dimension's triggers stay), which is what the writes must see.
-INDEX_TRIGGERS = ("episodes_displace_insert", "episodes_fts_insert", "episodes_displace_update",
-                  "episodes_fts_update", "episodes_fts_delete", "episodes_vec_insert",
-                  "episodes_vec_update", "episodes_vec_delete")
+INDEX_TRIGGERS = (
+    "episodes_displace_insert",
+    "episodes_fts_insert",
+    "episodes_displace_update",
+    "episodes_fts_update",
+    "episodes_fts_delete",
+    "episodes_vec_insert",
+    "episodes_vec_update",
+    "episodes_vec_delete",
+)
 
 
 def without_index_triggers(conn) -> None:
@@ -374,6 +423,7 @@ def outcome(conn, sql: str) -> str:
 
 
 # ---------------------------------------------------------------- random writes
+
 
 class Chooser:
     """The choices of a random write, from a seeded Random or from hypothesis."""
@@ -434,8 +484,21 @@ def _where(c: Chooser) -> str:
 
 def random_write(c: Chooser) -> str:
     """One random write to episodes, as one line of SQL with literals."""
-    kind = c.pick(["insert", "insert", "insert", "replace", "insert_select", "upsert",
-                   "upsert", "update", "update", "update", "delete"])
+    kind = c.pick(
+        [
+            "insert",
+            "insert",
+            "insert",
+            "replace",
+            "insert_select",
+            "upsert",
+            "upsert",
+            "update",
+            "update",
+            "update",
+            "delete",
+        ]
+    )
     if kind in ("insert", "replace"):
         with_rowid = c.int(0, 2) == 0
         cols = "rowid, id, content, embedding" if with_rowid else "id, content, embedding"
@@ -447,23 +510,31 @@ def random_write(c: Chooser) -> str:
         return f"{verb} INTO episodes({cols}) VALUES {', '.join(values)}"
     if kind == "insert_select":
         suffix = c.pick(["", "", "x"])
-        return (f"INSERT {c.pick(CONFLICT)}INTO episodes(id, content, embedding) "
-                f"SELECT id || '{suffix}', content || ' {c.pick(WORDS)}', embedding "
-                f"FROM episodes WHERE {_where(c)}")
+        return (
+            f"INSERT {c.pick(CONFLICT)}INTO episodes(id, content, embedding) "
+            f"SELECT id || '{suffix}', content || ' {c.pick(WORDS)}', embedding "
+            f"FROM episodes WHERE {_where(c)}"
+        )
     if kind == "upsert":
-        head = (f"INSERT INTO episodes(id, content, embedding) "
-                f"VALUES ('{c.pick(IDS)}', {_text(c)}, {_vec(c)}) ")
+        head = (
+            f"INSERT INTO episodes(id, content, embedding) "
+            f"VALUES ('{c.pick(IDS)}', {_text(c)}, {_vec(c)}) "
+        )
         k = c.int(0, 3)
         if k == 0:
             return head + c.pick(["ON CONFLICT DO NOTHING", "ON CONFLICT(id) DO NOTHING"])
         sets = []
         for col in ("content", "embedding", "id", "rowid", "touch"):
             if c.int(0, 2) == 0:
-                sets.append({"content": "content = excluded.content",
-                             "embedding": "embedding = excluded.embedding",
-                             "id": f"id = '{c.pick(IDS)}'",
-                             "rowid": f"rowid = {_rowid(c)}",
-                             "touch": "accessed_at = accessed_at + 1"}[col])
+                sets.append(
+                    {
+                        "content": "content = excluded.content",
+                        "embedding": "embedding = excluded.embedding",
+                        "id": f"id = '{c.pick(IDS)}'",
+                        "rowid": f"rowid = {_rowid(c)}",
+                        "touch": "accessed_at = accessed_at + 1",
+                    }[col]
+                )
         sets = sets or ["content = excluded.content"]
         tail = f"ON CONFLICT(id) DO UPDATE SET {', '.join(sets)}"
         if k == 1:
@@ -473,14 +544,21 @@ def random_write(c: Chooser) -> str:
         sets = []
         for col in ("content", "id", "rowid", "embedding", "touch"):
             if c.int(0, 2) == 0:
-                sets.append({"content": f"content = {_text(c)}",
-                             "id": f"id = '{c.pick(IDS)}'",
-                             "rowid": c.pick([f"rowid = {_rowid(c)}",
-                                              f"rowid = rowid + {c.int(1, 3)}",
-                                              f"rowid = rowid - {c.int(1, 3)}"]),
-                             "embedding": f"embedding = {_vec(c)}",
-                             "touch": "accessed_at = accessed_at + 1, "
-                                      "access_count = access_count + 1"}[col])
+                sets.append(
+                    {
+                        "content": f"content = {_text(c)}",
+                        "id": f"id = '{c.pick(IDS)}'",
+                        "rowid": c.pick(
+                            [
+                                f"rowid = {_rowid(c)}",
+                                f"rowid = rowid + {c.int(1, 3)}",
+                                f"rowid = rowid - {c.int(1, 3)}",
+                            ]
+                        ),
+                        "embedding": f"embedding = {_vec(c)}",
+                        "touch": "accessed_at = accessed_at + 1, access_count = access_count + 1",
+                    }[col]
+                )
         sets = sets or ["accessed_at = accessed_at + 1"]
         return f"UPDATE {c.pick(CONFLICT)}episodes SET {', '.join(sets)} WHERE {_where(c)}"
     return f"DELETE FROM episodes WHERE {_where(c)}"
@@ -490,27 +568,36 @@ def random_op(c: Chooser) -> List[str]:
     """A write, or a short transaction of writes that is committed or rolled back."""
     if c.int(0, 9):
         return [random_write(c)]
-    return (["BEGIN"] + [random_write(c) for _ in range(c.int(1, 3))]
-            + [c.pick(["COMMIT", "ROLLBACK"])])
+    return (
+        ["BEGIN"] + [random_write(c) for _ in range(c.int(1, 3))] + [c.pick(["COMMIT", "ROLLBACK"])]
+    )
 
 
 def template_episodes() -> List[dict]:
     rng = random.Random(3)
-    return [dict(id=i, content=" ".join(rng.choice(WORDS) for _ in range(3)),
-                 embedding=np.frombuffer(VECS[n % len(VECS)], "<f4") if n % 3 else None,
-                 created_at=1000 + n, accessed_at=1000 + n)  # far from "now": see same_rows
-            for n, i in enumerate(IDS[:5])]
+    return [
+        dict(
+            id=i,
+            content=" ".join(rng.choice(WORDS) for _ in range(3)),
+            embedding=np.frombuffer(VECS[n % len(VECS)], "<f4") if n % 3 else None,
+            created_at=1000 + n,
+            accessed_at=1000 + n,
+        )  # far from "now": see same_rows
+        for n, i in enumerate(IDS[:5])
+    ]
 
 
 # ---------------------------------------------------------------- the controls
+
 
 @needs_shell
 def test_control_the_checks_fail_on_the_schema_before_0004(tmp_path):
     """Under the old schema the issue's shell writes corrupt the index, and both the
     shell harness and check_consistent say so: passing them means something."""
     db = db_before_0004(tmp_path / "old.db", seed_episodes())
-    problems = run_shell_writes(db, [
-        "INSERT OR REPLACE INTO episodes(id, content) VALUES ('e3', 'totally different text')"])
+    problems = run_shell_writes(
+        db, ["INSERT OR REPLACE INTO episodes(id, content) VALUES ('e3', 'totally different text')"]
+    )
     assert problems and "malformed" in problems[0], problems
     with pytest.raises(apsw.CorruptError):
         check_consistent(plain(db))
@@ -545,12 +632,15 @@ def test_control_check_consistent_sees_narrow_tables_that_drift(tmp_path):
     db = new_store(tmp_path / "n.db")
     c = plain(db)
     check_consistent(c)
-    assert c.execute("SELECT count(*) FROM episodes_codes WHERE code IS NOT NULL"
-                     ).fetchall()[0][0] > 0  # the Store computed the codes
-    for sql in ("DELETE FROM episodes_vectors WHERE rowid = (SELECT min(rowid) FROM episodes_vectors)",
-                "UPDATE episodes_codes SET code = zeroblob(length(code)) WHERE rowid = "
-                "(SELECT min(rowid) FROM episodes_codes)",
-                "INSERT INTO episodes_codes(rowid, code) VALUES (999999, NULL)"):
+    assert (
+        c.execute("SELECT count(*) FROM episodes_codes WHERE code IS NOT NULL").fetchall()[0][0] > 0
+    )  # the Store computed the codes
+    for sql in (
+        "DELETE FROM episodes_vectors WHERE rowid = (SELECT min(rowid) FROM episodes_vectors)",
+        "UPDATE episodes_codes SET code = zeroblob(length(code)) WHERE rowid = "
+        "(SELECT min(rowid) FROM episodes_codes)",
+        "INSERT INTO episodes_codes(rowid, code) VALUES (999999, NULL)",
+    ):
         c.execute("BEGIN")
         # migration 0009's guards refuse the first and the last: drift needs them gone
         c.execute("DROP TRIGGER episodes_vectors_keep")
@@ -572,22 +662,26 @@ def test_store_fills_the_codes_another_client_left_pending(tmp_path, how):
     db = new_store(tmp_path / "p.db")
     c = plain(db)
     c.execute("UPDATE episodes SET embedding = ? WHERE id = 'e3'", (f32([-1.0] * DIM),))
-    assert c.execute("SELECT code FROM episodes_codes WHERE rowid = "
-                     "(SELECT rowid FROM episodes WHERE id = 'e3')").fetchall() == [(None,)]
+    assert c.execute(
+        "SELECT code FROM episodes_codes WHERE rowid = (SELECT rowid FROM episodes WHERE id = 'e3')"
+    ).fetchall() == [(None,)]
     c.close()
     s = Store(str(db))
     try:
-        assert s.conn.execute("SELECT count(*) FROM episodes_codes WHERE code IS NULL"
-                              ).fetchall() == [(1,)], "opening the Store wrote the code"
+        assert s.conn.execute(
+            "SELECT count(*) FROM episodes_codes WHERE code IS NULL"
+        ).fetchall() == [(1,)], "opening the Store wrote the code"
         if how == "maintain":
             assert s.maintain()["codes_filled"] == 1
         else:
             s.add("a new episode", embedding=[1.0] * DIM)
-        assert s.conn.execute("SELECT count(*) FROM episodes_codes WHERE code IS NULL"
-                              ).fetchall() == [(0,)]
+        assert s.conn.execute(
+            "SELECT count(*) FROM episodes_codes WHERE code IS NULL"
+        ).fetchall() == [(0,)]
         assert s.conn.execute(
             "SELECT count(*) FROM episodes_codes AS c JOIN episodes_vectors AS v USING (rowid) "
-            "WHERE c.code IS NOT vec_signbits(v.embedding)").fetchall() == [(0,)]
+            "WHERE c.code IS NOT vec_signbits(v.embedding)"
+        ).fetchall() == [(0,)]
         check_consistent(s.conn)
     finally:
         s.close()
@@ -595,27 +689,37 @@ def test_store_fills_the_codes_another_client_left_pending(tmp_path, how):
 
 # ---------------------------------------------------------------- the issue's cases
 
+
 @needs_shell
 def test_shell_insert_or_replace_leaves_no_old_text(tmp_path):
     """Issue 11, item 2: INSERT OR REPLACE in the shell, then MATCH 'vault'."""
-    db = new_store(tmp_path / "m.db", episodes=[
-        dict(id="a", content="Production Postgres credentials are kept in Vault"),
-        dict(id="b", content="The staging database password rotates every 30 days")])
-    out = shell_ok(db, "\n".join([
-        "PRAGMA recursive_triggers;",
-        "INSERT OR REPLACE INTO episodes(id, content) "
-        "VALUES ('a', 'totally different text about cats');",
-        "SELECT 'vault', count(*) FROM episodes_fts WHERE episodes_fts MATCH 'vault';",
-        "SELECT 'cats', e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid"
-        " WHERE episodes_fts MATCH 'cats';",
-        "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
-        # REPLACE INTO, and a REPLACE on the rowid of another episode
-        "REPLACE INTO episodes(id, content) VALUES ('a', 'dogs now');",
-        "INSERT OR REPLACE INTO episodes(rowid, id, content) "
-        "SELECT rowid, 'c', 'birds took the rowid' FROM episodes WHERE id = 'b';",
-        "SELECT 'password', count(*) FROM episodes_fts WHERE episodes_fts MATCH 'password';",
-        "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
-    ]))
+    db = new_store(
+        tmp_path / "m.db",
+        episodes=[
+            dict(id="a", content="Production Postgres credentials are kept in Vault"),
+            dict(id="b", content="The staging database password rotates every 30 days"),
+        ],
+    )
+    out = shell_ok(
+        db,
+        "\n".join(
+            [
+                "PRAGMA recursive_triggers;",
+                "INSERT OR REPLACE INTO episodes(id, content) "
+                "VALUES ('a', 'totally different text about cats');",
+                "SELECT 'vault', count(*) FROM episodes_fts WHERE episodes_fts MATCH 'vault';",
+                "SELECT 'cats', e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid"
+                " WHERE episodes_fts MATCH 'cats';",
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
+                # REPLACE INTO, and a REPLACE on the rowid of another episode
+                "REPLACE INTO episodes(id, content) VALUES ('a', 'dogs now');",
+                "INSERT OR REPLACE INTO episodes(rowid, id, content) "
+                "SELECT rowid, 'c', 'birds took the rowid' FROM episodes WHERE id = 'b';",
+                "SELECT 'password', count(*) FROM episodes_fts WHERE episodes_fts MATCH 'password';",
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
+            ]
+        ),
+    )
     assert out.splitlines() == ["0", "vault|0", "cats|a", "password|0"]
     c = plain(db)
     check_consistent(c)
@@ -631,11 +735,17 @@ def test_knn_replace_then_delete_then_store_add_with_embedding(tmp_path):
     embedding then failed (UNIQUE constraint on episodes_vec's primary key)."""
     db = new_store(tmp_path / "k.db", knn=True)
     v = hexlit(f32([1, 2, 3, 4]))
-    shell_ok(db, "\n".join([
-        f"INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES ('e19', 'moved', {v});",
-        "DELETE FROM episodes WHERE id = 'e19';",
-        "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
-    ]), vec=True)
+    shell_ok(
+        db,
+        "\n".join(
+            [
+                f"INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES ('e19', 'moved', {v});",
+                "DELETE FROM episodes WHERE id = 'e19';",
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
+            ]
+        ),
+        vec=True,
+    )
     check_consistent(plain(db, vec=True))
     with Store(db) as s:
         for i in range(3):  # the rowids the stale vector used to block
@@ -646,8 +756,12 @@ def test_knn_replace_then_delete_then_store_add_with_embedding(tmp_path):
         assert n_vec == n_emb == 22
     check_consistent(plain(db, vec=True))
     # the command line counts what is there
-    out = subprocess.run([sys.executable, "-m", "sqlite_rrf", "knn", str(db)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "knn", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "(22 vectors)" in out.stdout, out.stdout
 
@@ -657,12 +771,18 @@ def test_knn_replace_then_delete_then_store_add_with_embedding(tmp_path):
 def test_rowid_update_keeps_the_episode_findable_by_its_words(tmp_path, knn):
     """Issue 11, item 5: UPDATE episodes SET rowid = 9000 WHERE id = 'e10'."""
     db = new_store(tmp_path / "r.db", knn=knn)
-    out = shell_ok(db, "\n".join([
-        "UPDATE episodes SET rowid = 9000 WHERE id = 'e10';",
-        "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
-        "SELECT e.rowid, e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid"
-        " WHERE episodes_fts MATCH 'zebra10';",
-    ]), vec=knn)
+    out = shell_ok(
+        db,
+        "\n".join(
+            [
+                "UPDATE episodes SET rowid = 9000 WHERE id = 'e10';",
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
+                "SELECT e.rowid, e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid"
+                " WHERE episodes_fts MATCH 'zebra10';",
+            ]
+        ),
+        vec=knn,
+    )
     assert out.splitlines() == ["9000|e10"]
     check_consistent(plain(db, vec=knn))
     with Store(db) as s:
@@ -670,8 +790,14 @@ def test_rowid_update_keeps_the_episode_findable_by_its_words(tmp_path, knn):
         assert [(h.id, h.rowid) for h in hits] == [("e10", 9000)]
         if knn:
             e10 = s.get("e10").embedding.astype("<f4").tobytes()
-            hits = s.recall("nothing", qvec=np.frombuffer(e10, "<f4"), pool="knn", limit=1,
-                            touch=False, weights=(0, 1, 0, 0))
+            hits = s.recall(
+                "nothing",
+                qvec=np.frombuffer(e10, "<f4"),
+                pool="knn",
+                limit=1,
+                touch=False,
+                weights=(0, 1, 0, 0),
+            )
             assert [h.id for h in hits] == ["e10"]
 
 
@@ -685,17 +811,22 @@ def test_first_vector_fixes_the_dimension_whoever_writes(tmp_path):
     c = plain(db)
     assert c.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall() == []
     v3, v4 = hexlit(f32([1, 2, 3])), hexlit(f32([1, 2, 3, 4]))
-    out = shell(db, "\n".join([
-        "INSERT INTO episodes(id, content, embedding) VALUES ('empty', 'x', X'');",
-        "INSERT INTO episodes(id, content, embedding) VALUES ('odd', 'x', X'0000000000');",
-        "INSERT INTO episodes(id, content, embedding) VALUES ('text', 'x', '[1,2,3]');",
-        f"INSERT INTO episodes(id, content, embedding) VALUES ('v3', 'x', {v3});",
-        f"INSERT INTO episodes(id, content, embedding) VALUES ('v4', 'x', {v4});",
-        f"UPDATE episodes SET embedding = {v4} WHERE id = 'v3';",
-        "UPDATE episodes SET embedding = X'' WHERE id = 'v3';",
-        "SELECT id, length(embedding) FROM episodes;",
-        "SELECT value FROM rrf_meta WHERE key = 'embedding_dim';",
-    ]))
+    out = shell(
+        db,
+        "\n".join(
+            [
+                "INSERT INTO episodes(id, content, embedding) VALUES ('empty', 'x', X'');",
+                "INSERT INTO episodes(id, content, embedding) VALUES ('odd', 'x', X'0000000000');",
+                "INSERT INTO episodes(id, content, embedding) VALUES ('text', 'x', '[1,2,3]');",
+                f"INSERT INTO episodes(id, content, embedding) VALUES ('v3', 'x', {v3});",
+                f"INSERT INTO episodes(id, content, embedding) VALUES ('v4', 'x', {v4});",
+                f"UPDATE episodes SET embedding = {v4} WHERE id = 'v3';",
+                "UPDATE episodes SET embedding = X'' WHERE id = 'v3';",
+                "SELECT id, length(embedding) FROM episodes;",
+                "SELECT value FROM rrf_meta WHERE key = 'embedding_dim';",
+            ]
+        ),
+    )
     errors = re.findall(r"error near line (\d+): (.*)", out.stderr)
     assert [int(n) for n, _ in errors] == [1, 2, 3, 5, 6, 7], out.stderr
     assert all("must be a float32 blob of rrf_meta.embedding_dim values" in m for _, m in errors)
@@ -706,17 +837,22 @@ def test_first_vector_fixes_the_dimension_whoever_writes(tmp_path):
     Store(db2).close()
     c2 = plain(db2)
     with pytest.raises(apsw.ConstraintError, match="embedding_dim"):
-        c2.execute("INSERT INTO episodes(id, content, embedding) "
-                   "VALUES ('p', 'x', ?), ('q', 'x', ?)", (f32([1, 2, 3, 4]), f32([1, 2, 3])))
+        c2.execute(
+            "INSERT INTO episodes(id, content, embedding) VALUES ('p', 'x', ?), ('q', 'x', ?)",
+            (f32([1, 2, 3, 4]), f32([1, 2, 3])),
+        )
     assert c2.execute("SELECT count(*) FROM episodes").fetchall() == [(0,)]
     assert c2.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall() == []
-    c2.execute("INSERT INTO episodes(id, content, embedding) VALUES ('p', 'x', ?)",
-               (f32([1, 2, 3, 4]),))
+    c2.execute(
+        "INSERT INTO episodes(id, content, embedding) VALUES ('p', 'x', ?)", (f32([1, 2, 3, 4]),)
+    )
     assert c2.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall() == [(4,)]
     # an explicit OR clause on the writer does not turn the dimension's fixing into a conflict
     for clause in ("OR ABORT", "OR FAIL", "OR ROLLBACK", "OR IGNORE", "OR REPLACE"):
-        c2.execute(f"INSERT {clause} INTO episodes(id, content, embedding) VALUES (?, 'x', ?)",
-                   (clause, f32([4, 3, 2, 1])))
+        c2.execute(
+            f"INSERT {clause} INTO episodes(id, content, embedding) VALUES (?, 'x', ?)",
+            (clause, f32([4, 3, 2, 1])),
+        )
     check_consistent(c2)
     # the Store sees the dimension the shell fixed
     with Store(db) as s:
@@ -734,29 +870,36 @@ def test_trusted_schema_off_in_the_debian_shell(tmp_path):
     innocuous virtual table, which its triggers need."""
     db = new_store(tmp_path / "t.db")
     (tmp_path / "recall.sql").write_text(read_sql("recall.sql"))
-    out = shell(db, "\n".join([
-        "PRAGMA trusted_schema = OFF;",
-        "SELECT count(*) FROM episodes;",
-        "SELECT e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid"
-        " WHERE episodes_fts MATCH 'zebra7';",
-        ".param init",
-        ".param set :query 'zebra7 episode'",
-        ".param set :limit 2",
-        ".mode list",
-        f".read {tmp_path / 'recall.sql'}",
-        ".mode list",
-        "INSERT INTO episodes(id, content) VALUES ('new', 'refused');",
-        "UPDATE episodes SET content = 'refused' WHERE id = 'e1';",
-        "DELETE FROM episodes WHERE id = 'e2';",
-        "SELECT count(*), sum(content = 'refused') FROM episodes;",
-    ]), rrf=True)
+    out = shell(
+        db,
+        "\n".join(
+            [
+                "PRAGMA trusted_schema = OFF;",
+                "SELECT count(*) FROM episodes;",
+                "SELECT e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid"
+                " WHERE episodes_fts MATCH 'zebra7';",
+                ".param init",
+                ".param set :query 'zebra7 episode'",
+                ".param set :limit 2",
+                ".mode list",
+                f".read {tmp_path / 'recall.sql'}",
+                ".mode list",
+                "INSERT INTO episodes(id, content) VALUES ('new', 'refused');",
+                "UPDATE episodes SET content = 'refused' WHERE id = 'e1';",
+                "DELETE FROM episodes WHERE id = 'e2';",
+                "SELECT count(*), sum(content = 'refused') FROM episodes;",
+            ]
+        ),
+        rrf=True,
+    )
     lines = out.stdout.splitlines()
     assert lines[:2] == ["20", "e7"], out.stdout + out.stderr
     assert lines[2].split("|")[0] == "e7", lines  # the recall statement's best hit
     assert lines[-1] == "20|0"
     errors = re.findall(r"error near line \d+: (.*)", out.stderr)
-    assert len(errors) == 3 and all('unsafe use of virtual table "episodes_fts"' in e
-                                    for e in errors), out.stderr
+    assert len(errors) == 3 and all(
+        'unsafe use of virtual table "episodes_fts"' in e for e in errors
+    ), out.stderr
     check_consistent(plain(db))
     # the old schema could not be read at all: the control
     old = db_before_0004(tmp_path / "old.db", seed_episodes())
@@ -770,8 +913,10 @@ def test_trusted_schema_off_through_apsw_reads_and_writes(tmp_path):
     db = new_store(tmp_path / "t.db")
     c = plain(db)
     c.execute("PRAGMA trusted_schema = OFF")
-    c.execute("INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES ('e1', 'cat', ?)",
-              (f32([1, 2, 3, 4]),))
+    c.execute(
+        "INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES ('e1', 'cat', ?)",
+        (f32([1, 2, 3, 4]),),
+    )
     c.execute("UPDATE episodes SET rowid = 500 WHERE id = 'e2'")
     c.execute("DELETE FROM episodes WHERE id = 'e3'")
     check_consistent(c)
@@ -779,6 +924,7 @@ def test_trusted_schema_off_through_apsw_reads_and_writes(tmp_path):
 
 
 # ---------------------------------------------------------------- knn without sqlite-vec
+
 
 @needs_shell
 @needs_vec
@@ -848,45 +994,78 @@ def _copy_template(path: Path, knn: bool, recursive: bool = False) -> apsw.Conne
 V1, V2 = hexlit(VECS[0]), hexlit(VECS[2])
 EVERY_WRITE: List[Tuple[str, bool]] = [
     (f"INSERT INTO episodes(id, content, embedding) VALUES ('n', 'cat dog', {V1})", True),
-    ("INSERT INTO episodes(id, content) VALUES ('n1', 'cat'), ('n2', 'dog'), ('n3', 'fish')",
-     True),
-    (f"INSERT OR REPLACE INTO episodes(id, content, embedding) "
-     f"VALUES ('a', 'vault tree', {V1})", True),
+    ("INSERT INTO episodes(id, content) VALUES ('n1', 'cat'), ('n2', 'dog'), ('n3', 'fish')", True),
+    (
+        f"INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES ('a', 'vault tree', {V1})",
+        True,
+    ),
     ("INSERT OR REPLACE INTO episodes(id, content) VALUES ('e', 'no vector now')", True),
-    (f"INSERT OR REPLACE INTO episodes(rowid, id, content, embedding) "
-     f"VALUES (2, 'z', 'tree', {V2})", True),
-    ("INSERT OR REPLACE INTO episodes(rowid, id, content) VALUES (2, 'c', 'two rows go')",
-     True),
-    ("INSERT OR REPLACE INTO episodes(rowid, id, content) "
-     "VALUES (3, 'c', 'same row, new text')", True),
+    (
+        f"INSERT OR REPLACE INTO episodes(rowid, id, content, embedding) "
+        f"VALUES (2, 'z', 'tree', {V2})",
+        True,
+    ),
+    ("INSERT OR REPLACE INTO episodes(rowid, id, content) VALUES (2, 'c', 'two rows go')", True),
+    (
+        "INSERT OR REPLACE INTO episodes(rowid, id, content) VALUES (3, 'c', 'same row, new text')",
+        True,
+    ),
     ("REPLACE INTO episodes(id, content) VALUES ('b', 'bird')", True),
-    ("INSERT OR REPLACE INTO episodes(id, content) "
-     "VALUES ('a', 'one'), ('a', 'two'), ('b', 'three')", True),
-    ("INSERT OR REPLACE INTO episodes(id, content, embedding) "
-     "SELECT id, content || ' fish', embedding FROM episodes WHERE rowid % 2 = 1", True),
+    (
+        "INSERT OR REPLACE INTO episodes(id, content) "
+        "VALUES ('a', 'one'), ('a', 'two'), ('b', 'three')",
+        True,
+    ),
+    (
+        "INSERT OR REPLACE INTO episodes(id, content, embedding) "
+        "SELECT id, content || ' fish', embedding FROM episodes WHERE rowid % 2 = 1",
+        True,
+    ),
     ("INSERT OR REPLACE INTO episodes(rowid, id, content) VALUES (-1, 'neg', 'cat')", True),
-    ("INSERT OR IGNORE INTO episodes(id, content) "
-     "VALUES ('a', 'ignored'), ('n', 'kept fish')", True),
+    (
+        "INSERT OR IGNORE INTO episodes(id, content) VALUES ('a', 'ignored'), ('n', 'kept fish')",
+        True,
+    ),
     ("INSERT OR IGNORE INTO episodes(rowid, id, content) VALUES (1, 'n', 'ignored')", True),
-    ("INSERT OR FAIL INTO episodes(id, content) "
-     "VALUES ('n', 'kept'), ('a', 'fails'), ('m', 'never')", False),
-    ("INSERT OR ABORT INTO episodes(id, content) VALUES ('n', 'undone'), ('a', 'fails')",
-     False),
+    (
+        "INSERT OR FAIL INTO episodes(id, content) "
+        "VALUES ('n', 'kept'), ('a', 'fails'), ('m', 'never')",
+        False,
+    ),
+    ("INSERT OR ABORT INTO episodes(id, content) VALUES ('n', 'undone'), ('a', 'fails')", False),
     ("INSERT OR ROLLBACK INTO episodes(id, content) VALUES ('a', 'fails')", False),
     ("INSERT INTO episodes(id, content) VALUES ('a', 'fails')", False),
-    ("INSERT INTO episodes(id, content) VALUES ('a', 'upserted dog') "
-     "ON CONFLICT(id) DO UPDATE SET content = excluded.content", True),
-    (f"INSERT INTO episodes(id, content, embedding) VALUES ('b', 'x', {V2}) "
-     "ON CONFLICT(id) DO UPDATE SET embedding = excluded.embedding", True),
-    ("INSERT INTO episodes(id, content) VALUES ('c', 'x') "
-     "ON CONFLICT(id) DO UPDATE SET id = 'c2', content = 'renamed fish'", True),
-    ("INSERT INTO episodes(id, content) VALUES ('c', 'x') "
-     "ON CONFLICT(id) DO UPDATE SET rowid = 40", True),
-    ("INSERT INTO episodes(id, content) VALUES ('d', 'x') "
-     "ON CONFLICT(id) DO UPDATE SET accessed_at = accessed_at + 1", True),
+    (
+        "INSERT INTO episodes(id, content) VALUES ('a', 'upserted dog') "
+        "ON CONFLICT(id) DO UPDATE SET content = excluded.content",
+        True,
+    ),
+    (
+        f"INSERT INTO episodes(id, content, embedding) VALUES ('b', 'x', {V2}) "
+        "ON CONFLICT(id) DO UPDATE SET embedding = excluded.embedding",
+        True,
+    ),
+    (
+        "INSERT INTO episodes(id, content) VALUES ('c', 'x') "
+        "ON CONFLICT(id) DO UPDATE SET id = 'c2', content = 'renamed fish'",
+        True,
+    ),
+    (
+        "INSERT INTO episodes(id, content) VALUES ('c', 'x') "
+        "ON CONFLICT(id) DO UPDATE SET rowid = 40",
+        True,
+    ),
+    (
+        "INSERT INTO episodes(id, content) VALUES ('d', 'x') "
+        "ON CONFLICT(id) DO UPDATE SET accessed_at = accessed_at + 1",
+        True,
+    ),
     ("INSERT INTO episodes(id, content) VALUES ('d', 'x') ON CONFLICT DO NOTHING", True),
-    ("INSERT INTO episodes(rowid, id, content) VALUES (1, 'zz', 'x') "
-     "ON CONFLICT(id) DO UPDATE SET content = 'no' ON CONFLICT(rowid) DO NOTHING", True),
+    (
+        "INSERT INTO episodes(rowid, id, content) VALUES (1, 'zz', 'x') "
+        "ON CONFLICT(id) DO UPDATE SET content = 'no' ON CONFLICT(rowid) DO NOTHING",
+        True,
+    ),
     ("UPDATE episodes SET content = 'dog dog' WHERE id = 'a'", True),
     ("UPDATE episodes SET id = 'a2' WHERE id = 'a'", True),
     ("UPDATE episodes SET rowid = 9000 WHERE id = 'b'", True),
@@ -901,8 +1080,10 @@ EVERY_WRITE: List[Tuple[str, bool]] = [
     ("UPDATE OR IGNORE episodes SET id = 'b', content = 'ignored' WHERE id = 'a'", True),
     (f"UPDATE episodes SET embedding = {V2} WHERE rowid <= 3", True),
     ("UPDATE episodes SET embedding = NULL WHERE id = 'b'", True),
-    (f"UPDATE episodes SET embedding = {V1}, rowid = 77, content = 'all three' "
-     "WHERE id = 'c'", True),
+    (
+        f"UPDATE episodes SET embedding = {V1}, rowid = 77, content = 'all three' WHERE id = 'c'",
+        True,
+    ),
     ("UPDATE episodes SET accessed_at = 1, access_count = access_count + 1", True),
     ("UPDATE episodes SET content = content WHERE 1", True),
     ("DELETE FROM episodes WHERE id = 'a'", True),
@@ -924,15 +1105,20 @@ def test_every_kind_of_write_keeps_the_indexes_right(sql, ok, knn, recursive):
     assert (result == "ok") is ok, result
     assert result == outcome(ref, sql) and same_rows(c) == same_rows(ref)
     check_consistent(c)
-    if ok and not sql.startswith(("INSERT OR IGNORE", "UPDATE OR IGNORE")) \
-            and "DO NOTHING" not in sql and "content = content" not in sql \
-            and "accessed_at" not in sql:
+    if (
+        ok
+        and not sql.startswith(("INSERT OR IGNORE", "UPDATE OR IGNORE"))
+        and "DO NOTHING" not in sql
+        and "content = content" not in sql
+        and "accessed_at" not in sql
+    ):
         assert dump(c) != before, "the write changed nothing: the case tests nothing"
     if not ok and "OR FAIL" not in sql:
         assert dump(c) == before
     # and the store is usable afterwards: a new episode with a vector
-    c.execute("INSERT INTO episodes(id, content, embedding) VALUES ('after', 'tree', ?)",
-              (VECS[1],))
+    c.execute(
+        "INSERT INTO episodes(id, content, embedding) VALUES ('after', 'tree', ?)", (VECS[1],)
+    )
     check_consistent(c)
 
 
@@ -942,14 +1128,16 @@ def test_the_displaced_rows_are_cleared_after_each_write():
     assert c.execute("SELECT count(*) FROM episodes_displaced").fetchall() == [(0,)]
     # an ignored write leaves a copy of the live row it collided with; the next write clears it
     c.execute("INSERT OR IGNORE INTO episodes(id, content) VALUES ('c', 'ignored')")
-    assert c.execute("SELECT d.content = e.content FROM episodes_displaced AS d "
-                     "JOIN episodes AS e USING (rowid)").fetchall() == [(1,)]
+    assert c.execute(
+        "SELECT d.content = e.content FROM episodes_displaced AS d JOIN episodes AS e USING (rowid)"
+    ).fetchall() == [(1,)]
     c.execute("INSERT INTO episodes(id, content) VALUES ('new', 'cat')")
     assert c.execute("SELECT count(*) FROM episodes_displaced").fetchall() == [(0,)]
     check_consistent(c)
 
 
 # ---------------------------------------------------------------- random sequences
+
 
 @needs_shell
 @pytest.mark.parametrize("knn", [False, pytest.param(True, marks=needs_vec)], ids=["fts", "knn"])
@@ -975,9 +1163,22 @@ def test_random_writes_through_the_shell(tmp_path, knn):
     c = plain(db, vec=knn)
     assert same_rows(c) == same_rows(plain(ref, vec=knn))
     check_consistent(c)
-    for kind in ("INSERT INTO", "INSERT OR REPLACE", "INSERT OR IGNORE", "INSERT OR FAIL",
-                 "REPLACE INTO", "ON CONFLICT(id) DO UPDATE", "DO NOTHING", "UPDATE episodes",
-                 "UPDATE OR REPLACE", "SET rowid", "SET id", "DELETE", "SELECT id", "ROLLBACK"):
+    for kind in (
+        "INSERT INTO",
+        "INSERT OR REPLACE",
+        "INSERT OR IGNORE",
+        "INSERT OR FAIL",
+        "REPLACE INTO",
+        "ON CONFLICT(id) DO UPDATE",
+        "DO NOTHING",
+        "UPDATE episodes",
+        "UPDATE OR REPLACE",
+        "SET rowid",
+        "SET id",
+        "DELETE",
+        "SELECT id",
+        "ROLLBACK",
+    ):
         assert any(kind in s for s in statements), kind
     with Store(db) as s:
         s.add("store after the shell", id="store1", embedding=[1.0, 2.0, 3.0, 4.0])
@@ -993,8 +1194,11 @@ def test_random_writes_through_apsw(knn, recursive):
     commit or roll back); after each statement the indexes are right."""
     template = _template(knn)
 
-    @settings(max_examples=60, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(st.data())
     def run(data):
         c = _copy_template(template, knn, recursive)
@@ -1016,15 +1220,21 @@ def test_random_writes_through_apsw(knn, recursive):
 
 # ---------------------------------------------------------------- the migration repairs
 
+
 @needs_shell
 def test_migration_repairs_fts_drift_and_keeps_every_row(tmp_path):
     db = db_before_0004(tmp_path / "m.db", seed_episodes(every=2))
-    shell(db, "\n".join([
-        "INSERT OR REPLACE INTO episodes(id, content) VALUES ('e3', 'vault moved to cats');",
-        "UPDATE episodes SET rowid = 9000 WHERE id = 'e10';",
-        "UPDATE episodes SET metadata = '{\"k\": [1, 2]}' WHERE id = 'e4';",
-        "UPDATE episodes SET strength = 0.5, kind = 'fact', importance = 'high' WHERE id = 'e5';",
-    ]))
+    shell(
+        db,
+        "\n".join(
+            [
+                "INSERT OR REPLACE INTO episodes(id, content) VALUES ('e3', 'vault moved to cats');",
+                "UPDATE episodes SET rowid = 9000 WHERE id = 'e10';",
+                "UPDATE episodes SET metadata = '{\"k\": [1, 2]}' WHERE id = 'e4';",
+                "UPDATE episodes SET strength = 0.5, kind = 'fact', importance = 'high' WHERE id = 'e5';",
+            ]
+        ),
+    )
     c = plain(db)
     with pytest.raises(apsw.CorruptError):
         fts_integrity(c)
@@ -1041,8 +1251,9 @@ def test_migration_repairs_fts_drift_and_keeps_every_row(tmp_path):
     # only innocuous built-in functions are left in the schema
     schema = " ".join(s for (s,) in c.execute("SELECT sql FROM sqlite_master WHERE sql NOT NULL"))
     assert "json_valid" not in schema
-    assert c.execute(
-        "SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall() == [(DIM,)]
+    assert c.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall() == [
+        (DIM,)
+    ]
     idx = c.execute("EXPLAIN QUERY PLAN SELECT rowid FROM episodes WHERE id = 'e1'").fetchall()
     assert any("USING" in r[3] and "INDEX" in r[3] for r in idx), idx
 
@@ -1054,14 +1265,19 @@ def test_migration_fixes_the_dimension_only_when_the_vectors_agree(tmp_path):
         c = plain(path)
         c.execute("DELETE FROM rrf_meta WHERE key = 'embedding_dim'")
         if path == mixed:
-            c.execute("INSERT INTO episodes(id, content, embedding) VALUES ('v3', 'x', ?)",
-                      (f32([1, 2, 3]),))
+            c.execute(
+                "INSERT INTO episodes(id, content, embedding) VALUES ('v3', 'x', ?)",
+                (f32([1, 2, 3]),),
+            )
         c.close()
         migrate(plain(path))
     assert plain(ok).execute(
-        "SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall() == [(DIM,)]
-    assert plain(mixed).execute(
-        "SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall() == []
+        "SELECT value FROM rrf_meta WHERE key = 'embedding_dim'"
+    ).fetchall() == [(DIM,)]
+    assert (
+        plain(mixed).execute("SELECT value FROM rrf_meta WHERE key = 'embedding_dim'").fetchall()
+        == []
+    )
 
 
 @needs_shell
@@ -1071,15 +1287,23 @@ def test_migration_repairs_a_knn_index_the_old_triggers_let_drift(tmp_path):
     db = db_before_0004(tmp_path / "k.db", seed_episodes(), knn=True)  # e0..e19: rowids 1..20
     v = hexlit(f32([1, 2, 3, 4]))
     # the newest episode replaced, then deleted: its vector stays at rowid 20
-    shell_ok(db, "\n".join([
-        f"INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES ('e19', 'x', {v});",
-        "DELETE FROM episodes WHERE id = 'e19';",
-    ]), vec=True)
+    shell_ok(
+        db,
+        "\n".join(
+            [
+                f"INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES ('e19', 'x', {v});",
+                "DELETE FROM episodes WHERE id = 'e19';",
+            ]
+        ),
+        vec=True,
+    )
     c = plain(db, vec=True)
     for _ in range(2):  # every add with a vector takes rowid 20 and fails, every retry
         with pytest.raises(apsw.SQLError, match="episodes_vec primary key"):
-            c.execute("INSERT INTO episodes(id, content, embedding) VALUES ('blocked', 'x', ?)",
-                      (f32([1, 1, 1, 1]),))
+            c.execute(
+                "INSERT INTO episodes(id, content, embedding) VALUES ('blocked', 'x', ?)",
+                (f32([1, 1, 1, 1]),),
+            )
     # a rowid change leaves the vector at the old rowid and none at the new one, and a
     # vector-less episode that takes the old rowid inherits e10's vector
     shell_ok(db, "UPDATE episodes SET rowid = 9000 WHERE id = 'e10';", vec=True)
@@ -1110,7 +1334,10 @@ def test_a_knn_database_is_not_migrated_without_sqlite_vec(tmp_path):
     assert current_version(c) == 3
     assert same_rows(c) == before
     assert {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")} >= {
-        "episodes_vec_insert", "episodes_vec_delete", "episodes_vec_update"}
+        "episodes_vec_insert",
+        "episodes_vec_delete",
+        "episodes_vec_update",
+    }
     c.close()
     # with sqlite-vec the same database migrates, and the knn part's larger page cache
     # is given back
@@ -1128,8 +1355,11 @@ def test_a_fresh_database_gets_the_same_schema_as_a_migrated_one(tmp_path):
     migrated = plain(old)
 
     def schema(c):
-        return sorted(c.execute("SELECT type, name, tbl_name, sql FROM sqlite_master "
-                                "WHERE name NOT LIKE 'sqlite_%'").fetchall())
+        return sorted(
+            c.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+        )
 
     assert schema(fresh) == schema(migrated)
 
@@ -1156,21 +1386,25 @@ def test_content_of_any_type_is_indexed_and_unindexed_alike(recursive):
     """A client may store a BLOB or a number as content (TEXT affinity keeps a BLOB);
     the displaced row keeps the value as FTS5 indexed it."""
     c = _copy_template(_template(False), False, recursive)
-    for sql in ["INSERT INTO episodes(id, content) VALUES ('blob', X'6361742074726565')",
-                "INSERT INTO episodes(id, content) VALUES ('num', 12345)",
-                "INSERT OR REPLACE INTO episodes(id, content) VALUES ('blob', X'646F67')",
-                "INSERT OR REPLACE INTO episodes(rowid, id, content) "
-                "SELECT rowid, 'num2', X'66697368' FROM episodes WHERE id = 'num'",
-                "UPDATE episodes SET rowid = 700 WHERE id = 'blob'",
-                "UPDATE OR REPLACE episodes SET id = 'num2' WHERE id = 'a'",
-                "DELETE FROM episodes WHERE typeof(content) = 'blob'"]:
+    for sql in [
+        "INSERT INTO episodes(id, content) VALUES ('blob', X'6361742074726565')",
+        "INSERT INTO episodes(id, content) VALUES ('num', 12345)",
+        "INSERT OR REPLACE INTO episodes(id, content) VALUES ('blob', X'646F67')",
+        "INSERT OR REPLACE INTO episodes(rowid, id, content) "
+        "SELECT rowid, 'num2', X'66697368' FROM episodes WHERE id = 'num'",
+        "UPDATE episodes SET rowid = 700 WHERE id = 'blob'",
+        "UPDATE OR REPLACE episodes SET id = 'num2' WHERE id = 'a'",
+        "DELETE FROM episodes WHERE typeof(content) = 'blob'",
+    ]:
         c.execute(sql)
         check_consistent(c)
-    assert c.execute(
-        "SELECT count(*) FROM episodes WHERE typeof(content) = 'blob'").fetchall() == [(0,)]
+    assert c.execute("SELECT count(*) FROM episodes WHERE typeof(content) = 'blob'").fetchall() == [
+        (0,)
+    ]
 
 
 # ---------------------------------------------------------------- the writer's OR clause
+
 
 @needs_shell
 def test_external_content_fts5_ignores_the_writers_or_replace():
@@ -1182,28 +1416,38 @@ def test_external_content_fts5_ignores_the_writers_or_replace():
     only for a table that stores its own content, in SQLite 3.40 (the shell) and in
     the SQLite apsw bundles alike. The triggers rely on it; this pins it. The control:
     the same steps on an FTS5 table with its own content do go through REPLACE."""
-    steps = ("CREATE TABLE t(x);"
-             "CREATE VIRTUAL TABLE f USING fts5(x, content='t');"
-             "INSERT INTO t(rowid, x) VALUES (1, 'a b');"
-             "INSERT INTO f(rowid, x) VALUES (1, 'a b');"
-             "INSERT INTO f(f, rowid, x) VALUES ('delete', 1, 'a b');"
-             "UPDATE t SET x = 'c d';"
-             "INSERT OR REPLACE INTO f(rowid, x) VALUES (1, 'c d');"
-             "INSERT INTO f(f, rank) VALUES ('integrity-check', 1);"
-             "SELECT rowid FROM f WHERE f MATCH 'c';")
-    out = subprocess.run([SHELL, "-batch", ":memory:", steps], capture_output=True, text=True,
-                         timeout=60)
+    steps = (
+        "CREATE TABLE t(x);"
+        "CREATE VIRTUAL TABLE f USING fts5(x, content='t');"
+        "INSERT INTO t(rowid, x) VALUES (1, 'a b');"
+        "INSERT INTO f(rowid, x) VALUES (1, 'a b');"
+        "INSERT INTO f(f, rowid, x) VALUES ('delete', 1, 'a b');"
+        "UPDATE t SET x = 'c d';"
+        "INSERT OR REPLACE INTO f(rowid, x) VALUES (1, 'c d');"
+        "INSERT INTO f(f, rank) VALUES ('integrity-check', 1);"
+        "SELECT rowid FROM f WHERE f MATCH 'c';"
+    )
+    out = subprocess.run(
+        [SHELL, "-batch", ":memory:", steps], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and not out.stderr and out.stdout.split() == ["1"], out
     c = apsw.Connection(":memory:")
     assert [r for (r,) in c.execute(steps)] == [1]
     # control: with its own content, OR REPLACE replaces (a plain INSERT would fail)
-    for run in (lambda sql: subprocess.run([SHELL, "-batch", ":memory:", sql],
-                                           capture_output=True, text=True, timeout=60).stdout,
-                lambda sql: "\n".join(str(r) for (r,) in apsw.Connection(":memory:").execute(sql))):
-        assert run("CREATE VIRTUAL TABLE g USING fts5(x);"
-                   "INSERT INTO g(rowid, x) VALUES (1, 'a b');"
-                   "INSERT OR REPLACE INTO g(rowid, x) VALUES (1, 'c d');"
-                   "SELECT count(*) FROM g WHERE g MATCH 'a OR c';").split() == ["1"]
+    for run in (
+        lambda sql: (
+            subprocess.run(
+                [SHELL, "-batch", ":memory:", sql], capture_output=True, text=True, timeout=60
+            ).stdout
+        ),
+        lambda sql: "\n".join(str(r) for (r,) in apsw.Connection(":memory:").execute(sql)),
+    ):
+        assert run(
+            "CREATE VIRTUAL TABLE g USING fts5(x);"
+            "INSERT INTO g(rowid, x) VALUES (1, 'a b');"
+            "INSERT OR REPLACE INTO g(rowid, x) VALUES (1, 'c d');"
+            "SELECT count(*) FROM g WHERE g MATCH 'a OR c';"
+        ).split() == ["1"]
 
 
 #: writes that collide with other rows on the rowid, the id or both (the template has
@@ -1271,9 +1515,13 @@ def test_colliding_writes_under_every_or_clause_in_the_shell_and_apsw(tmp_path, 
     assert same_rows(s) == same_rows(ref)
     check_consistent(s)
     # a later ordinary write from either client is still right
-    shell_ok(db, "INSERT INTO episodes(id, content) VALUES ('later', 'cat tree');\n"
-                 "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
-             vec=knn)
-    s.execute("INSERT INTO episodes(id, content, embedding) VALUES ('after', 'tree', ?)",
-              (VECS[1],))
+    shell_ok(
+        db,
+        "INSERT INTO episodes(id, content) VALUES ('later', 'cat tree');\n"
+        "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
+        vec=knn,
+    )
+    s.execute(
+        "INSERT INTO episodes(id, content, embedding) VALUES ('after', 'tree', ?)", (VECS[1],)
+    )
     check_consistent(s)

@@ -34,9 +34,11 @@ from sqlite_rrf.resources import read_sql, statement_params
 from sqlite_rrf.store import Store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REFERENCE = ("SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
-             "WHERE episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') "
-             "ORDER BY bm25(episodes_fts), rowid LIMIT ?2")
+REFERENCE = (
+    "SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
+    "WHERE episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') "
+    "ORDER BY bm25(episodes_fts), rowid LIMIT ?2"
+)
 NOT_BUILTIN = "is not one of FTS5's built-in unicode61, ascii, porter, trigram"
 
 # Common words (most of them in half of the rows or more), middling ones, rare ones.
@@ -93,8 +95,10 @@ def text(rng: random.Random, lo=1, hi=14) -> str:
 
 def fill(conn, n, rng, start=0):
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{start + i}", text(rng)) for i in range(n)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{start + i}", text(rng)) for i in range(n)],
+        )
 
 
 def refresh_hint(conn, min_rows=0):
@@ -102,7 +106,9 @@ def refresh_hint(conn, min_rows=0):
 
 
 def set_hint(conn, value):
-    conn.execute("INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', ?)", (value,))
+    conn.execute(
+        "INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', ?)", (value,)
+    )
 
 
 def hint(conn):
@@ -113,13 +119,25 @@ def hint(conn):
 def stage(conn, query, cte, limit=50):
     b = dict.fromkeys(statement_params(CTE))
     b.update(query=query, bm25_limit=limit)
-    head = CTE[:CTE.rindex("SELECT rowid, bm25_score, bm25_rank FROM bm25")]
+    head = CTE[: CTE.rindex("SELECT rowid, bm25_score, bm25_rank FROM bm25")]
     return conn.execute(head + f"SELECT * FROM {cte}", b).fetchall()
 
 
-QUERIES = ["the cat", "The Studies of cats", "kubernetes orange", "the xyzzy", "the of and a in",
-           "running dogs in the memory vault", "zebra", "", "*", "42", "the the THE cat cat",
-           "quartz nebula fjord of a", "cats and dogs and the study of running"]
+QUERIES = [
+    "the cat",
+    "The Studies of cats",
+    "kubernetes orange",
+    "the xyzzy",
+    "the of and a in",
+    "running dogs in the memory vault",
+    "zebra",
+    "",
+    "*",
+    "42",
+    "the the THE cat cat",
+    "quartz nebula fjord of a",
+    "cats and dogs and the study of running",
+]
 
 
 @pytest.fixture(scope="module")
@@ -145,19 +163,26 @@ def test_stopwords_are_dropped_from_the_scan_and_the_values_stay_bm25s(db):
     the list and its values are the whole query's (the words left out are counted in the
     rows' text)."""
     q = "the memory of cats"
-    (words, dropped), = stage(db, q, "bm25_stop")
+    ((words, dropped),) = stage(db, q, "bm25_stop")
     assert set(words.split()) == {"the", "of"} and dropped == 2
-    pruned = db.execute("SELECT fts5_query(?, 'or', ?, 'porter unicode61')", (q, words)).fetchone()[0]
+    pruned = db.execute("SELECT fts5_query(?, 'or', ?, 'porter unicode61')", (q, words)).fetchone()[
+        0
+    ]
     assert pruned == '"memory" OR "cats"'
     count = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?"
     n_pruned = db.execute(count, (pruned,)).fetchone()[0]
-    n_full = db.execute(count, (db.execute("SELECT fts5_query(?)", (q,)).fetchone()[0],)).fetchone()[0]
+    n_full = db.execute(
+        count, (db.execute("SELECT fts5_query(?)", (q,)).fetchone()[0],)
+    ).fetchone()[0]
     assert n_pruned < n_full // 2
     assert stage(db, q, "bm25_exact") == [(1,)]  # 1b is the whole query's top
     assert_exact(db, q, limits=(1, 50, n_pruned))
     # the dropped words do change the values: bm25 over the pruned query alone differs
-    alone = db.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE episodes_fts MATCH ? "
-                       "ORDER BY bm25(episodes_fts), rowid LIMIT 50", (pruned,)).fetchall()
+    alone = db.execute(
+        "SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE episodes_fts MATCH ? "
+        "ORDER BY bm25(episodes_fts), rowid LIMIT 50",
+        (pruned,),
+    ).fetchall()
     assert alone != reference(db, q)
 
 
@@ -169,8 +194,10 @@ def test_ties_broken_by_the_stopwords_alone(tmp_path):
     rows += ["the zebra runs fast"] * 1 + ["a zebra runs fast"] * 1 + ["zebra zebra runs fast"]
     rows += ["the the the the"] * 60  # 'the' in more than half of the rows
     with c:
-        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)", [(f"r{i}", t) for i, t in
-                                                                         enumerate(rows)])
+        c.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"r{i}", t) for i, t in enumerate(rows)],
+        )
     refresh_hint(c)
     assert "the" in hint(c).split()
     want = reference(c, "the zebra", 3)
@@ -188,19 +215,27 @@ def test_issue_case_stale_stopword_kubernetes(tmp_path):
     c = new_db()
     rng = random.Random(11)
     with c:
-        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                      [(f"k{i}", "kubernetes cluster " + text(rng, 1, 6)) for i in range(600)]
-                      + [(f"o{i}", text(rng, 1, 6).replace("kubernetes", "x")) for i in range(400)])
+        c.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"k{i}", "kubernetes cluster " + text(rng, 1, 6)) for i in range(600)]
+            + [(f"o{i}", text(rng, 1, 6).replace("kubernetes", "x")) for i in range(400)],
+        )
     refresh_hint(c, min_rows=1000)
     assert "kubernet" in hint(c).split()
     with c:
-        c.execute("DELETE FROM episodes WHERE id IN (%s)" % ",".join(f"'k{i}'" for i in range(1, 600)))
-        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                      [(f"n{i}", text(rng, 1, 6).replace("kubernetes", "x")) for i in range(599)])
+        c.execute(
+            "DELETE FROM episodes WHERE id IN (%s)" % ",".join(f"'k{i}'" for i in range(1, 600))
+        )
+        c.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"n{i}", text(rng, 1, 6).replace("kubernetes", "x")) for i in range(599)],
+        )
     assert c.execute("SELECT count(*) FROM episodes").fetchone()[0] == 1000
     assert "kubernet" in hint(c).split()  # stale: the count did not move
     got = bm25_list(c, "kubernetes orange")
-    assert got and got[0][0] == c.execute("SELECT rowid FROM episodes WHERE id = 'k0'").fetchone()[0]
+    assert (
+        got and got[0][0] == c.execute("SELECT rowid FROM episodes WHERE id = 'k0'").fetchone()[0]
+    )
     assert_exact(c, "kubernetes orange", limits=(1, 50))
     assert_exact(c, "kubernetes", limits=(1, 50))
     assert stage(c, "kubernetes orange", "bm25_stop") == [("", 0)]  # the check found it rare
@@ -209,7 +244,7 @@ def test_issue_case_stale_stopword_kubernetes(tmp_path):
 def test_issue_case_a_stopword_and_a_word_that_matches_nothing(db):
     """'the xyzzy': 'the' is a stopword, 'xyzzy' matches nothing. The scan without 'the'
     finds nothing, so the list falls back to the whole query: bm25()'s top 'the' rows."""
-    (words, dropped), = stage(db, "the xyzzy", "bm25_stop")
+    ((words, dropped),) = stage(db, "the xyzzy", "bm25_stop")
     assert words == "the" and dropped == 1
     assert stage(db, "the xyzzy", "bm25_top") == []
     assert stage(db, "the xyzzy", "bm25_exact") == [(0,)]
@@ -226,13 +261,26 @@ def test_fallback_when_too_few_rows_hold_a_kept_word(db):
     assert_exact(db, q, limits=(len(rare), len(rare) + 1, 400))
     b = dict.fromkeys(CTE_PARAMS)
     b.update(query=q, bm25_limit=len(rare) + 1)
-    head = CTE[:CTE.rindex("SELECT rowid, bm25_score, bm25_rank FROM bm25")]
+    head = CTE[: CTE.rindex("SELECT rowid, bm25_score, bm25_rank FROM bm25")]
     assert db.execute(head + "SELECT exact FROM bm25_exact", b).fetchall() == [(0,)]
 
 
-@pytest.mark.parametrize("value", [None, "", "the of", "the of and a in cat dog kubernet zzz",
-                                   "cat dog memori studi run", "\t the\n", 42, b"the", 1.5,
-                                   "x" * 10_000, " ".join(f"w{i}" for i in range(5000))])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "the of",
+        "the of and a in cat dog kubernet zzz",
+        "cat dog memori studi run",
+        "\t the\n",
+        42,
+        b"the",
+        1.5,
+        "x" * 10_000,
+        " ".join(f"w{i}" for i in range(5000)),
+    ],
+)
 def test_any_hint_gives_the_same_list(db, value):
     """The hint only chooses which words are counted: absent, empty, stale, wrong, huge or
     of another type, the list is bm25()'s."""
@@ -252,7 +300,7 @@ def test_no_hint_counts_every_word_and_still_drops_the_common_ones(db):
     old = hint(db)
     try:
         db.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
-        (words, dropped), = stage(db, "the memory of cats", "bm25_stop")
+        ((words, dropped),) = stage(db, "the memory of cats", "bm25_stop")
         assert set(words.split()) == {"the", "of"} and dropped == 2
     finally:
         set_hint(db, old)
@@ -263,8 +311,12 @@ def test_a_bm25_limit_of_zero_or_below(db):
     # a negative LIMIT is no limit: every matching row, in bm25's order
     got = bm25_list(db, "the cat", -1)
     assert got == reference(db, "the cat", -1)
-    assert len(got) == db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
-                                  "fts5_query('the cat')").fetchone()[0]
+    assert (
+        len(got)
+        == db.execute(
+            "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH fts5_query('the cat')"
+        ).fetchone()[0]
+    )
 
 
 # ---------------------------------------------------------------- churn (hypothesis)
@@ -275,12 +327,18 @@ OPS = st.lists(
         st.tuples(st.just("insert"), st.integers(1, 200), st.integers(0, 2**32 - 1)),
         st.tuples(st.just("delete"), st.integers(1, 200), st.integers(0, 2**32 - 1)),
         st.tuples(st.just("rewrite"), st.integers(1, 200), st.integers(0, 2**32 - 1)),
-        st.tuples(st.just("hint"), st.sampled_from(["refresh", "stale", "garbage", "none", "all"]),
-                  st.integers(0, 2**32 - 1)),
+        st.tuples(
+            st.just("hint"),
+            st.sampled_from(["refresh", "stale", "garbage", "none", "all"]),
+            st.integers(0, 2**32 - 1),
+        ),
     ),
-    min_size=1, max_size=8)
-QUERY = st.lists(st.sampled_from(VOCAB + ["The", "STUDIES", "xyzzy", "Kubernetes", "of"]),
-                 min_size=1, max_size=7).map(" ".join)
+    min_size=1,
+    max_size=8,
+)
+QUERY = st.lists(
+    st.sampled_from(VOCAB + ["The", "STUDIES", "xyzzy", "Kubernetes", "of"]), min_size=1, max_size=7
+).map(" ".join)
 
 
 def apply(conn, op, state):
@@ -288,19 +346,25 @@ def apply(conn, op, state):
     rng = random.Random(seed)
     if kind == "insert":
         with conn:
-            conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                             [(f"h{state['next'] + i}", text(rng)) for i in range(n)])
+            conn.executemany(
+                "INSERT INTO episodes(id, content) VALUES (?, ?)",
+                [(f"h{state['next'] + i}", text(rng)) for i in range(n)],
+            )
         state["next"] += n
     elif kind == "delete":
         ids = [r for (r,) in conn.execute("SELECT rowid FROM episodes")]
         with conn:
-            conn.executemany("DELETE FROM episodes WHERE rowid = ?",
-                             [(r,) for r in rng.sample(ids, min(n, len(ids)))])
+            conn.executemany(
+                "DELETE FROM episodes WHERE rowid = ?",
+                [(r,) for r in rng.sample(ids, min(n, len(ids)))],
+            )
     elif kind == "rewrite":
         ids = [r for (r,) in conn.execute("SELECT rowid FROM episodes")]
         with conn:
-            conn.executemany("UPDATE episodes SET content = ? WHERE rowid = ?",
-                             [(text(rng), r) for r in rng.sample(ids, min(n, len(ids)))])
+            conn.executemany(
+                "UPDATE episodes SET content = ? WHERE rowid = ?",
+                [(text(rng), r) for r in rng.sample(ids, min(n, len(ids)))],
+            )
     elif n == "refresh":
         refresh_hint(conn)
     elif n == "stale":
@@ -313,10 +377,18 @@ def apply(conn, op, state):
         conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(start=st.integers(0, 400), ops=OPS, queries=st.lists(QUERY, min_size=1, max_size=4),
-       limit=st.sampled_from([1, 2, 5, 50]), seed=st.integers(0, 2**32 - 1))
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    start=st.integers(0, 400),
+    ops=OPS,
+    queries=st.lists(QUERY, min_size=1, max_size=4),
+    limit=st.sampled_from([1, 2, 5, 50]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_property_the_list_equals_bm25_across_sql_churn(start, ops, queries, limit, seed):
     c = new_db()
     fill(c, start, random.Random(seed))
@@ -326,16 +398,26 @@ def test_property_the_list_equals_bm25_across_sql_churn(start, ops, queries, lim
         apply(c, op, state)
         for q in queries:
             assert_exact(c, q, limits=(limit,))
-            (_, dropped), = stage(c, q, "bm25_stop", limit)
+            ((_, dropped),) = stage(c, q, "bm25_stop", limit)
             exact = stage(c, q, "bm25_exact", limit)[0][0]
-            event("no word dropped" if not dropped else
-                  "words dropped, the scan is exact" if exact else "words dropped, whole query")
-    c.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('integrity-check')")  # raises if it drifted
+            event(
+                "no word dropped"
+                if not dropped
+                else "words dropped, the scan is exact"
+                if exact
+                else "words dropped, whole query"
+            )
+    c.execute(
+        "INSERT INTO episodes_fts(episodes_fts) VALUES ('integrity-check')"
+    )  # raises if it drifted
     c.close()
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(seed=st.integers(0, 2**32 - 1), queries=st.lists(QUERY, min_size=1, max_size=3))
 def test_property_the_list_equals_bm25_across_store_churn(tmp_path_factory, seed, queries):
     rng = random.Random(seed)
@@ -347,7 +429,9 @@ def test_property_the_list_equals_bm25_across_store_churn(tmp_path_factory, seed
             if ids and rng.random() < 0.5:
                 for i in rng.sample(ids, min(len(ids), rng.randint(1, 80))):
                     s.delete(i)
-            s.add_many([dict(id=f"t{step}_{i}", content=text(rng)) for i in range(rng.randint(1, 120))])
+            s.add_many(
+                [dict(id=f"t{step}_{i}", content=text(rng)) for i in range(rng.randint(1, 120))]
+            )
             ids = [r for (r,) in s.conn.execute("SELECT id FROM episodes")]
             if ids and rng.random() < 0.5:
                 s.upsert(text(rng), id=rng.choice(ids))
@@ -363,9 +447,13 @@ def test_property_the_list_equals_bm25_across_store_churn(tmp_path_factory, seed
 def test_B14_idf_is_bm25s_formula_and_stops_at_half(db):
     n_rows = db.execute("SELECT count(*) FROM episodes").fetchone()[0]
     for word in VOCAB + ["xyzzy"]:
-        n = db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?", (f'"{word}"',)).fetchone()[0]
-        got = db.execute("SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts WHERE episodes_fts MATCH ? LIMIT 1",
-                         (f'"{word}"',)).fetchall()
+        n = db.execute(
+            "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?", (f'"{word}"',)
+        ).fetchone()[0]
+        got = db.execute(
+            "SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts WHERE episodes_fts MATCH ? LIMIT 1",
+            (f'"{word}"',),
+        ).fetchall()
         if n == 0:
             assert got == []
             continue
@@ -376,39 +464,64 @@ def test_B14_idf_is_bm25s_formula_and_stops_at_half(db):
 
 def test_B14_phrase_argument_and_errors(db):
     q = '"the" OR "zebra" OR "cat"'
-    rows = db.execute("SELECT rrf_bm25_idf(episodes_fts, 0), rrf_bm25_idf(episodes_fts, 1), "
-                      "rrf_bm25_idf(episodes_fts, 2), rrf_bm25_idf(episodes_fts) FROM episodes_fts "
-                      "WHERE episodes_fts MATCH ?", (q,)).fetchall()
+    rows = db.execute(
+        "SELECT rrf_bm25_idf(episodes_fts, 0), rrf_bm25_idf(episodes_fts, 1), "
+        "rrf_bm25_idf(episodes_fts, 2), rrf_bm25_idf(episodes_fts) FROM episodes_fts "
+        "WHERE episodes_fts MATCH ?",
+        (q,),
+    ).fetchall()
     assert len({r for r in rows}) == 1  # the same on every row
     assert rows[0][0] == rows[0][3] == 1e-6 and rows[0][1] > rows[0][2] > 0
     for bad in ("3", "-1", "0.5", "'x'", "NULL"):
-        with pytest.raises(apsw.SQLError, match=r"^rrf_bm25_idf: phrase must be an integer from 0 to 2$"):
-            db.execute(f"SELECT rrf_bm25_idf(episodes_fts, {bad}) FROM episodes_fts WHERE episodes_fts MATCH ?",
-                       (q,)).fetchall()
-    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_idf: usage: rrf_bm25_idf\(fts_table \[, phrase\]\)"):
-        db.execute("SELECT rrf_bm25_idf(episodes_fts, 0, 1) FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
+        with pytest.raises(
+            apsw.SQLError, match=r"^rrf_bm25_idf: phrase must be an integer from 0 to 2$"
+        ):
+            db.execute(
+                f"SELECT rrf_bm25_idf(episodes_fts, {bad}) FROM episodes_fts WHERE episodes_fts MATCH ?",
+                (q,),
+            ).fetchall()
+    with pytest.raises(
+        apsw.SQLError, match=r"rrf_bm25_idf: usage: rrf_bm25_idf\(fts_table \[, phrase\]\)"
+    ):
+        db.execute(
+            "SELECT rrf_bm25_idf(episodes_fts, 0, 1) FROM episodes_fts WHERE episodes_fts MATCH 'cat'"
+        ).fetchall()
 
 
 # ---------------------------------------------------------------- rrf_bm25_or (B10..B13)
 
 
-OR_SQL = ("SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM episodes_fts "
-          "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') ORDER BY s, rowid LIMIT ?4")
+OR_SQL = (
+    "SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM episodes_fts "
+    "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') ORDER BY s, rowid LIMIT ?4"
+)
 
 
 def test_B11_B13_values_are_the_whole_querys_bm25(db):
     """Without the rows that hold only a dropped word, ORDER BY rrf_bm25_or LIMIT m is the
     whole query's ORDER BY bm25 LIMIT m, bit for bit (here the kept words hold enough rows)."""
-    for q, stop in (("the memory of cats", "the of"), ("cats of the study", "the"),
-                    ("dog runs", "the"), ("The Studies of cats", "")):
+    for q, stop in (
+        ("the memory of cats", "the of"),
+        ("cats of the study", "the"),
+        ("dog runs", "the"),
+        ("The Studies of cats", ""),
+    ):
         for n, m in ((50, 50), (50, 10), (7, 7), (1, 1)):
             assert db.execute(OR_SQL, (q, n, stop, m)).fetchall() == reference(db, q, m)
         # every row of the scan: exact, or pruned (below bm25 and worse than the n-th best)
-        full = dict(db.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE episodes_fts "
-                               "MATCH fts5_query(?)", (q,)).fetchall())
-        scan = db.execute("SELECT rowid, rrf_bm25_or(episodes_fts, 10, ?1, ?2, 'porter unicode61') "
-                          "FROM episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?2, "
-                          "'porter unicode61')", (q, stop)).fetchall()
+        full = dict(
+            db.execute(
+                "SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE episodes_fts "
+                "MATCH fts5_query(?)",
+                (q,),
+            ).fetchall()
+        )
+        scan = db.execute(
+            "SELECT rowid, rrf_bm25_or(episodes_fts, 10, ?1, ?2, 'porter unicode61') "
+            "FROM episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?2, "
+            "'porter unicode61')",
+            (q, stop),
+        ).fetchall()
         nth = sorted(full[r] for r, _ in scan)[9]
         exact = sum(v == full[r] for r, v in scan)
         assert exact >= 10
@@ -417,37 +530,64 @@ def test_B11_B13_values_are_the_whole_querys_bm25(db):
 
 
 def test_B10_errors(db):
-    match = "SELECT rrf_bm25_or(episodes_fts, 5, {args}) FROM episodes_fts WHERE episodes_fts MATCH {m}"
+    match = (
+        "SELECT rrf_bm25_or(episodes_fts, 5, {args}) FROM episodes_fts WHERE episodes_fts MATCH {m}"
+    )
     cases = [
-        ("'the cat', 'the', 'porter unicode61'", "'\"cat\" OR \"dog\"'",
-         "rrf_bm25_or: the MATCH expression has 2 phrases; fts5_query(text, 'or', stopwords, tokenize) has 1"),
+        (
+            "'the cat', 'the', 'porter unicode61'",
+            '\'"cat" OR "dog"\'',
+            "rrf_bm25_or: the MATCH expression has 2 phrases; fts5_query(text, 'or', stopwords, tokenize) has 1",
+        ),
         ("'the cat', 'the', 'mytok'", "'\"cat\"'", "rrf_bm25_or: tokenizer 'mytok' " + NOT_BUILTIN),
-        ("'studies cat', 'studies', 'unicode61'", "'\"cat\"'",
-         "rrf_bm25_or: tokenize is not the table's tokenizer: the table makes another term of 'studies'"),
+        (
+            "'studies cat', 'studies', 'unicode61'",
+            "'\"cat\"'",
+            "rrf_bm25_or: tokenize is not the table's tokenizer: the table makes another term of 'studies'",
+        ),
         ("x'00', 'the', 'porter'", "'\"cat\"'", "rrf_bm25_or: text must be TEXT, got BLOB"),
-        ("'the cat', 3, 'porter'", "'\"cat\"'", "rrf_bm25_or: stopwords must be TEXT or NULL, got INTEGER"),
+        (
+            "'the cat', 3, 'porter'",
+            "'\"cat\"'",
+            "rrf_bm25_or: stopwords must be TEXT or NULL, got INTEGER",
+        ),
     ]
     for args, m, msg in cases:
         with pytest.raises(apsw.SQLError) as e:
             db.execute(match.format(args=args, m=m)).fetchall()
         assert str(e.value).endswith(msg), str(e.value)
-    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or: missing arguments; usage: rrf_bm25_or\("):
-        db.execute("SELECT rrf_bm25_or(episodes_fts, 5) FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
-    with pytest.raises(apsw.SQLError, match="rrf_bm25_or: n must be a positive integer or NULL, got 0"):
-        db.execute("SELECT rrf_bm25_or(episodes_fts, 0, 'cat') FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
+    with pytest.raises(
+        apsw.SQLError, match=r"rrf_bm25_or: missing arguments; usage: rrf_bm25_or\("
+    ):
+        db.execute(
+            "SELECT rrf_bm25_or(episodes_fts, 5) FROM episodes_fts WHERE episodes_fts MATCH 'cat'"
+        ).fetchall()
+    with pytest.raises(
+        apsw.SQLError, match="rrf_bm25_or: n must be a positive integer or NULL, got 0"
+    ):
+        db.execute(
+            "SELECT rrf_bm25_or(episodes_fts, 0, 'cat') FROM episodes_fts WHERE episodes_fts MATCH 'cat'"
+        ).fetchall()
     # 'the' is 'the' under unicode61 too: no error where the two tokenizers agree
     assert db.execute(match.format(args="'the cat', 'the', 'unicode61'", m="'\"cat\"'")).fetchall()
     # per-row text: refused on the rows it scores exactly
-    with pytest.raises(apsw.SQLError, match="rrf_bm25_or: text, stopwords and tokenize must be the same on every row"):
-        db.execute("SELECT rrf_bm25_or(episodes_fts, NULL, CASE WHEN rowid % 2 THEN 'cat' ELSE 'cat cat' END) "
-                   "FROM episodes_fts WHERE episodes_fts MATCH '\"cat\"'").fetchall()
+    with pytest.raises(
+        apsw.SQLError,
+        match="rrf_bm25_or: text, stopwords and tokenize must be the same on every row",
+    ):
+        db.execute(
+            "SELECT rrf_bm25_or(episodes_fts, NULL, CASE WHEN rowid % 2 THEN 'cat' ELSE 'cat cat' END) "
+            "FROM episodes_fts WHERE episodes_fts MATCH '\"cat\"'"
+        ).fetchall()
 
 
 def test_B10_integers_are_read_as_text_like_fts5_query(db):
     c = new_db()
     with c:
-        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)", [(f"i{i}", f"item 42 number {i}")
-                                                                         for i in range(10)])
+        c.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"i{i}", f"item 42 number {i}") for i in range(10)],
+        )
     assert c.execute(OR_SQL, (42, 5, "", 5)).fetchall() == reference(c, "42", 5)
     assert_exact(c, 42, limits=(5,))
     c.close()
@@ -458,18 +598,30 @@ def test_B11_text_that_is_not_the_index_is_an_error_naming_the_row(tmp_path):
     than scored from the wrong text."""
     c = new_db()
     with c:
-        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                      [(f"a{i}", "the cat sat" if i % 2 else "the dog") for i in range(20)])
+        c.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"a{i}", "the cat sat" if i % 2 else "the dog") for i in range(20)],
+        )
     c.execute("DROP TRIGGER IF EXISTS episodes_fts_update")
-    for t in [r for (r,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
-                                       "AND tbl_name = 'episodes' AND sql LIKE '%episodes_fts%'")]:
+    for t in [
+        r
+        for (r,) in c.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' "
+            "AND tbl_name = 'episodes' AND sql LIKE '%episodes_fts%'"
+        )
+    ]:
         c.execute(f'DROP TRIGGER "{t}"')
     c.execute("UPDATE episodes SET content = 'the cat sat on the mat today' WHERE rowid = 2")
-    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or: the text of row 2 has 7 tokens, its FTS5 "
-                                            r"index entry 3: rebuild the index"):
+    with pytest.raises(
+        apsw.SQLError,
+        match=r"rrf_bm25_or: the text of row 2 has 7 tokens, its FTS5 "
+        r"index entry 3: rebuild the index",
+    ):
         c.execute(OR_SQL, ("the cat", None, "the", 50)).fetchall()
     c.execute("UPDATE episodes SET content = 'the cow sat' WHERE rowid = 2")
-    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or: the text of row 2 does not hold the terms"):
+    with pytest.raises(
+        apsw.SQLError, match=r"rrf_bm25_or: the text of row 2 does not hold the terms"
+    ):
         c.execute(OR_SQL, ("the cat", None, "the", 50)).fetchall()
     c.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
     assert_exact(c, "the cat", limits=(1, 10, 50))
@@ -484,14 +636,23 @@ def test_B11_weights_after_tokenize(db):
     c.execute("CREATE VIRTUAL TABLE t USING fts5(a, b, tokenize='porter unicode61')")
     rng = random.Random(5)
     with c:
-        c.executemany("INSERT INTO t(a, b) VALUES (?, ?)", [(text(rng, 1, 5), text(rng, 0, 12)) for _ in range(800)])
+        c.executemany(
+            "INSERT INTO t(a, b) VALUES (?, ?)",
+            [(text(rng, 1, 5), text(rng, 0, 12)) for _ in range(800)],
+        )
     q, stop = "the memory of cats", "the of"
     for w in ((1.0, 1.0), (2.0, 0.5), (0.0, 3.0)):
-        want = c.execute(f"SELECT rowid, bm25(t, {w[0]}, {w[1]}) AS s FROM t WHERE t MATCH fts5_query(?) "
-                         "ORDER BY s, rowid LIMIT 20", (q,)).fetchall()
-        got = c.execute(f"SELECT rowid, rrf_bm25_or(t, 20, ?1, ?2, 'porter unicode61', {w[0]}, {w[1]}) AS s "
-                        "FROM t WHERE t MATCH fts5_query(?1, 'or', ?2, 'porter unicode61') "
-                        "ORDER BY s, rowid LIMIT 20", (q, stop)).fetchall()
+        want = c.execute(
+            f"SELECT rowid, bm25(t, {w[0]}, {w[1]}) AS s FROM t WHERE t MATCH fts5_query(?) "
+            "ORDER BY s, rowid LIMIT 20",
+            (q,),
+        ).fetchall()
+        got = c.execute(
+            f"SELECT rowid, rrf_bm25_or(t, 20, ?1, ?2, 'porter unicode61', {w[0]}, {w[1]}) AS s "
+            "FROM t WHERE t MATCH fts5_query(?1, 'or', ?2, 'porter unicode61') "
+            "ORDER BY s, rowid LIMIT 20",
+            (q, stop),
+        ).fetchall()
         assert got == want, w
     c.close()
 
@@ -500,9 +661,13 @@ def test_B11_weights_after_tokenize(db):
 
 
 def test_the_bm25_cte_runs_in_the_sqlite3_shell(tmp_path):
-    shell = shutil.which("sqlite3") or ("/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None)
+    shell = shutil.which("sqlite3") or (
+        "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None
+    )
     if shell is None:
-        pytest.skip("the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package")
+        pytest.skip(
+            "the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package"
+        )
     path = tmp_path / "shell.db"
     c = new_db(path)
     fill(c, 1200, random.Random(3))
@@ -512,24 +677,35 @@ def test_the_bm25_cte_runs_in_the_sqlite3_shell(tmp_path):
     (tmp_path / "bm25.sql").write_text(CTE + ";\n")
     out = {}
     for q in ("the memory of cats", "the xyzzy", "kubernetes the"):
-        script = "\n".join([
-            f".load {sqlite_rrf.loadable_path()}",
-            ".param init",
-            f".param set :query '{q}'",
-            ".param set :bm25_limit 20",
-            ".mode list",
-            ".separator ' '",
-            f".read {tmp_path / 'bm25.sql'}",
-        ])
-        r = subprocess.run([shell, "-batch", "-bail", str(path)], input=script, capture_output=True,
-                           text=True, timeout=60)
+        script = "\n".join(
+            [
+                f".load {sqlite_rrf.loadable_path()}",
+                ".param init",
+                f".param set :query '{q}'",
+                ".param set :bm25_limit 20",
+                ".mode list",
+                ".separator ' '",
+                f".read {tmp_path / 'bm25.sql'}",
+            ]
+        )
+        r = subprocess.run(
+            [shell, "-batch", "-bail", str(path)],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0 and not r.stderr, r.stderr
-        out[q] = [(int(a), float(b)) for a, b, _ in (line.split() for line in r.stdout.splitlines())]
+        out[q] = [
+            (int(a), float(b)) for a, b, _ in (line.split() for line in r.stdout.splitlines())
+        ]
     c = new_db(path)
     for q, got in out.items():
         want = reference(c, q, 20)
         assert [r for r, _ in got] == [r for r, _ in want]
-        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-14)  # printed with 17 digits
+        assert [s for _, s in got] == pytest.approx(
+            [s for _, s in want], rel=1e-14
+        )  # printed with 17 digits
     c.close()
 
 
@@ -538,9 +714,11 @@ def test_the_bm25_cte_runs_in_the_sqlite3_shell(tmp_path):
 #: The statement's BM25 list, whose 1b is made by rrf_bm25_or_top in one call (no filter,
 #: a limit >= 1) and by the per-row scan otherwise.
 TOP_CTE = CTE
-TOP_SQL = ("SELECT j.value ->> 0, j.value ->> 1 FROM (SELECT rrf_bm25_or_top({t}, {n}, ?1, ?2, "
-           "'porter unicode61'{w}) AS js FROM {t} WHERE {t} MATCH fts5_query(?1, 'or', ?2, "
-           "'porter unicode61') LIMIT 1) AS t, json_each(t.js) AS j")
+TOP_SQL = (
+    "SELECT j.value ->> 0, j.value ->> 1 FROM (SELECT rrf_bm25_or_top({t}, {n}, ?1, ?2, "
+    "'porter unicode61'{w}) AS js FROM {t} WHERE {t} MATCH fts5_query(?1, 'or', ?2, "
+    "'porter unicode61') LIMIT 1) AS t, json_each(t.js) AS j"
+)
 
 
 def top_list(conn, query, limit=50, **params):
@@ -556,8 +734,11 @@ def top_fn(conn, q, stop, n, table="episodes_fts", weights=()):
 
 def bm25_top(conn, q, m, table="episodes_fts", weights=()):
     w = "".join(f", {x}" for x in weights)
-    return conn.execute(f"SELECT rowid, bm25({table}{w}) AS s FROM {table} WHERE {table} MATCH fts5_query(?) "
-                        f"ORDER BY s, rowid LIMIT {m}", (q,)).fetchall()
+    return conn.execute(
+        f"SELECT rowid, bm25({table}{w}) AS s FROM {table} WHERE {table} MATCH fts5_query(?) "
+        f"ORDER BY s, rowid LIMIT {m}",
+        (q,),
+    ).fetchall()
 
 
 def test_B16_the_statement_with_the_one_call_top_is_bm25s_top(db):
@@ -579,11 +760,19 @@ def test_B16_values_and_order_are_bm25s_in_every_case(db):
     """ORDER BY bm25 LIMIT n of the whole query, for the rows of the scan without the dropped
     words (B13: enough rows hold a kept word here), for any n, NULL n (every row), and with
     words dropped or not."""
-    for q, stop in (("the memory of cats", "the of"), ("cats of the study", "the"),
-                    ("dog runs zebra", ""), ("The Studies of cats kubernetes", ""),
-                    ("quartz nebula fjord of a", "of a"), ("running", "")):
-        scan_rows = db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
-                               "fts5_query(?1, 'or', ?2, 'porter unicode61')", (q, stop)).fetchone()[0]
+    for q, stop in (
+        ("the memory of cats", "the of"),
+        ("cats of the study", "the"),
+        ("dog runs zebra", ""),
+        ("The Studies of cats kubernetes", ""),
+        ("quartz nebula fjord of a", "of a"),
+        ("running", ""),
+    ):
+        scan_rows = db.execute(
+            "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
+            "fts5_query(?1, 'or', ?2, 'porter unicode61')",
+            (q, stop),
+        ).fetchone()[0]
         for n in (1, 2, 7, 50, 333):
             assert top_fn(db, q, stop, n) == reference(db, q, min(n, scan_rows)), (q, n)
         if not stop:  # every row of the scan, in bm25's order
@@ -592,8 +781,11 @@ def test_B16_values_and_order_are_bm25s_in_every_case(db):
 
 def test_B16_every_row_gets_the_same_result(db):
     q, stop = "the memory of cats", "the of"
-    rows = db.execute("SELECT rrf_bm25_or_top(episodes_fts, 5, ?1, ?2, 'porter unicode61') FROM episodes_fts "
-                      "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?2, 'porter unicode61')", (q, stop)).fetchall()
+    rows = db.execute(
+        "SELECT rrf_bm25_or_top(episodes_fts, 5, ?1, ?2, 'porter unicode61') FROM episodes_fts "
+        "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?2, 'porter unicode61')",
+        (q, stop),
+    ).fetchall()
     assert len(rows) > 100 and len(set(rows)) == 1
     assert [tuple(x) for x in json.loads(rows[0][0])] == reference(db, q, 5)
 
@@ -604,8 +796,10 @@ def test_B16_weights_phrases_and_detail_modes():
     extra = ["alpha-beta", "beta", "alpha", "x-ray"]
 
     def row():  # 'the' and 'of' in every row (B11's contract: the dropped words are common)
-        return (text(rng, 1, 5) + " " + " ".join(rng.sample(extra, rng.randint(0, 2))),
-                "the of " + text(rng, 0, 12))
+        return (
+            text(rng, 1, 5) + " " + " ".join(rng.sample(extra, rng.randint(0, 2))),
+            "the of " + text(rng, 0, 12),
+        )
 
     for options in ("", ", detail=column", ", detail=none"):
         c = apsw.Connection(":memory:")
@@ -614,13 +808,26 @@ def test_B16_weights_phrases_and_detail_modes():
         with c:
             c.executemany("INSERT INTO t(a, b) VALUES (?, ?)", [row() for _ in range(2500)])
         for word in ("the", "of"):
-            assert c.execute("SELECT rrf_bm25_idf(t) FROM t WHERE t MATCH ? LIMIT 1", (word,)).fetchone()[0] == 1e-6
-        for q, stop in (("the alpha-beta of cats", "the of"), ("x-ray zebra memory", ""),
-                        ("the memory of cats", "the of")):
+            assert (
+                c.execute(
+                    "SELECT rrf_bm25_idf(t) FROM t WHERE t MATCH ? LIMIT 1", (word,)
+                ).fetchone()[0]
+                == 1e-6
+            )
+        for q, stop in (
+            ("the alpha-beta of cats", "the of"),
+            ("x-ray zebra memory", ""),
+            ("the memory of cats", "the of"),
+        ):
             # (negative weights switch the bounds off: every row is scored)
             for w in ((), (1.0, 1.0), (2.0, 0.5), (0.0, 3.0), (7.5, 0.0), (-1.0, 2.0)):
                 for n in (1, 10, 60):
-                    assert top_fn(c, q, stop, n, "t", w) == bm25_top(c, q, n, "t", w), (options, q, w, n)
+                    assert top_fn(c, q, stop, n, "t", w) == bm25_top(c, q, n, "t", w), (
+                        options,
+                        q,
+                        w,
+                        n,
+                    )
         c.close()
 
 
@@ -628,17 +835,32 @@ def test_B16_any_number_of_phrases(db):
     """For dense rowids U1 is held as a byte of phrase bits up to 8 phrases (u1[bits]) and as
     a double a rowid beyond: both are bm25()'s list, at 1, 7, 8, 9 and 12 phrases, with and
     without dropped words."""
-    words = ["kubernetes", "orange", "vault", "zebra", "sqlite", "quartz", "nebula", "fjord",
-             "cat", "dog", "study", "memory"]
+    words = [
+        "kubernetes",
+        "orange",
+        "vault",
+        "zebra",
+        "sqlite",
+        "quartz",
+        "nebula",
+        "fjord",
+        "cat",
+        "dog",
+        "study",
+        "memory",
+    ]
     for m in (1, 7, 8, 9, 12):
         for stop, extra in (("", ""), ("the of", " the of")):
             q = " ".join(words[:m]) + extra
-            match = db.execute("SELECT fts5_query(?1, 'or', ?2, 'porter unicode61')",
-                               (q, stop)).fetchone()[0]
+            match = db.execute(
+                "SELECT fts5_query(?1, 'or', ?2, 'porter unicode61')", (q, stop)
+            ).fetchone()[0]
             assert match.count(" OR ") + 1 == m  # the phrases of the scan
-            scan_rows = db.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
-                                   "fts5_query(?1, 'or', ?2, 'porter unicode61')",
-                                   (q, stop)).fetchone()[0]
+            scan_rows = db.execute(
+                "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
+                "fts5_query(?1, 'or', ?2, 'porter unicode61')",
+                (q, stop),
+            ).fetchone()[0]
             for n in (1, 5, 50, 400):
                 assert top_fn(db, q, stop, n) == reference(db, q, min(n, scan_rows)), (q, n)
 
@@ -655,7 +877,9 @@ def test_B16_no_bounds_without_lengths_and_sparse_rowids():
         for i in range(1500):
             t_ = text(rng)
             c.execute("INSERT INTO cl(rowid, a) VALUES (?, ?)", (i + 1, t_))
-            c.execute("INSERT INTO sp(rowid, a) VALUES (?, ?)", (i * 10_000_019 - 7_000_000_000, t_))
+            c.execute(
+                "INSERT INTO sp(rowid, a) VALUES (?, ?)", (i * 10_000_019 - 7_000_000_000, t_)
+            )
     for q in ("memory cats zebra", "dog study", "kubernetes orange vault"):
         for n in (1, 10, 100):
             assert top_fn(c, q, "", n, "cl") == bm25_top(c, q, n, "cl"), (q, n)
@@ -664,55 +888,95 @@ def test_B16_no_bounds_without_lengths_and_sparse_rowids():
 
 
 def test_B16_errors_name_the_function(db):
-    match = ("SELECT rrf_bm25_or_top(episodes_fts, 5, {args}) FROM episodes_fts "
-             "WHERE episodes_fts MATCH {m}")
+    match = (
+        "SELECT rrf_bm25_or_top(episodes_fts, 5, {args}) FROM episodes_fts "
+        "WHERE episodes_fts MATCH {m}"
+    )
     cases = [
-        ("'the cat', 'the', 'porter unicode61'", "'\"cat\" OR \"dog\"'",
-         "rrf_bm25_or_top: the MATCH expression has 2 phrases; fts5_query(text, 'or', stopwords, "
-         "tokenize) has 1"),
+        (
+            "'the cat', 'the', 'porter unicode61'",
+            '\'"cat" OR "dog"\'',
+            "rrf_bm25_or_top: the MATCH expression has 2 phrases; fts5_query(text, 'or', stopwords, "
+            "tokenize) has 1",
+        ),
         ("x'00', 'the', 'porter'", "'\"cat\"'", "rrf_bm25_or_top: text must be TEXT, got BLOB"),
-        ("'the cat', 3, 'porter'", "'\"cat\"'", "rrf_bm25_or_top: stopwords must be TEXT or NULL, got INTEGER"),
+        (
+            "'the cat', 3, 'porter'",
+            "'\"cat\"'",
+            "rrf_bm25_or_top: stopwords must be TEXT or NULL, got INTEGER",
+        ),
     ]
     for args, m, msg in cases:
         with pytest.raises(apsw.SQLError) as e:
             db.execute(match.format(args=args, m=m)).fetchall()
         assert str(e.value).endswith(msg), str(e.value)
-    with pytest.raises(apsw.SQLError, match=r"rrf_bm25_or_top: missing arguments; usage: rrf_bm25_or_top\("):
-        db.execute("SELECT rrf_bm25_or_top(episodes_fts, 5) FROM episodes_fts WHERE episodes_fts MATCH 'cat'").fetchall()
+    with pytest.raises(
+        apsw.SQLError, match=r"rrf_bm25_or_top: missing arguments; usage: rrf_bm25_or_top\("
+    ):
+        db.execute(
+            "SELECT rrf_bm25_or_top(episodes_fts, 5) FROM episodes_fts WHERE episodes_fts MATCH 'cat'"
+        ).fetchall()
     for bad, shown in (("0", "0"), ("-3", "-3"), ("2.5", "2.5"), ("x'01'", "BLOB")):
-        with pytest.raises(apsw.SQLError, match=f"^rrf_bm25_or_top: n must be a positive integer or NULL, "
-                                                f"got {shown}$"):
-            db.execute(f"SELECT rrf_bm25_or_top(episodes_fts, {bad}, 'cat') FROM episodes_fts "
-                       "WHERE episodes_fts MATCH 'cat'").fetchall()
-    with pytest.raises(apsw.SQLError, match="rrf_bm25_or_top: text, stopwords and tokenize must be the same"):
-        db.execute("SELECT rrf_bm25_or_top(episodes_fts, 3, CASE WHEN rowid % 2 THEN 'cat' ELSE 'cat cat' END) "
-                   "FROM episodes_fts WHERE episodes_fts MATCH '\"cat\"'").fetchall()
+        with pytest.raises(
+            apsw.SQLError,
+            match=f"^rrf_bm25_or_top: n must be a positive integer or NULL, got {shown}$",
+        ):
+            db.execute(
+                f"SELECT rrf_bm25_or_top(episodes_fts, {bad}, 'cat') FROM episodes_fts "
+                "WHERE episodes_fts MATCH 'cat'"
+            ).fetchall()
+    with pytest.raises(
+        apsw.SQLError, match="rrf_bm25_or_top: text, stopwords and tokenize must be the same"
+    ):
+        db.execute(
+            "SELECT rrf_bm25_or_top(episodes_fts, 3, CASE WHEN rowid % 2 THEN 'cat' ELSE 'cat cat' END) "
+            "FROM episodes_fts WHERE episodes_fts MATCH '\"cat\"'"
+        ).fetchall()
 
 
 def test_B16_text_that_is_not_the_index_is_an_error_naming_the_row():
     c = new_db()
     with c:
-        c.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                      [(f"a{i}", "the cat sat" if i % 2 else "the dog") for i in range(20)])
-    for t_ in [r for (r,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
-                                        "AND tbl_name = 'episodes' AND sql LIKE '%episodes_fts%'")]:
+        c.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"a{i}", "the cat sat" if i % 2 else "the dog") for i in range(20)],
+        )
+    for t_ in [
+        r
+        for (r,) in c.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' "
+            "AND tbl_name = 'episodes' AND sql LIKE '%episodes_fts%'"
+        )
+    ]:
         c.execute(f'DROP TRIGGER "{t_}"')
     c.execute("UPDATE episodes SET content = 'the cat sat on the mat today' WHERE rowid = 2")
     with pytest.raises(apsw.SQLError, match=r"^rrf_bm25_or_top: the text of row 2 has 7 tokens"):
         top_fn(c, "the cat", "the", 50)
     c.execute("UPDATE episodes SET content = 'the cow sat' WHERE rowid = 2")
-    with pytest.raises(apsw.SQLError, match=r"^rrf_bm25_or_top: the text of row 2 does not hold the terms"):
+    with pytest.raises(
+        apsw.SQLError, match=r"^rrf_bm25_or_top: the text of row 2 does not hold the terms"
+    ):
         top_fn(c, "the cat", "the", 50)
     c.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
     assert top_fn(c, "the cat", "the", 5) == reference(c, "the cat", 5)
     c.close()
 
 
-@settings(max_examples=80, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(start=st.integers(0, 400), ops=OPS, queries=st.lists(QUERY, min_size=1, max_size=4),
-       limit=st.sampled_from([1, 2, 5, 50]), seed=st.integers(0, 2**32 - 1))
-def test_property_B16_the_one_call_list_equals_bm25_across_sql_churn(start, ops, queries, limit, seed):
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    start=st.integers(0, 400),
+    ops=OPS,
+    queries=st.lists(QUERY, min_size=1, max_size=4),
+    limit=st.sampled_from([1, 2, 5, 50]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_B16_the_one_call_list_equals_bm25_across_sql_churn(
+    start, ops, queries, limit, seed
+):
     c = new_db()
     fill(c, start, random.Random(seed))
     refresh_hint(c)
@@ -732,42 +996,64 @@ def test_property_B16_the_one_call_list_equals_bm25_across_sql_churn(start, ops,
 # index built afresh from the same rows (one segment, no delete ever written to it): the live
 # index after the churn scores exactly like a new one.
 
-SHELL = shutil.which("sqlite3") or ("/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None)
+SHELL = shutil.which("sqlite3") or (
+    "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None
+)
 RISER = "quokka"  # in no text of VOCAB: only the rise and fall ops write it
-FRESH_BUILD = ("DROP TABLE IF EXISTS temp.fresh_fts; CREATE VIRTUAL TABLE temp.fresh_fts USING "
-               "fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.fresh_fts(rowid, "
-               "content) SELECT rowid, content FROM main.episodes_fts;")  # its content source's rows
-FN_OR_TOP = ("SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM episodes_fts "
-             "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') LIMIT 1")
-FN_OR = ("SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM "
-         "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
-         "ORDER BY s, rowid LIMIT ?2")
-FN_FULL = ("SELECT rowid, rrf_bm25(episodes_fts, ?2) AS s FROM episodes_fts WHERE episodes_fts "
-           "MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2")
+FRESH_BUILD = (
+    "DROP TABLE IF EXISTS temp.fresh_fts; CREATE VIRTUAL TABLE temp.fresh_fts USING "
+    "fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.fresh_fts(rowid, "
+    "content) SELECT rowid, content FROM main.episodes_fts;"
+)  # its content source's rows
+FN_OR_TOP = (
+    "SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM episodes_fts "
+    "WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') LIMIT 1"
+)
+FN_OR = (
+    "SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM "
+    "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
+    "ORDER BY s, rowid LIMIT ?2"
+)
+FN_FULL = (
+    "SELECT rowid, rrf_bm25(episodes_fts, ?2) AS s FROM episodes_fts WHERE episodes_fts "
+    "MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2"
+)
 FRESH_REF = REFERENCE.replace("episodes_fts", "fresh_fts")  # temp.fresh_fts
 
 
 def common_now(conn):
     """The terms in at least half of the rows now (FTS5's IDF floor), space-separated."""
-    return conn.execute("SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
-                        "WHERE 2 * doc >= (SELECT count(*) FROM episodes)").fetchone()[0]
+    return conn.execute(
+        "SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
+        "WHERE 2 * doc >= (SELECT count(*) FROM episodes)"
+    ).fetchone()[0]
 
 
 def every_path(conn, q, n, common):
     """{path: (its list, what it must equal)} for every path of the BM25 list."""
     want = reference(conn, q, n)
-    words = [t for _p, t in json.loads(conn.execute(
-        "SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (q,)).fetchone()[0])]
+    words = [
+        t
+        for _p, t in json.loads(
+            conn.execute(
+                "SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (q,)
+            ).fetchone()[0]
+        )
+    ]
     stored = hint(conn)
     out = {}
-    for name, h in (("stored hint", stored), ("no hint", None), ("hint of this moment", common),
-                    ("hint of every word", " ".join(words + [RISER]))):
+    for name, h in (
+        ("stored hint", stored),
+        ("no hint", None),
+        ("hint of this moment", common),
+        ("hint of every word", " ".join(words + [RISER])),
+    ):
         if h is None:
             conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
         else:
             set_hint(conn, h)
         out[f"statement, rrf_bm25_or_top, {name}"] = (top_list(conn, q, n), want)
-        out[f"statement, filtered scan, {name}"] = (top_list(conn, q, n, since=-2**62), want)
+        out[f"statement, filtered scan, {name}"] = (top_list(conn, q, n, since=-(2**62)), want)
     if stored is None:
         conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
     else:
@@ -775,8 +1061,10 @@ def every_path(conn, q, n, common):
     out["rrf_bm25, whole query"] = (conn.execute(FN_FULL, (q, n)).fetchall(), want)
     drop = " ".join(w for w in words if w in set(common.split()))
     top = conn.execute(FN_OR_TOP, (q, n, drop)).fetchall()
-    for name, got in (("rrf_bm25_or_top", [tuple(x) for x in json.loads(top[0][0])] if top else []),
-                      ("rrf_bm25_or", conn.execute(FN_OR, (q, n, drop)).fetchall())):
+    for name, got in (
+        ("rrf_bm25_or_top", [tuple(x) for x in json.loads(top[0][0])] if top else []),
+        ("rrf_bm25_or", conn.execute(FN_OR, (q, n, drop)).fetchall()),
+    ):
         # B13: the top m are bm25()'s when m rows of the scan score below what the dropped
         # words alone can give a row (the rows that hold only those are not scanned)
         m = sum(1 for _r, v in got if v < -2.2000022e-6 * len(drop.split())) if drop else n
@@ -805,12 +1093,20 @@ CHURN19 = st.lists(
         # the riser in half of the rows less one, exactly half, half plus one, 90 %
         st.tuples(st.just("rise"), st.sampled_from([-1, 0, 1, 40]), st.integers(0, 2**32 - 1)),
         st.tuples(st.just("fall"), st.integers(1, 400), st.integers(0, 2**32 - 1)),
-        st.tuples(st.just("hint"), st.sampled_from(["refresh", "stale", "none"]),
-                  st.integers(0, 2**32 - 1)),
+        st.tuples(
+            st.just("hint"),
+            st.sampled_from(["refresh", "stale", "none"]),
+            st.integers(0, 2**32 - 1),
+        ),
     ),
-    min_size=1, max_size=6)
-QUERY19 = st.lists(st.sampled_from(VOCAB + ["The", "STUDIES", "xyzzy", RISER, RISER.upper()]),
-                   min_size=1, max_size=6).map(" ".join)
+    min_size=1,
+    max_size=6,
+)
+QUERY19 = st.lists(
+    st.sampled_from(VOCAB + ["The", "STUDIES", "xyzzy", RISER, RISER.upper()]),
+    min_size=1,
+    max_size=6,
+).map(" ".join)
 
 
 def quote(s):
@@ -825,53 +1121,81 @@ def churn_sql(conn, op):
     rowids = [r for (r,) in conn.execute("SELECT rowid FROM episodes ORDER BY rowid")]
     n = len(rowids)
     if kind == "insert":
-        return [f"INSERT INTO episodes(id, content) VALUES ('c' || lower(hex(randomblob(8))), "
-                f"{quote(text(rng))});" for _ in range(k)]
+        return [
+            f"INSERT INTO episodes(id, content) VALUES ('c' || lower(hex(randomblob(8))), "
+            f"{quote(text(rng))});"
+            for _ in range(k)
+        ]
     if not rowids:
         return []
     if kind == "delete":
         return [f"DELETE FROM episodes WHERE rowid = {r};" for r in rng.sample(rowids, min(k, n))]
     if kind == "rewrite":
-        return [f"UPDATE episodes SET content = {quote(text(rng))} WHERE rowid = {r};"
-                for r in rng.sample(rowids, min(k, n))]
+        return [
+            f"UPDATE episodes SET content = {quote(text(rng))} WHERE rowid = {r};"
+            for r in rng.sample(rowids, min(k, n))
+        ]
     if kind == "copy":
-        return [f"UPDATE episodes SET content = (SELECT content FROM episodes WHERE rowid = "
-                f"{rng.choice(rowids)}) WHERE rowid = {rng.choice(rowids)};" for _ in range(k)]
+        return [
+            f"UPDATE episodes SET content = (SELECT content FROM episodes WHERE rowid = "
+            f"{rng.choice(rowids)}) WHERE rowid = {rng.choice(rowids)};"
+            for _ in range(k)
+        ]
     if kind == "move":  # a new rowid, below or above the others
-        return [f"UPDATE OR IGNORE episodes SET rowid = {r + rng.choice([-1, 1]) * rng.randint(10**3, 10**6)} "
-                f"WHERE rowid = {r};" for r in rng.sample(rowids, min(k, n))]
+        return [
+            f"UPDATE OR IGNORE episodes SET rowid = {r + rng.choice([-1, 1]) * rng.randint(10**3, 10**6)} "
+            f"WHERE rowid = {r};"
+            for r in rng.sample(rowids, min(k, n))
+        ]
     has = f"(' ' || content || ' ') LIKE '% {RISER} %'"
     if kind == "rise":
         target = n // 2 + k if k < 40 else (9 * n) // 10
         held = conn.execute(f"SELECT count(*) FROM episodes WHERE {has}").fetchone()[0]
-        return [f"UPDATE episodes SET content = content || ' {RISER}' WHERE rowid IN (SELECT rowid "
-                f"FROM episodes WHERE NOT {has} ORDER BY (rowid * 7919 + {seed % 10007}) % 10007 "
-                f"LIMIT {max(0, target - held)});"]
+        return [
+            f"UPDATE episodes SET content = content || ' {RISER}' WHERE rowid IN (SELECT rowid "
+            f"FROM episodes WHERE NOT {has} ORDER BY (rowid * 7919 + {seed % 10007}) % 10007 "
+            f"LIMIT {max(0, target - held)});"
+        ]
     if kind == "fall":
-        return [f"UPDATE episodes SET content = replace(content, ' {RISER}', '') WHERE rowid IN "
-                f"(SELECT rowid FROM episodes WHERE {has} ORDER BY (rowid * 7919 + {seed % 10007}) "
-                f"% 10007 LIMIT {k});"]
+        return [
+            f"UPDATE episodes SET content = replace(content, ' {RISER}', '') WHERE rowid IN "
+            f"(SELECT rowid FROM episodes WHERE {has} ORDER BY (rowid * 7919 + {seed % 10007}) "
+            f"% 10007 LIMIT {k});"
+        ]
     if k == "refresh":
         return [read_sql("stopwords.sql").replace(":min_rows", "0")]
     if k == "stale":
-        return ["INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', "
-                f"{quote(' '.join(rng.sample(['the', 'of', RISER, 'kubernet', 'zebra', 'run'], 3)))});"]
+        return [
+            "INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', "
+            f"{quote(' '.join(rng.sample(['the', 'of', RISER, 'kubernet', 'zebra', 'run'], 3)))});"
+        ]
     return ["DELETE FROM rrf_meta WHERE key = 'bm25_stopwords';"]
 
 
 def run_in_shell(path, statements):
     """Debian's sqlite3 shell, without the extension, recursive_triggers off (its default)."""
     script = ".bail on\nBEGIN;\n" + "\n".join(statements) + "\nCOMMIT;\n"
-    r = subprocess.run([SHELL, "-batch", str(path)], input=script, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [SHELL, "-batch", str(path)], input=script, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and not r.stderr, r.stderr[:500]
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(start=st.integers(0, 300), ops=CHURN19, queries=st.lists(QUERY19, min_size=1, max_size=3),
-       limit=st.sampled_from([1, 3, 20, 50]), seed=st.integers(0, 2**32 - 1))
-def test_property_issue19_every_path_is_bm25s_top_and_a_fresh_indexs(start, ops, queries, limit, seed):
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    start=st.integers(0, 300),
+    ops=CHURN19,
+    queries=st.lists(QUERY19, min_size=1, max_size=3),
+    limit=st.sampled_from([1, 3, 20, 50]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_issue19_every_path_is_bm25s_top_and_a_fresh_indexs(
+    start, ops, queries, limit, seed
+):
     """In-process writes (apsw), checked after every op."""
     c = new_db()
     fill(c, start, random.Random(seed))
@@ -887,14 +1211,25 @@ def test_property_issue19_every_path_is_bm25s_top_and_a_fresh_indexs(start, ops,
     c.close()
 
 
-@pytest.mark.skipif(SHELL is None, reason="the sqlite3 shell is missing: `make system-deps` "
-                    "installs Debian's sqlite3 package")
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(start=st.integers(0, 300), ops=CHURN19, queries=st.lists(QUERY19, min_size=1, max_size=3),
-       limit=st.sampled_from([1, 3, 20, 50]), seed=st.integers(0, 2**32 - 1))
-def test_property_issue19_every_path_after_writes_by_the_sqlite3_shell(tmp_path_factory, start, ops,
-                                                                        queries, limit, seed):
+@pytest.mark.skipif(
+    SHELL is None,
+    reason="the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package",
+)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    start=st.integers(0, 300),
+    ops=CHURN19,
+    queries=st.lists(QUERY19, min_size=1, max_size=3),
+    limit=st.sampled_from([1, 3, 20, 50]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_issue19_every_path_after_writes_by_the_sqlite3_shell(
+    tmp_path_factory, start, ops, queries, limit, seed
+):
     """The same, every op written by Debian's sqlite3 shell (SQLite 3.40, no extension) and
     by a Store in turn."""
     path = tmp_path_factory.mktemp("shell19") / "m.db"

@@ -34,28 +34,42 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.which("sqlite3")
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(SHELL is None, reason="the sqlite3 shell is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(SHELL is None, reason="the sqlite3 shell is not installed"),
+]
 
 
 def _churn():
-    spec = importlib.util.spec_from_file_location("rrf_churn",
-                                                  os.path.join(HERE, "soak", "churn.py"))
+    spec = importlib.util.spec_from_file_location(
+        "rrf_churn", os.path.join(HERE, "soak", "churn.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-SHELL_KINDS = ("insert", "insert_or_replace_id", "insert_or_replace_rowid", "replace_into",
-               "upsert", "update_content", "update_rowid", "update_or_replace_rowid",
-               "update_embedding", "delete", "delete_many")
+SHELL_KINDS = (
+    "insert",
+    "insert_or_replace_id",
+    "insert_or_replace_rowid",
+    "replace_into",
+    "upsert",
+    "update_content",
+    "update_rowid",
+    "update_or_replace_rowid",
+    "update_embedding",
+    "delete",
+    "delete_many",
+)
 STORE_KINDS = ("add", "add_many", "upsert", "upsert_new", "delete", "recall_touch")
 
 
 def test_short_churn(tmp_path, capsys):
     churn = _churn()
-    report = churn.run(episodes=1500, ops=5000, checkpoints=4, seed=1, quiet=True,
-                       workdir=str(tmp_path / "churn"))
+    report = churn.run(
+        episodes=1500, ops=5000, checkpoints=4, seed=1, quiet=True, workdir=str(tmp_path / "churn")
+    )
     with capsys.disabled():
         print()
         churn.print_report(report)
@@ -99,14 +113,23 @@ def assert_issue19_checks(report, checkpoints, queries):
 SCIFACT = os.path.join(os.path.dirname(HERE), "..", "shared", "data", "scifact")
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(SCIFACT, "corpus.jsonl")),
-                    reason="the SciFact data (../shared/data/scifact) is not there")
+@pytest.mark.skipif(
+    not os.path.exists(os.path.join(SCIFACT, "corpus.jsonl")),
+    reason="the SciFact data (../shared/data/scifact) is not there",
+)
 def test_short_churn_of_scifact_abstracts(tmp_path, capsys):
     """Issue 19's data: SciFact abstracts (each used again now and then: equal scores),
     queried by SciFact titles and claims, the issue's two titles among them."""
     churn = _churn()
-    report = churn.run(episodes=700, ops=2400, checkpoints=3, seed=19, quiet=True,
-                       texts="scifact", workdir=str(tmp_path / "churn"))
+    report = churn.run(
+        episodes=700,
+        ops=2400,
+        checkpoints=3,
+        seed=19,
+        quiet=True,
+        texts="scifact",
+        workdir=str(tmp_path / "churn"),
+    )
     with capsys.disabled():
         print()
         churn.print_report(report)
@@ -118,8 +141,9 @@ def test_short_churn_of_scifact_abstracts(tmp_path, capsys):
 
 
 def _small(churn, tmp_path, **kw):
-    args = churn.make_args(episodes=1200, ops=0, checkpoints=1, seed=3, quiet=True,
-                           workdir=str(tmp_path / "c"), **kw)
+    args = churn.make_args(
+        episodes=1200, ops=0, checkpoints=1, seed=3, quiet=True, workdir=str(tmp_path / "c"), **kw
+    )
     c = churn.Churn(args)
     c.populate()
     c.checkpoint(0)
@@ -132,8 +156,9 @@ def test_the_checks_find_an_index_that_disagrees_with_its_content(tmp_path):
     churn = _churn()
     c = _small(churn, tmp_path)
     rowid = c.store.conn.execute("SELECT min(rowid) FROM episodes").fetchall()[0][0]
-    c.store.conn.execute("INSERT INTO episodes_fts(rowid, content) VALUES (?, 'strayword')",
-                         (rowid,))
+    c.store.conn.execute(
+        "INSERT INTO episodes_fts(rowid, content) VALUES (?, 'strayword')", (rowid,)
+    )
     c.checkpoint(1)
     assert c.mismatch["fts_integrity_rank1"] == 1
     c.store.close()
@@ -142,8 +167,10 @@ def test_the_checks_find_an_index_that_disagrees_with_its_content(tmp_path):
 def test_the_checks_find_a_table_that_is_not_what_the_writes_left(tmp_path):
     churn = _churn()
     c = _small(churn, tmp_path)
-    c.store.conn.execute("UPDATE episodes SET content = 'changed behind the model' "
-                         "WHERE rowid = (SELECT min(rowid) FROM episodes)")
+    c.store.conn.execute(
+        "UPDATE episodes SET content = 'changed behind the model' "
+        "WHERE rowid = (SELECT min(rowid) FROM episodes)"
+    )
     c.store.conn.execute("DELETE FROM episodes WHERE rowid = (SELECT max(rowid) FROM episodes)")
     c.checkpoint(1)
     assert c.mismatch["model"] == 1
@@ -175,16 +202,22 @@ def test_the_checks_find_a_live_index_that_scores_unlike_a_fresh_one(tmp_path):
     row count and the rows of 'kubernetes orange', is no longer that of a fresh index."""
     churn = _churn()
     c = _small(churn, tmp_path)
-    c.store.conn.execute("INSERT INTO episodes_fts(rowid, content) VALUES "
-                         "(10000000, 'kubernetes orange')")
+    c.store.conn.execute(
+        "INSERT INTO episodes_fts(rowid, content) VALUES (10000000, 'kubernetes orange')"
+    )
     c.checkpoint(1)
     assert c.mismatch["bm25_fresh"] > 0
     assert any("a fresh one differ" in e for e in c.examples)
     c.store.close()
 
 
-@pytest.mark.parametrize("broken", ["ties by the larger rowid in the filtered scan",
-                                    "every scan without stopwords taken as exact"])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "ties by the larger rowid in the filtered scan",
+        "every scan without stopwords taken as exact",
+    ],
+)
 def test_the_checks_find_a_path_that_is_not_bm25s(tmp_path, broken):
     """The shipped statement, broken as the issue's hints suggest (ties at the boundary, the
     stopword hint's proviso): the path checks find it."""
@@ -210,13 +243,18 @@ def test_a_stale_stopword_hint_never_changes_the_bm25_list(tmp_path):
     churn = _churn()
     c = _small(churn, tmp_path)
     conn = c.store.conn
-    conn.execute("INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', "
-                 "'kubernet of the')")
+    conn.execute(
+        "INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', 'kubernet of the')"
+    )
     c.store.add("kubernetes orange rollout", id="k1", embedding=c.vec())
     c.model.put("k1", "kubernetes orange rollout", c.store.get("k1").embedding.tobytes())
     before = sum(c.mismatch.values())
-    for q, n in (("kubernetes orange", 50), ("kubernetes", 10), ("the xylophonist", 50),
-                 ("the of", 200)):
+    for q, n in (
+        ("kubernetes orange", 50),
+        ("kubernetes", 10),
+        ("the xylophonist", 50),
+        ("the of", 200),
+    ):
         c.check_bm25(q, n)
     assert sum(c.mismatch.values()) == before, c.examples
     hits = c.store.recall("kubernetes orange", touch=False, pool_size=0)

@@ -59,10 +59,24 @@ SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.whi
 needs_shell = pytest.mark.skipif(SHELL is None, reason="the sqlite3 shell is not installed")
 
 #: migration 0011's CJK characters (and fts5q.c's rrf_is_cjk)
-CJK_RANGES = [(0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1100, 0x11FF), (0x1780, 0x17FF),
-              (0x3041, 0x309F), (0x30A1, 0x30FA), (0x30FC, 0x30FF), (0x3100, 0x31BF),
-              (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F),
-              (0xAC00, 0xD7FF), (0xF900, 0xFAFF), (0xFF66, 0xFFDC), (0x20000, 0x3FFFD)]
+CJK_RANGES = [
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1100, 0x11FF),
+    (0x1780, 0x17FF),
+    (0x3041, 0x309F),
+    (0x30A1, 0x30FA),
+    (0x30FC, 0x30FF),
+    (0x3100, 0x31BF),
+    (0x31F0, 0x31FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xA960, 0xA97F),
+    (0xAC00, 0xD7FF),
+    (0xF900, 0xFAFF),
+    (0xFF66, 0xFFDC),
+    (0x20000, 0x3FFFD),
+]
 SEGMENTED = 65536  # characters segmented; the rest follows as it is
 
 
@@ -88,7 +102,7 @@ def _segment(t: str) -> str:
         if not is_cjk(ch):
             out.append(ch)
         elif i + 1 < n and is_cjk(t[i + 1]):
-            out.append(" " + t[i:i + 2] + " ")
+            out.append(" " + t[i : i + 2] + " ")
         elif i > 0 and is_cjk(t[i - 1]):
             pass  # the last character of a run: in the bigram before it
         else:
@@ -102,14 +116,55 @@ def _segment(t: str) -> str:
 # halfwidth forms, ideographic space and punctuation, an extension-B ideograph; the
 # letters and numbers of U+3000-303F, variation selectors, ZWJ, a soft hyphen, an
 # emoji newer than FTS5's tables, a circled digit, a Thai vowel mark.
-ALPHABET = (list("abcXYZ019 .,-'\"*") + list("パスワードをー・ァヺ") + list("あいうゝゞ")
-            + list("認証情報备份数据库猫々〆") + list("비밀번호를가ᄀㄱ") + list("ภาษาไทยที่นี่")
-            + list("ກຂ") + list("ကခ") + list("កខ") + list("ㄅㄆ")
-            + ["\U00020000", "\U0002A700", "\uF900", "\uFF76", "\uFF9E", "\uFFA1", "\uFF21",
-               "\u3000", "\u3001", "\u300C", "\U0001F600", "\u00e9", "\u00df", "\u2122",
-               "\u0301", "\u3099", "\u309B", "\u30A0", "\u3040", "\u0E3F",
-               "\u3007", "\u303B", "\u3031", "\u3021", "\u302A", "\u3003", "\uFE0F", "\uFE0E",
-               "\U000E0100", "\U0001F970", "\u2460", "\u200D", "\u00AD", "\u0E31", "\uFFE3"])
+ALPHABET = (
+    list("abcXYZ019 .,-'\"*")
+    + list("パスワードをー・ァヺ")
+    + list("あいうゝゞ")
+    + list("認証情報备份数据库猫々〆")
+    + list("비밀번호를가ᄀㄱ")
+    + list("ภาษาไทยที่นี่")
+    + list("ກຂ")
+    + list("ကခ")
+    + list("កខ")
+    + list("ㄅㄆ")
+    + [
+        "\U00020000",
+        "\U0002a700",
+        "\uf900",
+        "\uff76",
+        "\uff9e",
+        "\uffa1",
+        "\uff21",
+        "\u3000",
+        "\u3001",
+        "\u300c",
+        "\U0001f600",
+        "\u00e9",
+        "\u00df",
+        "\u2122",
+        "\u0301",
+        "\u3099",
+        "\u309b",
+        "\u30a0",
+        "\u3040",
+        "\u0e3f",
+        "\u3007",
+        "\u303b",
+        "\u3031",
+        "\u3021",
+        "\u302a",
+        "\u3003",
+        "\ufe0f",
+        "\ufe0e",
+        "\U000e0100",
+        "\U0001f970",
+        "\u2460",
+        "\u200d",
+        "\u00ad",
+        "\u0e31",
+        "\uffe3",
+    ]
+)
 
 texts = st.lists(st.sampled_from(ALPHABET), max_size=60).map("".join)
 
@@ -123,8 +178,9 @@ def new_db(path=":memory:") -> apsw.Connection:
 
 def shell(db, sql: str, *args: str) -> str:
     """Run ``sql`` in the sqlite3 shell (no extension); returns its stdout."""
-    r = subprocess.run([SHELL, *args, str(db)], input=sql, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [SHELL, *args, str(db)], input=sql, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and not r.stderr, (r.returncode, r.stderr)
     return r.stdout
 
@@ -134,8 +190,12 @@ def integrity(conn) -> None:
 
 
 def match(conn, expr: str) -> List[int]:
-    return [r for (r,) in conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rowid", (expr,))]
+    return [
+        r
+        for (r,) in conn.execute(
+            "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rowid", (expr,)
+        )
+    ]
 
 
 # ---------------------------------------------------------------- the segmentation
@@ -146,8 +206,10 @@ def match(conn, expr: str) -> List[int]:
 def test_sql_segmentation_is_the_reference(batch):
     conn = new_db()
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{i}", t) for i, t in enumerate(batch)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{i}", t) for i, t in enumerate(batch)],
+        )
     got = [t for (t,) in conn.execute("SELECT content FROM episodes_fts_text ORDER BY rowid")]
     assert got == [segment(t) for t in batch]
     integrity(conn)
@@ -157,11 +219,13 @@ def test_segmentation_of_long_texts_and_the_cut():
     rng = random.Random(7)
     conn = new_db()
     batch = ["".join(rng.choices(ALPHABET, k=n)) for n in (255, 256, 257, 511, 512, 513, 5000)]
-    batch.append("猫" * (SEGMENTED - 1) + "犬犬 tail")       # a bigram across the cut
-    batch.append("a" * 70000 + "認証")                         # a CJK run after the cut
+    batch.append("猫" * (SEGMENTED - 1) + "犬犬 tail")  # a bigram across the cut
+    batch.append("a" * 70000 + "認証")  # a CJK run after the cut
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{i}", t) for i, t in enumerate(batch)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{i}", t) for i, t in enumerate(batch)],
+        )
     got = [t for (t,) in conn.execute("SELECT content FROM episodes_fts_text ORDER BY rowid")]
     assert got == [segment(t) for t in batch]
     integrity(conn)
@@ -188,8 +252,11 @@ def test_the_shell_segments_like_the_reference(tmp_path):
     db = tmp_path / "s.db"
     new_db(db).close()
     values = ", ".join("('e%d', '%s')" % (i, t.replace("'", "''")) for i, t in enumerate(batch))
-    shell(db, f"INSERT INTO episodes(id, content) VALUES {values};"
-              "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);")
+    shell(
+        db,
+        f"INSERT INTO episodes(id, content) VALUES {values};"
+        "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);",
+    )
     out = json.loads(shell(db, "SELECT content FROM episodes_fts_text ORDER BY rowid;", "-json"))
     assert [r["content"] for r in out] == [segment(t) for t in batch]
 
@@ -209,15 +276,19 @@ def unicode61_separators(sqlite3_shell: bool = False) -> FrozenSet[int]:
     shell): each code point c is written as 'x' + c + 'x' between spaces, one token
     if c is a token character, two 'x' if it separates them."""
     cps = [cp for cp in range(0x80, 0x110000) if not 0xD800 <= cp <= 0xDFFF]
-    chunks = [" ".join("x" + chr(cp) + "x" for cp in cps[k:k + 4096])
-              for k in range(0, len(cps), 4096)]
-    setup = ("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61');"
-             "CREATE VIRTUAL TABLE v USING fts5vocab(t, instance);")
+    chunks = [
+        " ".join("x" + chr(cp) + "x" for cp in cps[k : k + 4096]) for k in range(0, len(cps), 4096)
+    ]
+    setup = (
+        "CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61');"
+        "CREATE VIRTUAL TABLE v USING fts5vocab(t, instance);"
+    )
     if sqlite3_shell:
         sql = setup + "".join("INSERT INTO t(x) VALUES ('%s');" % c for c in chunks)
         sql += "SELECT json_group_array(term) FROM (SELECT term FROM v ORDER BY doc, offset);"
-        r = subprocess.run([SHELL, ":memory:"], input=sql, capture_output=True, text=True,
-                           timeout=120)
+        r = subprocess.run(
+            [SHELL, ":memory:"], input=sql, capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0 and not r.stderr, r.stderr
         terms = json.loads(r.stdout)
     else:
@@ -254,7 +325,7 @@ def reference_tokens(t: str) -> List[str]:
     for run in re.findall(r"[^\x00]+", "".join(c if is_token_char(c) else "\x00" for c in t)):
         for part, cjk in _runs(run):
             if cjk and len(part) > 1:
-                out.extend(part[i:i + 2] for i in range(len(part) - 1))
+                out.extend(part[i : i + 2] for i in range(len(part) - 1))
             else:
                 out.append(part)
     seen, uniq = set(), []
@@ -298,7 +369,14 @@ def test_query_tokens_by_hand():
     conn = new_db()
     assert query_tokens(conn, "パスワード") == ["パス", "スワ", "ワー", "ード"]
     assert query_tokens(conn, "Postgresの認証情報はVault") == [
-        "Postgres", "の認", "認証", "証情", "情報", "報は", "Vault"]
+        "Postgres",
+        "の認",
+        "認証",
+        "証情",
+        "情報",
+        "報は",
+        "Vault",
+    ]
     assert query_tokens(conn, "猫 a猫b 猫猫") == ["猫", "a", "b", "猫猫"]
     assert query_tokens(conn, "認証・情報") == ["認証", "情報"]  # U+30FB is punctuation
     assert query_tokens(conn, "비밀번호를") == ["비밀", "밀번", "번호", "호를"]
@@ -310,21 +388,23 @@ def test_query_tokens_by_hand():
 #: U+3000-303F's letters and numbers, enclosed numbers, emoji FTS5's tables do not
 #: know), or the other way round (variation selectors): each with its tokens
 MARKS = [
-    ("a\u3005", ["a\u3005"]),                 # U+3005 (Lm): one index token, not 'a'
+    ("a\u3005", ["a\u3005"]),  # U+3005 (Lm): one index token, not 'a'
     ("\u3005", ["\u3005"]),
     ("x\u3005y", ["x\u3005y"]),
-    ("\u4eba\u3005\u306f\u5143\u6c17\u3067\u3059",  # U+3005 between CJK runs: its own token
-     ["\u4eba", "\u3005", "\u306f\u5143", "\u5143\u6c17", "\u6c17\u3067", "\u3067\u3059"]),
+    (
+        "\u4eba\u3005\u306f\u5143\u6c17\u3067\u3059",  # U+3005 between CJK runs: its own token
+        ["\u4eba", "\u3005", "\u306f\u5143", "\u5143\u6c17", "\u6c17\u3067", "\u3067\u3059"],
+    ),
     ("\u6642\u3005\u96e8 Tokyo\u3005", ["\u6642", "\u3005", "\u96e8", "Tokyo\u3005"]),
-    ("\u3006\u5207", ["\u3006", "\u5207"]),      # U+3006 (Lo)
+    ("\u3006\u5207", ["\u3006", "\u5207"]),  # U+3006 (Lo)
     ("a\u3007b \u3007", ["a\u3007b", "\u3007"]),  # U+3007 (Nl)
     ("\u303bx \u3031\u3021", ["\u303bx", "\u3031\u3021"]),  # U+303B, U+3031 (Lm), U+3021 (Nl)
-    ("x\U0001F970y \U0001F970", ["x\U0001F970y", "\U0001F970"]),  # U+1F970: not in FTS5's tables
-    ("\u2460 x\u2460", ["\u2460", "x\u2460"]),    # U+2460 (No)
-    ("a\uFE0Fb", ["a", "b"]),                      # U+FE0F (Mn, a variation selector): separates
-    ("\u845b\U000E0100\u98fe", ["\u845b", "\u98fe"]),   # an ideographic variation selector
-    ("e\u0301t\u00e9", ["e\u0301t\u00e9"]),        # a combining acute: a diacritic, folded away
-    ("\U000F0000a", ["\U000F0000a"]),              # private use (Co)
+    ("x\U0001f970y \U0001f970", ["x\U0001f970y", "\U0001f970"]),  # U+1F970: not in FTS5's tables
+    ("\u2460 x\u2460", ["\u2460", "x\u2460"]),  # U+2460 (No)
+    ("a\ufe0fb", ["a", "b"]),  # U+FE0F (Mn, a variation selector): separates
+    ("\u845b\U000e0100\u98fe", ["\u845b", "\u98fe"]),  # an ideographic variation selector
+    ("e\u0301t\u00e9", ["e\u0301t\u00e9"]),  # a combining acute: a diacritic, folded away
+    ("\U000f0000a", ["\U000f0000a"]),  # private use (Co)
 ]
 
 
@@ -345,10 +425,14 @@ def test_token_characters_are_unicode61s_for_every_code_point():
     """Q2 over every code point from U+0080: 'x' c 'x' is one token, or 'x' and c for a
     CJK character (Q16), unless unicode61 takes c as a separator."""
     conn = new_db()
-    got = {cp for (cp,) in conn.execute(
-        "WITH RECURSIVE c(cp) AS (VALUES (128) UNION ALL SELECT cp + 1 FROM c WHERE cp < 1114111)"
-        " SELECT cp FROM c WHERE (cp < 55296 OR cp > 57343)"
-        " AND fts5_query('x' || char(cp) || 'x') = '\"x\"'")}
+    got = {
+        cp
+        for (cp,) in conn.execute(
+            "WITH RECURSIVE c(cp) AS (VALUES (128) UNION ALL SELECT cp + 1 FROM c WHERE cp < 1114111)"
+            " SELECT cp FROM c WHERE (cp < 55296 OR cp > 57343)"
+            " AND fts5_query('x' || char(cp) || 'x') = '\"x\"'"
+        )
+    }
     want = {cp for cp in unicode61_separators() if not is_cjk(chr(cp))}
     assert sorted(got - want)[:20] == [] and sorted(want - got)[:20] == []
     assert 0x3005 not in want and 0x3001 in want  # the table is not trivially empty
@@ -356,9 +440,13 @@ def test_token_characters_are_unicode61s_for_every_code_point():
 
 #: any character but a surrogate or NUL (the index leaves what follows a NUL as it is,
 #: migration 0011), often one of ALPHABET's
-any_texts = st.lists(st.one_of(st.sampled_from(ALPHABET),
-                               st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")),
-                     max_size=40).map("".join)
+any_texts = st.lists(
+    st.one_of(
+        st.sampled_from(ALPHABET),
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+    ),
+    max_size=40,
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -369,8 +457,11 @@ def test_query_terms_are_the_rows_index_terms(t):
     two or joins two, and each finds the row alone."""
     conn = new_db()
     conn.execute("INSERT INTO episodes(id, content) VALUES ('a', ?)", (t,))
-    terms = json.loads(conn.execute("SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')",
-                                    (t,)).fetchall()[0][0])
+    terms = json.loads(
+        conn.execute("SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (t,)).fetchall()[0][
+            0
+        ]
+    )
     index = {term for (term,) in conn.execute("SELECT term FROM episodes_fts_vocab")}
     assert {term for _, term in terms} == index
     for phrase, _ in terms:
@@ -404,10 +495,18 @@ def test_issue_cases_are_found_by_keyword_with_no_model(tmp_path):
     }
     with Store(str(tmp_path / "m.db")) as s:
         ids = {k: s.add(v, id=k) for k, v in memories.items()}
-        for query, want in [("パスワード", "jp"), ("Postgres", "jp"),
-                            ("認証情報", "jp"), ("备份", "zh"), ("数据库备份", "zh"),
-                            ("비밀번호", "ko"), ("변경", "ko"), ("ภาษาไทย", "th"),
-                            ("デプロイ", "emoji"), ("cat", "en")]:
+        for query, want in [
+            ("パスワード", "jp"),
+            ("Postgres", "jp"),
+            ("認証情報", "jp"),
+            ("备份", "zh"),
+            ("数据库备份", "zh"),
+            ("비밀번호", "ko"),
+            ("변경", "ko"),
+            ("ภาษาไทย", "th"),
+            ("デプロイ", "emoji"),
+            ("cat", "en"),
+        ]:
             hits = s.recall(query, 3, touch=False).hits
             assert hits and hits[0].id == ids[want], (query, [h.id for h in hits])
         # a word touching CJK is its own word: 'vault' is in two memories
@@ -421,21 +520,52 @@ def test_issue_cases_are_found_by_keyword_with_no_model(tmp_path):
 def bm25_cte() -> str:
     """The recall statement up to its ``bm25`` CTE, selecting that CTE."""
     sql = read_sql("recall.sql")
-    head = sql[:sql.index("\n-- 2. ") + 1].rstrip()
+    head = sql[: sql.index("\n-- 2. ") + 1].rstrip()
     assert head.endswith("),")
     return head[:-1] + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
 
 
 CTE = bm25_cte()
 CTE_PARAMS = statement_params(CTE)
-REFERENCE = ("SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
-             "WHERE episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') "
-             "ORDER BY bm25(episodes_fts), rowid LIMIT ?2")
+REFERENCE = (
+    "SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
+    "WHERE episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') "
+    "ORDER BY bm25(episodes_fts), rowid LIMIT ?2"
+)
 
 #: words that repeat (so that some bigrams are in half of the rows: stopwords)
-WORDS = ["パスワード", "データベース", "バックアップ", "の", "は", "を", "認証", "情報", "します",
-         "备份", "数据库", "服务器", "密码", "的", "了", "비밀번호를", "변경", "서버", "의",
-         "ภาษา", "ไทย", "Postgres", "Vault", "the", "cat", "😀", "🚀", "2024年", "ＡＢＣ", "ｶﾀｶﾅ"]
+WORDS = [
+    "パスワード",
+    "データベース",
+    "バックアップ",
+    "の",
+    "は",
+    "を",
+    "認証",
+    "情報",
+    "します",
+    "备份",
+    "数据库",
+    "服务器",
+    "密码",
+    "的",
+    "了",
+    "비밀번호를",
+    "변경",
+    "서버",
+    "의",
+    "ภาษา",
+    "ไทย",
+    "Postgres",
+    "Vault",
+    "the",
+    "cat",
+    "😀",
+    "🚀",
+    "2024年",
+    "ＡＢＣ",
+    "ｶﾀｶﾅ",
+]
 
 
 def cjk_text(rng: random.Random) -> str:
@@ -455,14 +585,20 @@ def fresh_index_agrees(conn, queries) -> None:
     rows = conn.execute("SELECT rowid, content FROM episodes").fetchall()
     conn.execute("CREATE VIRTUAL TABLE temp.ref USING fts5(content, tokenize = 'porter unicode61')")
     try:
-        conn.executemany("INSERT INTO temp.ref(rowid, content) VALUES (?, ?)",
-                         [(r, segment(c)) for r, c in rows])
+        conn.executemany(
+            "INSERT INTO temp.ref(rowid, content) VALUES (?, ?)", [(r, segment(c)) for r, c in rows]
+        )
         for q in queries:
-            want = conn.execute("SELECT rowid, bm25(ref) FROM temp.ref WHERE ref MATCH "
-                                "coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid", (q,)).fetchall()
-            got = conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
-                               "episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid",
-                               (q,)).fetchall()
+            want = conn.execute(
+                "SELECT rowid, bm25(ref) FROM temp.ref WHERE ref MATCH "
+                "coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid",
+                (q,),
+            ).fetchall()
+            got = conn.execute(
+                "SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+                "episodes_fts MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY 2, rowid",
+                (q,),
+            ).fetchall()
             assert got == want, q
     finally:
         conn.execute("DROP TABLE temp.ref")
@@ -476,39 +612,53 @@ def assert_exact(conn, queries, limits=(1, 5, 50)) -> None:
             assert got == want, (q, limit, got[:5], want[:5])
 
 
-op = st.tuples(st.sampled_from(["insert", "replace", "update", "delete", "rowid"]),
-               st.integers(0, 40), st.integers(0, 2**32))
+op = st.tuples(
+    st.sampled_from(["insert", "replace", "update", "delete", "rowid"]),
+    st.integers(0, 40),
+    st.integers(0, 2**32),
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(20, 120), st.lists(op, max_size=40), st.integers(0, 2**32),
-       st.sampled_from(["fresh", "absent", "stale"]))
+@given(
+    st.integers(20, 120),
+    st.lists(op, max_size=40),
+    st.integers(0, 2**32),
+    st.sampled_from(["fresh", "absent", "stale"]),
+)
 def test_property_bm25_list_is_bm25s_across_cjk_churn(start, ops, seed, hint):
     rng = random.Random(seed)
     conn = new_db()
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{i}", cjk_text(rng)) for i in range(start)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{i}", cjk_text(rng)) for i in range(start)],
+        )
     if hint != "absent":
         conn.execute(read_sql("stopwords.sql"), {"min_rows": 0})
     for kind, n, s in ops:
         r = random.Random(s)
         if kind == "insert":
-            conn.execute("INSERT OR IGNORE INTO episodes(id, content) VALUES (?, ?)",
-                         (f"n{n}", cjk_text(r)))
+            conn.execute(
+                "INSERT OR IGNORE INTO episodes(id, content) VALUES (?, ?)", (f"n{n}", cjk_text(r))
+            )
         elif kind == "replace":
-            conn.execute("INSERT OR REPLACE INTO episodes(id, content) VALUES (?, ?)",
-                         (f"e{n}", cjk_text(r)))
+            conn.execute(
+                "INSERT OR REPLACE INTO episodes(id, content) VALUES (?, ?)", (f"e{n}", cjk_text(r))
+            )
         elif kind == "update":
             conn.execute("UPDATE episodes SET content = ? WHERE id = ?", (cjk_text(r), f"e{n}"))
         elif kind == "delete":
             conn.execute("DELETE FROM episodes WHERE id = ?", (f"e{n}",))
         else:
-            conn.execute("UPDATE OR REPLACE episodes SET rowid = ? WHERE id = ?",
-                         (r.randint(1, 200), f"e{n}"))
+            conn.execute(
+                "UPDATE OR REPLACE episodes SET rowid = ? WHERE id = ?",
+                (r.randint(1, 200), f"e{n}"),
+            )
     if hint == "stale":  # computed before the churn, or for another database
-        conn.execute("UPDATE rrf_meta SET value = value || ' の認 备份 the' "
-                     "WHERE key = 'bm25_stopwords'")
+        conn.execute(
+            "UPDATE rrf_meta SET value = value || ' の認 备份 the' WHERE key = 'bm25_stopwords'"
+        )
     integrity(conn)
     queries = [cjk_text(random.Random(seed + i)) for i in range(6)]
     queries += ["パスワード", "の", "は", "认证", "Postgres", "😀", "备份数据库", "の認証"]
@@ -520,13 +670,18 @@ def test_common_bigrams_are_stopwords_and_the_list_stays_exact():
     rng = random.Random(5)
     conn = new_db()
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{i}", "データの" + cjk_text(rng)) for i in range(300)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{i}", "データの" + cjk_text(rng)) for i in range(300)],
+        )
     conn.execute(read_sql("stopwords.sql"), {"min_rows": 0})
     stop = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()[0][0]
     assert {"デー", "ータ", "タの"} <= set(stop.split())
-    dropped = json.loads(conn.execute("SELECT fts5_query('データの备份', 'terms', ?, "
-                                      "'porter unicode61')", (stop,)).fetchall()[0][0])
+    dropped = json.loads(
+        conn.execute(
+            "SELECT fts5_query('データの备份', 'terms', ?, 'porter unicode61')", (stop,)
+        ).fetchall()[0][0]
+    )
     assert [t for _, t in dropped][:3] == ["デー", "ータ", "タの"]
     assert_exact(conn, ["データの备份", "データ", "の备份 Vault", "タの"])
 
@@ -540,8 +695,10 @@ def test_every_kind_of_write_through_the_shell_keeps_the_index_right(tmp_path):
     conn = new_db(db)
     rng = random.Random(3)
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{i}", cjk_text(rng)) for i in range(30)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{i}", cjk_text(rng)) for i in range(30)],
+        )
     conn.close()
 
     def q(t: str) -> str:
@@ -551,19 +708,23 @@ def test_every_kind_of_write_through_the_shell_keeps_the_index_right(tmp_path):
     for i in range(60):
         t = cjk_text(rng)
         n = rng.randint(0, 40)
-        writes.append(rng.choice([
-            f"INSERT INTO episodes(id, content) VALUES ('s{i}', {q(t)});",
-            f"INSERT OR REPLACE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
-            f"REPLACE INTO episodes(rowid, id, content) VALUES ({n}, 'r{i}', {q(t)});",
-            f"UPDATE episodes SET content = {q(t)} WHERE id = 'e{n}';",
-            f"UPDATE episodes SET content = content || {q(t)} WHERE rowid % 7 = {n % 7};",
-            f"UPDATE OR REPLACE episodes SET rowid = {n + 1} WHERE id = 'e{(n * 3) % 40}';",
-            f"UPDATE OR REPLACE episodes SET id = 'e{n}' WHERE id = 'e{(n + 1) % 40}';",
-            f"DELETE FROM episodes WHERE id = 'e{n}';",
-            f"INSERT INTO episodes(id, content) VALUES ('e{n}', {q(t)}) "
-            f"ON CONFLICT(id) DO UPDATE SET content = excluded.content;",
-            f"INSERT OR IGNORE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
-        ]))
+        writes.append(
+            rng.choice(
+                [
+                    f"INSERT INTO episodes(id, content) VALUES ('s{i}', {q(t)});",
+                    f"INSERT OR REPLACE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
+                    f"REPLACE INTO episodes(rowid, id, content) VALUES ({n}, 'r{i}', {q(t)});",
+                    f"UPDATE episodes SET content = {q(t)} WHERE id = 'e{n}';",
+                    f"UPDATE episodes SET content = content || {q(t)} WHERE rowid % 7 = {n % 7};",
+                    f"UPDATE OR REPLACE episodes SET rowid = {n + 1} WHERE id = 'e{(n * 3) % 40}';",
+                    f"UPDATE OR REPLACE episodes SET id = 'e{n}' WHERE id = 'e{(n + 1) % 40}';",
+                    f"DELETE FROM episodes WHERE id = 'e{n}';",
+                    f"INSERT INTO episodes(id, content) VALUES ('e{n}', {q(t)}) "
+                    f"ON CONFLICT(id) DO UPDATE SET content = excluded.content;",
+                    f"INSERT OR IGNORE INTO episodes(id, content) VALUES ('e{n}', {q(t)});",
+                ]
+            )
+        )
     check = "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1);\n"
     out = shell(db, "PRAGMA recursive_triggers;\n" + "".join(w + "\n" + check for w in writes))
     assert out.split() == ["0"]  # the shell's default: recursive_triggers OFF
@@ -585,38 +746,63 @@ def test_migration_keeps_english_exact_and_segments_the_rest(tmp_path):
     sqlite_rrf.load(conn)
     migrate(conn, before)
     rng = random.Random(9)
-    english = ["the cat sat on the mat", "running runs runner", "a vault of keys",
-               "Study of memory in cats", "na\u00efve caf\u00e9 \u00fcber", "x\U0001D400y"]
+    english = [
+        "the cat sat on the mat",
+        "running runs runner",
+        "a vault of keys",
+        "Study of memory in cats",
+        "na\u00efve caf\u00e9 \u00fcber",
+        "x\U0001d400y",
+    ]
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{i}", rng.choice(english) + f" {i}") for i in range(200)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{i}", rng.choice(english) + f" {i}") for i in range(200)],
+        )
         # CJK rows without ASCII letters or digits, so that the ASCII terms below are the
         # English rows' alone (Latin words touching CJK become their own terms)
         no_ascii = [w for w in WORDS if not any(c.isascii() for c in w)]
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"j{i}", "".join(rng.choices(no_ascii, k=8))) for i in range(50)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"j{i}", "".join(rng.choices(no_ascii, k=8))) for i in range(50)],
+        )
         conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('usermerge', 7)")
     queries = ["cat", "running vault", "study memory cats", "caf\u00e9", "the 17"]
-    old = {q: conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
-                           "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
-                           (q,)).fetchall() for q in queries}
+    old = {
+        q: conn.execute(
+            "SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+            "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
+            (q,),
+        ).fetchall()
+        for q in queries
+    }
     vocab = "SELECT term, doc, cnt FROM episodes_fts_vocab WHERE term NOT GLOB '*[^a-z0-9]*'"
     old_vocab = conn.execute(vocab).fetchall()
-    want = {r for r, c in conn.execute("SELECT rowid, content FROM episodes")
-            if "パスワード" in c}
+    want = {r for r, c in conn.execute("SELECT rowid, content FROM episodes") if "パスワード" in c}
     assert set(match(conn, '"パスワード"')) < want  # before: only a whole run matched
     migrate(conn)
     integrity(conn)
     assert conn.execute(vocab).fetchall() == old_vocab
     for q in queries:  # the English rows keep their bm25(): same terms, same lengths
-        got = conn.execute("SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
-                           "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
-                           (q,)).fetchall()
+        got = conn.execute(
+            "SELECT rowid, bm25(episodes_fts) FROM episodes_fts WHERE "
+            "episodes_fts MATCH fts5_query(?) AND rowid <= 200 ORDER BY 2, rowid",
+            (q,),
+        ).fetchall()
         assert [r for r, _ in got] == [r for r, _ in old[q]]
     assert dict(conn.execute("SELECT k, v FROM episodes_fts_config")) == {
-        "automerge": 0, "crisismerge": 16, "usermerge": 7, "version": 4}
-    assert want and set(match(conn, conn.execute("SELECT fts5_query('パスワード', 'and')")
-                                   .fetchall()[0][0])) >= want
+        "automerge": 0,
+        "crisismerge": 16,
+        "usermerge": 7,
+        "version": 4,
+    }
+    assert (
+        want
+        and set(
+            match(conn, conn.execute("SELECT fts5_query('パスワード', 'and')").fetchall()[0][0])
+        )
+        >= want
+    )
     fresh_index_agrees(conn, ["パスワード", "cat", "the 17", "备份"])
 
 
@@ -656,10 +842,12 @@ def test_a_model_named_hf_embeds_and_recalls_cjk(tmp_path):
     assert "每天晚上备份数据库" in out.split("\n")[1] and "vector #" in out
     with Store(db, readonly=True) as s:
         remembered = s.conn.execute(
-            "SELECT value FROM rrf_meta WHERE key = 'embedding_model'").fetchall()
+            "SELECT value FROM rrf_meta WHERE key = 'embedding_model'"
+        ).fetchall()
         assert remembered and MULTILINGUAL in str(remembered[0][0])
-        assert s.conn.execute("SELECT count(*) FROM episodes WHERE embedding IS NOT NULL"
-                              ).fetchall() == [(2,)]
+        assert s.conn.execute(
+            "SELECT count(*) FROM episodes WHERE embedding IS NOT NULL"
+        ).fetchall() == [(2,)]
 
 
 def test_a_long_migration_says_how_long_on_a_terminal(monkeypatch):
@@ -677,15 +865,18 @@ def test_a_long_migration_says_how_long_on_a_terminal(monkeypatch):
     sqlite_rrf.load(conn)
     migrate(conn, [m for m in available() if m.version < 11])
     with conn:
-        conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                         [(f"e{i}", f"memory {i} パスワード{i}") for i in range(3000)])
+        conn.executemany(
+            "INSERT INTO episodes(id, content) VALUES (?, ?)",
+            [(f"e{i}", f"memory {i} パスワード{i}") for i in range(3000)],
+        )
     err = Tty()
     monkeypatch.setattr(mig, "PROGRESS_EVERY_S", 0.0)
     monkeypatch.setattr(mig.sys, "stderr", err)
     assert migrate(conn) == [11]
     lines = err.getvalue().splitlines()
-    assert lines and all(line.startswith("sqlite-rrf: migration 0011_every_script: ")
-                         for line in lines)
+    assert lines and all(
+        line.startswith("sqlite-rrf: migration 0011_every_script: ") for line in lines
+    )
     assert lines[-1].endswith(" s") and "done in" in lines[-1]
     # not a terminal: nothing is printed
     quiet = io.StringIO()

@@ -33,13 +33,31 @@ import sqlite_rrf
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.environ.get("SQLITE_RRF_MODEL") or os.path.join(
-    os.path.dirname(REPO), "shared", "models", "all-MiniLM-L6-v2-f16.gguf")
-N_MIGRATIONS = len([f for f in os.listdir(os.path.join(REPO, "sql", "migrations"))
-                    if re.match(r"^\d{4}_[a-z0-9_]+\.sql$", f)])
+    os.path.dirname(REPO), "shared", "models", "all-MiniLM-L6-v2-f16.gguf"
+)
+N_MIGRATIONS = len(
+    [
+        f
+        for f in os.listdir(os.path.join(REPO, "sql", "migrations"))
+        if re.match(r"^\d{4}_[a-z0-9_]+\.sql$", f)
+    ]
+)
 LISTS = ("bm25", "vector", "recency", "access")
 DEFAULT_W = (1.0, 1.0, 0.6, 0.4)
-JSON_KEYS = {"id", "content", "score", "bm25_rank", "vec_rank", "recency_rank", "access_rank",
-             "similarity", "explain", "duplicates", "duplicate_ids", "relevance"}
+JSON_KEYS = {
+    "id",
+    "content",
+    "score",
+    "bm25_rank",
+    "vec_rank",
+    "recency_rank",
+    "access_rank",
+    "similarity",
+    "explain",
+    "duplicates",
+    "duplicate_ids",
+    "relevance",
+}
 
 
 def _llama_importable() -> bool:
@@ -51,14 +69,18 @@ def _llama_importable() -> bool:
 
 
 def requires_model(f):
-    f = pytest.mark.skipif(not os.path.isfile(MODEL),
-                           reason=f"the embedding model {MODEL} is not there")(f)
-    f = pytest.mark.skipif(not _llama_importable(),
-                           reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'")(f)
+    f = pytest.mark.skipif(
+        not os.path.isfile(MODEL), reason=f"the embedding model {MODEL} is not there"
+    )(f)
+    f = pytest.mark.skipif(
+        not _llama_importable(),
+        reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'",
+    )(f)
     return pytest.mark.embed(f)
 
 
 # ---- running the CLI ----
+
 
 def run(*args, cwd, model=None, env=None, stdin=None, script=False, timeout=300):
     """Run the CLI. Without ``model`` no model is available: SQLITE_RRF_MODEL is unset and
@@ -75,8 +97,15 @@ def run(*args, cwd, model=None, env=None, stdin=None, script=False, timeout=300)
         cmd = [os.path.join(os.path.dirname(sys.executable), "sqlite-rrf")]
     else:
         cmd = [sys.executable, "-m", "sqlite_rrf"]
-    return subprocess.run(cmd + [str(a) for a in args], cwd=str(cwd), env=e, input=stdin,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        cmd + [str(a) for a in args],
+        cwd=str(cwd),
+        env=e,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ok(p):
@@ -98,13 +127,16 @@ def fails_clearly(p, *needles):
 
 # ---- reading databases back ----
 
+
 def dump(path):
     """Every episode and every rrf_meta row (the whole state a write could change)."""
     c = apsw.Connection(str(path))
     try:
-        eps = c.execute("SELECT rowid, id, content, embedding, created_at, accessed_at, "
-                        "access_count, importance, kind, metadata FROM episodes "
-                        "ORDER BY rowid").fetchall()
+        eps = c.execute(
+            "SELECT rowid, id, content, embedding, created_at, accessed_at, "
+            "access_count, importance, kind, metadata FROM episodes "
+            "ORDER BY rowid"
+        ).fetchall()
         meta = c.execute("SELECT key, value FROM rrf_meta ORDER BY key").fetchall()
     finally:
         c.close()
@@ -163,8 +195,11 @@ T0 = 1_700_000_000_000
 def small_episodes(prefix="e", n=6, dim=8):
     out = []
     for i in range(n):
-        ep = {"id": f"{prefix}{i}", "content": f"small episode {i} about topic {i % 3}",
-              "embedding": [float(x) for x in f32(RNG.standard_normal(dim))]}
+        ep = {
+            "id": f"{prefix}{i}",
+            "content": f"small episode {i} about topic {i % 3}",
+            "embedding": [float(x) for x in f32(RNG.standard_normal(dim))],
+        }
         if i % 2 == 0:
             ep.update(created_at=T0 + i * 1000, accessed_at=T0 + i * 2000, access_count=i)
         if i % 3 == 1:
@@ -179,12 +214,19 @@ def small_episodes(prefix="e", n=6, dim=8):
 def db8(tmp_path):
     """A database holding three 8-d episodes, imported by the CLI."""
     path = tmp_path / "base.db"
-    ok(run("import", path, write_jsonl(tmp_path / "base.jsonl", small_episodes("base", 3)),
-           cwd=tmp_path))
+    ok(
+        run(
+            "import",
+            path,
+            write_jsonl(tmp_path / "base.jsonl", small_episodes("base", 3)),
+            cwd=tmp_path,
+        )
+    )
     return path
 
 
 # ---- init, --version, path, sql ----
+
 
 def test_init_creates_and_init_twice_is_a_no_op(tmp_path):
     path = tmp_path / "mem.db"
@@ -256,6 +298,7 @@ def test_console_script(tmp_path):
 
 # ---- import (embeddings given: no model) ----
 
+
 def test_import_with_embeddings(tmp_path):
     path = tmp_path / "imp.db"
     eps = small_episodes("imp", 6)
@@ -285,8 +328,9 @@ def test_import_with_embeddings(tmp_path):
     assert meta(path, "embedding_model") is None  # nothing was embedded
     # rows are searchable: the FTS triggers ran
     c = apsw.Connection(str(path))
-    assert c.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'topic'"
-                     ).fetchall() == [(6,)]
+    assert c.execute(
+        "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'topic'"
+    ).fetchall() == [(6,)]
     c.close()
 
 
@@ -307,8 +351,14 @@ def test_import_from_stdin_and_replace(tmp_path, db8):
     assert len(got) == 5
 
 
-GOOD = [{"id": f"ok{i}", "content": f"good line {i}",
-         "embedding": [float(x) for x in f32(RNG.standard_normal(8))]} for i in range(3)]
+GOOD = [
+    {
+        "id": f"ok{i}",
+        "content": f"good line {i}",
+        "embedding": [float(x) for x in f32(RNG.standard_normal(8))],
+    }
+    for i in range(3)
+]
 
 
 def _emb(n=8, value=None):
@@ -318,31 +368,49 @@ def _emb(n=8, value=None):
 BAD_LINES = {
     "invalid-json": ('{"id": "bad", "content": "unterminated"', ["JSON"]),
     "not-an-object": ('["bad", "content"]', ["object"]),
-    "unknown-field": (json.dumps({"id": "bad", "content": "c", "embedding": _emb(),
-                                  "body": "typo"}), ["body"]),
-    "content-type": (json.dumps({"id": "bad", "content": 42, "embedding": _emb()}),
-                     ["content"]),
+    "unknown-field": (
+        json.dumps({"id": "bad", "content": "c", "embedding": _emb(), "body": "typo"}),
+        ["body"],
+    ),
+    "content-type": (json.dumps({"id": "bad", "content": 42, "embedding": _emb()}), ["content"]),
     "content-missing": (json.dumps({"id": "bad", "embedding": _emb()}), ["content"]),
     "id-type": (json.dumps({"id": 7, "content": "c", "embedding": _emb()}), ["id"]),
-    "access-count-type": (json.dumps({"id": "bad", "content": "c", "embedding": _emb(),
-                                      "access_count": "3"}), ["access_count"]),
-    "created-at-negative": (json.dumps({"id": "bad", "content": "c", "embedding": _emb(),
-                                        "created_at": -5}), ["created_at"]),
-    "importance": (json.dumps({"id": "bad", "content": "c", "embedding": _emb(),
-                               "importance": "urgent"}), ["importance"]),
-    "embedding-string": (json.dumps({"id": "bad", "content": "c", "embedding": "0.1,0.2"}),
-                         ["embedding"]),
-    "embedding-non-number": (json.dumps({"id": "bad", "content": "c",
-                                         "embedding": [0.1, "x", 0.3, 0, 0, 0, 0, 0]}),
-                             ["embedding"]),
-    "embedding-zero": (json.dumps({"id": "bad", "content": "c", "embedding": _emb(8, 0.0)}),
-                       ["embedding"]),
-    "wrong-dimension": (json.dumps({"id": "bad", "content": "c", "embedding": _emb(7)}),
-                        ["dimension", "7"]),
-    "duplicate-id-in-file": (json.dumps({"id": "ok0", "content": "again", "embedding": _emb()}),
-                             ["ok0"]),
-    "duplicate-id-in-db": (json.dumps({"id": "base1", "content": "again", "embedding": _emb()}),
-                           ["base1"]),
+    "access-count-type": (
+        json.dumps({"id": "bad", "content": "c", "embedding": _emb(), "access_count": "3"}),
+        ["access_count"],
+    ),
+    "created-at-negative": (
+        json.dumps({"id": "bad", "content": "c", "embedding": _emb(), "created_at": -5}),
+        ["created_at"],
+    ),
+    "importance": (
+        json.dumps({"id": "bad", "content": "c", "embedding": _emb(), "importance": "urgent"}),
+        ["importance"],
+    ),
+    "embedding-string": (
+        json.dumps({"id": "bad", "content": "c", "embedding": "0.1,0.2"}),
+        ["embedding"],
+    ),
+    "embedding-non-number": (
+        json.dumps({"id": "bad", "content": "c", "embedding": [0.1, "x", 0.3, 0, 0, 0, 0, 0]}),
+        ["embedding"],
+    ),
+    "embedding-zero": (
+        json.dumps({"id": "bad", "content": "c", "embedding": _emb(8, 0.0)}),
+        ["embedding"],
+    ),
+    "wrong-dimension": (
+        json.dumps({"id": "bad", "content": "c", "embedding": _emb(7)}),
+        ["dimension", "7"],
+    ),
+    "duplicate-id-in-file": (
+        json.dumps({"id": "ok0", "content": "again", "embedding": _emb()}),
+        ["ok0"],
+    ),
+    "duplicate-id-in-db": (
+        json.dumps({"id": "base1", "content": "again", "embedding": _emb()}),
+        ["base1"],
+    ),
 }
 
 
@@ -360,11 +428,22 @@ def test_import_bad_line_is_reported_and_nothing_is_written(tmp_path, db8, case)
 
 
 def test_import_wrong_dimension_against_the_database(tmp_path, db8):
-    eps = [{"id": f"w{i}", "content": "sixteen dims",
-            "embedding": [float(x) for x in f32(RNG.standard_normal(16))]} for i in range(2)]
+    eps = [
+        {
+            "id": f"w{i}",
+            "content": "sixteen dims",
+            "embedding": [float(x) for x in f32(RNG.standard_normal(16))],
+        }
+        for i in range(2)
+    ]
     before = dump(db8)
-    fails_clearly(run("import", db8, write_jsonl(tmp_path / "w.jsonl", eps), cwd=tmp_path),
-                  "line 1", "dimension", "8", "16")
+    fails_clearly(
+        run("import", db8, write_jsonl(tmp_path / "w.jsonl", eps), cwd=tmp_path),
+        "line 1",
+        "dimension",
+        "8",
+        "16",
+    )
     assert dump(db8) == before
 
 
@@ -376,17 +455,22 @@ def test_import_missing_file(tmp_path, db8):
 
 # ---- stats ----
 
+
 def test_stats_json_and_text(tmp_path):
     path = tmp_path / "st.db"
     eps = small_episodes("st", 6)
-    eps.append({"id": "st-noemb", "content": "no embedding", "created_at": T0 - 5,
-                "access_count": 3})
+    eps.append(
+        {"id": "st-noemb", "content": "no embedding", "created_at": T0 - 5, "access_count": 3}
+    )
     # an episode without embedding needs the model: import the embedded ones, then
     # write the last one directly
     ok(run("import", path, write_jsonl(tmp_path / "st.jsonl", eps[:-1]), cwd=tmp_path))
     c = apsw.Connection(str(path))
-    c.execute("INSERT INTO episodes(id, content, created_at, accessed_at, access_count) "
-              "VALUES ('st-noemb', 'no embedding', ?, ?, 3)", (T0 - 5, T0 - 5))
+    c.execute(
+        "INSERT INTO episodes(id, content, created_at, accessed_at, access_count) "
+        "VALUES ('st-noemb', 'no embedding', ?, ?, 3)",
+        (T0 - 5, T0 - 5),
+    )
     c.close()
     created = [r["created_at"] for r in rows_by_id(path).values()]
 
@@ -399,8 +483,9 @@ def test_stats_json_and_text(tmp_path):
     assert st["oldest_created_at"] == min(created) == T0 - 5
     assert st["newest_created_at"] == max(created)
     assert st["total_accesses"] == sum(e.get("access_count", 0) for e in eps)
-    assert st["by_importance"] == dict(collections.Counter(
-        e.get("importance", "normal") for e in eps))
+    assert st["by_importance"] == dict(
+        collections.Counter(e.get("importance", "normal") for e in eps)
+    )
     assert st["size_bytes"] == os.path.getsize(path)
 
     text = ok(run("stats", path, cwd=tmp_path)).stdout
@@ -428,6 +513,7 @@ def test_database_newer_than_the_cli_is_a_clear_error(tmp_path, db8):
 
 # ---- a missing model ----
 
+
 def test_missing_model_is_a_one_line_error_naming_the_path(tmp_path, db8):
     missing = tmp_path / "models" / "not-here.gguf"
     before = dump(db8)
@@ -435,14 +521,16 @@ def test_missing_model_is_a_one_line_error_naming_the_path(tmp_path, db8):
     src = write_jsonl(tmp_path / "noemb.jsonl", [{"id": "ne", "content": "needs a model"}])
     fails_clearly(run("import", db8, src, cwd=tmp_path, model=str(missing)), str(missing))
     other = tmp_path / "flag-model.gguf"
-    fails_clearly(run("recall", db8, "query", "--model", other, cwd=tmp_path, model=str(missing)),
-                  str(other))
+    fails_clearly(
+        run("recall", db8, "query", "--model", other, cwd=tmp_path, model=str(missing)), str(other)
+    )
     assert dump(db8) == before
 
 
 # ======================================================================
 # Tests that embed (the shared GGUF model)
 # ======================================================================
+
 
 @pytest.fixture(scope="module")
 def embedder():
@@ -463,22 +551,42 @@ POOL_QUERY = "rotate signing material"
 
 # (content, created_at offset in hours, accessed_at offset in hours, access_count, importance)
 CORPUS = [
-    ("Production Postgres credentials are stored in Vault under secret/prod/db and rotate "
-     "every ninety days.", 1, 1, 0, "normal"),
+    (
+        "Production Postgres credentials are stored in Vault under secret/prod/db and rotate "
+        "every ninety days.",
+        1,
+        1,
+        0,
+        "normal",
+    ),
     ("The staging Postgres cluster runs version 16 with two replicas.", 30, 31, 2, "normal"),
     ("Vault tokens for CI jobs expire after one hour.", 12, 40, 1, "normal"),
-    ("Nightly backups of Postgres go to cold object storage for thirty days; restores are "
-     "tested monthly by the platform team.", 20, 20, 2, "high"),
-    ("The user prefers green tea over coffee during long debugging sessions.", 50, 52, 5,
-     "low"),
-    ("We chose FastAPI over Flask for the reporting service because of async support.", 44,
-     44, 0, "normal"),
-    ("Incident: the ETL job failed because a bucket policy denied the new role.", 33, 70, 3,
-     "normal"),
+    (
+        "Nightly backups of Postgres go to cold object storage for thirty days; restores are "
+        "tested monthly by the platform team.",
+        20,
+        20,
+        2,
+        "high",
+    ),
+    ("The user prefers green tea over coffee during long debugging sessions.", 50, 52, 5, "low"),
+    (
+        "We chose FastAPI over Flask for the reporting service because of async support.",
+        44,
+        44,
+        0,
+        "normal",
+    ),
+    (
+        "Incident: the ETL job failed because a bucket policy denied the new role.",
+        33,
+        70,
+        3,
+        "normal",
+    ),
     ("Quarterly offsite planning: agenda, budget, venue shortlist.", 2, 2, 0, "normal"),
     ("The frontend build uses Vite and pnpm workspaces.", 60, 61, 1, "normal"),
-    ("Customer invoices are archived for seven years to satisfy auditors.", 8, 9, 0,
-     "normal"),
+    ("Customer invoices are archived for seven years to satisfy auditors.", 8, 9, 0, "normal"),
     ("On-call engineers rotate weekly and hand over on Mondays.", 65, 66, 4, "normal"),
     ("Grafana dashboards show request latency per endpoint.", 70, 75, 2, "normal"),
 ]
@@ -493,11 +601,18 @@ def corpus(embedder):
     for i, ((content, created, accessed, count, imp), v) in enumerate(zip(CORPUS, vecs)):
         if i == HIDDEN:
             v = embedder.embed(POOL_QUERY)
-        eps.append({"id": f"ep{i:02d}", "content": content,
-                    "embedding": [float(x) for x in f32(v)],
-                    "created_at": T0 + created * 3_600_000,
-                    "accessed_at": T0 + accessed * 3_600_000,
-                    "access_count": count, "importance": imp, "rowid": i + 1})
+        eps.append(
+            {
+                "id": f"ep{i:02d}",
+                "content": content,
+                "embedding": [float(x) for x in f32(v)],
+                "created_at": T0 + created * 3_600_000,
+                "accessed_at": T0 + accessed * 3_600_000,
+                "access_count": count,
+                "importance": imp,
+                "rowid": i + 1,
+            }
+        )
     return eps
 
 
@@ -506,8 +621,9 @@ def recall_db(tmp_path_factory, corpus):
     """A database of CORPUS imported by the CLI (embeddings given: no model needed)."""
     d = tmp_path_factory.mktemp("recall")
     path = d / "base.db"
-    src = write_jsonl(d / "corpus.jsonl",
-                      [{k: v for k, v in e.items() if k != "rowid"} for e in corpus])
+    src = write_jsonl(
+        d / "corpus.jsonl", [{k: v for k, v in e.items() if k != "rowid"} for e in corpus]
+    )
     ok(run("import", path, src, cwd=d))
     got = rows_by_id(path)
     assert [got[e["id"]]["rowid"] for e in corpus] == [e["rowid"] for e in corpus]
@@ -522,12 +638,15 @@ def rdb(tmp_path, recall_db):
 
 # ---- the plain-Python reference of the recall ----
 
+
 def fts_terms(texts):
     """The terms FTS5's 'porter unicode61' tokenizer makes of each text (a scratch
     table and fts5vocab: tokenizing is not under test here, ranking is)."""
     c = apsw.Connection(":memory:")
-    c.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61');"
-              "CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');")
+    c.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61');"
+        "CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');"
+    )
     for i, t in enumerate(texts):
         c.execute("INSERT INTO t(rowid, x) VALUES (?, ?)", (i, t))
     out = [[] for _ in texts]
@@ -577,25 +696,40 @@ def reference(episodes, qvec, query, *, k=60.0, w=DEFAULT_W, pool="recent", pool
     if pool == "all":
         pool_ids = set(by_id)
     else:
-        pool_ids = {e["id"] for e in sorted(episodes, key=lambda e: (-e["accessed_at"],
-                                                                     e["rowid"]))[:pool_size]}
+        pool_ids = {
+            e["id"]
+            for e in sorted(episodes, key=lambda e: (-e["accessed_at"], e["rowid"]))[:pool_size]
+        }
     cands = pool_ids | set(bm25_rank)
     sim = {i: unit_cos(by_id[i]["embedding"], qvec) for i in cands}
-    ranks = {"bm25": {i: bm25_rank.get(i) for i in cands},
-             "vector": dense_rank(sim),
-             "recency": dense_rank({i: by_id[i]["created_at"] for i in cands}),
-             "access": dense_rank({i: by_id[i]["access_count"] for i in cands})}
+    ranks = {
+        "bm25": {i: bm25_rank.get(i) for i in cands},
+        "vector": dense_rank(sim),
+        "recency": dense_rank({i: by_id[i]["created_at"] for i in cands}),
+        "access": dense_rank({i: by_id[i]["access_count"] for i in cands}),
+    }
     out = {}
     for i in cands:
-        contrib = {name: wt / (k + ranks[name][i]) for name, wt in zip(LISTS, w)
-                   if wt > 0 and ranks[name][i] is not None}
+        contrib = {
+            name: wt / (k + ranks[name][i])
+            for name, wt in zip(LISTS, w)
+            if wt > 0 and ranks[name][i] is not None
+        }
         score = sum(contrib.values())
         if by_id[i]["importance"] == "high":
             score += 1 / (k + 1) - 1 / (k + 11)
-        out[i] = {"id": i, "score": score, "similarity": sim[i], "contrib": contrib,
-                  "bm25_rank": ranks["bm25"][i], "vec_rank": ranks["vector"][i],
-                  "recency_rank": ranks["recency"][i], "access_rank": ranks["access"][i],
-                  "rowid": by_id[i]["rowid"], "importance": by_id[i]["importance"]}
+        out[i] = {
+            "id": i,
+            "score": score,
+            "similarity": sim[i],
+            "contrib": contrib,
+            "bm25_rank": ranks["bm25"][i],
+            "vec_rank": ranks["vector"][i],
+            "recency_rank": ranks["recency"][i],
+            "access_rank": ranks["access"][i],
+            "rowid": by_id[i]["rowid"],
+            "importance": by_id[i]["importance"],
+        }
     return out
 
 
@@ -615,9 +749,15 @@ def check_against_reference(hits, ref, limit):
         assert set(lists) == set(r["contrib"]), (h["id"], h["explain"])
         for name, c in r["contrib"].items():
             assert lists[name]["contribution"] == pytest.approx(c, rel=1e-12)
-            assert lists[name]["rank"] == {"bm25": r["bm25_rank"], "vector": r["vec_rank"],
-                                           "recency": r["recency_rank"],
-                                           "access": r["access_rank"]}[name]
+            assert (
+                lists[name]["rank"]
+                == {
+                    "bm25": r["bm25_rank"],
+                    "vector": r["vec_rank"],
+                    "recency": r["recency_rank"],
+                    "access": r["access_rank"],
+                }[name]
+            )
         assert ("importance" in h["explain"]) == (r["importance"] == "high")
     scores = [ref[h["id"]]["score"] for h in hits]
     assert all(a >= b - eps for a, b in zip(scores, scores[1:])), scores
@@ -638,6 +778,7 @@ def recall_json(db, query, *args, cwd):
 
 
 # ---- recall ----
+
 
 @requires_model
 def test_recall_json_matches_reference_and_store(tmp_path, rdb, corpus, embedder):
@@ -662,23 +803,35 @@ def test_recall_json_matches_reference_and_store(tmp_path, rdb, corpus, embedder
         assert h["content"] == s.content
         assert h["score"] == pytest.approx(s.score, rel=1e-12)
         assert (h["bm25_rank"], h["vec_rank"], h["recency_rank"], h["access_rank"]) == (
-            s.bm25_rank, s.vec_rank, s.recency_rank, s.access_rank)
+            s.bm25_rank,
+            s.vec_rank,
+            s.recency_rank,
+            s.access_rank,
+        )
         assert h["similarity"] == pytest.approx(s.similarity, abs=2e-5)
         assert h["explain"].keys() == s.explain.keys()
 
 
 # a hit's head line: rank, id, score, its absolute relevance (printed when known), and
 # the marks of high importance and of the near-duplicates it stands for
-_HIT = re.compile(r"^(\d+)\. (\S+)  score (\d+\.\d+)(?:  relevance (\d\.\d{3}))?"
-                  r"(  \[high importance\])?(?:  \[stands for (\d+) near-duplicates?\])?$")
-_RANKS = re.compile(r"^   bm25 (#\d+|-) · vector (#\d+ \(cos (-?\d+\.\d+)\)|-) · "
-                    r"recency (#\d+|-) · access (#\d+|-)$")
-_EXPLAIN = re.compile(r"^   explain: (?:\((.*)\) × (\d+\.\d+) \(recency/access\)|(.*)) = "
-                      r"(\d+\.\d+)$")
-_HYBRID = re.compile(r"^   explain: blend (\d+(?:\.\d+)?)·cos/best (\d+\.\d+) \+ "
-                     r"(\d+(?:\.\d+)?)·bm25/best (\d+\.\d+) = (\d+\.\d+); "
-                     r"\+ \(1 − \d+\.\d+\) × "
-                     r"nudge (\d+\.\d+) \(recency/use/importance\) = (\d+\.\d+)$")
+_HIT = re.compile(
+    r"^(\d+)\. (\S+)  score (\d+\.\d+)(?:  relevance (\d\.\d{3}))?"
+    r"(  \[high importance\])?(?:  \[stands for (\d+) near-duplicates?\])?$"
+)
+_RANKS = re.compile(
+    r"^   bm25 (#\d+|-) · vector (#\d+ \(cos (-?\d+\.\d+)\)|-) · "
+    r"recency (#\d+|-) · access (#\d+|-)$"
+)
+_EXPLAIN = re.compile(
+    r"^   explain: (?:\((.*)\) × (\d+\.\d+) \(recency/access\)|(.*)) = "
+    r"(\d+\.\d+)$"
+)
+_HYBRID = re.compile(
+    r"^   explain: blend (\d+(?:\.\d+)?)·cos/best (\d+\.\d+) \+ "
+    r"(\d+(?:\.\d+)?)·bm25/best (\d+\.\d+) = (\d+\.\d+); "
+    r"\+ \(1 − \d+\.\d+\) × "
+    r"nudge (\d+\.\d+) \(recency/use/importance\) = (\d+\.\d+)$"
+)
 _PART = re.compile(r"^(\w+) (\d+\.\d+) = (?:([\d.]+)/\(k\+(\d+)\)|boost)$")
 
 
@@ -688,9 +841,16 @@ def parse_text(out):
         m = _HIT.match(line)
         assert m or not re.match(r"^\d+\. ", line), f"a hit's head line not understood: {line!r}"
         if m:
-            hits.append({"n": int(m[1]), "id": m[2], "score": float(m[3]),
-                         "relevance": m[4] and float(m[4]), "high": bool(m[5]),
-                         "duplicates": int(m[6] or 0)})
+            hits.append(
+                {
+                    "n": int(m[1]),
+                    "id": m[2],
+                    "score": float(m[3]),
+                    "relevance": m[4] and float(m[4]),
+                    "high": bool(m[5]),
+                    "duplicates": int(m[6] or 0),
+                }
+            )
             continue
         m = _RANKS.match(line)
         if m:
@@ -698,9 +858,14 @@ def parse_text(out):
 
             def r(s):
                 return None if s == "-" else int(s[1:].split()[0])
-            hits[-1].update(bm25_rank=r(m[1]), vec_rank=r(m[2]), recency_rank=r(m[4]),
-                            access_rank=r(m[5]),
-                            similarity=None if m[3] is None else float(m[3]))
+
+            hits[-1].update(
+                bm25_rank=r(m[1]),
+                vec_rank=r(m[2]),
+                recency_rank=r(m[4]),
+                access_rank=r(m[5]),
+                similarity=None if m[3] is None else float(m[3]),
+            )
             continue
         m = _HYBRID.match(line)
         if m:
@@ -716,8 +881,9 @@ def parse_text(out):
         if m:
             parts = [_PART.match(p) for p in (m[1] or m[3]).split(" + ")]
             assert all(parts), line
-            hits[-1]["explain"] = [(p[1], float(p[2]), p[3] and float(p[3]),
-                                    p[4] and int(p[4])) for p in parts]
+            hits[-1]["explain"] = [
+                (p[1], float(p[2]), p[3] and float(p[3]), p[4] and int(p[4])) for p in parts
+            ]
             hits[-1]["multiplier"] = m[2] and float(m[2])
             hits[-1]["explain_total"] = float(m[4])
     return hits
@@ -727,15 +893,27 @@ def parse_text(out):
 def test_recall_text_and_explain(tmp_path, rdb, corpus, embedder):
     ref = reference(corpus, embedder.embed(QUERY), QUERY)
     top = sorted(ref.values(), key=lambda r: -r["score"])[:3]
-    plain = ok(run("recall", rdb, QUERY, "--no-touch", "--profile", "rrf", cwd=tmp_path,
-                   model=MODEL)).stdout
-    explained = ok(run("recall", rdb, QUERY, "--no-touch", "--explain", "--profile", "rrf",
-                       cwd=tmp_path,
-                       model=MODEL)).stdout
+    plain = ok(
+        run("recall", rdb, QUERY, "--no-touch", "--profile", "rrf", cwd=tmp_path, model=MODEL)
+    ).stdout
+    explained = ok(
+        run(
+            "recall",
+            rdb,
+            QUERY,
+            "--no-touch",
+            "--explain",
+            "--profile",
+            "rrf",
+            cwd=tmp_path,
+            model=MODEL,
+        )
+    ).stdout
     assert "explain:" not in plain
     # each hit's absolute relevance is printed on its head line, as --json gives it
-    relevance = {h["id"]: h["relevance"]
-                 for h in recall_json(rdb, QUERY, "--no-touch", cwd=tmp_path)[0]}
+    relevance = {
+        h["id"]: h["relevance"] for h in recall_json(rdb, QUERY, "--no-touch", cwd=tmp_path)[0]
+    }
     for out, with_explain in ((plain, False), (explained, True)):
         hits = parse_text(out)
         assert [h["n"] for h in hits] == [1, 2, 3]
@@ -746,17 +924,22 @@ def test_recall_text_and_explain(tmp_path, rdb, corpus, embedder):
             assert h["high"] == (r["importance"] == "high")
             assert h["relevance"] == pytest.approx(relevance[h["id"]], abs=5e-4)
             assert (h["bm25_rank"], h["vec_rank"], h["recency_rank"], h["access_rank"]) == (
-                r["bm25_rank"], r["vec_rank"], r["recency_rank"], r["access_rank"])
+                r["bm25_rank"],
+                r["vec_rank"],
+                r["recency_rank"],
+                r["access_rank"],
+            )
             assert h["similarity"] == pytest.approx(r["similarity"], abs=1e-3)
             # the content is shown
-            first_words = " ".join(next(e for e in corpus if e["id"] == h["id"])
-                                   ["content"].split()[:4])
+            first_words = " ".join(
+                next(e for e in corpus if e["id"] == h["id"])["content"].split()[:4]
+            )
             assert first_words in out
             if not with_explain:
                 assert "explain" not in h
                 continue
             names = [p[0] for p in h["explain"]]
-            assert names[:len(r["contrib"])] == [n for n in LISTS if n in r["contrib"]]
+            assert names[: len(r["contrib"])] == [n for n in LISTS if n in r["contrib"]]
             assert ("importance" in names) == (r["importance"] == "high")
             for name, c, weight, rank in h["explain"]:
                 if name == "importance":
@@ -809,8 +992,9 @@ def test_touch_no_touch_and_topic_gate(tmp_path, rdb, corpus, embedder):
     # with --topic-gate, the same query again in that session, in another process:
     # skipped, nothing touched
     state = dump(rdb)
-    p = ok(run("recall", rdb, QUERY, "--session", "agent-1", "--topic-gate", cwd=tmp_path,
-               model=MODEL))
+    p = ok(
+        run("recall", rdb, QUERY, "--session", "agent-1", "--topic-gate", cwd=tmp_path, model=MODEL)
+    )
     assert p.stdout == ""
     assert "skipped" in p.stderr and "force" in p.stderr
     assert dump(rdb) == state
@@ -818,13 +1002,15 @@ def test_touch_no_touch_and_topic_gate(tmp_path, rdb, corpus, embedder):
     assert skipped == [] and "skipped" in p.stderr
     assert dump(rdb) == state
     # another agent on the same memory is not gated by agent-1's query
-    other_agent, p = recall_json(rdb, QUERY, "--session", "agent-2", "--topic-gate",
-                                 "--no-touch", cwd=tmp_path)
+    other_agent, p = recall_json(
+        rdb, QUERY, "--session", "agent-2", "--topic-gate", "--no-touch", cwd=tmp_path
+    )
     assert "skipped" not in p.stderr and len(other_agent) == 3
 
     # --force recalls anyway
-    forced, p = recall_json(rdb, QUERY, "--session", "agent-1", "--topic-gate", "--force",
-                            cwd=tmp_path)
+    forced, p = recall_json(
+        rdb, QUERY, "--session", "agent-1", "--topic-gate", "--force", cwd=tmp_path
+    )
     assert "skipped" not in p.stderr
     assert len(forced) == 3
     assert {h["id"] for h in forced} >= {"ep00"}
@@ -843,16 +1029,25 @@ def test_recall_pool_k_weights_limit(tmp_path, rdb, corpus, embedder):
     n = len(corpus)
 
     # a small recent pool misses the hidden episode (oldest access, no query word)
-    hits, _ = recall_json(rdb, POOL_QUERY, "--no-touch", "--pool", "recent", "--pool-size",
-                          "5", "--limit", str(n), cwd=tmp_path)
+    hits, _ = recall_json(
+        rdb,
+        POOL_QUERY,
+        "--no-touch",
+        "--pool",
+        "recent",
+        "--pool-size",
+        "5",
+        "--limit",
+        str(n),
+        cwd=tmp_path,
+    )
     ref = reference(corpus, qvec, POOL_QUERY, pool="recent", pool_size=5)
     assert hidden not in ref
     assert {h["id"] for h in hits} == set(ref)
     check_against_reference(hits, ref, n)
 
     # --pool all finds it, with other k and weights
-    args = ["--no-touch", "--pool", "all", "--k", "10", "--weights", "0.5,2,0,0.25",
-            "--limit", "4"]
+    args = ["--no-touch", "--pool", "all", "--k", "10", "--weights", "0.5,2,0,0.25", "--limit", "4"]
     hits, _ = recall_json(rdb, POOL_QUERY, *args, cwd=tmp_path)
     ref = reference(corpus, qvec, POOL_QUERY, pool="all", k=10.0, w=(0.5, 2.0, 0.0, 0.25))
     assert len(ref) == n
@@ -863,13 +1058,16 @@ def test_recall_pool_k_weights_limit(tmp_path, rdb, corpus, embedder):
 
 
 @requires_model
-@pytest.mark.parametrize("args, needle", [
-    (["--weights", "1,2,3"], "--weights"),
-    (["--weights", "a,b,c,d"], "--weights"),
-    (["--weights", "1,-1,0,0"], "weights"),
-    (["--weights", "nan,1,1,1"], "weights"),
-    (["--k", "-1"], "k"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--weights", "1,2,3"], "--weights"),
+        (["--weights", "a,b,c,d"], "--weights"),
+        (["--weights", "1,-1,0,0"], "weights"),
+        (["--weights", "nan,1,1,1"], "weights"),
+        (["--k", "-1"], "k"),
+    ],
+)
 def test_recall_bad_options_are_clear_errors(tmp_path, rdb, args, needle):
     before = dump(rdb)
     fails_clearly(run("recall", rdb, QUERY, *args, cwd=tmp_path, model=MODEL), needle)
@@ -878,15 +1076,17 @@ def test_recall_bad_options_are_clear_errors(tmp_path, rdb, args, needle):
 
 # ---- import and add that embed ----
 
+
 @requires_model
 def test_import_without_embeddings_embeds(tmp_path, embedder):
     path = tmp_path / "emb.db"
     given = [float(x) for x in f32(embedder.embed("something else entirely"))]
-    eps = [{"id": "a", "content": "Production Postgres credentials live in Vault."},
-           {"id": "b", "content": "The user prefers green tea.", "importance": "high"},
-           {"id": "c", "content": "A line with its own embedding.", "embedding": given}]
-    p = ok(run("import", path, write_jsonl(tmp_path / "e.jsonl", eps), cwd=tmp_path,
-               model=MODEL))
+    eps = [
+        {"id": "a", "content": "Production Postgres credentials live in Vault."},
+        {"id": "b", "content": "The user prefers green tea.", "importance": "high"},
+        {"id": "c", "content": "A line with its own embedding.", "embedding": given},
+    ]
+    p = ok(run("import", path, write_jsonl(tmp_path / "e.jsonl", eps), cwd=tmp_path, model=MODEL))
     assert "imported 3 episodes" in p.stdout
     got = rows_by_id(path)
     for e in eps[:2]:
@@ -903,8 +1103,21 @@ def test_import_without_embeddings_embeds(tmp_path, embedder):
 @requires_model
 def test_add(tmp_path, embedder):
     path = tmp_path / "add.db"
-    p = ok(run("add", path, "Deploys are frozen on Fridays.", "--id", "note-1",
-               "--importance", "high", "--kind", "rule", cwd=tmp_path, model=MODEL))
+    p = ok(
+        run(
+            "add",
+            path,
+            "Deploys are frozen on Fridays.",
+            "--id",
+            "note-1",
+            "--importance",
+            "high",
+            "--kind",
+            "rule",
+            cwd=tmp_path,
+            model=MODEL,
+        )
+    )
     assert p.stdout == "note-1\n"
     p = ok(run("add", path, "The user's cat is called Miso.", cwd=tmp_path, model=MODEL))
     new_id = p.stdout.strip()
@@ -913,14 +1126,24 @@ def test_add(tmp_path, embedder):
     assert set(got) == {"note-1", new_id}
     r = got["note-1"]
     assert (r["content"], r["importance"], r["kind"], r["access_count"]) == (
-        "Deploys are frozen on Fridays.", "high", "rule", 0)
-    assert unit_cos(np.frombuffer(r["embedding"], "<f4"),
-                    embedder.embed("Deploys are frozen on Fridays.")) >= 0.999
+        "Deploys are frozen on Fridays.",
+        "high",
+        "rule",
+        0,
+    )
+    assert (
+        unit_cos(
+            np.frombuffer(r["embedding"], "<f4"), embedder.embed("Deploys are frozen on Fridays.")
+        )
+        >= 0.999
+    )
     assert got[new_id]["content"] == "The user's cat is called Miso."
     # the same id again: a clear error, nothing changed
     before = dump(path)
-    fails_clearly(run("add", path, "Another text.", "--id", "note-1", cwd=tmp_path,
-                      model=MODEL), "already exists")
+    fails_clearly(
+        run("add", path, "Another text.", "--id", "note-1", cwd=tmp_path, model=MODEL),
+        "already exists",
+    )
     assert dump(path) == before
 
 
@@ -939,6 +1162,7 @@ def test_model_dimension_mismatch_is_a_clear_error(tmp_path, db8, cmd):
 
 # ---- demo ----
 
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     if not _llama_importable():
@@ -954,8 +1178,11 @@ def _vault_episode_id():
     path = os.path.join(os.path.dirname(sqlite_rrf.__file__), "data", "sample_episodes.jsonl")
     with open(path, encoding="utf-8") as f:
         eps = [json.loads(ln) for ln in f if ln.strip()]
-    ids = [e["id"] for e in eps if "Vault" in e["content"] and "Postgres" in e["content"]
-           and "credentials" in e["content"]]
+    ids = [
+        e["id"]
+        for e in eps
+        if "Vault" in e["content"] and "Postgres" in e["content"] and "credentials" in e["content"]
+    ]
     assert len(ids) == 1, ids
     return ids[0], len(eps)
 
@@ -984,6 +1211,7 @@ def test_demo_first_hit_is_the_vault_episode(demo_run):
 
 # ---- read-only media (issue 11, item 6) ----
 
+
 def _read_only_mount(src, mnt):
     """Bind-mount ``src`` read-only at ``mnt``; False where this machine does not allow it."""
     mnt.mkdir()
@@ -1006,8 +1234,16 @@ def test_a_database_on_read_only_media_recalls(tmp_path):
     src = tmp_path / "media"
     src.mkdir()
     db = src / "m.db"
-    ok(run("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
-           cwd=tmp_path))
+    ok(
+        run(
+            "add",
+            db,
+            "Production Postgres credentials are kept in Vault",
+            "--id",
+            "a",
+            cwd=tmp_path,
+        )
+    )
     ok(run("add", db, "The user prefers green tea", "--id", "b", cwd=tmp_path))
     c = apsw.Connection(str(db))
     c.execute("PRAGMA journal_mode = DELETE")
@@ -1031,6 +1267,7 @@ def test_a_database_on_read_only_media_recalls(tmp_path):
 
 # ---- the parser: words and imports ----
 
+
 def _subparsers():
     import argparse
 
@@ -1042,8 +1279,12 @@ def _subparsers():
 
 
 def test_every_positional_argument_has_help():
-    missing = [f"{name} {a.dest}" for name, p in _subparsers().items() for a in p._actions
-               if not a.option_strings and not a.help]
+    missing = [
+        f"{name} {a.dest}"
+        for name, p in _subparsers().items()
+        for a in p._actions
+        if not a.option_strings and not a.help
+    ]
     assert missing == []
 
 
@@ -1070,20 +1311,34 @@ def test_recall_choices_are_the_stores():
     assert tuple(choices["profile"]) == store.PROFILES
 
 
-HEAVY = ("numpy", "apsw", "sqlite_rrf.store", "sqlite_rrf.embed", "llama_cpp",
-         "sqlite_rrf.evaluation.runner")
+HEAVY = (
+    "numpy",
+    "apsw",
+    "sqlite_rrf.store",
+    "sqlite_rrf.embed",
+    "llama_cpp",
+    "sqlite_rrf.evaluation.runner",
+)
 
 
 def _imported_by(tmp_path, *args):
     """The HEAVY modules that ``sqlite-rrf ARGS`` imports (stdout: the command's, last line:
     the modules)."""
-    code = ("import sys\nfrom sqlite_rrf.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
-            "except SystemExit as e:\n    rc = e.code\n"
-            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\nsys.exit(rc)\n")
+    code = (
+        "import sys\nfrom sqlite_rrf.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
+        "except SystemExit as e:\n    rc = e.code\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\nsys.exit(rc)\n"
+    )
     e = dict(os.environ, HF_HUB_OFFLINE="1")
     e.pop("SQLITE_RRF_MODEL", None)
-    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=str(tmp_path),
-                       env=e, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        cwd=str(tmp_path),
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     ok(p)
     return json.loads(p.stdout.splitlines()[-1].replace("'", '"'))
 
@@ -1092,20 +1347,28 @@ def test_a_command_imports_only_what_it_runs(tmp_path):
     for args in (["--help"], ["recall", "--help"], ["eval", "--help"], ["path"], ["sql"]):
         assert _imported_by(tmp_path, *args) == [], args
     db = tmp_path / "m.db"
-    ok(run("import", db, "-", cwd=tmp_path,
-           stdin='{"id": "a", "content": "postgres credentials in the vault"}\n'))
+    ok(
+        run(
+            "import",
+            db,
+            "-",
+            cwd=tmp_path,
+            stdin='{"id": "a", "content": "postgres credentials in the vault"}\n',
+        )
+    )
     # A database without embeddings recalls without the embedder or the evaluation.
-    assert _imported_by(tmp_path, "recall", db, "postgres") == ["apsw", "numpy",
-                                                                 "sqlite_rrf.store"]
+    assert _imported_by(tmp_path, "recall", db, "postgres") == ["apsw", "numpy", "sqlite_rrf.store"]
 
 
 # ---- issue 20: no duplicates, the latest fact first ----
 
+
 def test_add_twice_is_one_episode_and_an_import_says_how_many_repeated(tmp_path):
     db = tmp_path / "m.db"
     first = ok(run("add", db, "The user uses fish shell, not bash.", cwd=tmp_path))
-    again = ok(run("add", db, "the user uses  FISH shell, not bash.", "--importance", "high",
-                   cwd=tmp_path))
+    again = ok(
+        run("add", db, "the user uses  FISH shell, not bash.", "--importance", "high", cwd=tmp_path)
+    )
     assert again.stdout == first.stdout and len(first.stdout.split()) == 1
     assert "no copy was stored" in again.stderr and "refreshed" in again.stderr
     rows = rows_by_id(db)
@@ -1113,16 +1376,23 @@ def test_add_twice_is_one_episode_and_an_import_says_how_many_repeated(tmp_path)
     assert rows[first.stdout.strip()]["importance"] == "high"
     # 500 lines, 106 of them repeating an earlier line's text (case and spaces aside)
     texts = [f"memory {i}: the user likes item {i}" for i in range(394)]
-    lines = [{"content": t} for t in texts] + [{"content": "  " + texts[i * 3].upper()}
-                                               for i in range(106)]
-    p = ok(run("import", db, "-", cwd=tmp_path,
-               stdin="".join(json.dumps(x) + "\n" for x in lines)))
+    lines = [{"content": t} for t in texts] + [
+        {"content": "  " + texts[i * 3].upper()} for i in range(106)
+    ]
+    p = ok(run("import", db, "-", cwd=tmp_path, stdin="".join(json.dumps(x) + "\n" for x in lines)))
     assert "imported 394 episodes" in p.stdout
     assert "106 repeated a text already stored" in p.stdout, p.stdout
     assert len(rows_by_id(db)) == 395
     # lines with ids of their own are stored, and said to repeat
-    p = ok(run("import", db, "-", cwd=tmp_path,
-               stdin=json.dumps({"id": "x1", "content": texts[0]}) + "\n"))
+    p = ok(
+        run(
+            "import",
+            db,
+            "-",
+            cwd=tmp_path,
+            stdin=json.dumps({"id": "x1", "content": texts[0]}) + "\n",
+        )
+    )
     assert "imported 1 episodes" in p.stdout and "1 has an id of its own" in p.stdout
 
 
@@ -1135,26 +1405,40 @@ def test_recall_shows_the_correction_first_and_the_copies_once(tmp_path):
     db = tmp_path / "m.db"
     day = 86_400_000
     t0 = 1_700_000_000_000
-    others = ["We chose SQLite for the agent's memory.", "The deploy runs on Fridays.",
-              "Lunch is at noon.", "The VPN password rotates monthly."]
+    others = [
+        "We chose SQLite for the agent's memory.",
+        "The deploy runs on Fridays.",
+        "Lunch is at noon.",
+        "The VPN password rotates monthly.",
+    ]
     lines = [{"content": t, "created_at": t0} for t in others]
-    lines += [{"id": f"copy{i}", "content": SCENARIO_FACT, "created_at": t0 + i * day}
-              for i in range(3)]
+    lines += [
+        {"id": f"copy{i}", "content": SCENARIO_FACT, "created_at": t0 + i * day} for i in range(3)
+    ]
     lines.append({"id": "fix", "content": SCENARIO_FIX, "created_at": t0 + 5 * day})
-    ok(run("import", db, "-", cwd=tmp_path, model=MODEL,
-           stdin="".join(json.dumps(x) + "\n" for x in lines)))
+    ok(
+        run(
+            "import",
+            db,
+            "-",
+            cwd=tmp_path,
+            model=MODEL,
+            stdin="".join(json.dumps(x) + "\n" for x in lines),
+        )
+    )
     q = "where is the shared password?"
     for limit in ("2", "3"):
-        hits, _ = recall_json(db, q, "--profile", "hybrid", "--limit", limit, "--no-touch",
-                              cwd=tmp_path)
+        hits, _ = recall_json(
+            db, q, "--profile", "hybrid", "--limit", limit, "--no-touch", cwd=tmp_path
+        )
         assert [h["id"] for h in hits][:2] == ["fix", "copy2"], hits
-        assert hits[1]["duplicates"] == 2 and sorted(hits[1]["duplicate_ids"]) == \
-            ["copy0", "copy1"]
+        assert hits[1]["duplicates"] == 2 and sorted(hits[1]["duplicate_ids"]) == ["copy0", "copy1"]
         assert len(hits) == int(limit)
     p = ok(run("recall", db, q, "--limit", "2", "--no-touch", cwd=tmp_path, model=MODEL))
     assert p.stdout.index(SCENARIO_FIX) < p.stdout.index(SCENARIO_FACT)
     assert "[stands for 2 near-duplicates]" in p.stdout
     # --no-collapse: the statement's ranking as it is
-    raw, _ = recall_json(db, q, "--profile", "hybrid", "--limit", "2", "--no-touch",
-                         "--no-collapse", cwd=tmp_path)
+    raw, _ = recall_json(
+        db, q, "--profile", "hybrid", "--limit", "2", "--no-touch", "--no-collapse", cwd=tmp_path
+    )
     assert [h["content"] for h in raw] == [SCENARIO_FACT, SCENARIO_FACT]

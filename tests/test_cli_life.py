@@ -26,7 +26,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = os.environ.get("SQLITE_RRF_MODEL") or str(
-    REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf")
+    REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
+)
 
 DAY = 86_400_000
 T0 = 1_763_000_000_000  # 2025-11-13T02:13:20Z
@@ -34,27 +35,65 @@ T0 = 1_763_000_000_000  # 2025-11-13T02:13:20Z
 #: The episodes of most tests: three scopes (the shared one stored as ''), kinds, metadata
 #: with non-ASCII text and nesting, times, access counts, importance, 4-dim embeddings.
 EPISODES: List[Dict[str, Any]] = [
-    dict(id="tea", content="The user prefers green tea, no sugar.", scope="", kind="preference",
-         importance="high", metadata={"source": "chat", "tags": ["drink", "thé"]},
-         created_at=T0, accessed_at=T0 + 5 * DAY, access_count=3,
-         embedding=[0.1, 0.2, 0.3, 0.4]),
-    dict(id="db", content="We chose SQLite for the agent's memory.", scope="shop",
-         kind="decision", created_at=T0 + DAY, access_count=0,
-         embedding=[0.9, 0.1, 0.0, 0.1]),
-    dict(id="deploy", content="Shop deploys go out on Tuesdays.", scope="shop", kind="fact",
-         metadata={"n": 1.5, "nested": {"deep": [None, True, "ü"]}}, created_at=T0 + 2 * DAY,
-         accessed_at=T0 + 9 * DAY, access_count=7, importance="low",
-         embedding=[0.3, 0.3, 0.3, 0.3]),
-    dict(id="blog", content="The blog runs on a static site generator.", scope="blog",
-         created_at=T0 + 3 * DAY, embedding=[0.2, 0.7, 0.1, 0.05]),
-    dict(id="style", content="Code style: four spaces, no tabs.\nLine two of the text.",
-         scope="", kind="fact", created_at=T0 + 4 * DAY, embedding=[0.5, 0.5, 0.1, 0.2]),
+    dict(
+        id="tea",
+        content="The user prefers green tea, no sugar.",
+        scope="",
+        kind="preference",
+        importance="high",
+        metadata={"source": "chat", "tags": ["drink", "thé"]},
+        created_at=T0,
+        accessed_at=T0 + 5 * DAY,
+        access_count=3,
+        embedding=[0.1, 0.2, 0.3, 0.4],
+    ),
+    dict(
+        id="db",
+        content="We chose SQLite for the agent's memory.",
+        scope="shop",
+        kind="decision",
+        created_at=T0 + DAY,
+        access_count=0,
+        embedding=[0.9, 0.1, 0.0, 0.1],
+    ),
+    dict(
+        id="deploy",
+        content="Shop deploys go out on Tuesdays.",
+        scope="shop",
+        kind="fact",
+        metadata={"n": 1.5, "nested": {"deep": [None, True, "ü"]}},
+        created_at=T0 + 2 * DAY,
+        accessed_at=T0 + 9 * DAY,
+        access_count=7,
+        importance="low",
+        embedding=[0.3, 0.3, 0.3, 0.3],
+    ),
+    dict(
+        id="blog",
+        content="The blog runs on a static site generator.",
+        scope="blog",
+        created_at=T0 + 3 * DAY,
+        embedding=[0.2, 0.7, 0.1, 0.05],
+    ),
+    dict(
+        id="style",
+        content="Code style: four spaces, no tabs.\nLine two of the text.",
+        scope="",
+        kind="fact",
+        created_at=T0 + 4 * DAY,
+        embedding=[0.5, 0.5, 0.1, 0.2],
+    ),
 ]
 
 
-def run(*args: Any, cwd: Path, model: str = "", stdin: Optional[str] = None,
-        script: bool = False, env: Optional[Dict[str, str]] = None
-        ) -> subprocess.CompletedProcess:
+def run(
+    *args: Any,
+    cwd: Path,
+    model: str = "",
+    stdin: Optional[str] = None,
+    script: bool = False,
+    env: Optional[Dict[str, str]] = None,
+) -> subprocess.CompletedProcess:
     """The CLI in a subprocess; no model unless ``model``."""
     e = dict(os.environ)
     for k in ("SQLITE_RRF_LOADABLE", "SQLITE_RRF_MODEL"):
@@ -64,10 +103,20 @@ def run(*args: Any, cwd: Path, model: str = "", stdin: Optional[str] = None,
     if model:
         e["SQLITE_RRF_MODEL"] = model
     e.update(env or {})
-    cmd = ([str(Path(sys.executable).parent / "sqlite-rrf")] if script
-           else [sys.executable, "-m", "sqlite_rrf"])
-    return subprocess.run(cmd + [str(a) for a in args], cwd=str(cwd), env=e, input=stdin,
-                          capture_output=True, text=True, timeout=300)
+    cmd = (
+        [str(Path(sys.executable).parent / "sqlite-rrf")]
+        if script
+        else [sys.executable, "-m", "sqlite_rrf"]
+    )
+    return subprocess.run(
+        cmd + [str(a) for a in args],
+        cwd=str(cwd),
+        env=e,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def ok(p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -92,8 +141,9 @@ def fails_clearly(p: subprocess.CompletedProcess, *needles: str) -> str:
 
 def make_db(tmp_path: Path, name: str = "m.db", episodes=EPISODES) -> Path:
     src = tmp_path / f"{name}.jsonl"
-    src.write_text("".join(json.dumps(ep, ensure_ascii=False) + "\n" for ep in episodes),
-                   encoding="utf-8")
+    src.write_text(
+        "".join(json.dumps(ep, ensure_ascii=False) + "\n" for ep in episodes), encoding="utf-8"
+    )
     db = tmp_path / name
     ok(run("import", db, src, cwd=tmp_path))
     return db
@@ -116,11 +166,15 @@ def iso(ms: int) -> str:
 
 def listed_ids(stdout: str) -> List[str]:
     """The ids of ``list``'s text output: the head lines (not indented)."""
-    return [ln.split()[0] for ln in stdout.splitlines()
-            if ln and not ln.startswith(" ") and not ln.startswith("(")]
+    return [
+        ln.split()[0]
+        for ln in stdout.splitlines()
+        if ln and not ln.startswith(" ") and not ln.startswith("(")
+    ]
 
 
 # ---- list ----
+
 
 def test_list_newest_first_with_human_dates(tmp_path):
     db = make_db(tmp_path)
@@ -158,15 +212,18 @@ def test_list_filters_and_limit(tmp_path):
     assert ids("--kind", "fact") == expect(lambda e: e.get("kind") == "fact")
     since, until = T0 + DAY, T0 + 3 * DAY
     assert ids("--since", iso(since)[:-1], "--until", iso(until)) == expect(
-        lambda e: since <= e["created_at"] < until)
+        lambda e: since <= e["created_at"] < until
+    )
     assert ids("--since", str(since), "--scope", "shop", "--kind", "fact") == ["deploy"]
     p = ok(run("list", db, "--limit", "2", cwd=tmp_path))
     assert listed_ids(p.stdout) == expect(lambda e: True)[:2]
     assert f"2 of {len(EPISODES)} shown" in p.stdout
     assert listed_ids(ok(run("list", db, "--limit", "0", cwd=tmp_path)).stdout) == expect(
-        lambda e: True)
+        lambda e: True
+    )
     assert ok(run("list", db, "--scope", "nowhere", cwd=tmp_path)).stdout.startswith(
-        "no episodes match (scope nowhere)")
+        "no episodes match (scope nowhere)"
+    )
     fails_clearly(run("list", db, "--since", "last tuesday", cwd=tmp_path), "--since")
     fails_clearly(run("list", db, "--limit", "-1", cwd=tmp_path), "--limit")
     fails_clearly(run("list", tmp_path / "nope.db", cwd=tmp_path), "no such database")
@@ -193,12 +250,16 @@ def test_list_json_is_one_object_per_line_with_machine_values(tmp_path):
 
 # ---- get ----
 
+
 def test_get_shows_everything_about_one_episode(tmp_path):
     db = make_db(tmp_path)
     ep = EPISODES[2]
     p = ok(run("get", db, ep["id"], cwd=tmp_path))
-    fields = dict(re.match(r"\s*(\w+): ?(.*)$", ln).groups() for ln in p.stdout.splitlines()
-                  if re.match(r"\s*\w+:", ln))
+    fields = dict(
+        re.match(r"\s*(\w+): ?(.*)$", ln).groups()
+        for ln in p.stdout.splitlines()
+        if re.match(r"\s*\w+:", ln)
+    )
     assert fields["id"] == ep["id"] and fields["scope"] == "shop"
     assert fields["kind"] == "fact" and fields["importance"] == "low"
     assert fields["created"].startswith(iso(ep["created_at"]) + " (")
@@ -210,20 +271,37 @@ def test_get_shows_everything_about_one_episode(tmp_path):
     assert "Line two of the text." in ok(run("get", db, "style", cwd=tmp_path)).stdout
     got = json.loads(ok(run("get", db, ep["id"], "--json", cwd=tmp_path)).stdout)
     row = rows(db)[ep["id"]]
-    assert got == {"id": ep["id"], "content": row["content"], "scope": "shop",
-                   "kind": row["kind"], "importance": row["importance"],
-                   "metadata": json.loads(row["metadata"]), "created_at": row["created_at"],
-                   "accessed_at": row["accessed_at"], "access_count": row["access_count"],
-                   "embedded": True, "embedding_dim": 4}
+    assert got == {
+        "id": ep["id"],
+        "content": row["content"],
+        "scope": "shop",
+        "kind": row["kind"],
+        "importance": row["importance"],
+        "metadata": json.loads(row["metadata"]),
+        "created_at": row["created_at"],
+        "accessed_at": row["accessed_at"],
+        "access_count": row["access_count"],
+        "embedded": True,
+        "embedding_dim": 4,
+    }
     fails_clearly(run("get", db, "nope", cwd=tmp_path), "get: no episode with id 'nope'")
 
 
 def test_texts_cannot_drive_the_terminal(tmp_path):
     """A text, kind or metadata written by any client, with escape sequences and carriage
     returns, is printed with those characters written out (\\x1b), never raw."""
-    db = make_db(tmp_path, episodes=[dict(
-        id="evil", content="before \x1b[2J after\roverwritten\nsecond line",
-        kind="k\x1b[31m", metadata={"x": "\x9b31m"}, created_at=T0)])
+    db = make_db(
+        tmp_path,
+        episodes=[
+            dict(
+                id="evil",
+                content="before \x1b[2J after\roverwritten\nsecond line",
+                kind="k\x1b[31m",
+                metadata={"x": "\x9b31m"},
+                created_at=T0,
+            )
+        ],
+    )
     for args in (("get", db, "evil"), ("list", db), ("stats", db)):
         out = ok(run(*args, cwd=tmp_path)).stdout
         assert not any(ch in out for ch in "\x1b\r\x9b"), (args, out)
@@ -231,17 +309,34 @@ def test_texts_cannot_drive_the_terminal(tmp_path):
     assert "before \\x1b[2J after\\x0doverwritten\n   second line" in out
     assert "kind: k\\x1b[31m" in out and "\\x9b31m" in out
     # the data itself is exact
-    assert json.loads(ok(run("get", db, "evil", "--json", cwd=tmp_path)).stdout)[
-        "content"] == "before \x1b[2J after\roverwritten\nsecond line"
+    assert (
+        json.loads(ok(run("get", db, "evil", "--json", cwd=tmp_path)).stdout)["content"]
+        == "before \x1b[2J after\roverwritten\nsecond line"
+    )
 
 
 # ---- update ----
 
+
 def test_update_changes_the_fields_given_and_keeps_the_others(tmp_path):
     db = make_db(tmp_path)
     before = rows(db)["tea"]
-    p = ok(run("update", db, "tea", "--kind", "habit", "--importance", "low", "--metadata",
-               '{"source": "form", "ü": [1, 2]}', "--scope", "home", cwd=tmp_path))
+    p = ok(
+        run(
+            "update",
+            db,
+            "tea",
+            "--kind",
+            "habit",
+            "--importance",
+            "low",
+            "--metadata",
+            '{"source": "form", "ü": [1, 2]}',
+            "--scope",
+            "home",
+            cwd=tmp_path,
+        )
+    )
     assert p.stdout.startswith("updated tea\n")
     after = rows(db)["tea"]
     assert (after["kind"], after["importance"], after["scope"]) == ("habit", "low", "home")
@@ -249,12 +344,12 @@ def test_update_changes_the_fields_given_and_keeps_the_others(tmp_path):
     for k in ("content", "embedding", "created_at", "accessed_at", "access_count", "rowid"):
         assert after[k] == before[k], k
     # the shared scope by its name; '' clears the kind; --no-metadata removes the metadata
-    ok(run("edit", db, "tea", "--scope", "shared", "--kind", "", "--no-metadata",
-           cwd=tmp_path))
+    ok(run("edit", db, "tea", "--scope", "shared", "--kind", "", "--no-metadata", cwd=tmp_path))
     after = rows(db)["tea"]
     assert (after["scope"], after["kind"], after["metadata"]) == ("", None, None)
-    got = json.loads(ok(run("update", db, "tea", "--importance", "high", "--json",
-                            cwd=tmp_path)).stdout)
+    got = json.loads(
+        ok(run("update", db, "tea", "--importance", "high", "--json", cwd=tmp_path)).stdout
+    )
     assert got["importance"] == "high" and got["scope"] == "shared"
     # a new text without a model: the old embedding (of the old text) is dropped, the
     # full-text index follows
@@ -262,20 +357,25 @@ def test_update_changes_the_fields_given_and_keeps_the_others(tmp_path):
     after = rows(db)["tea"]
     assert after["content"] == "The user now drinks black coffee." and after["embedding"] is None
     c = apsw.Connection(str(db))
-    assert c.execute("SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'coffee'"
-                     ).fetchall() == [(after["rowid"],)]
-    assert c.execute("SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'tea'"
-                     ).fetchall() == []
+    assert c.execute(
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'coffee'"
+    ).fetchall() == [(after["rowid"],)]
+    assert (
+        c.execute("SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'tea'").fetchall() == []
+    )
     c.close()
     unchanged = rows(db)
     fails_clearly(run("update", db, "tea", cwd=tmp_path), "update: nothing to change")
-    fails_clearly(run("update", db, "nope", "--kind", "x", cwd=tmp_path),
-                  "update: no episode with id 'nope'")
+    fails_clearly(
+        run("update", db, "nope", "--kind", "x", cwd=tmp_path), "update: no episode with id 'nope'"
+    )
     fails_clearly(run("update", db, "tea", "--scope", "*", cwd=tmp_path), "--scope")
-    fails_clearly(run("update", db, "tea", "--metadata", "[1]", cwd=tmp_path),
-                  "--metadata", "JSON object")
-    fails_clearly(run("update", db, "tea", "--metadata", "{oops", cwd=tmp_path),
-                  "--metadata", "JSON object")
+    fails_clearly(
+        run("update", db, "tea", "--metadata", "[1]", cwd=tmp_path), "--metadata", "JSON object"
+    )
+    fails_clearly(
+        run("update", db, "tea", "--metadata", "{oops", cwd=tmp_path), "--metadata", "JSON object"
+    )
     fails_clearly(run("update", db, "tea", "--text", "  ", cwd=tmp_path), "--text")
     assert rows(db) == unchanged
 
@@ -284,25 +384,30 @@ def test_update_changes_the_fields_given_and_keeps_the_others(tmp_path):
 @pytest.mark.skipif(not os.path.isfile(MODEL), reason="the embedding model is not there")
 def test_update_embeds_a_new_text_with_the_model(tmp_path):
     db = tmp_path / "m.db"
-    eid = ok(run("add", db, "The user prefers green tea.", cwd=tmp_path, model=MODEL)
-             ).stdout.strip()
+    eid = ok(
+        run("add", db, "The user prefers green tea.", cwd=tmp_path, model=MODEL)
+    ).stdout.strip()
     old = rows(db)[eid]["embedding"]
-    ok(run("update", db, eid, "--text", "Deploys go out on Tuesdays.", cwd=tmp_path,
-           model=MODEL))
+    ok(run("update", db, eid, "--text", "Deploys go out on Tuesdays.", cwd=tmp_path, model=MODEL))
     new = rows(db)[eid]["embedding"]
     assert new is not None and len(new) == 384 * 4 and new != old
     # the same vector as the text added afresh
-    other = ok(run("add", db, "Deploys go out on Tuesdays.", "--scope", "x", cwd=tmp_path,
-                   model=MODEL)).stdout.strip()
+    other = ok(
+        run("add", db, "Deploys go out on Tuesdays.", "--scope", "x", cwd=tmp_path, model=MODEL)
+    ).stdout.strip()
     assert rows(db)[other]["embedding"] == new
 
 
 # ---- forget ----
 
+
 def test_forget_by_id_is_all_or_nothing(tmp_path):
     db = make_db(tmp_path)
-    fails_clearly(run("forget", db, "tea", "nope", cwd=tmp_path),
-                  "forget: no episode with id 'nope'", "nothing")
+    fails_clearly(
+        run("forget", db, "tea", "nope", cwd=tmp_path),
+        "forget: no episode with id 'nope'",
+        "nothing",
+    )
     assert set(rows(db)) == {e["id"] for e in EPISODES}
     p = ok(run("forget", db, "tea", "db", cwd=tmp_path))
     assert p.stdout.strip() == "forgot 2 episodes"
@@ -310,8 +415,9 @@ def test_forget_by_id_is_all_or_nothing(tmp_path):
     ok(run("rm", db, "blog", cwd=tmp_path))
     assert "blog" not in rows(db)
     c = apsw.Connection(str(db))  # the full-text index followed
-    assert c.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'blog OR "
-                     "tea OR sqlite'").fetchall() == [(0,)]
+    assert c.execute(
+        "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'blog OR tea OR sqlite'"
+    ).fetchall() == [(0,)]
     c.close()
     fails_clearly(run("forget", db, cwd=tmp_path), "forget: give the ids")
     fails_clearly(run("forget", db, "style", "--scope", "shop", cwd=tmp_path), "not both")
@@ -321,8 +427,9 @@ def test_forget_by_filters_needs_yes(tmp_path):
     db = make_db(tmp_path)
     p = run("forget", db, "--scope", "shop", cwd=tmp_path)
     fails_clearly(p, "nothing was forgotten", "--yes", "2 episodes")
-    shop = [e["id"] for e in sorted(EPISODES, key=lambda e: -e["created_at"])
-            if e["scope"] == "shop"]
+    shop = [
+        e["id"] for e in sorted(EPISODES, key=lambda e: -e["created_at"]) if e["scope"] == "shop"
+    ]
     assert p.stdout.splitlines()[0] == "2 episodes match (scope shop):"
     assert listed_ids("\n".join(p.stdout.splitlines()[1:])) == shop
     assert set(rows(db)) == {e["id"] for e in EPISODES}  # nothing deleted
@@ -342,13 +449,23 @@ def test_forget_by_filters_needs_yes(tmp_path):
 
 # ---- export and import ----
 
+
 def test_export_import_export_is_byte_identical(tmp_path):
-    extra = [dict(id="no-vector", content="Stored without an embedding, ünïcödé ✓ 中文",
-                  scope="shop", metadata="plain text metadata", created_at=T0 + 6 * DAY)]
+    extra = [
+        dict(
+            id="no-vector",
+            content="Stored without an embedding, ünïcödé ✓ 中文",
+            scope="shop",
+            metadata="plain text metadata",
+            created_at=T0 + 6 * DAY,
+        )
+    ]
     db = make_db(tmp_path, episodes=EPISODES + extra)
     p = ok(run("export", db, "-o", tmp_path / "a.jsonl", cwd=tmp_path))
-    assert p.stdout.strip() == f"exported {len(EPISODES) + 1} episodes from {db} to " \
-                               f"{tmp_path / 'a.jsonl'}"
+    assert (
+        p.stdout.strip() == f"exported {len(EPISODES) + 1} episodes from {db} to "
+        f"{tmp_path / 'a.jsonl'}"
+    )
     a = (tmp_path / "a.jsonl").read_bytes()
     lines = [json.loads(ln) for ln in a.decode("utf-8").splitlines()]
     assert [ln["id"] for ln in lines] == [e["id"] for e in EPISODES + extra]  # row order
@@ -358,8 +475,9 @@ def test_export_import_export_is_byte_identical(tmp_path):
         assert ln["created_at"] == ep["created_at"]
         assert ln["access_count"] == ep.get("access_count", 0)
         if "embedding" in ep:  # float32 values, exactly
-            assert ln["embedding"] == [float(__import__("numpy").float32(x))
-                                       for x in ep["embedding"]]
+            assert ln["embedding"] == [
+                float(__import__("numpy").float32(x)) for x in ep["embedding"]
+            ]
         else:
             assert ln["embedding"] is None
     new = tmp_path / "new.db"
@@ -376,8 +494,7 @@ def test_export_import_export_is_byte_identical(tmp_path):
     ok(run("import", tmp_path / "shop.db", "-", cwd=tmp_path, stdin=shop))
     assert set(rows(tmp_path / "shop.db")) == {"db", "deploy", "no-vector"}
     # an -o that cannot be written: one line, and no file
-    fails_clearly(run("export", db, "-o", tmp_path / "no-dir" / "x.jsonl", cwd=tmp_path),
-                  "-o")
+    fails_clearly(run("export", db, "-o", tmp_path / "no-dir" / "x.jsonl", cwd=tmp_path), "-o")
     assert not (tmp_path / "no-dir").exists()
 
 
@@ -385,18 +502,37 @@ def test_import_takes_the_shared_scope_by_name(tmp_path):
     """A line's scope 'shared' is the shared scope (stored ''), as everywhere a scope is
     taken; '*' and quotes only are refused with the line's number, nothing imported."""
     db = tmp_path / "m.db"
-    ok(run("import", db, "-", cwd=tmp_path, stdin=json.dumps(
-        {"id": "a", "content": "the user prefers green tea", "scope": "shared"}) + "\n"))
+    ok(
+        run(
+            "import",
+            db,
+            "-",
+            cwd=tmp_path,
+            stdin=json.dumps(
+                {"id": "a", "content": "the user prefers green tea", "scope": "shared"}
+            )
+            + "\n",
+        )
+    )
     assert rows(db)["a"]["scope"] == ""
     for bad in ("*", '""'):
-        lines = (json.dumps({"id": "b", "content": "fine"}) + "\n"
-                 + json.dumps({"id": "c", "content": "x", "scope": bad}) + "\n")
-        fails_clearly(run("import", db, "-", cwd=tmp_path, stdin=lines), "line 2", "scope",
-                      "nothing was imported")
+        lines = (
+            json.dumps({"id": "b", "content": "fine"})
+            + "\n"
+            + json.dumps({"id": "c", "content": "x", "scope": bad})
+            + "\n"
+        )
+        fails_clearly(
+            run("import", db, "-", cwd=tmp_path, stdin=lines),
+            "line 2",
+            "scope",
+            "nothing was imported",
+        )
     assert set(rows(db)) == {"a"}
 
 
 # ---- vacuum ----
+
 
 def _disk(db: Path) -> int:
     return sum(os.path.getsize(p) for p in (db, Path(f"{db}-wal")) if p.exists())
@@ -404,10 +540,19 @@ def _disk(db: Path) -> int:
 
 def test_vacuum_gives_back_the_space_of_a_large_forget(tmp_path):
     r = random.Random(23)
-    words = ["".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(3, 9)))
-             for _ in range(5000)]
-    big = [dict(id=f"big{i}", scope="big", content=" ".join(r.choice(words) for _ in range(150)),
-                embedding=[r.random() + 0.01 for _ in range(4)]) for i in range(2000)]
+    words = [
+        "".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(3, 9)))
+        for _ in range(5000)
+    ]
+    big = [
+        dict(
+            id=f"big{i}",
+            scope="big",
+            content=" ".join(r.choice(words) for _ in range(150)),
+            embedding=[r.random() + 0.01 for _ in range(4)],
+        )
+        for i in range(2000)
+    ]
     db = make_db(tmp_path, episodes=EPISODES + big)
     full = _disk(db)
     assert full > 2_500_000
@@ -420,8 +565,11 @@ def test_vacuum_gives_back_the_space_of_a_large_forget(tmp_path):
     after = _disk(db)
     assert after < full / 10, (full, after)
     assert not Path(f"{db}-wal").exists() or os.path.getsize(f"{db}-wal") == 0
-    m = re.fullmatch(r"(.+): ([\d.]+) (MB|kB|bytes) -> ([\d.]+) (MB|kB|bytes) \(.+ given back "
-                     r"to the disk\)\n", p.stdout)
+    m = re.fullmatch(
+        r"(.+): ([\d.]+) (MB|kB|bytes) -> ([\d.]+) (MB|kB|bytes) \(.+ given back "
+        r"to the disk\)\n",
+        p.stdout,
+    )
     assert m and m.group(1) == str(db), p.stdout
     scale = {"MB": 1e6, "kB": 1e3, "bytes": 1}
     assert abs(float(m.group(2)) * scale[m.group(3)] - after_forget) <= 0.05e6
@@ -433,8 +581,10 @@ def test_vacuum_gives_back_the_space_of_a_large_forget(tmp_path):
     assert set(rows(db)) == {e["id"] for e in EPISODES}
     assert _fts_bytes(db) < 20_000
     c = apsw.Connection(str(db))
-    assert c.execute("SELECT e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = "
-                     "episodes_fts.rowid WHERE episodes_fts MATCH 'tea'").fetchall() == [("tea",)]
+    assert c.execute(
+        "SELECT e.id FROM episodes_fts JOIN episodes AS e ON e.rowid = "
+        "episodes_fts.rowid WHERE episodes_fts MATCH 'tea'"
+    ).fetchall() == [("tea",)]
     c.close()
 
 
@@ -444,9 +594,15 @@ def test_vacuum_beside_a_reader_says_the_wal_waits(tmp_path):
     so instead of waiting out the busy timeout; once the reader is gone, vacuum again
     gives the space back."""
     r = random.Random(5)
-    big = [dict(id=f"big{i}", scope="big", content=" ".join(
-        "".join(r.choice("abcdefghij") for _ in range(6)) for _ in range(120)),
-        embedding=[r.random() + 0.01 for _ in range(4)]) for i in range(600)]
+    big = [
+        dict(
+            id=f"big{i}",
+            scope="big",
+            content=" ".join("".join(r.choice("abcdefghij") for _ in range(6)) for _ in range(120)),
+            embedding=[r.random() + 0.01 for _ in range(4)],
+        )
+        for i in range(600)
+    ]
     db = make_db(tmp_path, episodes=EPISODES + big)
     ok(run("forget", db, "--scope", "big", "--yes", cwd=tmp_path))
     full = _disk(db)
@@ -487,8 +643,7 @@ def _read_only_mount(src: Path, mnt: Path) -> bool:
         return False
     if subprocess.run(["mount", "--bind", str(src), str(mnt)], capture_output=True).returncode:
         return False
-    if subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)],
-                      capture_output=True).returncode:
+    if subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], capture_output=True).returncode:
         subprocess.run(["umount", str(mnt)], capture_output=True)
         return False
     return True
@@ -508,8 +663,9 @@ def test_vacuum_and_forget_refuse_a_read_only_file(tmp_path):
         pytest.skip("cannot bind-mount a read-only file system here")
     try:
         rodb = mnt / db.name
-        fails_clearly(run("vacuum", rodb, cwd=tmp_path), "vacuum:", "read-only",
-                      "nothing was changed")
+        fails_clearly(
+            run("vacuum", rodb, cwd=tmp_path), "vacuum:", "read-only", "nothing was changed"
+        )
         fails_clearly(run("forget", rodb, "tea", cwd=tmp_path), "read-only")
         fails_clearly(run("update", rodb, "tea", "--kind", "x", cwd=tmp_path), "read-only")
         # reading works
@@ -522,6 +678,7 @@ def test_vacuum_and_forget_refuse_a_read_only_file(tmp_path):
 
 # ---- stats ----
 
+
 def test_stats_by_scope_with_human_dates(tmp_path):
     db = make_db(tmp_path)
     p = ok(run("stats", db, cwd=tmp_path))
@@ -533,8 +690,7 @@ def test_stats_by_scope_with_human_dates(tmp_path):
     assert {k: int(v) for k, v in shown.items()} == counts
     oldest = min(e["created_at"] for e in EPISODES)
     newest = max(e["created_at"] for e in EPISODES)
-    assert re.fullmatch(re.escape(iso(oldest)) + r" \(\d+ \w+ ago\)",
-                        fields["oldest_created_at"])
+    assert re.fullmatch(re.escape(iso(oldest)) + r" \(\d+ \w+ ago\)", fields["oldest_created_at"])
     assert fields["newest_created_at"].startswith(iso(newest) + " (")
     assert str(oldest) not in p.stdout and str(newest) not in p.stdout
     st = json.loads(ok(run("stats", db, "--json", cwd=tmp_path)).stdout)
@@ -545,6 +701,7 @@ def test_stats_by_scope_with_human_dates(tmp_path):
 
 
 # ---- help ----
+
 
 def test_eval_help_names_the_default_model_a_user_has():
     from sqlite_rrf.models import DEFAULT_MODEL

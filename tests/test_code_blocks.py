@@ -36,8 +36,18 @@ def make_store(path, n: int = 60, seed: int = 1, block: int = 8) -> Store:
     rng = np.random.default_rng(seed)
     s = Store(str(path))
     s.CODE_BLOCK = block
-    s.add_many([dict(id=f"e{i}", content=f"episode {i} cat", embedding=vec(rng),
-                     scope="a" if i % 3 else "b", created_at=1000 + i) for i in range(n)])
+    s.add_many(
+        [
+            dict(
+                id=f"e{i}",
+                content=f"episode {i} cat",
+                embedding=vec(rng),
+                scope="a" if i % 3 else "b",
+                created_at=1000 + i,
+            )
+            for i in range(n)
+        ]
+    )
     return s
 
 
@@ -48,8 +58,11 @@ def blocks(conn) -> dict:
 def stage_sql(cte: str) -> str:
     ctes, _ = split_ctes(recall_statement("quantized", "hybrid"))
     names = [c for c, _ in ctes]
-    return ("WITH " + ",\n".join(b for _, b in ctes[:names.index(cte) + 1])
-            + f"\nSELECT rowid FROM {cte}")
+    return (
+        "WITH "
+        + ",\n".join(b for _, b in ctes[: names.index(cte) + 1])
+        + f"\nSELECT rowid FROM {cte}"
+    )
 
 
 CODES_SQL = stage_sql("pool_codes")
@@ -57,8 +70,7 @@ POOL_SQL = stage_sql("pool_quantized")
 
 
 def bindings(qvec: bytes, **filters) -> dict:
-    d = recall_params(3, None, None, "quantized", POOL_SIZE, None, oversample=OVERSAMPLE,
-                      **filters)
+    d = recall_params(3, None, None, "quantized", POOL_SIZE, None, oversample=OVERSAMPLE, **filters)
     d.update(query="cat", qvec=qvec)
     return d
 
@@ -69,8 +81,9 @@ def ref_codes(conn, qvec: bytes, scope=None, since=None) -> list:
     q = np.packbits(np.frombuffer(qvec, "<f4") > 0, bitorder="little")
     scored, pending = [], []
     for r, code, sc, created in conn.execute(
-            "SELECT c.rowid, c.code, e.scope, e.created_at FROM episodes_codes AS c "
-            "JOIN episodes AS e USING (rowid)"):
+        "SELECT c.rowid, c.code, e.scope, e.created_at FROM episodes_codes AS c "
+        "JOIN episodes AS e USING (rowid)"
+    ):
         if (scope is not None and sc != scope) or (since is not None and created < since):
             continue
         if code is None:
@@ -78,7 +91,7 @@ def ref_codes(conn, qvec: bytes, scope=None, since=None) -> list:
         else:
             d = int(np.unpackbits(np.frombuffer(code, np.uint8) ^ q).sum())
             scored.append((d, r))
-    return sorted(r for _, r in sorted(scored)[:POOL_SIZE * OVERSAMPLE]) + sorted(pending)
+    return sorted(r for _, r in sorted(scored)[: POOL_SIZE * OVERSAMPLE]) + sorted(pending)
 
 
 def rows(conn, sql: str, b: dict) -> list:
@@ -104,18 +117,25 @@ def test_store_packs_full_blocks_in_rowid_order(tmp_path):
     s = make_store(tmp_path / "s.db", n=60, block=8)
     conn = s.conn
     assert blocks(conn) == {b: 8 for b in blocks(conn)} and len(blocks(conn)) == 7
-    loose = [r for (r,) in conn.execute("SELECT rowid FROM episodes_codes WHERE block IS NULL "
-                                        "ORDER BY rowid")]
+    loose = [
+        r
+        for (r,) in conn.execute(
+            "SELECT rowid FROM episodes_codes WHERE block IS NULL ORDER BY rowid"
+        )
+    ]
     assert loose == list(range(57, 61))  # the last 4: fewer than a block
-    first = conn.execute("SELECT rowids FROM episodes_code_blocks ORDER BY block LIMIT 1"
-                         ).fetchall()[0][0]
+    first = conn.execute(
+        "SELECT rowids FROM episodes_code_blocks ORDER BY block LIMIT 1"
+    ).fetchall()[0][0]
     assert np.frombuffer(first, "<i8").tolist() == list(range(1, 9))
     check_blocks(conn)
     # more loose codes: packed by the next write
-    s.add_many([dict(content=f"x{i}", embedding=vec(np.random.default_rng(5 + i)))
-                for i in range(4)])
+    s.add_many(
+        [dict(content=f"x{i}", embedding=vec(np.random.default_rng(5 + i))) for i in range(4)]
+    )
     assert len(blocks(conn)) == 8 and conn.execute(
-        "SELECT count(*) FROM episodes_codes WHERE block IS NULL").fetchall() == [(0,)]
+        "SELECT count(*) FROM episodes_codes WHERE block IS NULL"
+    ).fetchall() == [(0,)]
     check_consistent(conn)
     with pytest.raises(ValueError):
         s.pack_codes(block=0)
@@ -155,8 +175,11 @@ WRITES = [
     ("UPDATE episodes_codes SET code = code WHERE rowid = 5", set()),
     ("INSERT OR REPLACE INTO episodes_codes(rowid, code) VALUES (13, NULL)", {13}),
     # migration 0009: an insert at a rowid that has a code row only makes it pending
-    ("REPLACE INTO episodes_codes(rowid, code, block) VALUES (30, NULL, "
-     "(SELECT block FROM episodes_codes WHERE rowid = 44))", {30}),
+    (
+        "REPLACE INTO episodes_codes(rowid, code, block) VALUES (30, NULL, "
+        "(SELECT block FROM episodes_codes WHERE rowid = 44))",
+        {30},
+    ),
     ("DELETE FROM episodes WHERE rowid > 40", {41}),
 ]
 
@@ -180,7 +203,8 @@ def block_of(conn, rowid: int):
 @pytest.mark.parametrize("recursive", [False, True], ids=["recursive_off", "recursive_on"])
 @pytest.mark.parametrize("sql, touched", WRITES, ids=[w[0][:50] for w in WRITES])
 def test_a_write_through_apsw_dissolves_exactly_the_blocks_it_touches(
-        template, tmp_path, sql, touched, recursive):
+    template, tmp_path, sql, touched, recursive
+):
     db = tmp_path / "c.db"
     shutil.copy(template, db)
     c = plain(db, recursive=recursive)
@@ -204,8 +228,9 @@ def test_the_writes_through_the_sqlite3_shell_without_the_extension(template, tm
     shutil.copy(template, db)
     v = "X'" + np.ones(DIM, "<f4").tobytes().hex() + "'"
     script = ";\n".join(sql.replace("{v}", v) for sql, _ in WRITES) + ";\n"
-    out = subprocess.run([SHELL, "-batch", str(db)], input=script, text=True,
-                         capture_output=True, timeout=60)
+    out = subprocess.run(
+        [SHELL, "-batch", str(db)], input=script, text=True, capture_output=True, timeout=60
+    )
     assert out.returncode == 0 and not out.stderr, out.stderr
     c = plain(db)
     check_consistent(c)
@@ -221,14 +246,18 @@ def test_control_check_blocks_sees_a_stale_or_missing_block(template, tmp_path):
     c = plain(db)
     c.execute("DROP TRIGGER episodes_codes_block_update")
     code = c.execute("SELECT code FROM episodes_codes WHERE rowid = 5").fetchall()[0][0]
-    c.execute("UPDATE episodes_codes SET code = ? WHERE rowid = 5",  # a code of its size
-              (bytes(b ^ 0xFF for b in code),))
+    c.execute(
+        "UPDATE episodes_codes SET code = ? WHERE rowid = 5",  # a code of its size
+        (bytes(b ^ 0xFF for b in code),),
+    )
     with pytest.raises(AssertionError, match="not its rows' current codes"):
         check_blocks(c)
     c2 = plain(shutil.copy(template, tmp_path / "d.db"))
     c2.execute("DROP TRIGGER episodes_code_blocks_delete")  # migration 0009's
-    c2.execute("DELETE FROM episodes_code_blocks WHERE block = (SELECT block FROM "
-               "episodes_codes WHERE rowid = 1)")
+    c2.execute(
+        "DELETE FROM episodes_code_blocks WHERE block = (SELECT block FROM "
+        "episodes_codes WHERE rowid = 1)"
+    )
     with pytest.raises(AssertionError, match="does not exist"):
         check_blocks(c2)
 
@@ -247,26 +276,44 @@ def test_the_quantized_pool_with_blocks_is_the_pool_without_them(tmp_path, seed)
     other = plain(tmp_path / "s.db")
     next_id = 1000
     for step in range(25):
-        op = pick.choice(["add", "delete", "embed", "plain_delete", "plain_embed",
-                          "plain_add", "pack"])
+        op = pick.choice(
+            ["add", "delete", "embed", "plain_delete", "plain_embed", "plain_add", "pack"]
+        )
         ids = [r for (r,) in s.conn.execute("SELECT id FROM episodes")]
         if op == "add":
-            s.add_many([dict(content="more cat", embedding=vec(rng), scope=pick.choice("ab"),
-                             created_at=1000 + step) for _ in range(pick.randint(1, 20))])
+            s.add_many(
+                [
+                    dict(
+                        content="more cat",
+                        embedding=vec(rng),
+                        scope=pick.choice("ab"),
+                        created_at=1000 + step,
+                    )
+                    for _ in range(pick.randint(1, 20))
+                ]
+            )
         elif op == "delete" and ids:
             s.delete(pick.choice(ids))
         elif op == "embed" and ids:
             s.upsert("changed cat", id=pick.choice(ids), embedding=vec(rng))
         elif op == "plain_delete":
-            other.execute("DELETE FROM episodes WHERE rowid IN (SELECT rowid FROM episodes "
-                          "ORDER BY random() LIMIT 3)")
+            other.execute(
+                "DELETE FROM episodes WHERE rowid IN (SELECT rowid FROM episodes "
+                "ORDER BY random() LIMIT 3)"
+            )
         elif op == "plain_embed":  # a pending code: scored exactly, always in the stage
-            other.execute("UPDATE episodes SET embedding = ? WHERE rowid = (SELECT rowid "
-                          "FROM episodes ORDER BY random() LIMIT 1)", (vec(rng).tobytes(),))
+            other.execute(
+                "UPDATE episodes SET embedding = ? WHERE rowid = (SELECT rowid "
+                "FROM episodes ORDER BY random() LIMIT 1)",
+                (vec(rng).tobytes(),),
+            )
         elif op == "plain_add":
             next_id += 1
-            other.execute("INSERT INTO episodes(id, content, embedding, scope) VALUES "
-                          "(?, 'plain cat', ?, 'a')", (f"p{next_id}", vec(rng).tobytes()))
+            other.execute(
+                "INSERT INTO episodes(id, content, embedding, scope) VALUES "
+                "(?, 'plain cat', ?, 'a')",
+                (f"p{next_id}", vec(rng).tobytes()),
+            )
         else:
             s.pack_codes(block=pick.choice([4, 16, 32]))
         check_consistent(s.conn)
@@ -277,7 +324,8 @@ def test_the_quantized_pool_with_blocks_is_the_pool_without_them(tmp_path, seed)
             assert sorted(got) == sorted(ref_codes(s.conn, q, **filters)), (step, op, filters)
             assert got == without_blocks(s.conn, CODES_SQL, b), (step, op, filters)
             assert sorted(rows(s.conn, POOL_SQL, b)) == sorted(
-                without_blocks(s.conn, POOL_SQL, b)), (step, op, filters)
+                without_blocks(s.conn, POOL_SQL, b)
+            ), (step, op, filters)
     assert blocks(s.conn), "the sequence left no block: it tested nothing"
     other.close()
     s.close()
@@ -290,8 +338,12 @@ def test_opening_a_store_with_nothing_to_do_takes_no_write_lock(tmp_path):
 
     db = tmp_path / "lock.db"
     with Store(db) as s:
-        s.add_many([{"content": f"episode {i} words", "embedding": [1.0, float(i % 7), 0.5]}
-                    for i in range(40)])
+        s.add_many(
+            [
+                {"content": f"episode {i} words", "embedding": [1.0, float(i % 7), 0.5]}
+                for i in range(40)
+            ]
+        )
     holder = apsw.Connection(str(db))
     holder.execute("BEGIN IMMEDIATE")
     try:

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow
 
 
 def _crash_module():
-    spec = importlib.util.spec_from_file_location("rrf_crash",
-                                                  os.path.join(HERE, "crash", "crash.py"))
+    spec = importlib.util.spec_from_file_location(
+        "rrf_crash", os.path.join(HERE, "crash", "crash.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -28,8 +29,14 @@ def _crash_module():
 
 def test_kill_during_imports_and_migrations(tmp_path, capsys):
     crash = _crash_module()
-    report = crash.run(kills=KILLS, workdir=str(tmp_path / "crash"), import_n=1500,
-                       migrate_n=1000, slow_rows=60_000, quiet=True)
+    report = crash.run(
+        kills=KILLS,
+        workdir=str(tmp_path / "crash"),
+        import_n=1500,
+        migrate_n=1000,
+        slow_rows=60_000,
+        quiet=True,
+    )
     with capsys.disabled():
         print()
         crash.print_report(report)

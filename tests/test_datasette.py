@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 datasette_app = pytest.importorskip(
-    "datasette.app", reason="Datasette is not installed: pip install 'sqlite-rrf[datasette]'")
+    "datasette.app", reason="Datasette is not installed: pip install 'sqlite-rrf[datasette]'"
+)
 from datasette.utils.sqlite import sqlite3 as ds_sqlite3
 
 import sqlite_rrf
@@ -55,50 +56,63 @@ def _can_load(module) -> bool:
 needs_loading = pytest.mark.skipif(
     not _can_load(ds_sqlite3),
     reason=f"the sqlite3 module Datasette uses ({ds_sqlite3.__name__}) cannot load "
-           "extensions: pip install 'sqlite-rrf[datasette]' (pysqlite3-binary)")
+    "extensions: pip install 'sqlite-rrf[datasette]' (pysqlite3-binary)",
+)
 
 # ---------------------------------------------------------------- the memory database
 
 # (theme, 4-d embedding direction, sentences): explicit small embeddings, exact in
 # float32, so the query vector sent as JSON text and as a float32 blob are the same.
 THEMES = {
-    "db": ([1.0, 0.125, 0.0, 0.0], [
-        "We chose SQLite for the agent's memory because it is one file.",
-        "The memory database uses WAL mode so readers never block the writer.",
-        "FTS5 gives BM25 keyword ranking inside SQLite.",
-        "Vector similarity is computed by vec_cosine over float32 blobs.",
-        "Reciprocal rank fusion merges the BM25 and vector lists.",
-        "The recall statement is one SQL query with CTEs.",
-        "Postgres was considered for the memory store but rejected as too heavy.",
-        "Migrations run inside BEGIN IMMEDIATE with a checksum row.",
-    ]),
-    "cook": ([0.0, 1.0, 0.25, 0.0], [
-        "The sourdough starter needs feeding twice a day.",
-        "Risotto wants warm stock added one ladle at a time.",
-        "Roast the peppers until the skin blisters, then peel.",
-        "Use a cast iron pan for the steak and let it rest.",
-        "The lentil soup was better with smoked paprika.",
-        "Bake the bread at 250 degrees with steam for the first minutes.",
-        "Fresh basil goes in the pesto at the very end.",
-    ]),
-    "travel": ([0.0, 0.0, 1.0, 0.375], [
-        "The train from Zurich to Milan crosses the Gotthard base tunnel.",
-        "Book the ferry to the islands a week ahead in summer.",
-        "The hotel in Lisbon is near the tram 28 stop.",
-        "Pack a rain jacket for the Scottish highlands.",
-        "The night bus to Krakow leaves at eleven.",
-        "Passport renewal takes about six weeks.",
-        "The museum is closed on Mondays.",
-    ]),
-    "garden": ([0.25, 0.0, 0.0, 1.0], [
-        "Tomatoes need staking once they reach knee height.",
-        "Water the seedlings in the morning, not at night.",
-        "The compost heap should be turned every two weeks.",
-        "Plant garlic in autumn for a summer harvest.",
-        "Slugs ate the lettuce; try copper tape around the bed.",
-        "Prune the apple tree in late winter.",
-        "The database of seed varieties lives in a spreadsheet.",
-    ]),
+    "db": (
+        [1.0, 0.125, 0.0, 0.0],
+        [
+            "We chose SQLite for the agent's memory because it is one file.",
+            "The memory database uses WAL mode so readers never block the writer.",
+            "FTS5 gives BM25 keyword ranking inside SQLite.",
+            "Vector similarity is computed by vec_cosine over float32 blobs.",
+            "Reciprocal rank fusion merges the BM25 and vector lists.",
+            "The recall statement is one SQL query with CTEs.",
+            "Postgres was considered for the memory store but rejected as too heavy.",
+            "Migrations run inside BEGIN IMMEDIATE with a checksum row.",
+        ],
+    ),
+    "cook": (
+        [0.0, 1.0, 0.25, 0.0],
+        [
+            "The sourdough starter needs feeding twice a day.",
+            "Risotto wants warm stock added one ladle at a time.",
+            "Roast the peppers until the skin blisters, then peel.",
+            "Use a cast iron pan for the steak and let it rest.",
+            "The lentil soup was better with smoked paprika.",
+            "Bake the bread at 250 degrees with steam for the first minutes.",
+            "Fresh basil goes in the pesto at the very end.",
+        ],
+    ),
+    "travel": (
+        [0.0, 0.0, 1.0, 0.375],
+        [
+            "The train from Zurich to Milan crosses the Gotthard base tunnel.",
+            "Book the ferry to the islands a week ahead in summer.",
+            "The hotel in Lisbon is near the tram 28 stop.",
+            "Pack a rain jacket for the Scottish highlands.",
+            "The night bus to Krakow leaves at eleven.",
+            "Passport renewal takes about six weeks.",
+            "The museum is closed on Mondays.",
+        ],
+    ),
+    "garden": (
+        [0.25, 0.0, 0.0, 1.0],
+        [
+            "Tomatoes need staking once they reach knee height.",
+            "Water the seedlings in the morning, not at night.",
+            "The compost heap should be turned every two weeks.",
+            "Plant garlic in autumn for a summer harvest.",
+            "Slugs ate the lettuce; try copper tape around the bed.",
+            "Prune the apple tree in late winter.",
+            "The database of seed varieties lives in a spreadsheet.",
+        ],
+    ),
 }
 QUERY = "which database did we choose for the agent memory"
 QVEC = [1.0, 0.125, 0.25, 0.0]  # db-01's direction
@@ -110,15 +124,22 @@ def _episodes():
     for theme, (direction, sentences) in THEMES.items():
         for j, text in enumerate(sentences):
             # a small per-episode tilt (multiples of 1/8) so similarities differ
-            emb = [d + (0.125 * ((i + j + n) % 3) if d == 0 else 0.0)
-                   for n, d in enumerate(direction)]
-            eps.append(dict(
-                id=f"{theme}-{j + 1:02d}", content=text, embedding=emb,
-                created_at=NOW - (i * 3 + 1) * DAY,
-                accessed_at=NOW - ((i * 7) % 40 + 1) * DAY,
-                access_count=(i * 5) % 9,
-                importance="high" if i % 11 == 3 else "normal",
-                scope=theme if i % 2 else "", kind="note" if i % 3 else "fact"))
+            emb = [
+                d + (0.125 * ((i + j + n) % 3) if d == 0 else 0.0) for n, d in enumerate(direction)
+            ]
+            eps.append(
+                dict(
+                    id=f"{theme}-{j + 1:02d}",
+                    content=text,
+                    embedding=emb,
+                    created_at=NOW - (i * 3 + 1) * DAY,
+                    accessed_at=NOW - ((i * 7) % 40 + 1) * DAY,
+                    access_count=(i * 5) % 9,
+                    importance="high" if i % 11 == 3 else "normal",
+                    scope=theme if i % 2 else "",
+                    kind="note" if i % 3 else "fact",
+                )
+            )
             i += 1
     return eps
 
@@ -133,7 +154,9 @@ def memory_db(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def knn_db(tmp_path_factory) -> Path:
-    pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
+    pytest.importorskip(
+        "sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'"
+    )
     path = tmp_path_factory.mktemp("datasette-knn") / "knnmem.db"
     with Store(path) as store:
         store.add_many(_episodes())
@@ -156,11 +179,14 @@ def fetch(paths, *dbs, metadata=None):
     """GET each path with Datasette's test client on a fresh Datasette over ``dbs``;
     returns the responses. (Datasette's 1 s limit on a query is raised: the recall
     statement is compiled on each fresh connection, and this machine may be busy.)"""
+
     async def go():
-        ds = datasette_app.Datasette([str(d) for d in dbs], metadata=metadata,
-                                     settings={"sql_time_limit_ms": 60_000})
+        ds = datasette_app.Datasette(
+            [str(d) for d in dbs], metadata=metadata, settings={"sql_time_limit_ms": 60_000}
+        )
         await ds.invoke_startup()
         return [await ds.client.get(p) for p in paths]
+
     return asyncio.run(go())
 
 
@@ -176,9 +202,15 @@ def qs(**params) -> str:
 
 def store_recall(db: Path, **kw):
     with Store(db) as store:
-        return store.recall(QUERY if "query" not in kw else kw.pop("query"),
-                            kw.pop("limit", 3), touch=False, force=True, now=NOW,
-                            collapse=False, **kw)  # the statement's ranking, as the page's
+        return store.recall(
+            QUERY if "query" not in kw else kw.pop("query"),
+            kw.pop("limit", 3),
+            touch=False,
+            force=True,
+            now=NOW,
+            collapse=False,
+            **kw,
+        )  # the statement's ranking, as the page's
 
 
 def assert_same(rows, hits):
@@ -205,13 +237,33 @@ def test_form_fields_are_the_statements_parameters():
     from sqlite_rrf.resources import recall_statement, statement_params
 
     q = plugin.canned_query()
-    assert q["params"][:9] == ["query", "limit", "profile", "pool", "scope", "kind", "since",
-                               "until", "min_relevance"]
+    assert q["params"][:9] == [
+        "query",
+        "limit",
+        "profile",
+        "pool",
+        "scope",
+        "kind",
+        "since",
+        "until",
+        "min_relevance",
+    ]
     # the statement's parameters, and profile and pool, which choose the statement
     in_sql = set(statement_params(relevance_sql(recall_statement())))
     assert set(q["params"]) == in_sql | {"profile", "pool"}
-    assert {"query", "qvec", "limit", "since", "until", "scope", "kind", "min_relevance",
-            "now", "time_from", "time_to"} <= in_sql
+    assert {
+        "query",
+        "qvec",
+        "limit",
+        "since",
+        "until",
+        "scope",
+        "kind",
+        "min_relevance",
+        "now",
+        "time_from",
+        "time_to",
+    } <= in_sql
     code = "\n".join(line for line in q["sql"].splitlines() if not line.lstrip().startswith("--"))
     for name in in_sql:
         assert plugin.queries.form_param(name) in code, name
@@ -220,8 +272,9 @@ def test_form_fields_are_the_statements_parameters():
     assert "rrf_form_time(:since, 'since')" in code
     # no parameter is left bare: each :x appears only inside its wrapper
     bare = code
-    for wrapped in sorted((plugin.queries.form_param(n) for n in q["params"]), key=len,
-                          reverse=True):
+    for wrapped in sorted(
+        (plugin.queries.form_param(n) for n in q["params"]), key=len, reverse=True
+    ):
         bare = bare.replace(wrapped, "")
     assert [n for n in q["params"] if f":{n}" in bare] == []
     # the statement's own comments are kept verbatim
@@ -239,12 +292,14 @@ def test_plugin_is_listed(memory_db):
 
 @needs_loading
 def test_rrf_functions_run_in_datasette_sql(memory_db):
-    sql = ("SELECT rrf_version() AS v, fts5_query('agent''s memory: -x') AS q, "
-           "vec_cosine('[1, 0]', '[1, 1]') AS c")
+    sql = (
+        "SELECT rrf_version() AS v, fts5_query('agent''s memory: -x') AS q, "
+        "vec_cosine('[1, 0]', '[1, 1]') AS c"
+    )
     (row,) = get_json(f"/memory.json?{qs(sql=sql, _shape='array')}", memory_db)
     assert row["v"] == sqlite_rrf.__version__
     assert row["q"] == '"agent" OR "s" OR "memory" OR "x"'
-    assert row["c"] == pytest.approx(2 ** -0.5)
+    assert row["c"] == pytest.approx(2**-0.5)
 
 
 HYBRID_SQL = """
@@ -265,10 +320,12 @@ GROUP BY l.rowid ORDER BY score DESC, e.rowid LIMIT 5
 
 @needs_loading
 def test_hybrid_query_with_rrf_fuse_and_vec_cosine(memory_db):
-    rows = get_json(f"/memory.json?{qs(sql=HYBRID_SQL, q=QUERY, v=json.dumps(QVEC), _shape='array')}",
-                    memory_db)
+    rows = get_json(
+        f"/memory.json?{qs(sql=HYBRID_SQL, q=QUERY, v=json.dumps(QVEC), _shape='array')}", memory_db
+    )
     # the same statement over apsw
     import apsw
+
     conn = apsw.Connection(str(memory_db))
     sqlite_rrf.load(conn)
     expected = conn.execute(HYBRID_SQL, {"q": QUERY, "v": json.dumps(QVEC)}).fetchall()
@@ -285,37 +342,70 @@ def test_recall_canned_query_matches_store(memory_db, profile, with_qvec):
     if with_qvec:
         params["qvec"] = json.dumps(QVEC)
     rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
-    hits = store_recall(memory_db, limit=5, profile=profile,
-                        qvec=QVEC if with_qvec else None)
+    hits = store_recall(memory_db, limit=5, profile=profile, qvec=QVEC if with_qvec else None)
     assert len(hits) == 5
     assert_same(rows, hits)
 
 
 @needs_loading
 def test_recall_options_reach_the_statement(memory_db):
-    kw = dict(weights=(1.0, 0.5, 0.0, 2.0), k=10.0, pool="all", bm25_limit=3,
-              min_similarity=0.5, alpha=0.25)
-    params = dict(query="memory sqlite bread", limit=7, profile="rrf", now=NOW,
-                  qvec=json.dumps(QVEC), w_bm25=1, w_vec=0.5, w_recency=0, w_access=2,
-                  k=10, pool="all", bm25_limit=3, min_similarity=0.5, alpha=0.25,
-                  _shape="array")
+    kw = dict(
+        weights=(1.0, 0.5, 0.0, 2.0),
+        k=10.0,
+        pool="all",
+        bm25_limit=3,
+        min_similarity=0.5,
+        alpha=0.25,
+    )
+    params = dict(
+        query="memory sqlite bread",
+        limit=7,
+        profile="rrf",
+        now=NOW,
+        qvec=json.dumps(QVEC),
+        w_bm25=1,
+        w_vec=0.5,
+        w_recency=0,
+        w_access=2,
+        k=10,
+        pool="all",
+        bm25_limit=3,
+        min_similarity=0.5,
+        alpha=0.25,
+        _shape="array",
+    )
     rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
-    hits = store_recall(memory_db, query="memory sqlite bread", limit=7, profile="rrf",
-                        qvec=QVEC, **kw)
+    hits = store_recall(
+        memory_db, query="memory sqlite bread", limit=7, profile="rrf", qvec=QVEC, **kw
+    )
     assert_same(rows, hits)
     assert all(r["recency_rank"] is not None for r in rows)
     assert "recency" not in json.loads(rows[0]["explain"])  # weight 0: list off
 
 
 @needs_loading
-@pytest.mark.parametrize("filters", [dict(scope=next(iter(THEMES))), dict(kind="fact"),
-                                     dict(since=NOW - 30 * DAY, until=NOW - 5 * DAY)])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        dict(scope=next(iter(THEMES))),
+        dict(kind="fact"),
+        dict(since=NOW - 30 * DAY, until=NOW - 5 * DAY),
+    ],
+)
 def test_filters_reach_the_statement(memory_db, filters):
-    params = dict(query="memory sqlite bread", limit=20, profile="rrf", now=NOW,
-                  qvec=json.dumps(QVEC), _shape="array", **filters)
+    params = dict(
+        query="memory sqlite bread",
+        limit=20,
+        profile="rrf",
+        now=NOW,
+        qvec=json.dumps(QVEC),
+        _shape="array",
+        **filters,
+    )
     rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
-    hits = store_recall(memory_db, query="memory sqlite bread", limit=20, profile="rrf",
-                        qvec=QVEC, **filters)
+    hits = store_recall(
+        memory_db, query="memory sqlite bread", limit=20, profile="rrf", qvec=QVEC, **filters
+    )
     assert rows and len(rows) < len(_episodes())
     assert_same(rows, hits)
 
@@ -332,8 +422,7 @@ def test_empty_fields_mean_defaults(memory_db):
     assert_same(rows, hits)
     assert all(r["vec_rank"] is None and r["similarity"] is None for r in rows)
     # only the query given: Datasette fills the other fields with ''
-    rows2 = get_json(f"/memory/recall.json?{qs(query=QUERY, now=NOW, _shape='array')}",
-                     memory_db)
+    rows2 = get_json(f"/memory/recall.json?{qs(query=QUERY, now=NOW, _shape='array')}", memory_db)
     assert rows2 == rows
 
 
@@ -341,8 +430,13 @@ def test_empty_fields_mean_defaults(memory_db):
 def test_bad_number_is_an_error_not_a_zero(memory_db):
     """A number field holding text fails the query (never read as 0); the page says
     which field and why in the command line's words, not SQLite's "malformed JSON"."""
-    r_json, r_page = fetch([f"/memory/recall.json?{qs(query=QUERY, limit='three')}",
-                            f"/memory/recall?{qs(query=QUERY, limit='three')}"], memory_db)
+    r_json, r_page = fetch(
+        [
+            f"/memory/recall.json?{qs(query=QUERY, limit='three')}",
+            f"/memory/recall?{qs(query=QUERY, limit='three')}",
+        ],
+        memory_db,
+    )
     assert r_json.status_code == 400
     assert r_json.json()["error"] == "limit: expected a number such as 5 or 0.6, got 'three'"
     assert r_page.status_code == 400
@@ -356,12 +450,16 @@ def test_recall_is_read_only(memory_db):
         conn = ds_sqlite3.connect(str(memory_db))
         try:
             return conn.execute(
-                "SELECT id, accessed_at, access_count FROM episodes ORDER BY id").fetchall()
+                "SELECT id, accessed_at, access_count FROM episodes ORDER BY id"
+            ).fetchall()
         finally:
             conn.close()
+
     before = snapshot()
-    fetch([f"/memory/recall.json?{qs(query=QUERY, limit=10)}",
-           f"/memory/recall?{qs(query=QUERY)}"], memory_db)
+    fetch(
+        [f"/memory/recall.json?{qs(query=QUERY, limit=10)}", f"/memory/recall?{qs(query=QUERY)}"],
+        memory_db,
+    )
     assert snapshot() == before
     q = get_json("/memory.json", memory_db)
     (recall,) = [c for c in q["queries"] if c["name"] == "recall"]
@@ -370,8 +468,7 @@ def test_recall_is_read_only(memory_db):
 
 @needs_loading
 def test_recall_page_html(memory_db):
-    (r,) = fetch([f"/memory/recall?{qs(query=QUERY, limit=5, qvec=json.dumps(QVEC))}"],
-                 memory_db)
+    (r,) = fetch([f"/memory/recall?{qs(query=QUERY, limit=5, qvec=json.dumps(QVEC))}"], memory_db)
     assert r.status_code == 200
     html = r.text
     assert plugin.TITLE in html
@@ -384,9 +481,14 @@ def test_recall_page_html(memory_db):
 @needs_loading
 def test_no_canned_query_without_episodes(memory_db, plain_db):
     r_recall, r_sql, r_db = fetch(
-        ["/notes/recall.json", f"/notes.json?{qs(sql='select rrf_version() as v', _shape='array')}",
-         "/notes.json"],
-        memory_db, plain_db)
+        [
+            "/notes/recall.json",
+            f"/notes.json?{qs(sql='select rrf_version() as v', _shape='array')}",
+            "/notes.json",
+        ],
+        memory_db,
+        plain_db,
+    )
     assert r_recall.status_code == 404
     assert r_sql.json() == [{"v": sqlite_rrf.__version__}]
     assert not any(q["name"].startswith("recall") for q in r_db.json()["queries"])
@@ -397,8 +499,7 @@ def test_no_canned_query_without_episodes(memory_db, plain_db):
 def test_recall_knn_canned_query(knn_db):
     q = get_json("/knnmem.json", knn_db)
     assert {"recall", "recall_knn"} <= {c["name"] for c in q["queries"]}
-    params = dict(query=QUERY, limit=4, qvec=json.dumps(QVEC), pool_size=6, now=NOW,
-                  _shape="array")
+    params = dict(query=QUERY, limit=4, qvec=json.dumps(QVEC), pool_size=6, now=NOW, _shape="array")
     rows = get_json(f"/knnmem/recall_knn.json?{qs(**params)}", knn_db)
     hits = store_recall(knn_db, limit=4, pool="knn", pool_size=6, qvec=QVEC)
     assert_same(rows, hits)
@@ -409,11 +510,19 @@ def test_recall_knn_canned_query(knn_db):
 def test_scope_field_names_the_shared_scope(memory_db, form, stored):
     """The scope field takes the shared scope's name ('shared' is stored as ''); empty
     and '*' are every scope; quotes only are refused with the CLI's words."""
-    params = dict(query="memory sqlite bread", limit=20, profile="rrf", now=NOW,
-                  qvec=json.dumps(QVEC), scope=form, _shape="array")
+    params = dict(
+        query="memory sqlite bread",
+        limit=20,
+        profile="rrf",
+        now=NOW,
+        qvec=json.dumps(QVEC),
+        scope=form,
+        _shape="array",
+    )
     rows = get_json(f"/memory/recall.json?{qs(**params)}", memory_db)
-    hits = store_recall(memory_db, query="memory sqlite bread", limit=20, profile="rrf",
-                        qvec=QVEC, scope=stored)
+    hits = store_recall(
+        memory_db, query="memory sqlite bread", limit=20, profile="rrf", qvec=QVEC, scope=stored
+    )
     assert rows
     assert_same(rows, hits)
     quotes = '""'
@@ -432,17 +541,35 @@ def test_iso_since_and_until(memory_db):
         return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M")
 
     since, until = NOW - 30 * DAY, NOW - 5 * DAY
-    base = dict(query="memory sqlite bread", limit=20, profile="rrf", now=NOW,
-                qvec=json.dumps(QVEC), _shape="array")
-    rows = get_json(f"/memory/recall.json?{qs(**base, since=iso(since), until=iso(until))}",
-                    memory_db)
-    hits = store_recall(memory_db, query="memory sqlite bread", limit=20, profile="rrf",
-                        qvec=QVEC, since=since // 60_000 * 60_000,
-                        until=until // 60_000 * 60_000)
+    base = dict(
+        query="memory sqlite bread",
+        limit=20,
+        profile="rrf",
+        now=NOW,
+        qvec=json.dumps(QVEC),
+        _shape="array",
+    )
+    rows = get_json(
+        f"/memory/recall.json?{qs(**base, since=iso(since), until=iso(until))}", memory_db
+    )
+    hits = store_recall(
+        memory_db,
+        query="memory sqlite bread",
+        limit=20,
+        profile="rrf",
+        qvec=QVEC,
+        since=since // 60_000 * 60_000,
+        until=until // 60_000 * 60_000,
+    )
     assert rows and len(rows) < len(_episodes())
     assert_same(rows, hits)
-    r, r_json = fetch([f"/memory/recall?{qs(query=QUERY, since='yesterdy')}",
-                       f"/memory/recall.json?{qs(query=QUERY, until='2026-13-01')}"], memory_db)
+    r, r_json = fetch(
+        [
+            f"/memory/recall?{qs(query=QUERY, since='yesterdy')}",
+            f"/memory/recall.json?{qs(query=QUERY, until='2026-13-01')}",
+        ],
+        memory_db,
+    )
     assert r.status_code == 400
     assert "since: expected milliseconds since the epoch or an ISO date" in r.text
     assert "malformed JSON" not in r.text and "user-defined function" not in r.text
@@ -455,12 +582,15 @@ def test_iso_since_and_until(memory_db):
 MODEL = os.environ.get("SQLITE_RRF_MODEL") or "/work/shared/models/all-MiniLM-L6-v2-f16.gguf"
 needs_model = pytest.mark.skipif(
     not os.path.isfile(MODEL),
-    reason=f"the embedding model is missing ({MODEL}); set SQLITE_RRF_MODEL to a GGUF file")
+    reason=f"the embedding model is missing ({MODEL}); set SQLITE_RRF_MODEL to a GGUF file",
+)
 #: Queries for the demo memory: plain, one naming a time ("last week": a window), and
 #: one whose words hit nothing (the vector list alone finds it).
-MODEL_QUERIES = ["where are the postgres credentials kept?",
-                 "what did we decide about the deploys last week",
-                 "holiday plans of the team lead"]
+MODEL_QUERIES = [
+    "where are the postgres credentials kept?",
+    "what did we decide about the deploys last week",
+    "holiday plans of the team lead",
+]
 
 
 @pytest.fixture(scope="module")
@@ -470,19 +600,38 @@ def demo_db(tmp_path_factory) -> Path:
     if not os.path.isfile(MODEL):
         pytest.skip(f"the embedding model is missing ({MODEL})")
     path = tmp_path_factory.mktemp("datasette-demo") / "demo.db"
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "demo", str(path)],
-                       capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, SQLITE_RRF_MODEL=MODEL), cwd=path.parent)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "demo", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, SQLITE_RRF_MODEL=MODEL),
+        cwd=path.parent,
+    )
     assert p.returncode == 0, p.stderr
     return path
 
 
 def cli_recall(db: Path, query: str, *args: str, model: str = MODEL):
     """``sqlite-rrf recall DB QUERY --json --no-touch ARGS`` with the model: the hits."""
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "recall", str(db), query,
-                        "--json", "--no-touch", *args],
-                       capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, SQLITE_RRF_MODEL=model), cwd=db.parent)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sqlite_rrf",
+            "recall",
+            str(db),
+            query,
+            "--json",
+            "--no-touch",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, SQLITE_RRF_MODEL=model),
+        cwd=db.parent,
+    )
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
@@ -507,8 +656,10 @@ def test_page_embeds_the_query_and_recalls_as_the_cli(demo_db, query, monkeypatc
     assert all(r["vec_rank"] is not None for r in rows)  # the vector list is on
     q = get_json("/demo.json", demo_db)
     (recall,) = [c for c in q["queries"] if c["name"] == "recall"]
-    assert "The vector list is on: the query is embedded with all-MiniLM-L6-v2" in \
-        recall["description"]
+    assert (
+        "The vector list is on: the query is embedded with all-MiniLM-L6-v2"
+        in recall["description"]
+    )
 
 
 @needs_loading
@@ -521,8 +672,9 @@ def test_iso_since_as_the_cli(demo_db, monkeypatch):
     monkeypatch.setenv("SQLITE_RRF_MODEL", MODEL)
     since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=60)).strftime("%Y-%m-%d")
     query = "postgres database"
-    rows = get_json(f"/demo/recall.json?{qs(query=query, limit=8, since=since, _shape='array')}",
-                    demo_db)
+    rows = get_json(
+        f"/demo/recall.json?{qs(query=query, limit=8, since=since, _shape='array')}", demo_db
+    )
     hits = cli_recall(demo_db, query, "--limit", "8", "--since", since)
     every = cli_recall(demo_db, query, "--limit", "8")
     assert [r["id"] for r in rows] == [h["id"] for h in hits]
@@ -535,8 +687,11 @@ def test_model_from_the_plugin_configuration(demo_db, monkeypatch):
     """Without $SQLITE_RRF_MODEL, the plugin's configured model embeds the query."""
     monkeypatch.delenv("SQLITE_RRF_MODEL", raising=False)
     meta = {"plugins": {plugin.PLUGIN_NAME: {"model": MODEL}}}
-    rows = get_json(f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}",
-                    demo_db, metadata=meta)
+    rows = get_json(
+        f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}",
+        demo_db,
+        metadata=meta,
+    )
     hits = cli_recall(demo_db, MODEL_QUERIES[0], "--limit", "3")
     assert [r["id"] for r in rows] == [h["id"] for h in hits]
     assert rows[0]["vec_rank"] == 1
@@ -549,8 +704,9 @@ def test_no_model_the_page_still_works(demo_db, tmp_path, monkeypatch):
     (BM25, recency, access) and its description says why."""
     missing = tmp_path / "no-such-model.gguf"
     monkeypatch.setenv("SQLITE_RRF_MODEL", str(missing))
-    rows = get_json(f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}",
-                    demo_db)
+    rows = get_json(
+        f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}", demo_db
+    )
     assert rows and rows[0]["id"] == "ep-001"
     assert all(r["vec_rank"] is None and r["similarity"] is None for r in rows)
     (r,) = fetch([f"/demo/recall?{qs(query=MODEL_QUERIES[0])}"], demo_db)
@@ -572,8 +728,9 @@ def test_page_layout(demo_db, monkeypatch):
     assert "vector #1 (cos 0.7" in html and "blend 0.5·cos/best 1.000" in html
     assert re.search(r'<td class="col-created_at"><span title="\d+ ms">20\d\d-\d\d-\d\dT', html)
     assert '"profile": [["", "default (hybrid)"]' in html  # the select boxes' script
-    rows = get_json(f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}",
-                    demo_db)
+    rows = get_json(
+        f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}", demo_db
+    )
     assert isinstance(rows[0]["created_at"], int) and json.loads(rows[0]["explain"])
 
 
@@ -614,12 +771,19 @@ def test_datasette_refuses_to_start_without_extension_loading(memory_db):
     """``datasette memory.db`` on Python's own sqlite3 (pysqlite3 hidden): where that
     module cannot load extensions, Datasette stops at startup with the message."""
     import sqlite3
+
     if hasattr(sqlite3.connect(":memory:"), "enable_load_extension"):
         pytest.skip("this Python's sqlite3 can load extensions; nothing to refuse")
-    code = ("import sys; sys.modules['pysqlite3'] = None; sys.argv = ['datasette'] + "
-            "sys.argv[1:]; from datasette.cli import cli; cli()")
-    p = subprocess.run([sys.executable, "-c", code, "serve", str(memory_db), "--get",
-                        "/-/versions.json"], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; sys.modules['pysqlite3'] = None; sys.argv = ['datasette'] + "
+        "sys.argv[1:]; from datasette.cli import cli; cli()"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, "serve", str(memory_db), "--get", "/-/versions.json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert "Error: sqlite-rrf's Datasette plugin cannot load its SQLite extension" in p.stderr
     assert "pysqlite3-binary" in p.stderr
@@ -641,9 +805,9 @@ def _png_info(data: bytes):
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat, width, height = 8, b"", 0, 0
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height = struct.unpack(">II", body[:8])
         elif kind == b"IDAT":
@@ -654,19 +818,32 @@ def _png_info(data: bytes):
 
 def _chromium(*args, tmp: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={tmp}",
-           f"--window-size={WINDOW[0]},{WINDOW[1]}", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @needs_loading
 @needs_model
 @pytest.mark.slow
-@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
-                    reason=f"{CHROMIUM} is missing: Debian's chromium "
-                           "(apt-get install chromium; `make system-deps`)")
+@pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK),
+    reason=f"{CHROMIUM} is missing: Debian's chromium "
+    "(apt-get install chromium; `make system-deps`)",
+)
 def test_recall_in_headless_chromium(demo_db, tmp_path):
     """`datasette demo.db` in a subprocess (the model from $SQLITE_RRF_MODEL), the recall
     page with a typed query and an ISO since in headless Chromium: the rows are those of
@@ -678,9 +855,24 @@ def test_recall_in_headless_chromium(demo_db, tmp_path):
     port = _free_port()
     log = open(tmp_path / "datasette.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "datasette", "serve", str(demo_db), "--host", "127.0.0.1",
-         "--port", str(port), "--setting", "sql_time_limit_ms", "60000"],
-        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, SQLITE_RRF_MODEL=MODEL))
+        [
+            sys.executable,
+            "-m",
+            "datasette",
+            "serve",
+            str(demo_db),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--setting",
+            "sql_time_limit_ms",
+            "60000",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, SQLITE_RRF_MODEL=MODEL),
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -692,8 +884,9 @@ def test_recall_in_headless_chromium(demo_db, tmp_path):
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
                     log.close()
-                    pytest.fail("datasette did not start:\n"
-                                + (tmp_path / "datasette.log").read_text())
+                    pytest.fail(
+                        "datasette did not start:\n" + (tmp_path / "datasette.log").read_text()
+                    )
                 time.sleep(0.2)
         query = "where are the postgres credentials kept?"
         since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=400)).strftime("%Y-%m-%d")

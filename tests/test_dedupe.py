@@ -36,9 +36,14 @@ T0 = 1_700_000_000_000
 FACT = "The team's shared password is stored in 1Password."
 CORRECTION = "Update: the shared password moved from 1Password to Vault."
 QUESTION = "where is the shared password?"
-OTHERS = ["We chose SQLite for the agent's memory.", "The deploy runs on Fridays.",
-          "The user prefers dark mode in every editor.", "Lunch is at noon.",
-          "The VPN password rotates monthly.", "Standup is at 9:30 every weekday."]
+OTHERS = [
+    "We chose SQLite for the agent's memory.",
+    "The deploy runs on Fridays.",
+    "The user prefers dark mode in every editor.",
+    "Lunch is at noon.",
+    "The VPN password rotates monthly.",
+    "Standup is at 9:30 every weekday.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +60,9 @@ def embedder():
 
 def shell(db: Path, script: str) -> str:
     """The Debian sqlite3 shell, without the extension."""
-    p = subprocess.run([SHELL, "-batch", str(db)], input=script + "\n", text=True,
-                       capture_output=True, timeout=60)
+    p = subprocess.run(
+        [SHELL, "-batch", str(db)], input=script + "\n", text=True, capture_output=True, timeout=60
+    )
     assert p.returncode == 0 and not p.stderr, p.stderr
     return p.stdout
 
@@ -66,34 +72,43 @@ def keys_consistent(store: Store) -> None:
     from sqlite_rrf.dedupe import content_key
 
     for rowid, content, key in store.conn.execute(
-            "SELECT rowid, content, content_key FROM episodes"):
+        "SELECT rowid, content, content_key FROM episodes"
+    ):
         assert key is None or key == content_key(content), rowid
 
 
 # ---- what "the same" means ----
 
+
 def test_the_same_text_is_nfkc_case_folded_white_space_collapsed():
     from sqlite_rrf.dedupe import content_key, normalise
 
-    assert normalise("  The user uses\tFISH shell,\n not bash. ") == \
-        "the user uses fish shell, not bash."
-    assert normalise("ﬁsh") == normalise("FISH")                # NFKC: the ligature
-    assert normalise("ＦＩＳＨ") == normalise("fish")             # NFKC: full width
-    assert normalise("STRASSE") == normalise("straße")          # case folding, not lower()
+    assert (
+        normalise("  The user uses\tFISH shell,\n not bash. ")
+        == "the user uses fish shell, not bash."
+    )
+    assert normalise("ﬁsh") == normalise("FISH")  # NFKC: the ligature
+    assert normalise("ＦＩＳＨ") == normalise("fish")  # NFKC: full width
+    assert normalise("STRASSE") == normalise("straße")  # case folding, not lower()
     assert normalise(unicodedata.normalize("NFD", "café")) == normalise("CAFÉ")
     assert normalise("fish shell") != normalise("fish shell.")  # punctuation counts
-    assert normalise("fish shell") != normalise("fishshell")    # so does a space
+    assert normalise("fish shell") != normalise("fishshell")  # so does a space
     assert content_key("A  b") == content_key("a b") and len(content_key("x")) == 16
 
 
 # ---- the write path ----
 
+
 def test_remembering_the_same_text_twice_keeps_one_episode_refreshed(tmp_path):
     with Store(tmp_path / "m.db") as s:
         first = s.add("The user uses fish shell, not bash.", created_at=T0, kind="fact")
         s.add("Something else.", created_at=T0)
-        again = s.add("  the user uses FISH shell,\nnot bash. ", created_at=T0 + DAY,
-                      importance="high", metadata={"source": "chat"})
+        again = s.add(
+            "  the user uses FISH shell,\nnot bash. ",
+            created_at=T0 + DAY,
+            importance="high",
+            metadata={"source": "chat"},
+        )
         assert again == first
         assert s.count() == 2
         ep = s.get(first)
@@ -102,8 +117,9 @@ def test_remembering_the_same_text_twice_keeps_one_episode_refreshed(tmp_path):
         assert ep.importance == "high" and ep.kind == "fact"
         assert ep.metadata == {"source": "chat"}
         # an older re-statement never moves the times back, nor lowers the importance
-        assert s.add("The user uses fish shell, not bash.", created_at=T0,
-                     importance="low") == first
+        assert (
+            s.add("The user uses fish shell, not bash.", created_at=T0, importance="low") == first
+        )
         ep = s.get(first)
         assert (ep.created_at, ep.importance) == (T0 + DAY, "high")
         keys_consistent(s)
@@ -113,11 +129,9 @@ def test_another_scope_an_explicit_id_or_dedupe_false_store_a_copy(tmp_path):
     with Store(tmp_path / "m.db") as s:
         a = s.add("Deploys happen on Fridays.", scope="shop")
         assert s.add("Deploys happen on Fridays.", scope="blog") != a
-        w = s.add_many([{"id": "mine", "content": "deploys happen on fridays.",
-                         "scope": "shop"}])
+        w = s.add_many([{"id": "mine", "content": "deploys happen on fridays.", "scope": "shop"}])
         assert list(w) == ["mine"] and w.repeats == (0,) and w.duplicates == ()
-        w = s.add_many([{"content": "Deploys happen on Fridays.", "scope": "shop"}],
-                       dedupe=False)
+        w = s.add_many([{"content": "Deploys happen on Fridays.", "scope": "shop"}], dedupe=False)
         assert w[0] not in (a, "mine")
         assert s.count() == 4
         # a new text in the scope of an existing one is no duplicate
@@ -134,7 +148,9 @@ def test_an_import_of_500_with_106_repeats_says_so(tmp_path):
         assert len(w) == 500 and s.count() == 394
         assert w.duplicates == tuple(range(394, 500))
         for i in range(394, 500):  # each repeat returns the id of the text it repeats
-            assert s.get(w[i]).content == texts[[t.upper() for t in texts].index(batch[i]["content"])]
+            assert (
+                s.get(w[i]).content == texts[[t.upper() for t in texts].index(batch[i]["content"])]
+            )
         # the same import again: every episode is a duplicate, nothing is stored
         w2 = s.add_many(batch)
         assert len(w2.duplicates) == 500 and s.count() == 394 and list(w2) == list(w)
@@ -143,6 +159,7 @@ def test_an_import_of_500_with_106_repeats_says_so(tmp_path):
 def test_a_duplicate_is_not_embedded_again(tmp_path, embedder):
     class Counting:
         """The real model, counting the texts it embeds."""
+
         def __init__(self, e):
             self.e, self.texts = e, []
             self.dim, self.model_name = e.dim, e.model_name
@@ -159,8 +176,13 @@ def test_a_duplicate_is_not_embedded_again(tmp_path, embedder):
     with Store(tmp_path / "m.db", embedder=c) as s:
         s.add("The user uses fish shell, not bash.")
         c.texts.clear()
-        s.add_many([{"content": "the user uses fish shell, not bash."},
-                    {"content": "A new fact."}, {"content": "a new fact."}])
+        s.add_many(
+            [
+                {"content": "the user uses fish shell, not bash."},
+                {"content": "A new fact."},
+                {"content": "a new fact."},
+            ]
+        )
         assert c.texts == ["A new fact."]
         assert s.count() == 2
 
@@ -171,21 +193,35 @@ def test_rows_of_other_clients_count_and_their_changes_make_the_key_pending(tmp_
     with Store(db) as s:
         kept = s.add("Kept by the Store.")
     # the shell, without the extension: an insert (no key), and a change of content
-    shell(db, "INSERT INTO episodes(id, content) VALUES ('sh1', 'Written by the SHELL.');\n"
-              f"UPDATE episodes SET content = 'Changed by the shell.' WHERE id = '{kept}';")
+    shell(
+        db,
+        "INSERT INTO episodes(id, content) VALUES ('sh1', 'Written by the SHELL.');\n"
+        f"UPDATE episodes SET content = 'Changed by the shell.' WHERE id = '{kept}';",
+    )
     with Store(db) as s:
-        assert s.conn.execute("SELECT count(*) FROM episodes WHERE content_key IS NULL"
-                              ).fetchall()[0][0] == 2
+        assert (
+            s.conn.execute("SELECT count(*) FROM episodes WHERE content_key IS NULL").fetchall()[0][
+                0
+            ]
+            == 2
+        )
         assert s.add("written by the shell.") == "sh1"
         assert s.add("changed by the shell.") == kept
         assert s.add("Kept by the Store.") not in ("sh1", kept)  # the old text is gone
         assert s.count() == 3
         keys_consistent(s)
-        assert s.conn.execute("SELECT count(*) FROM episodes WHERE content_key IS NULL"
-                              ).fetchall()[0][0] == 0
+        assert (
+            s.conn.execute("SELECT count(*) FROM episodes WHERE content_key IS NULL").fetchall()[0][
+                0
+            ]
+            == 0
+        )
     # the shell still writes, changes and deletes freely
-    shell(db, "UPDATE episodes SET content = content || ' (edited)';\n"
-              "DELETE FROM episodes WHERE id = 'sh1';")
+    shell(
+        db,
+        "UPDATE episodes SET content = content || ' (edited)';\n"
+        "DELETE FROM episodes WHERE id = 'sh1';",
+    )
     with Store(db) as s:
         assert s.count() == 2
         s.fill_keys()
@@ -209,13 +245,13 @@ def test_the_store_keeps_keys_right_through_update_and_upsert(tmp_path):
 
 # ---- the recall: one slot per text, the newest fact first ----
 
+
 def _scenario(s: Store) -> None:
     """Three copies of a fact (with ids of their own, as an import of old memories
     brings them), then its correction, among other memories."""
     for i, t in enumerate(OTHERS):
         s.add(t, created_at=T0 + i)
-    s.add_many([{"id": f"copy{i}", "content": FACT, "created_at": T0 + i * DAY}
-                for i in range(3)])
+    s.add_many([{"id": f"copy{i}", "content": FACT, "created_at": T0 + i * DAY} for i in range(3)])
     s.add(CORRECTION, created_at=T0 + 5 * DAY)
 
 
@@ -245,13 +281,13 @@ def test_remembered_twice_then_corrected(tmp_path, embedder):
             s.add(t, created_at=T0 + i)
         a = s.add("The password is in 1Password.", created_at=T0)
         assert s.add("The password is in 1Password.", created_at=T0 + DAY) == a
-        fix = s.add("Update: the password is now in Vault, not in 1Password.",
-                    created_at=T0 + 2 * DAY)
+        fix = s.add(
+            "Update: the password is now in Vault, not in 1Password.", created_at=T0 + 2 * DAY
+        )
         for limit in (1, 2, 3):
             hits = s.recall("where is the password?", limit=limit, touch=False)
             assert hits[0].id == fix, [h.content for h in hits]
-        assert [h.id for h in s.recall("where is the password?", limit=2, touch=False)] \
-            == [fix, a]
+        assert [h.id for h in s.recall("where is the password?", limit=2, touch=False)] == [fix, a]
 
 
 @needs_model
@@ -260,8 +296,9 @@ def test_near_duplicates_collapse_but_a_changed_number_does_not(tmp_path, embedd
         for i, t in enumerate(OTHERS):
             s.add(t, created_at=T0 + i)
         old = s.add("The user uses fish shell, not bash.", created_at=T0, scope="a")
-        new = s.add("The user uses the fish shell rather than bash.", created_at=T0 + DAY,
-                    scope="b")
+        new = s.add(
+            "The user uses the fish shell rather than bash.", created_at=T0 + DAY, scope="b"
+        )
         hits = s.recall("what shell does the user use?", limit=3, touch=False)
         assert hits[0].id == new and hits[0].duplicate_ids == (old,)
         assert old not in [h.id for h in hits]
@@ -276,20 +313,28 @@ def test_near_duplicates_collapse_but_a_changed_number_does_not(tmp_path, embedd
 def test_a_near_copy_that_adds_a_number_is_no_duplicate(tmp_path, embedder):
     """Two turns of LongMemEval's dev half (cosine 0.98): one has the answer (25:50), the
     other not; collapsing them into the newer would hide the answer."""
-    with_time = ("I'm training for another charity 5K run coming up and I was wondering if "
-                 "you could give me some tips on how to improve my endurance. By the way, "
-                 "I'm hoping to beat my personal best time of 25:50 this time around.")
-    without = ("I'm getting ready for a charity 5K run and I was wondering if you could give "
-               "me some tips on how to improve my endurance. By the way, I'm hoping to beat "
-               "my personal best time this time around.")
+    with_time = (
+        "I'm training for another charity 5K run coming up and I was wondering if "
+        "you could give me some tips on how to improve my endurance. By the way, "
+        "I'm hoping to beat my personal best time of 25:50 this time around."
+    )
+    without = (
+        "I'm getting ready for a charity 5K run and I was wondering if you could give "
+        "me some tips on how to improve my endurance. By the way, I'm hoping to beat "
+        "my personal best time this time around."
+    )
     assert float(embedder.embed(with_time) @ embedder.embed(without)) >= 0.95
     with Store(tmp_path / "m.db", embedder=embedder) as s:
         for i, t in enumerate(OTHERS):
             s.add(t, created_at=T0 + i)
         a = s.add(with_time, created_at=T0)
         b = s.add(without, created_at=T0 + DAY)
-        ids = [h.id for h in s.recall("What was my personal best time in the charity 5K run?",
-                                      limit=3, touch=False)]
+        ids = [
+            h.id
+            for h in s.recall(
+                "What was my personal best time in the charity 5K run?", limit=3, touch=False
+            )
+        ]
         assert {a, b} <= set(ids)
 
 
@@ -300,10 +345,10 @@ def test_a_note_about_another_thing_never_goes_first(tmp_path, embedder):
     with Store(tmp_path / "m.db", embedder=embedder) as s:
         for i, t in enumerate(OTHERS):
             s.add(t, created_at=T0 + i)
-        starry = s.add("In The Starry Night, Van Gogh used deep blues and swirling yellows.",
-                       created_at=T0)
-        cafe = s.add("In The Night Café, Van Gogh used blood red and green.",
-                     created_at=T0 + DAY)
+        starry = s.add(
+            "In The Starry Night, Van Gogh used deep blues and swirling yellows.", created_at=T0
+        )
+        cafe = s.add("In The Night Café, Van Gogh used blood red and green.", created_at=T0 + DAY)
         q = "Which colors did Van Gogh use in the painting The Starry Night?"
         assert [h.id for h in s.recall(q, limit=2, touch=False)] == [starry, cafe]
 
@@ -312,8 +357,10 @@ def test_collapse_without_a_model_same_text_in_two_scopes(tmp_path):
     with Store(tmp_path / "m.db") as s:
         for i, t in enumerate(OTHERS):
             s.add(t, created_at=T0 + i)
-        ids = [s.add("The user uses fish shell, not bash.", created_at=T0 + i * DAY,
-                     scope=sc) for i, sc in enumerate(["a", "b", "c"])]
+        ids = [
+            s.add("The user uses fish shell, not bash.", created_at=T0 + i * DAY, scope=sc)
+            for i, sc in enumerate(["a", "b", "c"])
+        ]
         hits = s.recall("what shell does the user use? fish or bash", limit=3, touch=False)
         assert [h.content for h in hits].count("The user uses fish shell, not bash.") == 1
         assert hits[0].id == ids[2] and set(hits[0].duplicate_ids) == set(ids[:2])
@@ -323,9 +370,13 @@ def test_collapse_without_a_model_same_text_in_two_scopes(tmp_path):
 def test_unrelated_hits_keep_their_order(tmp_path):
     """Hits about different things are never reordered by age."""
     with Store(tmp_path / "m.db") as s:
-        for i, t in enumerate(["postgres credentials live in the vault",
-                               "the deploy pipeline runs tests first",
-                               "lunch with the team on fridays"]):
+        for i, t in enumerate(
+            [
+                "postgres credentials live in the vault",
+                "the deploy pipeline runs tests first",
+                "lunch with the team on fridays",
+            ]
+        ):
             s.add(t, created_at=T0 + (3 - i) * DAY)
         for q in ("postgres vault credentials", "deploy pipeline tests", "team lunch"):
             a = [h.id for h in s.recall(q, limit=3, touch=False)]
@@ -334,6 +385,7 @@ def test_unrelated_hits_keep_their_order(tmp_path):
 
 
 # ---- the topic gate ----
+
 
 @needs_model
 def test_the_topic_gate_is_off_unless_asked_for(tmp_path, embedder):

@@ -70,11 +70,12 @@ needs_docs = pytest.mark.skipif(not DOCS.is_dir(), reason="docs/ is not shipped 
 # Markdown code blocks
 # ---------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class Block:
     path: Path
-    line: int          # 1-based line of the opening fence
-    info: str          # the fence's info string, e.g. "sql" or "sql fragment"
+    line: int  # 1-based line of the opening fence
+    info: str  # the fence's info string, e.g. "sql" or "sql fragment"
     body: str
 
     @property
@@ -105,9 +106,11 @@ def code_blocks(path: Path) -> List[Block]:
         indent, fence, info = m.group(1), m.group(2), m.group(3).strip()
         body: List[str] = []
         j = i + 1
-        while j < len(lines) and not (lines[j].strip().startswith(fence[0] * len(fence))
-                                      and lines[j].strip().strip(fence[0]) == ""):
-            body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j])
+        while j < len(lines) and not (
+            lines[j].strip().startswith(fence[0] * len(fence))
+            and lines[j].strip().strip(fence[0]) == ""
+        ):
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
             j += 1
         blocks.append(Block(path, i + 1, info, "\n".join(body) + "\n"))
         i = j + 1
@@ -127,11 +130,12 @@ def sql_blocks() -> List[Block]:
 # Running sql blocks
 # ---------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class Statement:
     sql: str
-    line: int                       # line within the block (1-based)
-    expect: List[str]               # the `-- →` texts, one per row
+    line: int  # line within the block (1-based)
+    expect: List[str]  # the `-- →` texts, one per row
 
 
 _ARROW = re.compile(r"--\s*→\s?(.*)$")
@@ -158,8 +162,11 @@ def split_statements(body: str) -> List[Statement]:
         if apsw.complete(text):
             out.append(Statement(text, start, [m.group(1).rstrip()] if m else []))
             buf = []
-    if buf and "".join(buf).strip() and not all(
-            l.strip().startswith("--") or not l.strip() for l in buf):
+    if (
+        buf
+        and "".join(buf).strip()
+        and not all(l.strip().startswith("--") or not l.strip() for l in buf)
+    ):
         raise AssertionError(f"line {start}: statement without a terminating semicolon")
     return out
 
@@ -198,8 +205,7 @@ def check_rows(expect: List[str], rows: List[Tuple[Any, ...]]) -> Optional[str]:
     for e, row, g in zip(expect, rows, got):
         evals = e.split("|")
         avals = [render(v) for v in row]
-        if len(evals) != len(avals) or not all(value_matches(x, y)
-                                               for x, y in zip(evals, avals)):
+        if len(evals) != len(avals) or not all(value_matches(x, y) for x, y in zip(evals, avals)):
             return f"expected {e!r}, got {g!r}"
     return None
 
@@ -234,7 +240,9 @@ def directives(body: str) -> Tuple[Set[str], Dict[str, Any]]:
 
 
 def load_sqlite_vec(conn: apsw.Connection) -> None:
-    sqlite_vec = pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
+    sqlite_vec = pytest.importorskip(
+        "sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'"
+    )
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
@@ -250,7 +258,7 @@ def run_statements(conn: apsw.Connection, body: str, params: Dict[str, Any]) -> 
             rows = conn.execute(st.sql, _NullDefault(params)).fetchall()
         except apsw.Error as e:
             if error_expected:
-                want = st.expect[0][len("error:"):].strip()
+                want = st.expect[0][len("error:") :].strip()
                 if not value_matches(want, str(e)):
                     failures.append(f"{where}: expected error {want!r}, got {str(e)!r}")
                 continue
@@ -274,6 +282,7 @@ def new_connection(path: str = ":memory:") -> apsw.Connection:
 # ---------------------------------------------------------------------------------------
 # The memory database of the examples (docs/recall.md's JSONL block)
 # ---------------------------------------------------------------------------------------
+
 
 def example_episodes() -> Tuple[str, List[Dict[str, Any]]]:
     blocks = [b for b in code_blocks(DOCS / "recall.md") if b.lang == "jsonl"]
@@ -299,6 +308,7 @@ def memory_db(tmp_path_factory) -> Path:
 # SQL functions: pages, signatures, error messages
 # ---------------------------------------------------------------------------------------
 
+
 def registered_functions() -> Dict[str, Dict[str, Any]]:
     """{name: {"nargs": {...}, "type": 's'|'a'|'w'}} added by loading the extension."""
     q = "SELECT name, narg, type FROM pragma_function_list"
@@ -315,8 +325,9 @@ def registered_functions() -> Dict[str, Dict[str, Any]]:
 
 def page_signature(page: Path) -> Tuple[str, Set[int], str]:
     """(function name, arities, title) from the page's title: '# `f(a [, b])` → T'."""
-    title = next((l for l in page.read_text(encoding="utf-8").splitlines()
-                  if l.startswith("# ")), "")
+    title = next(
+        (l for l in page.read_text(encoding="utf-8").splitlines() if l.startswith("# ")), ""
+    )
     m = re.search(r"`(\w+)\(([^`]*)\)`", title)
     if not m:
         return "", set(), title
@@ -326,8 +337,7 @@ def page_signature(page: Path) -> Tuple[str, Set[int], str]:
     return name, set(range(required, total + 1)), title
 
 
-def function_page_problems(functions: Dict[str, Dict[str, Any]],
-                           sql_docs: Path) -> List[str]:
+def function_page_problems(functions: Dict[str, Dict[str, Any]], sql_docs: Path) -> List[str]:
     """What is missing or wrong in the function pages (empty when all is documented)."""
     problems = []
     for name, f in sorted(functions.items()):
@@ -339,12 +349,13 @@ def function_page_problems(functions: Dict[str, Dict[str, Any]],
         if title_name != name:
             problems.append(f"{name}: the title of {page.name} does not name it: {title!r}")
         elif arities != f["nargs"] and f["nargs"] != {-1}:  # -1: an FTS5 auxiliary function
-            problems.append(f"{name}: the title's signature takes {sorted(arities)} "
-                            f"arguments; the extension registers {sorted(f['nargs'])}")
+            problems.append(
+                f"{name}: the title's signature takes {sorted(arities)} "
+                f"arguments; the extension registers {sorted(f['nargs'])}"
+            )
         text = page.read_text(encoding="utf-8")
         if "w" in f["types"] and "window function" not in text:
-            problems.append(f"{name}: registered as a window function; {page.name} "
-                            "does not say so")
+            problems.append(f"{name}: registered as a window function; {page.name} does not say so")
         if not any(b.lang == "sql" and "fragment" not in b.attrs for b in code_blocks(page)):
             problems.append(f"{name}: {page.name} has no ```sql example")
         if "-- →" not in text:
@@ -374,8 +385,7 @@ def template_regex(template: str) -> "re.Pattern[str]":
     return re.compile(".+?".join(re.escape(p) for p in parts))
 
 
-_FN_HELPER = re.compile(r"^[\w \t\*]*?\b(\w+)\(sqlite3_context \*ctx, const char \*fn\)\s*\{",
-                        re.M)
+_FN_HELPER = re.compile(r"^[\w \t\*]*?\b(\w+)\(sqlite3_context \*ctx, const char \*fn\)\s*\{", re.M)
 
 
 def error_templates() -> Dict[str, List[str]]:
@@ -398,7 +408,7 @@ def error_templates() -> Dict[str, List[str]]:
         # helpers that prefix their message with the calling function's name
         helpers = [(m.start(), m.group(1)) for m in _FN_HELPER.finditer(src)]
         for i, (start, helper) in enumerate(helpers):
-            end = next((p for p, _ in helpers[i + 1:]), len(src))
+            end = next((p for p, _ in helpers[i + 1 :]), len(src))
             body = re.split(r"^\}", src[start:end], maxsplit=1, flags=re.M)[0]
             for s in c_string_literals(body):
                 if not s.startswith("%s: "):
@@ -414,13 +424,15 @@ def error_templates() -> Dict[str, List[str]]:
                     out.setdefault(f"sql/{fn}.md", []).append(f"{fn}: {what} {fault}, got %s")
                 for what in ("rank", "weight", "k"):
                     out.setdefault(f"sql/{fn}.md", []).append(
-                        f"{fn}: {what} must be a number, got %s")
+                        f"{fn}: {what} must be a number, got %s"
+                    )
     return out
 
 
 # ---------------------------------------------------------------------------------------
 # The CLI
 # ---------------------------------------------------------------------------------------
+
 
 def cli_commands(parser: argparse.ArgumentParser) -> Dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
@@ -432,8 +444,7 @@ def cli_commands(parser: argparse.ArgumentParser) -> Dict[str, argparse.Argument
 def cli_doc_problems(parser: argparse.ArgumentParser, text: str) -> List[str]:
     """Commands without a section in ``text`` (docs/cli.md) and options a section omits."""
     problems = []
-    heads = [(m.start(), m.group(1)) for m in
-             re.finditer(r"^#{2,3} `sqlite-rrf (\w+)", text, re.M)]
+    heads = [(m.start(), m.group(1)) for m in re.finditer(r"^#{2,3} `sqlite-rrf (\w+)", text, re.M)]
     sections = {}
     for i, (pos, cmd) in enumerate(heads):
         end = heads[i + 1][0] if i + 1 < len(heads) else len(text)
@@ -455,24 +466,44 @@ def cli_doc_problems(parser: argparse.ArgumentParser, text: str) -> List[str]:
 # The Python API
 # ---------------------------------------------------------------------------------------
 
+
 def python_api_names() -> List[str]:
     names = list(sqlite_rrf.__all__)
     names += [n for n in dir(Store) if not n.startswith("_")]  # its parts' names too
     names += [f.name for f in dataclasses.fields(RecallHit)]
     names += [f.name for f in dataclasses.fields(RecallResult)]
     names += [f.name for f in dataclasses.fields(Episode)]
-    names += ["as_dict", "Store", "StoreError", "RecallHit", "RecallResult", "Episode",
-              "MAX_QUERY_CHARS", "TOPIC_GATE_COSINE"]
+    names += [
+        "as_dict",
+        "Store",
+        "StoreError",
+        "RecallHit",
+        "RecallResult",
+        "Episode",
+        "MAX_QUERY_CHARS",
+        "TOPIC_GATE_COSINE",
+    ]
     names += [n for n in vars(Embedder) if not n.startswith("_")]
     names += ["Embedder", "EmbeddingError", "ModelNotFoundError", "default_model_path"]
-    names += ["DEFAULT_MODEL", "DEFAULT_N_CTX", "MODEL_ENV", "parse_spec", "model_candidates",
-              "choose_model", "resolve_model", "fingerprint", "fingerprint_cosine",
-              "FINGERPRINT_TEXTS", "FINGERPRINT_MIN_COSINE"]
-    names += [n for n, v in vars(kernels).items()
-              if inspect.isfunction(v) and not n.startswith("_")
-              and v.__module__ == kernels.__name__]
-    names += [n for n in ("migrate", "current_version", "MigrationError")
-              if hasattr(migrations, n)]
+    names += [
+        "DEFAULT_MODEL",
+        "DEFAULT_N_CTX",
+        "MODEL_ENV",
+        "parse_spec",
+        "model_candidates",
+        "choose_model",
+        "resolve_model",
+        "fingerprint",
+        "fingerprint_cosine",
+        "FINGERPRINT_TEXTS",
+        "FINGERPRINT_MIN_COSINE",
+    ]
+    names += [
+        n
+        for n, v in vars(kernels).items()
+        if inspect.isfunction(v) and not n.startswith("_") and v.__module__ == kernels.__name__
+    ]
+    names += [n for n in ("migrate", "current_version", "MigrationError") if hasattr(migrations, n)]
     names += [n for n in ("PROFILES", "POOL_MODES", "LISTS") if hasattr(store_mod, n)]
     return sorted(set(names))
 
@@ -486,6 +517,7 @@ def undocumented_names(names: Iterable[str], text: str) -> List[str]:
 # ---------------------------------------------------------------------------------------
 # The tests: coverage of functions, commands and names
 # ---------------------------------------------------------------------------------------
+
 
 @needs_docs
 def test_every_registered_function_has_a_page():
@@ -526,22 +558,35 @@ def test_c_messages_are_found():
     """The extraction of messages from the C source finds what it should."""
     templates = error_templates()
     assert "vec_cosine: dimension mismatch: %llu vs %llu" in templates["sql/vec_cosine.md"]
-    assert ("sqlite-rrf needs SQLite 3.25.0 or newer (window functions); this is %s"
-            in templates["faq.md"])
-    assert "rrf_fuse: rank must be >= 1 (ranks are 1-based), got %s" in templates[
-        "sql/rrf_fuse.md"]
+    assert (
+        "sqlite-rrf needs SQLite 3.25.0 or newer (window functions); this is %s"
+        in templates["faq.md"]
+    )
+    assert "rrf_fuse: rank must be >= 1 (ranks are 1-based), got %s" in templates["sql/rrf_fuse.md"]
     assert template_regex("f: %d of %llu").fullmatch("f: 3 of 12")
     if "overflow_error" in (CSRC / "fuse.c").read_text(encoding="utf-8"):
-        assert ("rrf_explain: the sum of contributions overflows a double (weights too large)"
-                in templates["sql/rrf_explain.md"])
+        assert (
+            "rrf_explain: the sum of contributions overflows a double (weights too large)"
+            in templates["sql/rrf_explain.md"]
+        )
 
 
 @needs_docs
 def test_every_cli_command_is_documented():
     parser = cli.build_parser()
     commands = cli_commands(parser)
-    assert {"init", "import", "add", "recall", "stats", "path", "sql", "knn", "demo",
-            "eval"} <= set(commands)
+    assert {
+        "init",
+        "import",
+        "add",
+        "recall",
+        "stats",
+        "path",
+        "sql",
+        "knn",
+        "demo",
+        "eval",
+    } <= set(commands)
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
     assert cli_doc_problems(parser, text) == []
 
@@ -573,8 +618,9 @@ def test_python_api_is_documented():
 _SQL_BLOCKS = sql_blocks()
 
 
-@pytest.mark.parametrize("block", [b for b in _SQL_BLOCKS if "fragment" not in b.attrs],
-                         ids=lambda b: b.where())
+@pytest.mark.parametrize(
+    "block", [b for b in _SQL_BLOCKS if "fragment" not in b.attrs], ids=lambda b: b.where()
+)
 def test_sql_example_runs(block: Block, request):
     needs, params = directives(block.body)
     if "previous" in needs:
@@ -617,51 +663,71 @@ def _previous_connection(block: Block, request) -> apsw.Connection:
     return conn
 
 
-@pytest.mark.parametrize("body, params, ok", [
-    ("SELECT 1 + 1;  -- → 2\n", {}, True),
-    ("SELECT 1 + 1;  -- → 3\n", {}, False),
-    ("SELECT rrf_fuse(1);  -- → 0.0163...\n", {}, True),
-    ("SELECT vec_cosine('[1]', '[1, 2]');  -- → error: vec_cosine: dimension mismatch: 1 vs 2\n",
-     {}, True),
-    ("SELECT vec_cosine('[1]', '[1]');  -- → error: something\n", {}, False),
-    ("SELECT 1, NULL UNION ALL SELECT 2, 'x';\n-- → 1|NULL\n-- → 2|x\n", {}, True),
-    ("SELECT 1 WHERE 0;  -- → (no rows)\n", {}, True),
-    ("SELECT :a, :b;  -- → 5|NULL\n", {"a": 5}, True),
-    ("SELECT no_such_function();\n", {}, False),
-])
+@pytest.mark.parametrize(
+    "body, params, ok",
+    [
+        ("SELECT 1 + 1;  -- → 2\n", {}, True),
+        ("SELECT 1 + 1;  -- → 3\n", {}, False),
+        ("SELECT rrf_fuse(1);  -- → 0.0163...\n", {}, True),
+        (
+            "SELECT vec_cosine('[1]', '[1, 2]');  -- → error: vec_cosine: dimension mismatch: 1 vs 2\n",
+            {},
+            True,
+        ),
+        ("SELECT vec_cosine('[1]', '[1]');  -- → error: something\n", {}, False),
+        ("SELECT 1, NULL UNION ALL SELECT 2, 'x';\n-- → 1|NULL\n-- → 2|x\n", {}, True),
+        ("SELECT 1 WHERE 0;  -- → (no rows)\n", {}, True),
+        ("SELECT :a, :b;  -- → 5|NULL\n", {"a": 5}, True),
+        ("SELECT no_such_function();\n", {}, False),
+    ],
+)
 def test_sql_checker_can_fail(body, params, ok):
     assert (run_statements(new_connection(), body, params) == []) is ok
 
 
 def test_render_is_the_shells():
     assert [render(v) for v in (None, 1, 1.0, 0.96, 1 / 61, "a", b"\x01\xff")] == [
-        "NULL", "1", "1.0", "0.96", "0.0163934426229508", "a", "X'01FF'"]
+        "NULL",
+        "1",
+        "1.0",
+        "0.96",
+        "0.0163934426229508",
+        "a",
+        "X'01FF'",
+    ]
 
 
-@pytest.mark.parametrize("block", [b for b in _SQL_BLOCKS if "fragment" in b.attrs],
-                         ids=lambda b: b.where())
+@pytest.mark.parametrize(
+    "block", [b for b in _SQL_BLOCKS if "fragment" in b.attrs], ids=lambda b: b.where()
+)
 def test_sql_fragment_is_verbatim(block: Block):
     def norm(text: str) -> str:
         return "\n".join(l.rstrip() for l in text.strip("\n").splitlines())
 
     sources = [norm(p.read_text(encoding="utf-8")) for p in sorted(SQL_DIR.rglob("*.sql"))]
     assert any(norm(block.body) in s for s in sources), (
-        f"{block.where()}: the ```sql fragment is not verbatim in sql/")
+        f"{block.where()}: the ```sql fragment is not verbatim in sql/"
+    )
 
 
 @needs_docs
 def test_recall_page_quotes_every_cte():
     """docs/recall.md quotes each CTE of sql/recall.sql (a new CTE needs its note)."""
-    ctes = re.findall(r"^(\w+) AS (?:MATERIALIZED )?\(", (SQL_DIR / "recall.sql")
-                      .read_text(encoding="utf-8"), re.M)
+    ctes = re.findall(
+        r"^(\w+) AS (?:MATERIALIZED )?\(",
+        (SQL_DIR / "recall.sql").read_text(encoding="utf-8"),
+        re.M,
+    )
     assert len(ctes) >= 8
-    quoted = "\n".join(b.body for b in code_blocks(DOCS / "recall.md")
-                       if b.lang == "sql" and "fragment" in b.attrs)
+    quoted = "\n".join(
+        b.body for b in code_blocks(DOCS / "recall.md") if b.lang == "sql" and "fragment" in b.attrs
+    )
     missing = [c for c in ctes if not re.search(rf"^{c} AS (?:MATERIALIZED )?\(", quoted, re.M)]
     assert missing == []
 
 
 # ---- python blocks and console sessions of the pages this suite owns ----
+
 
 def _model_path() -> Optional[str]:
     from sqlite_rrf.embed import default_model_path
@@ -716,8 +782,13 @@ def _shell_problem() -> Optional[str]:
         else:
             script = f".load {sqlite_rrf.loadable_path()}\nSELECT sqlite_version();\n"
             try:
-                p = subprocess.run(["sqlite3", ":memory:"], input=script, text=True,
-                                   capture_output=True, timeout=60)
+                p = subprocess.run(
+                    ["sqlite3", ":memory:"],
+                    input=script,
+                    text=True,
+                    capture_output=True,
+                    timeout=60,
+                )
                 version = tuple(int(x) for x in p.stdout.strip().split(".")[:2])
                 if p.returncode != 0 or version < (3, 35):
                     problem = f"the sqlite3 shell cannot run the sessions: {p.stdout}{p.stderr}"
@@ -744,8 +815,11 @@ def _workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("page, blocks", _own_blocks("python"),
-                         ids=lambda x: str(x.relative_to(DOCS)) if isinstance(x, Path) else "")
+@pytest.mark.parametrize(
+    "page, blocks",
+    _own_blocks("python"),
+    ids=lambda x: str(x.relative_to(DOCS)) if isinstance(x, Path) else "",
+)
 def test_python_examples_run(page: Path, blocks: List[Block], tmp_path, monkeypatch):
     """A page's python blocks run in order in one namespace, in a fresh directory;
     a block starting with `# needs: model` (or `sqlite-vec`) is skipped without it."""
@@ -780,6 +854,7 @@ def test_python_examples_run(page: Path, blocks: List[Block], tmp_path, monkeypa
 # commands print (whitespace runs are one space; `…` matches any text; lines that are
 # only `…` are skipped).
 
+
 def _line_regex(expected: str) -> "re.Pattern[str]":
     parts = [re.escape(" ".join(p.split())) for p in expected.strip().split("…")]
     return re.compile(r"\s*" + ".*".join(parts) + r"\s*")
@@ -806,13 +881,14 @@ def _load_path(arg: str) -> str:
     if base == "rrf":
         return sqlite_rrf.loadable_path()
     if base == "vec0":
-        return pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'").loadable_path()
+        return pytest.importorskip(
+            "sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'"
+        ).loadable_path()
     return arg
 
 
 def _run(argv: List[str], cwd: Path, stdin: Optional[str] = None) -> Tuple[int, str]:
-    p = subprocess.run(argv, cwd=cwd, input=stdin, text=True, capture_output=True,
-                       timeout=600)
+    p = subprocess.run(argv, cwd=cwd, input=stdin, text=True, capture_output=True, timeout=600)
     return p.returncode, p.stdout + p.stderr
 
 
@@ -863,16 +939,22 @@ def replay(block: Block, cwd: Path) -> List[str]:
         if rc != 0 and not shows_error:
             problems.append(f"{block.where()}: `{command}` exited {rc}:\n{out}")
             continue
-        if argv[0] == "sqlite3" and not shows_error and re.search(
-                r"^(Error|Parse error|Runtime error)", out, re.M):
+        if (
+            argv[0] == "sqlite3"
+            and not shows_error
+            and re.search(r"^(Error|Parse error|Runtime error)", out, re.M)
+        ):
             problems.append(f"{block.where()}: the sqlite3 session failed:\n{out}")
             continue
         problems += [f"{block.where()}: `{command}`: {p}" for p in output_problems(expected, out)]
     return problems
 
 
-@pytest.mark.parametrize("page, blocks", _own_blocks("console"),
-                         ids=lambda x: str(x.relative_to(DOCS)) if isinstance(x, Path) else "")
+@pytest.mark.parametrize(
+    "page, blocks",
+    _own_blocks("console"),
+    ids=lambda x: str(x.relative_to(DOCS)) if isinstance(x, Path) else "",
+)
 def test_console_sessions_replay(page: Path, blocks: List[Block], tmp_path, monkeypatch):
     """A page's console blocks replayed in order in one fresh directory that holds
     docs/recall.md's episodes.jsonl. A page with a block that starts with

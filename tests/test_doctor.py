@@ -40,8 +40,12 @@ def vecs(n: int, seed: int = 3) -> np.ndarray:
 def template(tmp_path_factory):
     path = tmp_path_factory.mktemp("doctor") / "t.db"
     with Store(str(path)) as s:
-        s.add_many([dict(id=f"e{i}", content=f"episode number {i} about cats", embedding=v)
-                    for i, v in enumerate(vecs(N))])
+        s.add_many(
+            [
+                dict(id=f"e{i}", content=f"episode number {i} about cats", embedding=v)
+                for i, v in enumerate(vecs(N))
+            ]
+        )
         assert s.conn.execute("SELECT count(*) FROM episodes_code_blocks").fetchall() == [(2,)]
     c = apsw.Connection(str(path))
     c.execute("PRAGMA journal_mode = DELETE")  # the shell and apsw share it plainly
@@ -56,8 +60,16 @@ def db(template, tmp_path):
 
 def top(store: Store, v: np.ndarray, pool: str, limit: int = 10) -> list:
     # the ranking itself: no diversification, which may put a newer near-tie first
-    res = store.recall("zzzz", limit, qvec=v, pool=pool, weights=(0, 1, 0, 0), profile="rrf",
-                       touch=False, collapse=False)
+    res = store.recall(
+        "zzzz",
+        limit,
+        qvec=v,
+        pool=pool,
+        weights=(0, 1, 0, 0),
+        profile="rrf",
+        touch=False,
+        collapse=False,
+    )
     return [h.rowid for h in res]
 
 
@@ -65,8 +77,9 @@ def found_by_vector(store: Store, rowids) -> list:
     """The rowids whose own vector does not bring them first in the default recall."""
     missing = []
     for r in rowids:
-        emb = store.conn.execute("SELECT embedding FROM episodes WHERE rowid = ?", (r,)
-                                 ).fetchall()[0][0]
+        emb = store.conn.execute("SELECT embedding FROM episodes WHERE rowid = ?", (r,)).fetchall()[
+            0
+        ][0]
         got = top(store, np.frombuffer(emb, "<f4"), "quantized", 1)
         if got != [r]:
             missing.append(r)
@@ -75,8 +88,12 @@ def found_by_vector(store: Store, rowids) -> list:
 
 def exact(store: Store, q: np.ndarray, limit: int = 10) -> list:
     """The top ``limit`` rowids by cosine over every usable embedding, by numpy."""
-    rows = [(r, np.frombuffer(e, "<f4")) for r, e in store.conn.execute(
-        "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL")]
+    rows = [
+        (r, np.frombuffer(e, "<f4"))
+        for r, e in store.conn.execute(
+            "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"
+        )
+    ]
     rows = [(r, v) for r, v in rows if len(v) == DIM and np.isfinite(v).all() and v.any()]
     cos = [float(v @ q / np.linalg.norm(v) / np.linalg.norm(q)) for _, v in rows]
     order = sorted(range(len(rows)), key=lambda i: (-cos[i], rows[i][0]))
@@ -121,17 +138,20 @@ def test_clearing_the_block_column_leaves_no_stale_block(db):
 
 
 @needs_shell
-@pytest.mark.parametrize("sql", [
-    "UPDATE episodes_code_blocks SET rowids = rowids || x'01';",
-    "UPDATE episodes_code_blocks SET codes = x'00';",
-    "UPDATE episodes_codes SET block = 1 WHERE rowid = 599;",   # a row claims a block
-    "INSERT INTO episodes_code_blocks(n, rowids, codes) SELECT n, rowids, codes "
-    "FROM episodes_code_blocks;",                                 # a copy of a block
-    "REPLACE INTO episodes_code_blocks(block, n, rowids, codes) VALUES (1, 3, x'00', x'');",
-    "DELETE FROM episodes_vectors;",
-    "DELETE FROM episodes_codes;",
-    "INSERT INTO episodes_vectors(rowid, embedding) VALUES (99999, zeroblob(64));",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE episodes_code_blocks SET rowids = rowids || x'01';",
+        "UPDATE episodes_code_blocks SET codes = x'00';",
+        "UPDATE episodes_codes SET block = 1 WHERE rowid = 599;",  # a row claims a block
+        "INSERT INTO episodes_code_blocks(n, rowids, codes) SELECT n, rowids, codes "
+        "FROM episodes_code_blocks;",  # a copy of a block
+        "REPLACE INTO episodes_code_blocks(block, n, rowids, codes) VALUES (1, 3, x'00', x'');",
+        "DELETE FROM episodes_vectors;",
+        "DELETE FROM episodes_codes;",
+        "INSERT INTO episodes_vectors(rowid, embedding) VALUES (99999, zeroblob(64));",
+    ],
+)
 def test_any_write_to_the_derived_tables_keeps_them_whole(db, sql):
     out = shell(db, sql)
     assert out.returncode == 0, out.stderr
@@ -145,11 +165,14 @@ def test_any_write_to_the_derived_tables_keeps_them_whole(db, sql):
 
 
 @needs_shell
-@pytest.mark.parametrize("sql", [
-    "UPDATE episodes_codes SET code = x'00' WHERE rowid = 5;",       # in a block
-    "UPDATE episodes_codes SET code = x'00' WHERE rowid = 590;",     # loose
-    "UPDATE episodes_codes SET code = 'text' WHERE rowid = 590;",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE episodes_codes SET code = x'00' WHERE rowid = 5;",  # in a block
+        "UPDATE episodes_codes SET code = x'00' WHERE rowid = 590;",  # loose
+        "UPDATE episodes_codes SET code = 'text' WHERE rowid = 590;",
+    ],
+)
 def test_a_malformed_code_is_pending_not_an_error(db, sql):
     out = shell(db, sql)
     assert out.returncode == 0, out.stderr
@@ -159,19 +182,25 @@ def test_a_malformed_code_is_pending_not_an_error(db, sql):
 
 
 @needs_shell
-@pytest.mark.parametrize("sql", [
-    # 2047 bytes: 255 whole rowids, each pending (the 256th is lost until a repair)
-    "UPDATE episodes_code_blocks SET rowids = substr(rowids, 1, 2047) WHERE block = 1;",
-    "UPDATE episodes_code_blocks SET codes = substr(codes, 2) WHERE block = 1;",
-    "UPDATE episodes_code_blocks SET codes = 'text' WHERE block = 1;",
-    "UPDATE episodes_codes SET code = x'00' WHERE rowid = 5;",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # 2047 bytes: 255 whole rowids, each pending (the 256th is lost until a repair)
+        "UPDATE episodes_code_blocks SET rowids = substr(rowids, 1, 2047) WHERE block = 1;",
+        "UPDATE episodes_code_blocks SET codes = substr(codes, 2) WHERE block = 1;",
+        "UPDATE episodes_code_blocks SET codes = 'text' WHERE block = 1;",
+        "UPDATE episodes_codes SET code = x'00' WHERE rowid = 5;",
+    ],
+)
 def test_a_malformed_row_written_without_the_triggers_is_pending(db, sql):
     """The triggers gone (a writable_schema edit): the damage stays, and a recall still
     finds every episode, the rows of a malformed block scored exactly (H17)."""
-    out = shell(db, "DROP TRIGGER episodes_code_blocks_update; "
-                    "DROP TRIGGER episodes_codes_block_update; "
-                    "DROP TRIGGER episodes_codes_check_update; " + sql)
+    out = shell(
+        db,
+        "DROP TRIGGER episodes_code_blocks_update; "
+        "DROP TRIGGER episodes_codes_block_update; "
+        "DROP TRIGGER episodes_codes_check_update; " + sql,
+    )
     assert out.returncode == 0, out.stderr
     with Store(str(db), readonly=True) as s:
         assert any("check" in w and "--repair" in w for w in s.schema_warnings)
@@ -185,21 +214,30 @@ def test_a_malformed_row_written_without_the_triggers_is_pending(db, sql):
 
 
 @needs_shell
-@pytest.mark.parametrize("tamper", [
-    "DROP TRIGGER episodes_vectors_insert;",
-    "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, "
-    "'INSERT INTO episodes_vectors(rowid, embedding) VALUES (NEW.rowid, NEW.embedding);', '') "
-    "WHERE name = 'episodes_vectors_insert'; PRAGMA writable_schema = OFF;",
-])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "DROP TRIGGER episodes_vectors_insert;",
+        "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, "
+        "'INSERT INTO episodes_vectors(rowid, embedding) VALUES (NEW.rowid, NEW.embedding);', '') "
+        "WHERE name = 'episodes_vectors_insert'; PRAGMA writable_schema = OFF;",
+    ],
+)
 def test_a_dropped_trigger_is_noticed_and_recreated_on_open(db, tamper):
     new = vecs(5, 9)
     inserts = " ".join(
         f"INSERT INTO episodes(id, content, embedding) VALUES ('n{i}', 'new {i}', "
-        f"x'{v.tobytes().hex()}');" for i, v in enumerate(new))
+        f"x'{v.tobytes().hex()}');"
+        for i, v in enumerate(new)
+    )
     out = shell(db, tamper + "\n" + inserts)
     assert out.returncode == 0, out.stderr
-    rowids = [r for (r,) in plain(db).execute(
-        "SELECT rowid FROM episodes WHERE id LIKE 'n%' ORDER BY rowid")]
+    rowids = [
+        r
+        for (r,) in plain(db).execute(
+            "SELECT rowid FROM episodes WHERE id LIKE 'n%' ORDER BY rowid"
+        )
+    ]
     # a read-only Store says what is wrong and how to repair it, in every recall
     with Store(str(db), readonly=True) as s:
         assert s.schema_warnings and "episodes_vectors_insert" in s.schema_warnings[0]
@@ -210,19 +248,26 @@ def test_a_dropped_trigger_is_noticed_and_recreated_on_open(db, tamper):
         assert s.schema_warnings == []
         assert found_by_vector(s, rowids) == []
     check_consistent(plain(db))
-    out = shell(db, "INSERT INTO episodes(id, content, embedding) VALUES ('late', 'late', "
-                    f"x'{vecs(1, 11)[0].tobytes().hex()}');")
+    out = shell(
+        db,
+        "INSERT INTO episodes(id, content, embedding) VALUES ('late', 'late', "
+        f"x'{vecs(1, 11)[0].tobytes().hex()}');",
+    )
     check_consistent(plain(db))  # the trigger is back
 
 
 @needs_shell
 def test_a_dropped_fts_trigger_is_recreated_and_the_index_rebuilt(db):
-    out = shell(db, "DROP TRIGGER episodes_fts_insert;\n"
-                    "INSERT INTO episodes(id, content) VALUES ('u1', 'a unicorn grazes');")
+    out = shell(
+        db,
+        "DROP TRIGGER episodes_fts_insert;\n"
+        "INSERT INTO episodes(id, content) VALUES ('u1', 'a unicorn grazes');",
+    )
     assert out.returncode == 0, out.stderr
     c = plain(db)
-    assert c.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'unicorn'"
-                     ).fetchall() == [(0,)]
+    assert c.execute(
+        "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'unicorn'"
+    ).fetchall() == [(0,)]
     with Store(str(db)) as s:
         assert s.schema_warnings == []
         assert [h.id for h in s.recall("unicorn", 1, touch=False)] == ["u1"]
@@ -235,15 +280,27 @@ def test_a_dropped_knn_trigger_is_recreated_and_the_index_resynced(db):
     with Store(str(db)) as s:
         s.enable_knn()
     v = vecs(1, 13)[0]
-    out = shell(db, "DROP TRIGGER episodes_vec_insert;\nINSERT INTO episodes(id, content, "
-                    f"embedding) VALUES ('k1', 'knn one', x'{v.tobytes().hex()}');", vec=True)
+    out = shell(
+        db,
+        "DROP TRIGGER episodes_vec_insert;\nINSERT INTO episodes(id, content, "
+        f"embedding) VALUES ('k1', 'knn one', x'{v.tobytes().hex()}');",
+        vec=True,
+    )
     assert out.returncode == 0, out.stderr
     with pytest.raises(AssertionError):
         check_consistent(plain(db, vec=True))  # the knn index missed the new row
     with Store(str(db)) as s:
         assert s.schema_warnings == []
-        res = s.recall("zzzz", 1, qvec=v, pool="knn", weights=(0, 1, 0, 0), profile="rrf",
-                       collapse=False, touch=False)
+        res = s.recall(
+            "zzzz",
+            1,
+            qvec=v,
+            pool="knn",
+            weights=(0, 1, 0, 0),
+            profile="rrf",
+            collapse=False,
+            touch=False,
+        )
         assert [h.id for h in res] == ["k1"]
     check_consistent(plain(db, vec=True))
 
@@ -267,17 +324,21 @@ def test_the_open_check_does_not_wait_for_a_busy_lock(db):
 @needs_shell
 def test_a_repair_that_fails_on_open_changes_nothing_and_says_so(db):
     v = vecs(1, 17)[0]
-    out = shell(db, "DROP TRIGGER episodes_vectors_insert;\n"
-                    "INSERT INTO episodes(id, content, embedding) VALUES ('f1', 'f one', "
-                    f"x'{v.tobytes().hex()}');\n"
-                    "CREATE TRIGGER mine BEFORE INSERT ON episodes_vectors "
-                    "BEGIN SELECT RAISE(ABORT, 'no vectors today'); END;")
+    out = shell(
+        db,
+        "DROP TRIGGER episodes_vectors_insert;\n"
+        "INSERT INTO episodes(id, content, embedding) VALUES ('f1', 'f one', "
+        f"x'{v.tobytes().hex()}');\n"
+        "CREATE TRIGGER mine BEFORE INSERT ON episodes_vectors "
+        "BEGIN SELECT RAISE(ABORT, 'no vectors today'); END;",
+    )
     assert out.returncode == 0, out.stderr
     with Store(str(db)) as s:
         assert "repairing it failed" in s.schema_warnings[0]
         assert "no vectors today" in s.schema_warnings[0]
-        assert not s.conn.execute("SELECT 1 FROM sqlite_master WHERE name = "
-                                  "'episodes_vectors_insert'").fetchall()  # rolled back
+        assert not s.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'episodes_vectors_insert'"
+        ).fetchall()  # rolled back
         res = s.recall("cats", 3, touch=False)
         assert len(res) == 3 and "repairing it failed" in res.warnings[0]
 
@@ -293,10 +354,13 @@ def test_a_whole_database_opens_with_no_schema_warning(db):
 
 
 @needs_shell
-@pytest.mark.parametrize("blob, why", [
-    ("zeroblob(64)", "zero vector"),
-    ("x'" + np.full(DIM, np.nan, "<f4").tobytes().hex() + "'", "nan"),
-])
+@pytest.mark.parametrize(
+    "blob, why",
+    [
+        ("zeroblob(64)", "zero vector"),
+        ("x'" + np.full(DIM, np.nan, "<f4").tobytes().hex() + "'", "nan"),
+    ],
+)
 def test_a_vector_left_out_is_named_in_the_warnings(db, blob, why):
     out = shell(db, f"UPDATE episodes SET embedding = {blob} WHERE rowid = 42;")
     assert out.returncode == 0, out.stderr
@@ -316,14 +380,19 @@ def test_the_warnings_hold_across_recalls_and_follow_another_clients_writes(db):
     with Store(str(db), readonly=True) as s:
         q = vecs(1, 5)[0]
         assert not [w for w in s.recall("zzzz", 5, qvec=q, touch=False).warnings if "rowid" in w]
-        assert shell(db, "UPDATE episodes SET embedding = zeroblob(64) WHERE rowid = 42;"
-                     ).returncode == 0
+        assert (
+            shell(db, "UPDATE episodes SET embedding = zeroblob(64) WHERE rowid = 42;").returncode
+            == 0
+        )
         for _ in range(2):
-            named = [w for w in s.recall("zzzz", 5, qvec=q, touch=False).warnings
-                     if "rowid 42 " in w]
+            named = [
+                w for w in s.recall("zzzz", 5, qvec=q, touch=False).warnings if "rowid 42 " in w
+            ]
             assert len(named) == 1, named
-        assert shell(db, "UPDATE episodes SET embedding = zeroblob(64) WHERE rowid = 43;"
-                     ).returncode == 0
+        assert (
+            shell(db, "UPDATE episodes SET embedding = zeroblob(64) WHERE rowid = 43;").returncode
+            == 0
+        )
         ws = s.recall("zzzz", 5, qvec=q, touch=False).warnings
         assert [w for w in ws if "rowid 42 " in w] and [w for w in ws if "rowid 43 " in w], ws
 
@@ -337,21 +406,35 @@ def test_check_finds_and_repair_fixes_damage_written_without_triggers(db):
     from sqlite_rrf.doctor import check, repair
 
     assert check(plain(db)).ok
-    out = shell(db, ";\n".join([
-        "PRAGMA writable_schema = ON",
-        "DELETE FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN "
-        "('episodes_vectors', 'episodes_codes', 'episodes_code_blocks')",
-        "PRAGMA writable_schema = OFF"]) + ";")
+    out = shell(
+        db,
+        ";\n".join(
+            [
+                "PRAGMA writable_schema = ON",
+                "DELETE FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN "
+                "('episodes_vectors', 'episodes_codes', 'episodes_code_blocks')",
+                "PRAGMA writable_schema = OFF",
+            ]
+        )
+        + ";",
+    )
     assert out.returncode == 0, out.stderr
-    out = shell(db, ";\n".join([
-        "DELETE FROM episodes_vectors WHERE rowid IN (3, 4)",
-        "UPDATE episodes_vectors SET embedding = zeroblob(64) WHERE rowid = 5",
-        "DELETE FROM episodes_codes WHERE rowid = 6",
-        "UPDATE episodes_codes SET code = x'0000' WHERE rowid = 300",
-        "UPDATE episodes_codes SET block = NULL WHERE rowid = 10",
-        "DELETE FROM episodes_code_blocks WHERE block = 2",
-        "INSERT INTO episodes_codes(rowid, code) VALUES (77777, NULL)",
-        "INSERT INTO episodes_fts(rowid, content) VALUES (5, 'phantom words')"]) + ";")
+    out = shell(
+        db,
+        ";\n".join(
+            [
+                "DELETE FROM episodes_vectors WHERE rowid IN (3, 4)",
+                "UPDATE episodes_vectors SET embedding = zeroblob(64) WHERE rowid = 5",
+                "DELETE FROM episodes_codes WHERE rowid = 6",
+                "UPDATE episodes_codes SET code = x'0000' WHERE rowid = 300",
+                "UPDATE episodes_codes SET block = NULL WHERE rowid = 10",
+                "DELETE FROM episodes_code_blocks WHERE block = 2",
+                "INSERT INTO episodes_codes(rowid, code) VALUES (77777, NULL)",
+                "INSERT INTO episodes_fts(rowid, content) VALUES (5, 'phantom words')",
+            ]
+        )
+        + ";",
+    )
     assert out.returncode == 0, out.stderr
     c = plain(db)
     with pytest.raises((AssertionError, apsw.CorruptError)):
@@ -409,7 +492,8 @@ def test_the_shipped_schema_objects_are_current():
 
     assert read_sql(SCHEMA_FILE) == render_expected(), (
         f"sql/{SCHEMA_FILE} is stale (a migration was added or changed): run "
-        "`.venv/bin/python -m sqlite_rrf.doctor --write`")
+        "`.venv/bin/python -m sqlite_rrf.doctor --write`"
+    )
 
 
 def test_schema_objects_of_other_migrations_are_not_used():
@@ -418,5 +502,8 @@ def test_schema_objects_of_other_migrations_are_not_used():
 
     assert schema._shipped("0" * 64) is None
     assert schema._expected("0" * 64) == doctor.build_expected()
-    assert set(doctor.expected_objects()) >= {"episodes_vectors_insert", "episodes_codes_keep",
-                                              "idx_episodes_codes_loose"}
+    assert set(doctor.expected_objects()) >= {
+        "episodes_vectors_insert",
+        "episodes_codes_keep",
+        "idx_episodes_codes_loose",
+    }

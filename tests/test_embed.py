@@ -18,7 +18,9 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'sqlite-rrf[embed]')")
+pytest.importorskip(
+    "llama_cpp", reason="llama-cpp-python is not installed (pip install 'sqlite-rrf[embed]')"
+)
 
 from conftest import SHARED_MODEL
 from sqlite_rrf.embed import (
@@ -150,8 +152,11 @@ def test_embed_many_empty_list(emb):
 
 def test_related_texts_are_closer(emb):
     a, b, c = emb.embed_many(
-        ["Aspirin reduces the risk of heart attack.", "Acetylsalicylic acid lowers myocardial infarction risk.",
-         "The train leaves the station at noon."]
+        [
+            "Aspirin reduces the risk of heart attack.",
+            "Acetylsalicylic acid lowers myocardial infarction risk.",
+            "The train leaves the station at noon.",
+        ]
     )
     assert float(a @ b) > float(a @ c) + 0.2
 
@@ -206,12 +211,12 @@ def test_binary_junk_gives_a_vector(emb):
     rng = random.Random(7)
     junk = bytes(rng.randrange(256) for _ in range(4000))
     texts = [
-        junk.decode("latin-1"),                      # control characters, NULs
+        junk.decode("latin-1"),  # control characters, NULs
         junk.decode("utf-8", errors="surrogateescape"),  # lone surrogates
-        "abc\x00def\x00\x00ghi",                     # embedded NULs
+        "abc\x00def\x00\x00ghi",  # embedded NULs
         "\ud800\udfff\ud83d\ude00 lone \udc80 surrogates",
-        "\x01\x02\x03\x7f",                          # no word at all
-        "\u200b\ufeff\u202e mixed RTL \u05e9\u05dc\u05d5\u05dd \U0001F600" * 200,
+        "\x01\x02\x03\x7f",  # no word at all
+        "\u200b\ufeff\u202e mixed RTL \u05e9\u05dc\u05d5\u05dd \U0001f600" * 200,
     ]
     for t in texts:
         v = emb.embed(t)
@@ -308,11 +313,15 @@ def test_corrupt_gguf_is_an_error_not_a_crash(tmp_path):
     )
     proc = subprocess.run(
         [sys.executable, "-c", script, str(truncated), str(garbage)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, f"child exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     lines = proc.stdout.splitlines()
-    assert lines == [f"EmbeddingError {truncated}", f"EmbeddingError {garbage}", "SURVIVED"], proc.stdout
+    assert lines == [f"EmbeddingError {truncated}", f"EmbeddingError {garbage}", "SURVIVED"], (
+        proc.stdout
+    )
 
 
 def test_missing_llama_cpp_names_the_extra(monkeypatch):

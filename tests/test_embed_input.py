@@ -29,7 +29,7 @@ DIM = 8
 RNG = random.Random(20240607)
 JUNK = bytes(RNG.randrange(256) for _ in range(4096))
 JUNK_QUERIES = {
-    "latin-1 junk": JUNK.decode("latin-1"),              # control characters and NULs
+    "latin-1 junk": JUNK.decode("latin-1"),  # control characters and NULs
     "junk with NULs": "memory\x00\x00agent\x00" + JUNK[:200].decode("latin-1"),
     "control chars": "\x01\x02\x03\x1b[31m\x7f",
     "1 MB text": ("memory agent vault " * 60_000)[: 1 << 20],
@@ -40,9 +40,11 @@ JUNK_QUERIES = {
 
 
 def _empty_db_facts(store: Store):
-    return (store.count(),
-            store.conn.execute("SELECT count(*) FROM rrf_meta").fetchall()[0][0],
-            store.conn.execute("SELECT count(*) FROM episodes_fts").fetchall()[0][0])
+    return (
+        store.count(),
+        store.conn.execute("SELECT count(*) FROM rrf_meta").fetchall()[0][0],
+        store.conn.execute("SELECT count(*) FROM episodes_fts").fetchall()[0][0],
+    )
 
 
 def _vec(seed: int) -> np.ndarray:
@@ -57,6 +59,7 @@ def store(tmp_path):
 
 
 # ---- the Store's own checks (no model) ----
+
 
 @pytest.mark.parametrize("content", ["", " ", "\n\t\r  ", None, 42, b"bytes"])
 def test_add_empty_or_non_text_content_is_a_store_error_and_nothing_is_written(store, content):
@@ -86,8 +89,12 @@ def test_lone_surrogates_in_content_are_a_clear_error_and_nothing_is_written(sto
 @pytest.mark.parametrize("name", sorted(JUNK_QUERIES))
 @pytest.mark.parametrize("with_qvec", [False, True], ids=["no-qvec", "qvec"])
 def test_junk_queries_recall_without_crashing(store, name, with_qvec):
-    store.add_many([dict(id=f"e{i}", content=f"memory agent vault episode {i}",
-                         embedding=_vec(i)) for i in range(20)])
+    store.add_many(
+        [
+            dict(id=f"e{i}", content=f"memory agent vault episode {i}", embedding=_vec(i))
+            for i in range(20)
+        ]
+    )
     q = JUNK_QUERIES[name]
     res = store.recall(q, limit=5, force=True, touch=True, qvec=_vec(99) if with_qvec else None)
     assert len(res.query) == min(len(q), MAX_QUERY_CHARS)  # the documented cut
@@ -109,9 +116,12 @@ def test_lone_surrogate_query_is_a_clear_error_not_a_crash(store):
 
 # ---- with the GGUF model ----
 
+
 @pytest.fixture(scope="module")
 def embedder():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'")
+    pytest.importorskip(
+        "llama_cpp", reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'"
+    )
     from sqlite_rrf.embed import Embedder, default_model_path
 
     path = default_model_path()
@@ -153,8 +163,16 @@ def test_store_add_long_text_is_stored_whole_and_embedded_truncated(estore, embe
 
 @pytest.mark.embed
 def test_store_recall_of_junk_with_embedder(estore):
-    estore.add_many([{"content": t} for t in ("the vault holds the postgres credentials",
-                                              "we deploy on fridays", "memory of the agent")])
+    estore.add_many(
+        [
+            {"content": t}
+            for t in (
+                "the vault holds the postgres credentials",
+                "we deploy on fridays",
+                "memory of the agent",
+            )
+        ]
+    )
     # the embedder's own junk tests are in test_embed.py: here, the Store path (one
     # embedding per query, which is slow on a busy machine, so only three)
     for name in ("latin-1 junk", "junk with NULs", "1 MB text"):
@@ -174,9 +192,11 @@ def test_store_recall_nul_only_query_behaves_like_an_empty_query(estore):
 
 # ---- the command line: one-line errors, never a traceback ----
 
+
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "sqlite_rrf", *args], capture_output=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", *args], capture_output=True, timeout=300, env=env
+    )
 
 
 def _one_line_error(proc) -> None:
@@ -190,8 +210,12 @@ def _one_line_error(proc) -> None:
 def test_cli_import_nul_only_content_is_a_one_line_error(tmp_path, embedder):
     db = str(tmp_path / "cli.db")
     f = tmp_path / "nul.jsonl"
-    f.write_text(json.dumps({"id": "a", "content": "fine"}) + "\n"
-                 + json.dumps({"id": "b", "content": "\u0000"}) + "\n")
+    f.write_text(
+        json.dumps({"id": "a", "content": "fine"})
+        + "\n"
+        + json.dumps({"id": "b", "content": "\u0000"})
+        + "\n"
+    )
     proc = _cli("import", db, str(f), "--model", embedder.model_path)
     _one_line_error(proc)
     assert b"line 2" in proc.stderr

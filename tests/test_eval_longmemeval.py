@@ -20,8 +20,13 @@ from conftest import needs_model
 from sqlite_rrf.evaluation import longmemeval_data as lme_data, longmemeval_metrics as lme_metrics
 from sqlite_rrf.evaluation.embcache import EmbeddingCache, embed_cached
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval-s" / \
-    "longmemeval_s_dev.json.xz"
+DEV = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "data"
+    / "longmemeval-s"
+    / "longmemeval_s_dev.json.xz"
+)
 
 
 def _log2(i: int) -> float:
@@ -29,6 +34,7 @@ def _log2(i: int) -> float:
 
 
 # -- LongMemEval's definitions, worked by hand ------------------------------------------
+
 
 def test_turn_metrics_by_hand():
     corpus = ["a_1", "noans_s_1", "answer_s_2", "b_1", "answer_t_1", "c_1"]
@@ -61,36 +67,58 @@ def test_session_metrics_grow_k_until_k_sessions():
 def test_published_style_dedupes_sessions_and_ideal_is_the_gold_count():
     ranked = ["s1", "s1", "s2", "s3", "s1", "s4"]
     m = lme_metrics.published_metrics(ranked, ["s3", "s4"], 3)
-    assert m == {"recall_any": 1.0, "recall_all": 0.0,
-                 "ndcg": pytest.approx((1 / _log2(3)) / (1 + 1 / _log2(2)))}
+    assert m == {
+        "recall_any": 1.0,
+        "recall_all": 0.0,
+        "ndcg": pytest.approx((1 / _log2(3)) / (1 + 1 / _log2(2))),
+    }
     m4 = lme_metrics.published_metrics(ranked, ["s3", "s4"], 4)
     assert m4["recall_all"] == 1.0
 
 
 def _question(qid="q1", qtype="multi-session", sessions=None, answer_ids=("answer_a_1",)):
     sessions = sessions or [
-        ("answer_a_1", [("user", "I adopted a cat named Miso", True), ("assistant", "Nice", False),
-                        ("user", "what food is best", False)]),
+        (
+            "answer_a_1",
+            [
+                ("user", "I adopted a cat named Miso", True),
+                ("assistant", "Nice", False),
+                ("user", "what food is best", False),
+            ],
+        ),
         ("other_1", [("user", "tell me about rust lifetimes", False)]),
     ]
     return {
-        "question_id": qid, "question_type": qtype, "question": "what is my cat called?",
-        "question_date": "2023/05/30 (Tue) 10:00", "answer": "Miso",
+        "question_id": qid,
+        "question_type": qtype,
+        "question": "what is my cat called?",
+        "question_date": "2023/05/30 (Tue) 10:00",
+        "answer": "Miso",
         "answer_session_ids": list(answer_ids),
         "haystack_dates": ["2023/05/01 (Mon) 09:00"] * len(sessions),
         "haystack_session_ids": [s for s, _ in sessions],
-        "haystack_sessions": [[{"role": r, "content": c, "has_answer": h} for r, c, h in msgs]
-                              for _, msgs in sessions],
+        "haystack_sessions": [
+            [{"role": r, "content": c, "has_answer": h} for r, c, h in msgs] for _, msgs in sessions
+        ],
     }
 
 
 def test_session_unit_ids_follow_longmemeval(tmp_path):
-    x = _question(sessions=[
-        ("answer_a_1", [("user", "I adopted a cat named Miso", True), ("assistant", "Nice", False),
-                        ("user", "what food is best", False)]),
-        ("answer_b_2", [("user", "hello", False), ("assistant", "the cat is Miso", True)]),
-        ("other_1", [("user", "tell me about rust lifetimes", False)]),
-    ], answer_ids=("answer_a_1", "answer_b_2"))
+    x = _question(
+        sessions=[
+            (
+                "answer_a_1",
+                [
+                    ("user", "I adopted a cat named Miso", True),
+                    ("assistant", "Nice", False),
+                    ("user", "what food is best", False),
+                ],
+            ),
+            ("answer_b_2", [("user", "hello", False), ("assistant", "the cat is Miso", True)]),
+            ("other_1", [("user", "tell me about rust lifetimes", False)]),
+        ],
+        answer_ids=("answer_a_1", "answer_b_2"),
+    )
     p = tmp_path / "q.json"
     p.write_text(json.dumps([x]))
     (q,) = lme_data.load_longmemeval(str(p), unit="session")
@@ -124,13 +152,18 @@ def test_parse_date_is_utc():
         lme_data.parse_lme_date("27.03.2023")
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda x: x.pop("question_date"), "no 'question_date' field"),
-    (lambda x: x.update(question_date="soon"), "question_date: 'soon' is not a date"),
-    (lambda x: x.update(haystack_dates=[]), "must be lists of one length"),
-    (lambda x: x.update(haystack_sessions=[[{"role": "assistant", "content": "hi"}]] * 2),
-     "no user message"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda x: x.pop("question_date"), "no 'question_date' field"),
+        (lambda x: x.update(question_date="soon"), "question_date: 'soon' is not a date"),
+        (lambda x: x.update(haystack_dates=[]), "must be lists of one length"),
+        (
+            lambda x: x.update(haystack_sessions=[[{"role": "assistant", "content": "hi"}]] * 2),
+            "no user message",
+        ),
+    ],
+)
 def test_format_errors_name_the_question_and_fault(tmp_path, damage, message):
     x = _question()
     damage(x)
@@ -153,6 +186,7 @@ def test_not_json_and_not_xz(tmp_path):
 
 
 # -- the embedding cache -------------------------------------------------------------------
+
 
 class _CountingEmbedder:
     dim = 4
@@ -181,6 +215,7 @@ def test_cache_embeds_each_text_once_and_keys_by_model(tmp_path):
 
 # -- a small real haystack, end to end ---------------------------------------------------------
 
+
 def _small_file(tmp_path: Path) -> Path:
     """Three real questions of the dev half (multi-session, temporal, abstention), each
     haystack cut to its evidence sessions and two others, each session to its first
@@ -193,16 +228,18 @@ def _small_file(tmp_path: Path) -> Path:
         if kind in kinds or kind not in ("multi-session", "temporal-reasoning", "abs"):
             continue
         kinds.add(kind)
-        keep = [i for i, s in enumerate(x["haystack_session_ids"])
-                if s in x["answer_session_ids"]]
-        keep += [i for i, s in enumerate(x["haystack_session_ids"])
-                 if s not in x["answer_session_ids"]][:2]
+        keep = [i for i, s in enumerate(x["haystack_session_ids"]) if s in x["answer_session_ids"]]
+        keep += [
+            i for i, s in enumerate(x["haystack_session_ids"]) if s not in x["answer_session_ids"]
+        ][:2]
         keep.sort()
         y = dict(x)
         for f_ in ("haystack_session_ids", "haystack_dates"):
             y[f_] = [x[f_][i] for i in keep]
-        y["haystack_sessions"] = [[m for j, m in enumerate(x["haystack_sessions"][i])
-                                   if j < 4 or m.get("has_answer")] for i in keep]
+        y["haystack_sessions"] = [
+            [m for j, m in enumerate(x["haystack_sessions"][i]) if j < 4 or m.get("has_answer")]
+            for i in keep
+        ]
         picked.append(y)
     out = tmp_path / "small.json.xz"
     with lzma.open(out, "wt", encoding="utf-8") as f:
@@ -215,8 +252,23 @@ def _small_file(tmp_path: Path) -> Path:
 def test_eval_cli_runs_longmemeval_and_reruns_from_the_cache(tmp_path):
     small = _small_file(tmp_path)
     cache = tmp_path / "emb.sqlite"
-    cmd = [sys.executable, "-m", "sqlite_rrf", "eval", str(small), "--cache", str(cache),
-           "--run", "default", "bm25", "vector", "--json", "--no-progress", "--unit", "turn"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sqlite_rrf",
+        "eval",
+        str(small),
+        "--cache",
+        str(cache),
+        "--run",
+        "default",
+        "bm25",
+        "vector",
+        "--json",
+        "--no-progress",
+        "--unit",
+        "turn",
+    ]
     env = dict(os.environ)
     first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert first.returncode == 0, first.stderr
@@ -258,13 +310,21 @@ def _load(path: Path):
 def test_eval_cli_longmemeval_errors(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"question_id": "x"}]))
-    r = subprocess.run([sys.executable, "-m", "sqlite_rrf", "eval", str(bad)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "eval", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1
     assert "sqlite-rrf eval:" in r.stderr and "no 'question_type' field" in r.stderr
     assert "Traceback" not in r.stderr
     ok = tmp_path / "ok.json"
     ok.write_text(json.dumps([_question()]))
-    r = subprocess.run([sys.executable, "-m", "sqlite_rrf", "eval", str(ok), "--run", "nope"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "eval", str(ok), "--run", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "unknown run or profile 'nope'" in r.stderr

@@ -28,7 +28,8 @@ from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.environ.get("SQLITE_RRF_MODEL") or os.path.join(
-    os.path.dirname(REPO), "shared", "models", "all-MiniLM-L6-v2-f16.gguf")
+    os.path.dirname(REPO), "shared", "models", "all-MiniLM-L6-v2-f16.gguf"
+)
 L2_3 = math.log2(3)
 
 
@@ -36,9 +37,10 @@ L2_3 = math.log2(3)
 # Metrics: hand-computed
 # ---------------------------------------------------------------------------------------
 
+
 def test_single_relevant_at_rank_two():
     ranked, qrels = ["a", "b", "c"], {"b": 1}
-    assert ndcg_at_k(ranked, qrels, 10) == pytest.approx(1 / L2_3)      # 0.63093
+    assert ndcg_at_k(ranked, qrels, 10) == pytest.approx(1 / L2_3)  # 0.63093
     assert mrr_at_k(ranked, qrels, 10) == pytest.approx(0.5)
     assert recall_at_k(ranked, qrels, 100) == 1.0
     assert recall_at_k(ranked, qrels, 1) == 0.0
@@ -54,10 +56,10 @@ def test_graded_relevance():
     # The gain is the grade itself (trec_eval), not 2^grade - 1: swapping a (2) and b (1)
     # in the ideal ranking costs (2-1)*(1/log2(3) - 1/2)/IDCG.
     assert ndcg_at_k(["c", "b", "a"], qrels, 10) == pytest.approx(
-        1 - (1 / L2_3 - 0.5) / 4.7618595, abs=1e-6)
+        1 - (1 / L2_3 - 0.5) / 4.7618595, abs=1e-6
+    )
     # The ideal DCG is cut at k too: with k = 2, IDCG = 3 + 2/log2(3).
-    assert ndcg_at_k(["a", "c"], qrels, 2) == pytest.approx(
-        (2 + 3 / L2_3) / (3 + 2 / L2_3))
+    assert ndcg_at_k(["a", "c"], qrels, 2) == pytest.approx((2 + 3 / L2_3) / (3 + 2 / L2_3))
     # Recall and MRR count every grade > 0 as relevant.
     assert recall_at_k(ranked, qrels, 100) == pytest.approx(2 / 3)
     assert mrr_at_k(ranked, qrels, 10) == pytest.approx(0.5)
@@ -66,7 +68,7 @@ def test_graded_relevance():
 def test_zero_and_negative_grades_are_not_relevant():
     qrels = {"a": 0, "b": -1, "c": 1}
     ranked = ["a", "b", "c"]
-    assert ndcg_at_k(ranked, qrels, 10) == pytest.approx(0.5)            # 1/log2(4)
+    assert ndcg_at_k(ranked, qrels, 10) == pytest.approx(0.5)  # 1/log2(4)
     assert mrr_at_k(ranked, qrels, 10) == pytest.approx(1 / 3)
     assert recall_at_k(ranked, qrels, 100) == 1.0
     # A query with no positive judgment scores 0 (not NaN, not skipped).
@@ -86,7 +88,7 @@ def test_ties_in_a_score_mapping_break_by_doc_id_descending():
 
 
 def test_cut_off_and_degenerate_rankings():
-    ranked = [f"n{i}" for i in range(10)] + ["rel"]                        # rank 11
+    ranked = [f"n{i}" for i in range(10)] + ["rel"]  # rank 11
     assert ndcg_at_k(ranked, {"rel": 1}, 10) == 0.0
     assert mrr_at_k(ranked, {"rel": 1}, 10) == 0.0
     assert recall_at_k(ranked, {"rel": 1}, 100) == 1.0
@@ -105,7 +107,7 @@ def test_cut_off_and_degenerate_rankings():
 
 def test_score_run_averages_over_every_query():
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}
-    rankings = {"q1": ["a"], "q2": ["x", "b"]}                             # q3: nothing
+    rankings = {"q1": ["a"], "q2": ["x", "b"]}  # q3: nothing
     m = metrics.score_run(rankings, qrels)
     assert m["ndcg@10"] == pytest.approx((1 + 1 / L2_3 + 0) / 3)
     assert m["mrr@10"] == pytest.approx((1 + 0.5 + 0) / 3)
@@ -117,15 +119,18 @@ def test_score_run_averages_over_every_query():
 # Metrics: against a brute-force reference written independently
 # ---------------------------------------------------------------------------------------
 
+
 def ref_ndcg(ranked, qrels, k):
     """DCG over an explicit position loop; the ideal DCG as the best DCG over every
     ordering of the judged documents (brute force, no sorting)."""
+
     def dcg(seq):
         total = 0.0
         for pos in range(1, min(k, len(seq)) + 1):
             g = max(qrels.get(seq[pos - 1], 0), 0)
             total += g * (1.0 / math.log(pos + 1, 2))
         return total
+
     judged = list(qrels)
     best = max((dcg(list(p)) for p in itertools.permutations(judged)), default=0.0)
     seen, seq = set(), []
@@ -165,10 +170,12 @@ def ref_mrr(ranked, qrels, k):
 def test_metrics_match_brute_force_reference(seed):
     rnd = random.Random(seed)
     docs = [f"d{i}" for i in range(rnd.randint(3, 25))]
-    qrels = {d: rnd.choice([0, 1, 1, 2, 3]) for d in rnd.sample(docs, rnd.randint(1, min(6, len(docs))))}
+    qrels = {
+        d: rnd.choice([0, 1, 1, 2, 3]) for d in rnd.sample(docs, rnd.randint(1, min(6, len(docs))))
+    }
     ranked = rnd.sample(docs, rnd.randint(0, len(docs)))
     if ranked and rnd.random() < 0.3:
-        ranked.insert(rnd.randrange(len(ranked)), rnd.choice(ranked))     # a duplicate
+        ranked.insert(rnd.randrange(len(ranked)), rnd.choice(ranked))  # a duplicate
     for k in (1, 3, 5, 10):
         assert ndcg_at_k(ranked, qrels, k) == pytest.approx(ref_ndcg(ranked, qrels, k))
         assert mrr_at_k(ranked, qrels, k) == pytest.approx(ref_mrr(ranked, qrels, k))
@@ -196,10 +203,12 @@ QUERIES = [
     ("q1", "how do photovoltaic cells make electricity"),
     ("q2", "bees honey hives"),
     ("q3", "lava and magma"),
-    ("q9", "a training query about sourdough bread"),      # judged only in train
+    ("q9", "a training query about sourdough bread"),  # judged only in train
 ]
-QRELS = {"test": [("q1", "d1", 2), ("q2", "d2", 1), ("q2", "d5", 0), ("q3", "d3", 1)],
-         "train": [("q9", "d5", 1)]}
+QRELS = {
+    "test": [("q1", "d1", 2), ("q2", "d2", 1), ("q2", "d5", 0), ("q3", "d3", 1)],
+    "train": [("q9", "d5", 1)],
+}
 DIM = 8
 
 
@@ -210,20 +219,26 @@ def _unit(v):
 
 def doc_vectors():
     """d_i close to the i-th axis (plus a shared small component)."""
-    return {d: _unit([1.0 if j == i else 0.05 for j in range(DIM)])
-            for i, (d, _, _) in enumerate(DOCS)}
+    return {
+        d: _unit([1.0 if j == i else 0.05 for j in range(DIM)]) for i, (d, _, _) in enumerate(DOCS)
+    }
 
 
 def query_vectors():
     """q1, q2 point at their documents; q3 points at d4 (wrong) with d3 second, so the
     vector list alone ranks q3's relevant document 2nd and fusion with BM25 fixes it."""
     e = np.eye(DIM, dtype=np.float32)
-    return {"q1": _unit(e[0] + 0.02), "q2": _unit(e[1] + 0.02),
-            "q3": _unit(0.9 * e[3] + 0.3 * e[2] + 0.02), "q9": _unit(e[4] + 0.02)}
+    return {
+        "q1": _unit(e[0] + 0.02),
+        "q2": _unit(e[1] + 0.02),
+        "q3": _unit(0.9 * e[3] + 0.3 * e[2] + 0.02),
+        "q9": _unit(e[4] + 0.02),
+    }
 
 
-def write_collection(root, *, cache=True, split_files=("test", "train"), shuffle_cache=True,
-                     drop_from_cache=()):
+def write_collection(
+    root, *, cache=True, split_files=("test", "train"), shuffle_cache=True, drop_from_cache=()
+):
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "corpus.jsonl", "w", encoding="utf-8") as f:
         for d, title, text in DOCS:
@@ -241,7 +256,7 @@ def write_collection(root, *, cache=True, split_files=("test", "train"), shuffle
         for prefix, vecs in (("corpus", doc_vectors()), ("queries", query_vectors())):
             ids = [i for i in vecs if i not in drop_from_cache]
             if shuffle_cache:
-                ids = ids[::-1]                         # not the order of the .jsonl files
+                ids = ids[::-1]  # not the order of the .jsonl files
             np.save(root / f"{prefix}.minilm.npy", np.stack([vecs[i] for i in ids]))
             (root / f"{prefix}.minilm.ids.json").write_text(json.dumps(ids))
     return root
@@ -262,12 +277,14 @@ def _no_home_cache(tmp_path, monkeypatch):
 # load_beir
 # ---------------------------------------------------------------------------------------
 
+
 def test_load_beir_with_cache(tiny):
     data = beir.load_beir(tiny)
     assert data.corpus_ids == [d for d, _, _ in DOCS]
-    assert data.corpus_texts[0] == "Solar panels Photovoltaic cells convert sunlight into " \
-                                   "electricity."
-    assert data.query_ids == ["q1", "q2", "q3"]                 # q9 is not in the test split
+    assert (
+        data.corpus_texts[0] == "Solar panels Photovoltaic cells convert sunlight into electricity."
+    )
+    assert data.query_ids == ["q1", "q2", "q3"]  # q9 is not in the test split
     assert data.query_texts[2] == "lava and magma"
     assert data.qrels == {"q1": {"d1": 2}, "q2": {"d2": 1, "d5": 0}, "q3": {"d3": 1}}
     assert all(isinstance(g, int) for r in data.qrels.values() for g in r.values())
@@ -307,35 +324,60 @@ def _corrupt(root, name, text, mode="w"):
         path.write_text(text, encoding="utf-8")
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda r: os.remove(r / "corpus.jsonl"), r"corpus\.jsonl: missing"),
-    (lambda r: os.remove(r / "queries.jsonl"), r"queries\.jsonl: missing"),
-    (lambda r: _corrupt(r, "corpus.jsonl", "{not json\n", "a"), r"corpus\.jsonl: line 6: invalid JSON"),
-    (lambda r: _corrupt(r, "corpus.jsonl", "[1, 2]\n", "a"), r"line 6: expected a JSON object"),
-    (lambda r: _corrupt(r, "corpus.jsonl", '{"title": "t", "text": "x"}\n', "a"),
-     r'line 6: no "_id" field'),
-    (lambda r: _corrupt(r, "corpus.jsonl", '{"_id": "d1", "text": "again"}\n', "a"),
-     r"line 6: _id 'd1' already on line 1"),
-    (lambda r: _corrupt(r, "corpus.jsonl", '{"_id": "d9", "text": 5}\n', "a"),
-     r'line 6: "text" must be a string'),
-    (lambda r: _corrupt(r, "queries.jsonl", '{"_id": "q1", "text": "dup"}\n', "a"),
-     r"queries\.jsonl: line 5: _id 'q1' appears twice"),
-    (lambda r: _corrupt(r, "qrels/test.tsv", "q1 d2 1\n", "a"), r"test\.tsv: line 6: expected 3"),
-    (lambda r: _corrupt(r, "qrels/test.tsv", "q1\td2\thigh\n", "a"), r"line 6: score 'high'"),
-    (lambda r: _corrupt(r, "qrels/test.tsv", "q1\td2\t0.5\n", "a"), r"not an integer grade"),
-    (lambda r: _corrupt(r, "qrels/test.tsv", "q7\td2\t1\n", "a"),
-     r"judged query is not in queries\.jsonl \(e\.g\. 'q7'\)"),
-    (lambda r: _corrupt(r, "qrels/test.tsv", "query-id\tcorpus-id\tscore\n"), r"no judgments"),
-    (lambda r: os.remove(r / "qrels" / "test.tsv"),
-     r"test\.tsv: missing .*available splits: train"),
-    (lambda r: os.remove(r / "corpus.minilm.ids.json"), r"corpus\.minilm\.ids\.json: missing"),
-    (lambda r: np.save(r / "corpus.minilm.npy", np.ones((4, DIM), np.float32)),
-     r"shape \(4, 8\) does not match the 5 ids"),
-    (lambda r: _corrupt(r, "queries.minilm.ids.json", '{"a": 1}'), r"expected a JSON list"),
-    (lambda r: _corrupt(r, "corpus.minilm.npy", "not numpy"), r"not a readable \.npy"),
-    (lambda r: np.save(r / "queries.minilm.npy", np.ones((4, 3), np.float32)),
-     r"corpus embedding cache is 8-dimensional but the query cache is 3"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda r: os.remove(r / "corpus.jsonl"), r"corpus\.jsonl: missing"),
+        (lambda r: os.remove(r / "queries.jsonl"), r"queries\.jsonl: missing"),
+        (
+            lambda r: _corrupt(r, "corpus.jsonl", "{not json\n", "a"),
+            r"corpus\.jsonl: line 6: invalid JSON",
+        ),
+        (lambda r: _corrupt(r, "corpus.jsonl", "[1, 2]\n", "a"), r"line 6: expected a JSON object"),
+        (
+            lambda r: _corrupt(r, "corpus.jsonl", '{"title": "t", "text": "x"}\n', "a"),
+            r'line 6: no "_id" field',
+        ),
+        (
+            lambda r: _corrupt(r, "corpus.jsonl", '{"_id": "d1", "text": "again"}\n', "a"),
+            r"line 6: _id 'd1' already on line 1",
+        ),
+        (
+            lambda r: _corrupt(r, "corpus.jsonl", '{"_id": "d9", "text": 5}\n', "a"),
+            r'line 6: "text" must be a string',
+        ),
+        (
+            lambda r: _corrupt(r, "queries.jsonl", '{"_id": "q1", "text": "dup"}\n', "a"),
+            r"queries\.jsonl: line 5: _id 'q1' appears twice",
+        ),
+        (
+            lambda r: _corrupt(r, "qrels/test.tsv", "q1 d2 1\n", "a"),
+            r"test\.tsv: line 6: expected 3",
+        ),
+        (lambda r: _corrupt(r, "qrels/test.tsv", "q1\td2\thigh\n", "a"), r"line 6: score 'high'"),
+        (lambda r: _corrupt(r, "qrels/test.tsv", "q1\td2\t0.5\n", "a"), r"not an integer grade"),
+        (
+            lambda r: _corrupt(r, "qrels/test.tsv", "q7\td2\t1\n", "a"),
+            r"judged query is not in queries\.jsonl \(e\.g\. 'q7'\)",
+        ),
+        (lambda r: _corrupt(r, "qrels/test.tsv", "query-id\tcorpus-id\tscore\n"), r"no judgments"),
+        (
+            lambda r: os.remove(r / "qrels" / "test.tsv"),
+            r"test\.tsv: missing .*available splits: train",
+        ),
+        (lambda r: os.remove(r / "corpus.minilm.ids.json"), r"corpus\.minilm\.ids\.json: missing"),
+        (
+            lambda r: np.save(r / "corpus.minilm.npy", np.ones((4, DIM), np.float32)),
+            r"shape \(4, 8\) does not match the 5 ids",
+        ),
+        (lambda r: _corrupt(r, "queries.minilm.ids.json", '{"a": 1}'), r"expected a JSON list"),
+        (lambda r: _corrupt(r, "corpus.minilm.npy", "not numpy"), r"not a readable \.npy"),
+        (
+            lambda r: np.save(r / "queries.minilm.npy", np.ones((4, 3), np.float32)),
+            r"corpus embedding cache is 8-dimensional but the query cache is 3",
+        ),
+    ],
+)
 def test_load_beir_errors_name_the_file_and_fault(tiny, damage, message):
     damage(tiny)
     with pytest.raises(beir.BeirFormatError, match=message):
@@ -351,6 +393,7 @@ def test_load_beir_not_a_directory(tmp_path):
 # build_store
 # ---------------------------------------------------------------------------------------
 
+
 def test_build_store_contents_and_cache(tiny, tmp_path, monkeypatch):
     db = tmp_path / "eval.db"
     with cached_store.build_store(tiny, db, progress=False) as store:
@@ -359,10 +402,13 @@ def test_build_store_contents_and_cache(tiny, tmp_path, monkeypatch):
         assert ep.content == "Volcanoes Magma rises through the crust and erupts as lava."
         np.testing.assert_allclose(ep.embedding, doc_vectors()["d3"])
     conn = apsw.Connection(str(db))
-    rows = conn.execute("SELECT DISTINCT created_at, accessed_at, access_count FROM episodes"
-                        ).fetchall()
+    rows = conn.execute(
+        "SELECT DISTINCT created_at, accessed_at, access_count FROM episodes"
+    ).fetchall()
     conn.close()
-    assert rows == [(cached_store.EVAL_EPOCH_MS, cached_store.EVAL_EPOCH_MS, 0)]    # no time or usage signal
+    assert rows == [
+        (cached_store.EVAL_EPOCH_MS, cached_store.EVAL_EPOCH_MS, 0)
+    ]  # no time or usage signal
     side = json.loads((tmp_path / "eval.db.eval.json").read_text())
     assert side["documents"] == 5
 
@@ -371,6 +417,7 @@ def test_build_store_contents_and_cache(tiny, tmp_path, monkeypatch):
 
     def refuse(*a, **k):
         raise AssertionError("the cached database was rebuilt")
+
     monkeypatch.setattr(Store, "add_many", refuse)
     with cached_store.build_store(tiny, db, progress=False) as store:
         assert store.count() == 5
@@ -392,7 +439,7 @@ def test_build_store_default_location_and_stale_caches(tiny, tmp_path):
     assert first.startswith(str(tmp_path / "xdg-cache" / "sqlite-rrf" / "eval"))
     assert os.path.basename(first).startswith("tiny-")
     with open(tiny / "corpus.jsonl", "a", encoding="utf-8") as f:
-        f.write("\n")                                             # a new size: a new key
+        f.write("\n")  # a new size: a new key
     with cached_store.build_store(tiny, progress=False) as store:
         second = store.path
     assert second != first and os.path.exists(second)
@@ -401,6 +448,7 @@ def test_build_store_default_location_and_stale_caches(tiny, tmp_path):
 
 def test_build_store_refuses_a_foreign_database(tiny, tmp_path):
     from sqlite_rrf.store import Store
+
     mine = tmp_path / "memory.db"
     with Store(str(mine)) as s:
         s.add("my precious memory", embedding=[1.0, 0.0])
@@ -439,13 +487,19 @@ class KeywordEmbedder:
 def test_missing_vectors_are_embedded(tmp_path):
     root = write_collection(tmp_path / "partial", drop_from_cache=("d3", "q2"))
     emb = KeywordEmbedder()
-    res = runner.evaluate(root, runs=["vector"], embedder=emb, progress=False,
-                      db_path=tmp_path / "p.db")
+    res = runner.evaluate(
+        root, runs=["vector"], embedder=emb, progress=False, db_path=tmp_path / "p.db"
+    )
     from sqlite_rrf.models import FINGERPRINT_TEXTS
 
     # the missing vectors, and the fixed texts of the database's model fingerprint
-    assert sorted(emb.calls) == sorted([["Volcanoes Magma rises through the crust and erupts as lava."],
-                                        ["bees honey hives"], list(FINGERPRINT_TEXTS)])
+    assert sorted(emb.calls) == sorted(
+        [
+            ["Volcanoes Magma rises through the crust and erupts as lava."],
+            ["bees honey hives"],
+            list(FINGERPRINT_TEXTS),
+        ]
+    )
     assert res["runs"]["vector"]["ndcg@10"] == pytest.approx((1 + 1 + 1 / L2_3) / 3)
     assert any("1 document(s) and 1 query(ies) embedded" in n for n in res["notes"])
 
@@ -453,6 +507,7 @@ def test_missing_vectors_are_embedded(tmp_path):
 # ---------------------------------------------------------------------------------------
 # evaluate(): end to end on the tiny collection
 # ---------------------------------------------------------------------------------------
+
 
 def test_evaluate_end_to_end(tiny, tmp_path):
     res = runner.evaluate(tiny, progress=False, db_path=tmp_path / "e.db")
@@ -473,6 +528,7 @@ def test_evaluate_end_to_end(tiny, tmp_path):
     assert by_run["rrf"] == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}
     # One run per profile (the rrf profile with recency/access 0 is the rrf run).
     from sqlite_rrf.store import PROFILES
+
     profiles = [p for p in PROFILES if p != "rrf"]
     assert list(by_run)[4:] == profiles
     for p in profiles:
@@ -480,14 +536,19 @@ def test_evaluate_end_to_end(tiny, tmp_path):
         assert w["recency"] == 0 and w["access"] == 0
     assert any("recency and access weights are 0" in n for n in res["notes"])
     assert res["timings"]["runs"]["bm25"]["ms_per_query_median"] > 0
-    json.dumps(res)                                                 # serialisable
+    json.dumps(res)  # serialisable
 
 
 def test_evaluate_run_selection_and_params(tiny, tmp_path):
     db = tmp_path / "e.db"
-    res = runner.evaluate(tiny, runs=["rrf", "bm25"], progress=False, db_path=db,
-                      profile_params={"rrf": {"weights": (0.0, 1.0, 0.0, 0.0)}},
-                      per_query=True)
+    res = runner.evaluate(
+        tiny,
+        runs=["rrf", "bm25"],
+        progress=False,
+        db_path=db,
+        profile_params={"rrf": {"weights": (0.0, 1.0, 0.0, 0.0)}},
+        per_query=True,
+    )
     assert list(res["runs"]) == ["rrf", "bm25"]
     # With the BM25 weight overridden to 0 the rrf run is the vector run.
     assert res["runs"]["rrf"]["ndcg@10"] == pytest.approx((2 + 1 / L2_3) / 3)
@@ -501,46 +562,61 @@ def test_evaluate_run_selection_and_params(tiny, tmp_path):
 
 def test_every_run_goes_through_store_recall(tiny, tmp_path, monkeypatch):
     from sqlite_rrf.store import Store
+
     seen = []
     real = Store.recall
 
     def spy(self, query, limit=3, **kw):
         seen.append((query, limit, kw))
         return real(self, query, limit, **kw)
+
     monkeypatch.setattr(Store, "recall", spy)
     res = runner.evaluate(tiny, progress=False, db_path=tmp_path / "e.db")
     assert len(seen) == 3 * len(res["runs"])
-    assert all(lim == 100 and kw["touch"] is False and kw["force"] is True
-               for _, lim, kw in seen)
+    assert all(lim == 100 and kw["touch"] is False and kw["force"] is True for _, lim, kw in seen)
     assert all((kw["qvec"] is None) == (kw.get("pool_size") == 0) for _, _, kw in seen)
 
 
 def test_evaluate_in_two_processes_gives_the_same(tiny, tmp_path):
-    one = runner.evaluate(tiny, runs=["bm25", "vector", "rrf"], progress=False,
-                      db_path=tmp_path / "e.db")
-    two = runner.evaluate(tiny, runs=["bm25", "vector", "rrf"], progress=False,
-                      db_path=tmp_path / "e.db", jobs=2)
+    one = runner.evaluate(
+        tiny, runs=["bm25", "vector", "rrf"], progress=False, db_path=tmp_path / "e.db"
+    )
+    two = runner.evaluate(
+        tiny, runs=["bm25", "vector", "rrf"], progress=False, db_path=tmp_path / "e.db", jobs=2
+    )
     assert one["runs"] == two["runs"]
 
 
 def test_knn_pool_covering_the_corpus_matches_all(tiny, tmp_path):
-    pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
+    pytest.importorskip(
+        "sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'"
+    )
     db = tmp_path / "k.db"
     full = runner.evaluate(tiny, runs=["rrf"], progress=False, db_path=db, per_query=True)
-    knn = runner.evaluate(tiny, runs=["rrf"], progress=False, db_path=db, knn=True, per_query=True,
-                      profile_params={"rrf": {"pool": "knn", "pool_size": 5}})
+    knn = runner.evaluate(
+        tiny,
+        runs=["rrf"],
+        progress=False,
+        db_path=db,
+        knn=True,
+        per_query=True,
+        profile_params={"rrf": {"pool": "knn", "pool_size": 5}},
+    )
     assert knn["runs"] == full["runs"] and knn["per_query"] == full["per_query"]
     assert knn["params"]["rrf"]["pool"] == "knn"
 
 
 def test_plot_and_table(tiny, tmp_path):
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed: pip install 'sqlite-rrf[bench]'")
-    res = runner.evaluate(tiny, runs=["bm25", "vector", "rrf"], progress=False,
-                      db_path=tmp_path / "e.db")
+    pytest.importorskip(
+        "matplotlib", reason="matplotlib is not installed: pip install 'sqlite-rrf[bench]'"
+    )
+    res = runner.evaluate(
+        tiny, runs=["bm25", "vector", "rrf"], progress=False, db_path=tmp_path / "e.db"
+    )
     png = tmp_path / "out" / "ndcg.png"
     report.plot(res, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    res["collection"] = "scifact"                                   # with reference lines
+    res["collection"] = "scifact"  # with reference lines
     report.plot(res, tmp_path / "sci.png")
     table = report.format_table(res)
     assert "nDCG@10" in table and "R@100" in table and "MRR@10" in table
@@ -550,6 +626,7 @@ def test_plot_and_table(tiny, tmp_path):
 # ---------------------------------------------------------------------------------------
 # The command line
 # ---------------------------------------------------------------------------------------
+
 
 def _check_json_shape(out: dict) -> None:
     assert set(out) >= {"runs", "split", "queries", "corpus", "notes"}
@@ -570,8 +647,20 @@ def test_run_cli_json(tiny, tmp_path, capsys):
     _check_json_shape(json.loads(capsys.readouterr().out))
 
     plot = ["--plot", str(tmp_path / "p.png")] if _has_matplotlib() else []
-    args = parser.parse_args(["eval", str(tiny), "--run", "bm25", "rrf", "--db",
-                              str(tmp_path / "c.db"), "--set", "rrf.k=1", *plot])
+    args = parser.parse_args(
+        [
+            "eval",
+            str(tiny),
+            "--run",
+            "bm25",
+            "rrf",
+            "--db",
+            str(tmp_path / "c.db"),
+            "--set",
+            "rrf.k=1",
+            *plot,
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "tiny (test split): 3 queries, 5 documents"
@@ -595,14 +684,27 @@ def _has_matplotlib() -> bool:
 
 
 def test_cli_eval_json_subprocess(tiny, tmp_path):
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"),
-               SQLITE_RRF_MODEL=str(tmp_path / "no-model.gguf"))
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "eval", str(tiny), "--json"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    env = dict(
+        os.environ,
+        XDG_CACHE_HOME=str(tmp_path / "xdg"),
+        SQLITE_RRF_MODEL=str(tmp_path / "no-model.gguf"),
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "eval", str(tiny), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     _check_json_shape(json.loads(p.stdout))
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "eval", str(tmp_path / "none")],
-                       capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "eval", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 1 and p.stderr.count("\n") == 1 and "not a directory" in p.stderr
 
 
@@ -610,22 +712,27 @@ def test_cli_eval_json_subprocess(tiny, tmp_path):
 # The modules: what the evaluation package offers, what importing costs
 # ---------------------------------------------------------------------------------------
 
+
 def test_run_parameters_are_store_recalls_keywords():
     # RUN_PARAMETERS is written out (the evaluation does not inspect the store); it must
     # stay the keyword parameters of Store.recall that a run may set.
     import inspect
 
     from sqlite_rrf.store import Store
+
     fixed = {"self", "query", "limit", "touch", "force", "qvec"}
-    assert runs.RUN_PARAMETERS == tuple(p for p in inspect.signature(Store.recall).parameters
-                                      if p not in fixed)
+    assert runs.RUN_PARAMETERS == tuple(
+        p for p in inspect.signature(Store.recall).parameters if p not in fixed
+    )
 
 
 def test_runs_are_made_when_asked_for():
     from sqlite_rrf.store import PROFILES
+
     made = runs.available_runs()
-    assert list(made) == (["default", "bm25", "vector", "rrf"]
-                          + [p for p in PROFILES if p != "rrf"])
+    assert list(made) == (
+        ["default", "bm25", "vector", "rrf"] + [p for p in PROFILES if p != "rrf"]
+    )
     # the default run is the recall as users run it: nothing set but the clock
     assert dict(made["default"].params) == {"now": cached_store.EVAL_EPOCH_MS}
     assert made["memory"].params["now"] == cached_store.EVAL_EPOCH_MS
@@ -633,12 +740,13 @@ def test_runs_are_made_when_asked_for():
 
 def test_the_eval_command_line_imports_nothing_heavy():
     # Building the command line's parser must not import the evaluation, the store or numpy.
-    code = ("import sys, argparse; from sqlite_rrf.evaluation import cli; "
-            "cli.add_parser(argparse.ArgumentParser().add_subparsers()); "
-            "print(sorted(m for m in ('numpy', 'apsw', 'sqlite_rrf.store', "
-            "'sqlite_rrf.evaluation.runner') if m in sys.modules))")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=60)
+    code = (
+        "import sys, argparse; from sqlite_rrf.evaluation import cli; "
+        "cli.add_parser(argparse.ArgumentParser().add_subparsers()); "
+        "print(sorted(m for m in ('numpy', 'apsw', 'sqlite_rrf.store', "
+        "'sqlite_rrf.evaluation.runner') if m in sys.modules))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
 
@@ -646,6 +754,7 @@ def test_the_eval_command_line_imports_nothing_heavy():
 # ---------------------------------------------------------------------------------------
 # With the real embedder (no caches)
 # ---------------------------------------------------------------------------------------
+
 
 def _llama_importable() -> bool:
     try:
@@ -657,15 +766,25 @@ def _llama_importable() -> bool:
 
 @pytest.mark.embed
 @pytest.mark.skipif(not os.path.isfile(MODEL), reason=f"the embedding model {MODEL} is not there")
-@pytest.mark.skipif(not _llama_importable(), reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'")
+@pytest.mark.skipif(
+    not _llama_importable(),
+    reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'",
+)
 def test_evaluate_without_cache_embeds_with_the_model(tmp_path):
     root = write_collection(tmp_path / "nocache", cache=False)
-    res = runner.evaluate(root, runs=["bm25", "vector", "rrf"], progress=False,
-                      db_path=tmp_path / "n.db", model_path=MODEL)
+    res = runner.evaluate(
+        root,
+        runs=["bm25", "vector", "rrf"],
+        progress=False,
+        db_path=tmp_path / "n.db",
+        model_path=MODEL,
+    )
     assert res["runs"]["bm25"]["ndcg@10"] == 1.0
     # MiniLM sees the topics: every relevant document is first.
     assert res["runs"]["vector"]["mrr@10"] == 1.0
     assert res["runs"]["rrf"]["ndcg@10"] == 1.0
     assert any("5 document(s) and 3 query(ies) embedded" in n for n in res["notes"])
-    with cached_store.build_store(root, tmp_path / "n.db", progress=False, model_path=MODEL) as store:
+    with cached_store.build_store(
+        root, tmp_path / "n.db", progress=False, model_path=MODEL
+    ) as store:
         assert store.dim == 384 and store.count() == 5

@@ -61,7 +61,9 @@ def matches(conn, text, mode=None):
     """Titles of the documents `docs MATCH fts5_query(text[, mode])` finds (raises on a
     syntax error, which is what the tests rule out)."""
     if mode is None:
-        rows = conn.execute("SELECT title FROM docs WHERE docs MATCH fts5_query(?) ORDER BY rowid", (text,))
+        rows = conn.execute(
+            "SELECT title FROM docs WHERE docs MATCH fts5_query(?) ORDER BY rowid", (text,)
+        )
     else:
         rows = conn.execute(
             "SELECT title FROM docs WHERE docs MATCH fts5_query(?, ?) ORDER BY rowid", (text, mode)
@@ -147,9 +149,9 @@ HOSTILE = [
     "\u65e5\u672c\u8a9e",
     "\u0440\u0443\u0441\u0441\u043a\u0438\u0439 \u0442\u0435\u043a\u0441\u0442",
     "\u0627\u0644\u0639\u0631\u0628\u064a\u0629",
-    "\U0001F600",
-    "\U0001F600 hello \U0001F680",
-    "\U0001F468\u200d\U0001F469\u200d\U0001F467",  # ZWJ family emoji
+    "\U0001f600",
+    "\U0001f600 hello \U0001f680",
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467",  # ZWJ family emoji
     "a\u00a0b",  # no-break space
     "a\u3000b",  # ideographic space
     "a\u200bb",  # zero-width space
@@ -162,7 +164,7 @@ HOSTILE = [
     "nul\x00inside",
     "\x00",
     "\x01\x02\x03",
-    "NEAR(\"a\" \"b\")",
+    'NEAR("a" "b")',
     '"" OR ""',
     "* OR *",
 ]
@@ -186,7 +188,20 @@ def test_Q1_Q2_Q4_Q5_hostile_ascii_inputs_give_the_reference_expression(db, text
 
 @pytest.mark.parametrize(
     "blob_hex",
-    ["ff", "80", "c3", "c328", "e282", "f0908c", "61ff62", "61c362", "eda080", "f4908080", "c0af", "fe ff".replace(" ", "")],
+    [
+        "ff",
+        "80",
+        "c3",
+        "c328",
+        "e282",
+        "f0908c",
+        "61ff62",
+        "61c362",
+        "eda080",
+        "f4908080",
+        "c0af",
+        "fe ff".replace(" ", ""),
+    ],
 )
 def test_Q2_invalid_utf8_separates_tokens(db, blob_hex):
     raw = bytes.fromhex(blob_hex)
@@ -194,7 +209,9 @@ def test_Q2_invalid_utf8_separates_tokens(db, blob_hex):
     # the ASCII letters around the bad bytes are the tokens; the bad bytes never reach FTS5
     want = ascii_reference(bytes(b if b < 0x80 else 0x20 for b in raw).decode())
     assert expr == want
-    db.execute("SELECT count(*) FROM docs WHERE docs MATCH fts5_query(CAST(? AS TEXT))", (raw,)).fetchall()
+    db.execute(
+        "SELECT count(*) FROM docs WHERE docs MATCH fts5_query(CAST(? AS TEXT))", (raw,)
+    ).fetchall()
 
 
 # ---------------------------------------------------------------- Q1: exact outputs, modes
@@ -217,7 +234,7 @@ def test_Q2_invalid_utf8_separates_tokens(db, blob_hex):
         ('"quoted phrase"', '"quoted" OR "phrase"'),
         ("caf\u00e9 na\u00efve", '"caf\u00e9" OR "na\u00efve"'),
         ("\u65e5\u672c\u8a9e", '"\u65e5\u672c" OR "\u672c\u8a9e"'),  # Q16: bigrams
-        ("x\U0001F600y", '"x" OR "y"'),
+        ("x\U0001f600y", '"x" OR "y"'),
         ("a\u00a0b", '"a" OR "b"'),
         ("a\u3000b", '"a" OR "b"'),
         ("nul\x00inside", '"nul" OR "inside"'),
@@ -241,15 +258,27 @@ def test_Q1_and_mode_and_case_insensitive_mode(db):
     assert matches(db, "fox quick", "AND") == ["fox"]
 
 
-@pytest.mark.parametrize("mode_sql", ["'xor'", "''", "'and '", "' or'", "'ORR'", "'an'", "1", "0", "1.5", "x'616e64'", "'o'"])
+@pytest.mark.parametrize(
+    "mode_sql",
+    ["'xor'", "''", "'and '", "' or'", "'ORR'", "'an'", "1", "0", "1.5", "x'616e64'", "'o'"],
+)
 def test_Q6_bad_mode_is_an_error(db, mode_sql):
-    with pytest.raises(apsw.SQLError, match="^" + re.escape("fts5_query: mode must be 'or', 'and' or 'terms'") + "$"):
+    with pytest.raises(
+        apsw.SQLError,
+        match="^" + re.escape("fts5_query: mode must be 'or', 'and' or 'terms'") + "$",
+    ):
         db.execute(f"SELECT fts5_query('hello', {mode_sql})").fetchall()
 
 
 def test_Q6_blob_text_is_an_error(db):
-    for sql in ("SELECT fts5_query(x'68656c6c6f')", "SELECT fts5_query(zeroblob(3), 'and')", "SELECT fts5_query(x'')"):
-        with pytest.raises(apsw.SQLError, match="^" + re.escape("fts5_query: text must be TEXT, got BLOB") + "$"):
+    for sql in (
+        "SELECT fts5_query(x'68656c6c6f')",
+        "SELECT fts5_query(zeroblob(3), 'and')",
+        "SELECT fts5_query(x'')",
+    ):
+        with pytest.raises(
+            apsw.SQLError, match="^" + re.escape("fts5_query: text must be TEXT, got BLOB") + "$"
+        ):
             db.execute(sql).fetchall()
 
 
@@ -276,7 +305,13 @@ def test_Q6_numbers_are_read_as_text(db):
 
 @pytest.mark.parametrize(
     "text,title",
-    [("NOT", "shakespeare"), ("not", "shakespeare"), ("OR", "shakespeare"), ("NEAR", "proximity"), ("AND", "logic")],
+    [
+        ("NOT", "shakespeare"),
+        ("not", "shakespeare"),
+        ("OR", "shakespeare"),
+        ("NEAR", "proximity"),
+        ("AND", "logic"),
+    ],
 )
 def test_Q3_keywords_are_searched_as_words(db, text, title):
     assert fq(db, text) == f'"{text}"'
@@ -310,7 +345,9 @@ def test_Q4_repeated_tokens_appear_once(db):
     assert fq(db, "a a a a a") == '"a"'
     assert fq(db, "ab abc ab abcd abc") == '"ab" OR "abc" OR "abcd"'
     # non-ASCII letters are compared byte for byte
-    assert fq(db, "\u00e9t\u00e9 \u00c9T\u00c9 \u00e9t\u00e9") == '"\u00e9t\u00e9" OR "\u00c9T\u00c9"'
+    assert (
+        fq(db, "\u00e9t\u00e9 \u00c9T\u00c9 \u00e9t\u00e9") == '"\u00e9t\u00e9" OR "\u00c9T\u00c9"'
+    )
 
 
 def test_Q4_repeats_do_not_count_twice_in_bm25(db):
@@ -326,7 +363,10 @@ def test_Q4_repeats_do_not_count_twice_in_bm25(db):
 # ---------------------------------------------------------------- Q5: no tokens
 
 
-@pytest.mark.parametrize("text", ["", " ", "*", "  ...", "-", "()", '"', "'", "^", ":", "\U0001F600", "\u3000", "\x00", "+-*/"])
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "*", "  ...", "-", "()", '"', "'", "^", ":", "\U0001f600", "\u3000", "\x00", "+-*/"],
+)
 def test_Q5_tokenless_text_matches_nothing(db, text):
     assert fq(db, text) == '""'
     assert fq(db, text, "and") == '""'
@@ -407,7 +447,9 @@ def test_Q1_Q2_Q4_property_ascii_text_equals_reference(hdb, text):
 @given(st.binary(max_size=40))
 def test_Q2_property_any_bytes_as_text_match_without_error(hdb, raw):
     expr = hdb.execute("SELECT fts5_query(CAST(? AS TEXT))", (raw,)).fetchone()[0]
-    hdb.execute("SELECT count(*) FROM docs WHERE docs MATCH fts5_query(CAST(? AS TEXT))", (raw,)).fetchall()
+    hdb.execute(
+        "SELECT count(*) FROM docs WHERE docs MATCH fts5_query(CAST(? AS TEXT))", (raw,)
+    ).fetchall()
     assert re.fullmatch(r'""|"[^"]+"( OR "[^"]+")*', expr)
 
 
@@ -466,8 +508,12 @@ class FtsTerms:
             got = {i: [] for i in range(1, len(todo) + 1)}
             with self.conn:
                 self.conn.execute(f"DELETE FROM ref{n}")
-                self.conn.executemany(f"INSERT INTO ref{n}(rowid, x) VALUES (?, ?)", list(enumerate(todo, 1)))
-                for doc, term in self.conn.execute(f"SELECT doc, term FROM ref{n}_v ORDER BY doc, offset"):
+                self.conn.executemany(
+                    f"INSERT INTO ref{n}(rowid, x) VALUES (?, ?)", list(enumerate(todo, 1))
+                )
+                for doc, term in self.conn.execute(
+                    f"SELECT doc, term FROM ref{n}_v ORDER BY doc, offset"
+                ):
                     got[doc].append(term)
             for i, t in enumerate(todo, 1):
                 self.cache[(spec, t)] = got[i]
@@ -487,17 +533,29 @@ def pruned_reference(ref: FtsTerms, tokens, stopwords, spec, joiner=" OR ", cap=
     stops = stopset(stopwords or "")
     if not stops:
         return join_tokens(tokens[:cap], joiner)
-    kept = [t for t, terms in zip(tokens, ref.terms(spec, tokens)) if not (len(terms) == 1 and terms[0] in stops)]
+    kept = [
+        t
+        for t, terms in zip(tokens, ref.terms(spec, tokens))
+        if not (len(terms) == 1 and terms[0] in stops)
+    ]
     return join_tokens((kept or tokens)[:cap], joiner)
 
 
 def test_reference_terms_are_fts5s(fts_terms):
     """The reference itself: porter stems, case folding, diacritics, trigrams."""
     assert fts_terms.terms("porter unicode61", ["The", "Studies", "running", "axb"]) == [
-        ["the"], ["studi"], ["run"], ["axb"]]
+        ["the"],
+        ["studi"],
+        ["run"],
+        ["axb"],
+    ]
     assert fts_terms.terms(None, ["Studies", "\u00dcber"]) == [["studies"], ["uber"]]
     assert fts_terms.terms("unicode61 remove_diacritics 0", ["\u00dcber"]) == [["\u00fcber"]]
-    assert fts_terms.terms("trigram", ["hello", "ab", "ABC"]) == [["hel", "ell", "llo"], [], ["abc"]]
+    assert fts_terms.terms("trigram", ["hello", "ab", "ABC"]) == [
+        ["hel", "ell", "llo"],
+        [],
+        ["abc"],
+    ]
     assert fts_terms.terms("unicode61 separators 'x'", ["axb"]) == [["a", "b"]]
 
 
@@ -507,7 +565,9 @@ NO_STOPWORDS = [None, "", " ", " \t\n\v\f\r "]
 
 
 @pytest.mark.parametrize("stopwords", NO_STOPWORDS)
-@pytest.mark.parametrize("tokenize", [None, "porter unicode61", "", "no_such_tokenizer", "'unterminated", "a\x00b"])
+@pytest.mark.parametrize(
+    "tokenize", [None, "porter unicode61", "", "no_such_tokenizer", "'unterminated", "a\x00b"]
+)
 def test_Q8_empty_stopwords_change_nothing_and_touch_no_tokenizer(db, stopwords, tokenize):
     for text in HOSTILE + ["the study of cats", "The the THE cat"]:
         for mode in ("or", "and"):
@@ -525,9 +585,15 @@ def test_Q8_empty_stopwords_need_no_fts5():
     assert fq(c, "the cat", "or", "", "porter unicode61") == '"the" OR "cat"'
     assert fq(c, "the cat", "or", None, "xyz") == '"the" OR "cat"'
     assert fq(c, "the cat", "and", "  \n") == '"the" AND "cat"'
-    with pytest.raises(apsw.SQLError, match="^" + re.escape("fts5_query: stopwords need FTS5, which this SQLite lacks") + "$"):
+    with pytest.raises(
+        apsw.SQLError,
+        match="^" + re.escape("fts5_query: stopwords need FTS5, which this SQLite lacks") + "$",
+    ):
         fq(c, "the cat", "or", "the")
-    with pytest.raises(apsw.SQLError, match="^" + re.escape("fts5_query: stopwords need FTS5, which this SQLite lacks") + "$"):
+    with pytest.raises(
+        apsw.SQLError,
+        match="^" + re.escape("fts5_query: stopwords need FTS5, which this SQLite lacks") + "$",
+    ):
         fq(c, "the cat", "or", "the", "porter unicode61")
     assert c.execute("SELECT 1").fetchall() == [(1,)]
     c.close()
@@ -541,7 +607,10 @@ def test_Q13_fts5_denied_by_an_authorizer_is_a_named_error():
         return apsw.SQLITE_DENY if op == apsw.SQLITE_FUNCTION and p2 == "fts5" else apsw.SQLITE_OK
 
     c.authorizer = deny_fts5
-    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: cannot reach FTS5: not authorized to use function: fts5")):
+    with pytest.raises(
+        apsw.SQLError,
+        match=err_re("fts5_query: cannot reach FTS5: not authorized to use function: fts5"),
+    ):
         fq(c, "the cat", "or", "the")
     assert fq(c, "the cat", "or", "") == '"the" OR "cat"'  # Q8: not needed without stopwords
     c.authorizer = None
@@ -567,15 +636,35 @@ def test_Q8_unicode_spaces_are_not_separators(db):
     [
         ("the study of cats", "the of", "porter unicode61", '"study" OR "cats"'),
         ("the study of cats", "the of studi", "porter unicode61", '"cats"'),
-        ("The Studies OF Cats", "the of studi", "porter unicode61", '"Cats"'),  # case folded, stemmed
-        ("the studies of cats", "studies", "porter unicode61", '"the" OR "studies" OR "of" OR "cats"'),  # stems only
-        ("the studies of cats", "studies", None, '"the" OR "of" OR "cats"'),  # unicode61: no stemming
+        (
+            "The Studies OF Cats",
+            "the of studi",
+            "porter unicode61",
+            '"Cats"',
+        ),  # case folded, stemmed
+        (
+            "the studies of cats",
+            "studies",
+            "porter unicode61",
+            '"the" OR "studies" OR "of" OR "cats"',
+        ),  # stems only
+        (
+            "the studies of cats",
+            "studies",
+            None,
+            '"the" OR "of" OR "cats"',
+        ),  # unicode61: no stemming
         ("the studies of cats", "studies", "", '"the" OR "of" OR "cats"'),  # '' is the default
         ("the studies of cats", "the", "  porter\tunicode61\n", '"studies" OR "of" OR "cats"'),
         ("\u00dcber alles", "uber", None, '"alles"'),  # remove_diacritics 1 by default
         ("\u00dcber alles", "uber", "unicode61 remove_diacritics 0", '"\u00dcber" OR "alles"'),
         ("\u00dcber alles", "\u00fcber", "unicode61 remove_diacritics 0", '"alles"'),
-        ("the cat", "THE", "porter unicode61", '"the" OR "cat"'),  # byte comparison: terms are lower-case
+        (
+            "the cat",
+            "THE",
+            "porter unicode61",
+            '"the" OR "cat"',
+        ),  # byte comparison: terms are lower-case
         ("the the THE cat of", "the of", "porter unicode61", '"cat"'),  # Q4 first, then Q10
         ("axb a b", "a", "unicode61 separators 'x'", '"axb" OR "b"'),  # axb yields 2 terms: kept
         ("hello abc ABC ab", "abc ab", "trigram", '"hello" OR "ab"'),  # ab yields no term: kept
@@ -597,11 +686,18 @@ def test_Q10_and_mode_prunes_alike_and_matches(db):
     ).fetchall()
     assert rows == [("fox",)]
     # unpruned, 'the' must be in the row too; pruned, it need not be
-    assert db.execute(
-        "SELECT count(*) FROM docs WHERE docs MATCH fts5_query('the quick email', 'and')").fetchone()[0] == 0
-    assert db.execute(
-        "SELECT count(*) FROM docs WHERE docs MATCH fts5_query('the lazy', 'and', 'the', 'porter unicode61')"
-    ).fetchone()[0] == 1
+    assert (
+        db.execute(
+            "SELECT count(*) FROM docs WHERE docs MATCH fts5_query('the quick email', 'and')"
+        ).fetchone()[0]
+        == 0
+    )
+    assert (
+        db.execute(
+            "SELECT count(*) FROM docs WHERE docs MATCH fts5_query('the lazy', 'and', 'the', 'porter unicode61')"
+        ).fetchone()[0]
+        == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -650,35 +746,140 @@ def test_Q9_tokenize_specs_with_quoted_arguments(db, fts_terms, tokenize, stopwo
     ],
 )
 def test_Q10_against_the_reference_on_the_hostile_texts(db, fts_terms, tokenize):
-    words = ["the", "of", "studi", "a", "b", "e", "hel", "ell", "llo", "abc", "cafe", "caf\u00e9", "uber",
-             "\u00fcber", "not", "and", "or", "near", "t", "s", "it", "hello", "mail"]
+    words = [
+        "the",
+        "of",
+        "studi",
+        "a",
+        "b",
+        "e",
+        "hel",
+        "ell",
+        "llo",
+        "abc",
+        "cafe",
+        "caf\u00e9",
+        "uber",
+        "\u00fcber",
+        "not",
+        "and",
+        "or",
+        "near",
+        "t",
+        "s",
+        "it",
+        "hello",
+        "mail",
+    ]
     stopwords = " ".join(words)
-    for text in HOSTILE + ["the studies of the hello world", "e-mail it's CAF\u00c9 \u00dcber", "a b c d"]:
+    for text in HOSTILE + [
+        "the studies of the hello world",
+        "e-mail it's CAF\u00c9 \u00dcber",
+        "a b c d",
+    ]:
         tokens = expr_tokens(fq(db, text))
         for mode, joiner in (("or", " OR "), ("and", " AND ")):
             assert fq(db, text, mode, stopwords, tokenize) == pruned_reference(
-                fts_terms, tokens, stopwords, tokenize, joiner), (text, tokenize)
+                fts_terms, tokens, stopwords, tokenize, joiner
+            ), (text, tokenize)
 
 
 # ---------------------------------------------------------------- Q10..Q12: property
 
 
-VOCAB = ["the", "The", "THE", "of", "Of", "a", "and", "AND", "or", "not", "NEAR", "study", "studies", "Studies",
-         "running", "runs", "cat", "cats", "caf\u00e9", "CAF\u00c9", "\u00fcber", "\u00dcber", "na\u00efve",
-         "hello", "abc", "ab", "x", "42", "3", "\u65e5\u672c\u8a9e", "\u0440\u0443\u0441", "e", "mail"]
-STEMS = ["the", "of", "a", "and", "or", "not", "near", "studi", "study", "studies", "run", "running", "cat",
-         "cats", "cafe", "caf\u00e9", "uber", "\u00fcber", "naive", "hello", "hel", "ell", "llo", "abc", "ab",
-         "x", "42", "3", "\u65e5\u672c\u8a9e", "\u0440\u0443\u0441", "e", "mail", "THE", "Of"]
-SPECS = [None, "unicode61", "porter unicode61", "porter", "ascii", "unicode61 remove_diacritics 0",
-         "unicode61 remove_diacritics 2", "trigram", "unicode61 separators 'ae'", "'porter' 'ascii'", ""]
-SEPARATORS = [" ", "  ", "-", "'", '"', ":", "*", "\u3000", "\n", ". ", "\U0001F600", "/", "(", ")"]
+VOCAB = [
+    "the",
+    "The",
+    "THE",
+    "of",
+    "Of",
+    "a",
+    "and",
+    "AND",
+    "or",
+    "not",
+    "NEAR",
+    "study",
+    "studies",
+    "Studies",
+    "running",
+    "runs",
+    "cat",
+    "cats",
+    "caf\u00e9",
+    "CAF\u00c9",
+    "\u00fcber",
+    "\u00dcber",
+    "na\u00efve",
+    "hello",
+    "abc",
+    "ab",
+    "x",
+    "42",
+    "3",
+    "\u65e5\u672c\u8a9e",
+    "\u0440\u0443\u0441",
+    "e",
+    "mail",
+]
+STEMS = [
+    "the",
+    "of",
+    "a",
+    "and",
+    "or",
+    "not",
+    "near",
+    "studi",
+    "study",
+    "studies",
+    "run",
+    "running",
+    "cat",
+    "cats",
+    "cafe",
+    "caf\u00e9",
+    "uber",
+    "\u00fcber",
+    "naive",
+    "hello",
+    "hel",
+    "ell",
+    "llo",
+    "abc",
+    "ab",
+    "x",
+    "42",
+    "3",
+    "\u65e5\u672c\u8a9e",
+    "\u0440\u0443\u0441",
+    "e",
+    "mail",
+    "THE",
+    "Of",
+]
+SPECS = [
+    None,
+    "unicode61",
+    "porter unicode61",
+    "porter",
+    "ascii",
+    "unicode61 remove_diacritics 0",
+    "unicode61 remove_diacritics 2",
+    "trigram",
+    "unicode61 separators 'ae'",
+    "'porter' 'ascii'",
+    "",
+]
+SEPARATORS = [" ", "  ", "-", "'", '"', ":", "*", "\u3000", "\n", ". ", "\U0001f600", "/", "(", ")"]
 
 texts = st.lists(
     st.tuples(st.one_of(st.sampled_from(VOCAB), st.text(max_size=6)), st.sampled_from(SEPARATORS)),
     max_size=14,
 ).map(lambda parts: "".join(w + sep for w, sep in parts))
-stopword_lists = st.lists(st.one_of(st.sampled_from(STEMS), st.text(max_size=5)), max_size=10).flatmap(
-    lambda ws: st.sampled_from([" ", "\t", "\n ", "\r\n"]).map(lambda sep: sep.join(ws)))
+stopword_lists = st.lists(
+    st.one_of(st.sampled_from(STEMS), st.text(max_size=5)), max_size=10
+).flatmap(lambda ws: st.sampled_from([" ", "\t", "\n ", "\r\n"]).map(lambda sep: sep.join(ws)))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -706,18 +907,30 @@ def terms_reference(ref: FtsTerms, tokens, stopwords, spec):
     return out
 
 
-@pytest.mark.parametrize("text,stopwords,tokenize,want", [
-    ("The Studies of cats", None, "porter unicode61",
-     [['"The"', "the"], ['"Studies"', "studi"], ['"of"', "of"], ['"cats"', "cat"]]),
-    ("The Studies of cats", "the of", "porter unicode61", [['"The"', "the"], ['"of"', "of"]]),
-    ("The Studies of cats", "", "porter unicode61",  # '' is no stopwords (Q8): every token
-     [['"The"', "the"], ['"Studies"', "studi"], ['"of"', "of"], ['"cats"', "cat"]]),
-    ("the the THE", "the", None, [['"the"', "the"]]),  # Q4, and Q11 does not apply
-    ("hello abc ab", None, "trigram", [['"abc"', "abc"]]),  # 3 terms, 1 term, none
-    ("axb b", None, "unicode61 separators 'x'", [['"b"', "b"]]),
-    ("", None, None, []), ("* -- *", "the", "porter", []),
-    ("caf\u00e9 \u00dcber", None, None, [['"caf\u00e9"', "cafe"], ['"\u00dcber"', "uber"]]),
-])
+@pytest.mark.parametrize(
+    "text,stopwords,tokenize,want",
+    [
+        (
+            "The Studies of cats",
+            None,
+            "porter unicode61",
+            [['"The"', "the"], ['"Studies"', "studi"], ['"of"', "of"], ['"cats"', "cat"]],
+        ),
+        ("The Studies of cats", "the of", "porter unicode61", [['"The"', "the"], ['"of"', "of"]]),
+        (
+            "The Studies of cats",
+            "",
+            "porter unicode61",  # '' is no stopwords (Q8): every token
+            [['"The"', "the"], ['"Studies"', "studi"], ['"of"', "of"], ['"cats"', "cat"]],
+        ),
+        ("the the THE", "the", None, [['"the"', "the"]]),  # Q4, and Q11 does not apply
+        ("hello abc ab", None, "trigram", [['"abc"', "abc"]]),  # 3 terms, 1 term, none
+        ("axb b", None, "unicode61 separators 'x'", [['"b"', "b"]]),
+        ("", None, None, []),
+        ("* -- *", "the", "porter", []),
+        ("caf\u00e9 \u00dcber", None, None, [['"caf\u00e9"', "cafe"], ['"\u00dcber"', "uber"]]),
+    ],
+)
 def test_Q15_terms_exact_cases(db, text, stopwords, tokenize, want):
     got = fq(db, text, "terms", stopwords, tokenize)
     assert json.loads(got) == want
@@ -729,19 +942,31 @@ def test_Q15_terms_exact_cases(db, text, stopwords, tokenize, want):
 def test_Q15_each_phrase_is_a_match_expression_with_the_or_expressions_hits(db):
     text = "The Studies of running cats NOT near"
     for phrase, term in json.loads(fq(db, text, "TERMS", None, "porter unicode61")):
-        assert f" {phrase} " in f" {fq(db, text).replace(' OR ', '  ')} "  # quoted as 'or' quotes it
+        assert (
+            f" {phrase} " in f" {fq(db, text).replace(' OR ', '  ')} "
+        )  # quoted as 'or' quotes it
         n = db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (phrase,)).fetchone()[0]
-        assert n == db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (f'"{term}"',)).fetchone()[0]
+        assert (
+            n
+            == db.execute(
+                "SELECT count(*) FROM docs WHERE docs MATCH ?", (f'"{term}"',)
+            ).fetchone()[0]
+        )
     # through json_each, as the recall statement reads it
-    rows = db.execute("SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') "
-                      "FROM json_each(fts5_query(?, 'terms', 'the of', 'porter unicode61'))", (text,)).fetchall()
+    rows = db.execute(
+        "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') "
+        "FROM json_each(fts5_query(?, 'terms', 'the of', 'porter unicode61'))",
+        (text,),
+    ).fetchall()
     assert rows == [('"The"', "the"), ('"of"', "of")]
 
 
 def test_Q15_needs_fts5_and_checks_the_spec_even_without_stopwords(db):
     with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenizer 'xyz' " + NOT_BUILTIN)):
         fq(db, "a", "terms", None, "xyz")
-    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: unterminated quote in tokenize ''a'")):
+    with pytest.raises(
+        apsw.SQLError, match=err_re("fts5_query: unterminated quote in tokenize ''a'")
+    ):
         fq(db, "a", "terms", None, "'a")
     assert fq(db, None, "terms", None, "xyz") is None  # Q6 first
 
@@ -760,8 +985,9 @@ def test_Q15_property_equals_the_reference(hdb, fts_terms, text, stopwords, toke
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=60))
 def test_Q15_property_any_bytes_give_valid_json(hdb, raw):
-    got = hdb.execute("SELECT fts5_query(CAST(? AS TEXT), 'terms', NULL, 'porter unicode61')",
-                      (raw,)).fetchone()[0]
+    got = hdb.execute(
+        "SELECT fts5_query(CAST(? AS TEXT), 'terms', NULL, 'porter unicode61')", (raw,)
+    ).fetchone()[0]
     assert hdb.execute("SELECT json_valid(?)", (got,)).fetchone()[0] == 1
 
 
@@ -827,42 +1053,112 @@ NOT_BUILTIN = "is not one of FTS5's built-in unicode61, ascii, porter, trigram"
 @pytest.mark.parametrize(
     "sql,msg",
     [
-        ("SELECT fts5_query('the cat', 'or', x'746865')", "fts5_query: stopwords must be TEXT or NULL, got BLOB"),
-        ("SELECT fts5_query('the cat', 'or', zeroblob(0))", "fts5_query: stopwords must be TEXT or NULL, got BLOB"),
-        ("SELECT fts5_query('the cat', 'or', 1)", "fts5_query: stopwords must be TEXT or NULL, got INTEGER"),
-        ("SELECT fts5_query('the cat', 'or', 1.5)", "fts5_query: stopwords must be TEXT or NULL, got REAL"),
-        ("SELECT fts5_query('the cat', 'or', 1.5, 'porter')", "fts5_query: stopwords must be TEXT or NULL, got REAL"),
-        ("SELECT fts5_query('the cat', 'or', '', x'00')", "fts5_query: tokenize must be TEXT or NULL, got BLOB"),
-        ("SELECT fts5_query('the cat', 'or', NULL, 2)", "fts5_query: tokenize must be TEXT or NULL, got INTEGER"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 2.5)", "fts5_query: tokenize must be TEXT or NULL, got REAL"),
+        (
+            "SELECT fts5_query('the cat', 'or', x'746865')",
+            "fts5_query: stopwords must be TEXT or NULL, got BLOB",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', zeroblob(0))",
+            "fts5_query: stopwords must be TEXT or NULL, got BLOB",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 1)",
+            "fts5_query: stopwords must be TEXT or NULL, got INTEGER",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 1.5)",
+            "fts5_query: stopwords must be TEXT or NULL, got REAL",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 1.5, 'porter')",
+            "fts5_query: stopwords must be TEXT or NULL, got REAL",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', '', x'00')",
+            "fts5_query: tokenize must be TEXT or NULL, got BLOB",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', NULL, 2)",
+            "fts5_query: tokenize must be TEXT or NULL, got INTEGER",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 2.5)",
+            "fts5_query: tokenize must be TEXT or NULL, got REAL",
+        ),
         # Q14: only FTS5's built-in tokenizers, also the one porter wraps
-        ("SELECT fts5_query('the cat', 'or', 'the', 'xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'xyz porter')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', '''''')", "fts5_query: tokenizer '' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'porter xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'porter porter mytok')", "fts5_query: tokenizer 'mytok' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'porter tokenchars -')",
-         "fts5_query: tokenizer 'tokenchars' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'unicode61x')", "fts5_query: tokenizer 'unicode61x' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'terms', NULL, 'xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'unicode61 remove_diacritics 9')",
-         "fts5_query: cannot create the FTS5 tokenizer 'unicode61 remove_diacritics 9' (SQL logic error)"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'unicode61 bogus 1')",
-         "fts5_query: cannot create the FTS5 tokenizer 'unicode61 bogus 1' (SQL logic error)"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'trigram case_sensitive 7')",
-         "fts5_query: cannot create the FTS5 tokenizer 'trigram case_sensitive 7' (SQL logic error)"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'unicode61 tokenchars ''-_')",
-         "fts5_query: unterminated quote in tokenize 'unicode61 tokenchars '-_'"),
-        ("SELECT fts5_query('the cat', 'or', 'the', '\"porter')", "fts5_query: unterminated quote in tokenize '\"porter'"),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'porter \"x\"\"')",
-         "fts5_query: unterminated quote in tokenize 'porter \"x\"\"'"),
-        ("SELECT fts5_query('the cat', 'or', 'the', '[porter]')", "fts5_query: tokenizer '[porter]' " + NOT_BUILTIN),
-        ("SELECT fts5_query('the cat', 'or', 'the', 'porter' || char(0) || 'x')",
-         "fts5_query: tokenize must not hold a NUL byte"),
-        ("SELECT fts5_query('the cat', 'and', 'the', trim(replace(hex(zeroblob(65)), '00', 'porter ')))",
-         "fts5_query: tokenize has more than 64 words: 'porter porter porter porter port...'"),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'xyz')",
+            "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'xyz porter')",
+            "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', '''''')",
+            "fts5_query: tokenizer '' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'porter xyz')",
+            "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'porter porter mytok')",
+            "fts5_query: tokenizer 'mytok' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'porter tokenchars -')",
+            "fts5_query: tokenizer 'tokenchars' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'unicode61x')",
+            "fts5_query: tokenizer 'unicode61x' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'terms', NULL, 'xyz')",
+            "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'unicode61 remove_diacritics 9')",
+            "fts5_query: cannot create the FTS5 tokenizer 'unicode61 remove_diacritics 9' (SQL logic error)",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'unicode61 bogus 1')",
+            "fts5_query: cannot create the FTS5 tokenizer 'unicode61 bogus 1' (SQL logic error)",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'trigram case_sensitive 7')",
+            "fts5_query: cannot create the FTS5 tokenizer 'trigram case_sensitive 7' (SQL logic error)",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'unicode61 tokenchars ''-_')",
+            "fts5_query: unterminated quote in tokenize 'unicode61 tokenchars '-_'",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', '\"porter')",
+            "fts5_query: unterminated quote in tokenize '\"porter'",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'porter \"x\"\"')",
+            'fts5_query: unterminated quote in tokenize \'porter "x""\'',
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', '[porter]')",
+            "fts5_query: tokenizer '[porter]' " + NOT_BUILTIN,
+        ),
+        (
+            "SELECT fts5_query('the cat', 'or', 'the', 'porter' || char(0) || 'x')",
+            "fts5_query: tokenize must not hold a NUL byte",
+        ),
+        (
+            "SELECT fts5_query('the cat', 'and', 'the', trim(replace(hex(zeroblob(65)), '00', 'porter ')))",
+            "fts5_query: tokenize has more than 64 words: 'porter porter porter porter port...'",
+        ),
         # the spec is checked whenever there are stopwords, even for text without tokens (Q5)
-        ("SELECT fts5_query('*', 'or', 'the', 'xyz')", "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN),
+        (
+            "SELECT fts5_query('*', 'or', 'the', 'xyz')",
+            "fts5_query: tokenizer 'xyz' " + NOT_BUILTIN,
+        ),
         # earlier arguments first
         ("SELECT fts5_query(x'00', 'or', 1, 2)", "fts5_query: text must be TEXT, got BLOB"),
         ("SELECT fts5_query('a', 'xor', 1, 2)", "fts5_query: mode must be 'or', 'and' or 'terms'"),
@@ -875,7 +1171,12 @@ def test_Q8_Q9_errors_name_the_function(db, sql, msg):
 
 
 def test_Q6_null_text_is_null_whatever_the_other_arguments(db):
-    for args in [(None, "or", "the"), (None, "or", b"x"), (None, "xor", 1, 2), (None, None, "the", "xyz")]:
+    for args in [
+        (None, "or", "the"),
+        (None, "or", b"x"),
+        (None, "xor", 1, 2),
+        (None, None, "the", "xyz"),
+    ]:
         assert fq(db, *args) is None
 
 
@@ -885,14 +1186,22 @@ def test_Q9_sixty_four_words_are_allowed(db):
 
 
 def test_Q9_error_messages_show_hostile_specs_safely(db):
-    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: unterminated quote in tokenize ''??a'")):
+    with pytest.raises(
+        apsw.SQLError, match=err_re("fts5_query: unterminated quote in tokenize ''??a'")
+    ):
         db.execute("SELECT fts5_query('a', 'or', 'a', CAST(x'27ff0a61' AS TEXT))").fetchall()
-    with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenize must not hold a NUL byte")):
-        db.execute("SELECT fts5_query('a', 'or', 'a', CAST(x'ff0a01c3' || zeroblob(100) AS TEXT))").fetchall()
+    with pytest.raises(
+        apsw.SQLError, match=err_re("fts5_query: tokenize must not hold a NUL byte")
+    ):
+        db.execute(
+            "SELECT fts5_query('a', 'or', 'a', CAST(x'ff0a01c3' || zeroblob(100) AS TEXT))"
+        ).fetchall()
     with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenizer '?a?b' " + NOT_BUILTIN)):
         db.execute("SELECT fts5_query('a', 'or', 'a', CAST(x'ff610162' AS TEXT))").fetchall()
     long_name = "\u00e9" * 100
-    with pytest.raises(apsw.SQLError, match=err_re(f"fts5_query: tokenizer '{long_name[:16]}...' " + NOT_BUILTIN)):
+    with pytest.raises(
+        apsw.SQLError, match=err_re(f"fts5_query: tokenizer '{long_name[:16]}...' " + NOT_BUILTIN)
+    ):
         fq(db, "a", "or", "a", long_name)
 
 
@@ -926,22 +1235,37 @@ def pydb():
     c.close()
 
 
-@pytest.mark.parametrize("spec", ["pytok", "PyTok", "porter pytok", "porter porter pytok", "'pytok'"])
+@pytest.mark.parametrize(
+    "spec", ["pytok", "PyTok", "porter pytok", "porter porter pytok", "'pytok'"]
+)
 def test_Q14_a_registered_custom_tokenizer_is_refused_and_never_made(pydb, spec):
     pydb, calls = pydb
     for mode, stop in (("or", "the"), ("and", "the"), ("terms", None)):
-        with pytest.raises(apsw.SQLError, match=err_re("fts5_query: tokenizer 'pytok' " + NOT_BUILTIN)
-                           if "PyTok" not in spec else "tokenizer 'PyTok' "):
+        with pytest.raises(
+            apsw.SQLError,
+            match=err_re("fts5_query: tokenizer 'pytok' " + NOT_BUILTIN)
+            if "PyTok" not in spec
+            else "tokenizer 'PyTok' ",
+        ):
             fq(pydb, "The cat", mode, stop, spec)
     assert calls == []
     assert fq(pydb, "The cat", "or", "the", "porter unicode61") == '"cat"'  # the connection answers
 
 
 def test_Q14_built_in_names_in_any_case_and_every_porter_chain(db):
-    for spec in ("UNICODE61", "Porter", "porter Unicode61 remove_diacritics 2", "porter porter",
-                 "porter ascii", "porter trigram", "TriGram case_sensitive 1", "ascii"):
-        assert assert_expr_or_named_error(db, "SELECT fts5_query('The cat', 'or', 'the', ?)", (spec,)) \
-            in ('"cat"', '"The" OR "cat"'), spec
+    for spec in (
+        "UNICODE61",
+        "Porter",
+        "porter Unicode61 remove_diacritics 2",
+        "porter porter",
+        "porter ascii",
+        "porter trigram",
+        "TriGram case_sensitive 1",
+        "ascii",
+    ):
+        assert assert_expr_or_named_error(
+            db, "SELECT fts5_query('The cat', 'or', 'the', ?)", (spec,)
+        ) in ('"cat"', '"The" OR "cat"'), spec
 
 
 def test_Q14_Q6_flags_stay_deterministic_and_innocuous_for_every_argument_count():
@@ -950,13 +1274,17 @@ def test_Q14_Q6_flags_stay_deterministic_and_innocuous_for_every_argument_count(
     c = apsw.Connection(":memory:")
     sqlite_rrf.load(c)
     det, inn = apsw.SQLITE_DETERMINISTIC, apsw.SQLITE_INNOCUOUS
-    rows = c.execute("SELECT narg, flags FROM pragma_function_list WHERE name = 'fts5_query'").fetchall()
+    rows = c.execute(
+        "SELECT narg, flags FROM pragma_function_list WHERE name = 'fts5_query'"
+    ).fetchall()
     assert sorted(n for n, _ in rows) == [1, 2, 3, 4]
     assert all(f & det and f & inn for _, f in rows), rows
     c.execute("PRAGMA trusted_schema = OFF")
     c.execute("CREATE TABLE t(x TEXT); INSERT INTO t VALUES ('The Studies of cats')")
-    c.execute("CREATE VIEW v AS SELECT fts5_query(x, 'or', 'the of studi', 'porter unicode61') AS q, "
-              "fts5_query(x, 'terms', 'the', 'porter unicode61') AS t FROM t")
+    c.execute(
+        "CREATE VIEW v AS SELECT fts5_query(x, 'or', 'the of studi', 'porter unicode61') AS q, "
+        "fts5_query(x, 'terms', 'the', 'porter unicode61') AS t FROM t"
+    )
     assert c.execute("SELECT q, t FROM v").fetchone() == ('"cats"', '[["\\"The\\"","the"]]')
     c.execute("CREATE INDEX ix ON t(fts5_query(x, 'and', 'the', 'porter'))")
     assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -975,18 +1303,32 @@ def test_Q13_per_row_arguments_and_the_cache(db):
         "('the studies cats', 'porter unicode61'), ('the studies cats', NULL), ('the studies', 'porter'), "
         "('the studies cats', ''))"
     ).fetchall()
-    assert [r[0] for r in rows] == ['"cats"', '"studies" OR "cats"', '"cats"', '"studies" OR "cats"',
-                                    '"the" OR "studies"', '"studies" OR "cats"']
+    assert [r[0] for r in rows] == [
+        '"cats"',
+        '"studies" OR "cats"',
+        '"cats"',
+        '"studies" OR "cats"',
+        '"the" OR "studies"',
+        '"studies" OR "cats"',
+    ]
     rows = db.execute(
         "SELECT fts5_query('the studies cats', 'or', column1, 'porter unicode61') FROM (VALUES "
         "('the'), ('studi'), (''), (NULL), ('cat'), ('the studi cat'), ('the'))"
     ).fetchall()
-    assert [r[0] for r in rows] == ['"studies" OR "cats"', '"the" OR "cats"', '"the" OR "studies" OR "cats"',
-                                    '"the" OR "studies" OR "cats"', '"the" OR "studies"',
-                                    '"the" OR "studies" OR "cats"', '"studies" OR "cats"']
+    assert [r[0] for r in rows] == [
+        '"studies" OR "cats"',
+        '"the" OR "cats"',
+        '"the" OR "studies" OR "cats"',
+        '"the" OR "studies" OR "cats"',
+        '"the" OR "studies"',
+        '"the" OR "studies" OR "cats"',
+        '"studies" OR "cats"',
+    ]
     # an error on one row, then the next statement is fine
     with pytest.raises(apsw.SQLError, match="tokenizer 'bad' " + NOT_BUILTIN):
-        db.execute("SELECT fts5_query('the cat', 'or', 'the', column1) FROM (VALUES ('porter'), ('bad'))").fetchall()
+        db.execute(
+            "SELECT fts5_query('the cat', 'or', 'the', column1) FROM (VALUES ('porter'), ('bad'))"
+        ).fetchall()
     stops = " ".join(f"s{i}" for i in range(50_000)) + " the"
     got = db.execute(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) "
@@ -1021,13 +1363,17 @@ def test_Q8_huge_and_hostile_stopwords(db):
         "\t" * 1_000_000 + "the",
     ]
     want = ['"cat" OR "sat" OR "on" OR "mat" OR "with" OR "a" OR "study" OR "of" OR "dogs"'] * 2 + [
-        fq(db, text), fq(db, text), fq(db, text).replace('"the" OR ', "")]
+        fq(db, text),
+        fq(db, text),
+        fq(db, text).replace('"the" OR ', ""),
+    ]
     for sw, w in zip(cases, want):
         assert fq(db, text, "or", sw, "porter unicode61") == w
     # invalid UTF-8 in the stopwords, and a stopword with a NUL next to a real one
     for raw in (b"\xff\xfe the \x80", b"the\x00 cat", bytes(range(256)) * 100):
         expr = assert_expr_or_named_error(
-            db, "SELECT fts5_query(?1, 'or', CAST(?2 AS TEXT), 'porter unicode61')", (text, raw))
+            db, "SELECT fts5_query(?1, 'or', CAST(?2 AS TEXT), 'porter unicode61')", (text, raw)
+        )
         assert expr is not None
     assert fq(db, text, "or", "the\x00 cat") == fq(db, text).replace('"cat" OR ', "")
     assert db.execute("SELECT 1").fetchall() == [(1,)]
@@ -1044,7 +1390,7 @@ def test_Q8_huge_and_hostile_stopwords(db):
         "[" * 10,
         "]]]",
         "``````",
-        "\"\"\"\"",
+        '""""',
         "porter porter porter porter unicode61",
         "trigram " + "x " * 62,
         "\u00e9" * 100_000,
@@ -1066,12 +1412,18 @@ def test_Q9_hostile_tokenize_specs_never_crash(db, spec):
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.binary(max_size=40), st.binary(max_size=40), st.one_of(st.none(), st.binary(max_size=30)),
-       st.sampled_from(["or", "and"]))
+@given(
+    st.binary(max_size=40),
+    st.binary(max_size=40),
+    st.one_of(st.none(), st.binary(max_size=30)),
+    st.sampled_from(["or", "and"]),
+)
 def test_Q8_Q9_property_any_bytes_never_crash(hdb, text, stopwords, tokenize, mode):
     expr = assert_expr_or_named_error(
-        hdb, "SELECT fts5_query(CAST(?1 AS TEXT), ?4, CAST(?2 AS TEXT), CAST(?3 AS TEXT))",
-        (text, stopwords, tokenize, mode))
+        hdb,
+        "SELECT fts5_query(CAST(?1 AS TEXT), ?4, CAST(?2 AS TEXT), CAST(?3 AS TEXT))",
+        (text, stopwords, tokenize, mode),
+    )
     if expr is not None:
         hdb.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (expr,)).fetchall()
     assert hdb.execute("SELECT fts5_query('ok')").fetchone()[0] == '"ok"'
@@ -1080,7 +1432,9 @@ def test_Q8_Q9_property_any_bytes_never_crash(hdb, text, stopwords, tokenize, mo
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts, st.text(max_size=30), st.one_of(st.none(), st.text(max_size=40)))
 def test_Q8_Q9_property_any_text_arguments_never_crash(hdb, text, stopwords, tokenize):
-    expr = assert_expr_or_named_error(hdb, "SELECT fts5_query(?, 'or', ?, ?)", (text, stopwords, tokenize))
+    expr = assert_expr_or_named_error(
+        hdb, "SELECT fts5_query(?, 'or', ?, ?)", (text, stopwords, tokenize)
+    )
     if expr is not None:
         hdb.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (expr,)).fetchall()
 
@@ -1093,8 +1447,10 @@ def test_pruned_bm25_top_k_equals_the_unpruned(fts_terms):
     the top rows and their order as they were, and FTS5 scores far fewer rows."""
     c = apsw.Connection(":memory:")
     sqlite_rrf.load(c)
-    c.execute("CREATE VIRTUAL TABLE ep USING fts5(content, tokenize='porter unicode61');"
-              "CREATE VIRTUAL TABLE ep_v USING fts5vocab(ep, 'row')")
+    c.execute(
+        "CREATE VIRTUAL TABLE ep USING fts5(content, tokenize='porter unicode61');"
+        "CREATE VIRTUAL TABLE ep_v USING fts5vocab(ep, 'row')"
+    )
     rows = []
     for i in range(200):
         filler = " ".join(f"item{i}w{j}" for j in range(i % 7 + 1))
@@ -1107,18 +1463,24 @@ def test_pruned_bm25_top_k_equals_the_unpruned(fts_terms):
     rows[160] = "the sqlite sqlite sqlite shell of the project"
     c.executemany("INSERT INTO ep(rowid, content) VALUES (?, ?)", list(enumerate(rows, 1)))
     n = c.execute("SELECT count(*) FROM ep").fetchone()[0]
-    common = [t for (t,) in c.execute("SELECT term FROM ep_v WHERE doc * 2 >= ? ORDER BY term", (n,))]
+    common = [
+        t for (t,) in c.execute("SELECT term FROM ep_v WHERE doc * 2 >= ? ORDER BY term", (n,))
+    ]
     assert {"the", "of", "note", "dai"} <= set(common)
     stopwords = " ".join(common)
     query = "The indexing of SQLite databases in the notes of the day"
     full = c.execute("SELECT fts5_query(?)", (query,)).fetchone()[0]
-    pruned = c.execute("SELECT fts5_query(?, 'or', ?, 'porter unicode61')", (query, stopwords)).fetchone()[0]
+    pruned = c.execute(
+        "SELECT fts5_query(?, 'or', ?, 'porter unicode61')", (query, stopwords)
+    ).fetchone()[0]
     assert pruned == pruned_reference(fts_terms, expr_tokens(full), stopwords, "porter unicode61")
     assert pruned == '"indexing" OR "SQLite" OR "databases" OR "in"'
 
     def top(expr, k=6):
-        return c.execute("SELECT rowid, bm25(ep) FROM ep WHERE ep MATCH ? ORDER BY bm25(ep), rowid LIMIT ?",
-                         (expr, k)).fetchall()
+        return c.execute(
+            "SELECT rowid, bm25(ep) FROM ep WHERE ep MATCH ? ORDER BY bm25(ep), rowid LIMIT ?",
+            (expr, k),
+        ).fetchall()
 
     t_full, t_pruned = top(full), top(pruned)
     assert [r for r, _ in t_full] == [r for r, _ in t_pruned]
@@ -1135,9 +1497,13 @@ def test_pruned_bm25_top_k_equals_the_unpruned(fts_terms):
 
 
 def test_sqlite3_shell_runs_three_and_four_argument_calls(tmp_path):
-    shell = shutil.which("sqlite3") or ("/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None)
+    shell = shutil.which("sqlite3") or (
+        "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None
+    )
     if shell is None:
-        pytest.skip("the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package")
+        pytest.skip(
+            "the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package"
+        )
     script = (
         f".load {sqlite_rrf.loadable_path()}\n"
         "CREATE VIRTUAL TABLE d USING fts5(x, tokenize='porter unicode61');\n"
@@ -1149,8 +1515,13 @@ def test_sqlite3_shell_runs_three_and_four_argument_calls(tmp_path):
         "SELECT group_concat(rowid) FROM d WHERE d MATCH fts5_query('the studies', 'or', 'the of', 'porter unicode61');\n"
         "SELECT fts5_query('x', 'or', 'the', 'xyz');\n"
     )
-    r = subprocess.run([shell, "-batch", str(tmp_path / "x.db")], input=script, capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [shell, "-batch", str(tmp_path / "x.db")],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.stdout.splitlines() == [
         '"Studies" OR "cats"',
         '"cats"',
@@ -1169,8 +1540,15 @@ def test_Q13_messages_fit_a_128_byte_length_limit():
     sqlite_rrf.load(c)
     c.limit(apsw.SQLITE_LIMIT_LENGTH, 128)
     long_spec = "porter 'u-terminated\u00bc@=z' =EK" + "\u00e9" * 40
-    for spec in [long_spec, "porter " + "x" * 100, "x" * 100, "'" + "x" * 100, "a " * 63 + "b",
-                 "unicode61 " + "remove_diacritics " * 3 + "9", "\u00e9" * 60]:
+    for spec in [
+        long_spec,
+        "porter " + "x" * 100,
+        "x" * 100,
+        "'" + "x" * 100,
+        "a " * 63 + "b",
+        "unicode61 " + "remove_diacritics " * 3 + "9",
+        "\u00e9" * 60,
+    ]:
         with pytest.raises(apsw.SQLError) as info:
             c.execute("SELECT fts5_query('the cat', NULL, 'the', ?)", (spec,)).fetchall()
         assert str(info.value).startswith("fts5_query: "), str(info.value)

@@ -92,8 +92,11 @@ def test_H1_bit_order_by_hand(conn):
 def test_H1_H7_unaligned_blob(conn, shift):
     rng = np.random.default_rng(shift)
     v = rng.standard_normal(385).astype(np.float32)
-    got = one(conn, "SELECT vec_signbits(substr(:p, :from))",
-              {"p": b"\x00" * shift + f32(v), "from": shift + 1})
+    got = one(
+        conn,
+        "SELECT vec_signbits(substr(:p, :from))",
+        {"p": b"\x00" * shift + f32(v), "from": shift + 1},
+    )
     assert got == ref_code(v)
 
 
@@ -106,7 +109,10 @@ def test_H2_null(conn):
     [
         (b"", "vec_signbits: argument 1 is an empty vector"),
         ("[]", "vec_signbits: argument 1 is an empty vector"),
-        (b"\x00\x00\x80", "vec_signbits: argument 1 is a blob of 3 bytes, not a multiple of 4 (float32)"),
+        (
+            b"\x00\x00\x80",
+            "vec_signbits: argument 1 is a blob of 3 bytes, not a multiple of 4 (float32)",
+        ),
         (f32([1, 2, np.nan, 4]), "vec_signbits: argument 1 has NaN at index 2"),
         (f32([1, np.inf]), "vec_signbits: argument 1 has Inf at index 1"),
         (f32([-np.inf]), "vec_signbits: argument 1 has Inf at index 0"),
@@ -130,8 +136,10 @@ def test_H2_vec_cosine_messages_unchanged_by_the_shared_reader(conn):
 
 def test_H1_constant_json_is_parsed_once_and_correct_on_every_row(conn):
     conn.execute("CREATE TABLE t(i INTEGER)")
-    conn.execute("WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 50) "
-                 "INSERT INTO t SELECT i FROM s")
+    conn.execute(
+        "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 50) "
+        "INSERT INTO t SELECT i FROM s"
+    )
     rows = conn.execute("SELECT vec_signbits('[0.5, -1, 2]') FROM t").fetchall()
     assert rows == [(bytes([0b101]),)] * 50
 
@@ -197,8 +205,11 @@ def test_H3_H7_unaligned_blobs_via_substr(conn, shift):
     for n in [1, 16, 33, 48, 97]:
         a = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
         b = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-        got = one(conn, "SELECT rrf_hamming(substr(:a, :from), :b)",
-                  {"a": b"\x00" * shift + a, "b": b, "from": shift + 1})
+        got = one(
+            conn,
+            "SELECT rrf_hamming(substr(:a, :from), :b)",
+            {"a": b"\x00" * shift + a, "b": b, "from": shift + 1},
+        )
         assert got == ref_hamming(a, b)
 
 
@@ -253,11 +264,21 @@ def test_H6_forced_scalar_child_gives_the_same_counts(conn):
     rng = np.random.default_rng(66)
     pairs = []
     for n in list(range(1, 100)) + [384, 4096] + [int(x) for x in rng.integers(1, 4097, 20)]:
-        pairs.append((rng.integers(0, 256, n, dtype=np.uint8).tobytes(),
-                      rng.integers(0, 256, n, dtype=np.uint8).tobytes()))
+        pairs.append(
+            (
+                rng.integers(0, 256, n, dtype=np.uint8).tobytes(),
+                rng.integers(0, 256, n, dtype=np.uint8).tobytes(),
+            )
+        )
     env = dict(os.environ, SQLITE_RRF_SIMD="scalar")
-    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
-                       input=json.dumps([(a.hex(), b.hex()) for a, b in pairs]), timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        env=env,
+        capture_output=True,
+        text=True,
+        input=json.dumps([(a.hex(), b.hex()) for a, b in pairs]),
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     child = json.loads(r.stdout)
     assert child["simd"] == "scalar"
@@ -274,8 +295,10 @@ def test_H8_deterministic_innocuous_usable_in_an_index_and_a_view():
     c = apsw.Connection(":memory:")
     sqlite_rrf.load(c)
     det, inn = apsw.SQLITE_DETERMINISTIC, apsw.SQLITE_INNOCUOUS
-    rows = c.execute("SELECT name, type, flags FROM pragma_function_list "
-                     "WHERE name IN ('vec_signbits', 'rrf_hamming')").fetchall()
+    rows = c.execute(
+        "SELECT name, type, flags FROM pragma_function_list "
+        "WHERE name IN ('vec_signbits', 'rrf_hamming')"
+    ).fetchall()
     assert sorted(r[0] for r in rows) == ["rrf_hamming", "vec_signbits"]
     for name, type_, flags in rows:
         assert type_ == "s" and flags & det and flags & inn, name
@@ -289,6 +312,7 @@ def test_H8_deterministic_innocuous_usable_in_an_index_and_a_view():
 
 # ---------------------------------------------------------------- H9..H16: rrf_hamming_topk
 
+
 def ref_topk(q: bytes, items, k: int, pending=()):
     """The reference: every (rowid, code) scored by numpy, sorted by (distance, rowid),
     the first k as [rowid, -distance], then the pending rowids in order as [rowid, None]."""
@@ -296,8 +320,16 @@ def ref_topk(q: bytes, items, k: int, pending=()):
     return [[r, -d] for d, r in scored[:k]] + [[r, None] for r in sorted(pending)]
 
 
-def blocks_table(conn, rng, nblocks: int, codelen: int, sizes=(1, 256), loose: int = 0,
-                 pending: int = 0, ties: bool = False):
+def blocks_table(
+    conn,
+    rng,
+    nblocks: int,
+    codelen: int,
+    sizes=(1, 256),
+    loose: int = 0,
+    pending: int = 0,
+    ties: bool = False,
+):
     """A table t(rowids, codes) of random blocks (rowids as little-endian int64), plus
     loose rows (an INTEGER rowid, one code) and pending rows (an INTEGER rowid, NULL).
     Returns (items, pending rowids)."""
@@ -308,10 +340,11 @@ def blocks_table(conn, rng, nblocks: int, codelen: int, sizes=(1, 256), loose: i
 
     def fresh():
         while True:
-            r = int(rng.integers(-2**40, 2**40))
+            r = int(rng.integers(-(2**40), 2**40))
             if r not in used:
                 used.add(r)
                 return r
+
     for _ in range(nblocks):
         n = int(rng.integers(sizes[0], sizes[1] + 1))
         rowids = [fresh() for _ in range(n)]
@@ -320,8 +353,10 @@ def blocks_table(conn, rng, nblocks: int, codelen: int, sizes=(1, 256), loose: i
             codes = [pool[int(rng.integers(0, 3))].tobytes() for _ in range(n)]
         else:
             codes = [rng.integers(0, 256, codelen, dtype=np.uint8).tobytes() for _ in range(n)]
-        conn.execute("INSERT INTO t VALUES (?, ?)",
-                     (np.asarray(rowids, dtype="<i8").tobytes(), b"".join(codes)))
+        conn.execute(
+            "INSERT INTO t VALUES (?, ?)",
+            (np.asarray(rowids, dtype="<i8").tobytes(), b"".join(codes)),
+        )
         items += list(zip(rowids, codes))
     for _ in range(loose):
         r, c = fresh(), rng.integers(0, 256, codelen, dtype=np.uint8).tobytes()
@@ -341,10 +376,15 @@ HTOPK_SQL = "SELECT rrf_hamming_topk(:k, :q, rowids, codes) FROM t"
 def test_H9_H15_H16_hamming_topk_matches_numpy(conn, codelen):
     rng = np.random.default_rng(900 + codelen)
     for trial in range(6):
-        items, pend = blocks_table(conn, rng, int(rng.integers(1, 12)), codelen,
-                                   loose=int(rng.integers(0, 20)),
-                                   pending=int(rng.integers(0, 4)) if trial % 2 else 0,
-                                   ties=trial >= 3)
+        items, pend = blocks_table(
+            conn,
+            rng,
+            int(rng.integers(1, 12)),
+            codelen,
+            loose=int(rng.integers(0, 20)),
+            pending=int(rng.integers(0, 4)) if trial % 2 else 0,
+            ties=trial >= 3,
+        )
         q = rng.integers(0, 256, codelen, dtype=np.uint8).tobytes()
         for k in (1, 2, 10, 200, len(items), len(items) + 5, 1_000_000):
             got = json.loads(one(conn, HTOPK_SQL, {"k": k, "q": q}))
@@ -369,10 +409,16 @@ def test_H13_unaligned_blobs(conn, shift):
     q = rng.integers(0, 256, 48, dtype=np.uint8).tobytes()
     pad = b"\x00" * shift
     conn.execute("CREATE TABLE padded(rowids, codes)")
-    conn.executemany("INSERT INTO padded VALUES (?, ?)",
-                     [(pad + r, pad + c) for r, c in conn.execute("SELECT * FROM t").fetchall()])
-    got = one(conn, "SELECT rrf_hamming_topk(50, substr(:q, :f), substr(rowids, :f), "
-                    "substr(codes, :f)) FROM padded", {"q": pad + q, "f": shift + 1})
+    conn.executemany(
+        "INSERT INTO padded VALUES (?, ?)",
+        [(pad + r, pad + c) for r, c in conn.execute("SELECT * FROM t").fetchall()],
+    )
+    got = one(
+        conn,
+        "SELECT rrf_hamming_topk(50, substr(:q, :f), substr(rowids, :f), "
+        "substr(codes, :f)) FROM padded",
+        {"q": pad + q, "f": shift + 1},
+    )
     assert json.loads(got) == ref_topk(q, items, 50)
 
 
@@ -384,19 +430,47 @@ def test_H10_nulls_and_empty(conn):
     assert one(conn, "SELECT rrf_hamming_topk(3, x'00', ?, NULL)", (rid,)) is None
     assert one(conn, "SELECT rrf_hamming_topk(3, x'00', x'', x'')") is None
     # H16: NULL codes with an INTEGER rowid is pending, kept beyond k
-    assert json.loads(one(conn, "SELECT rrf_hamming_topk(1, x'00', r, c) FROM (SELECT 9 AS r, "
-                                "NULL AS c UNION ALL SELECT 4, x'03' UNION ALL SELECT 2, x'01' "
-                                "UNION ALL SELECT 3, NULL)")) == [[2, -1], [3, None], [9, None]]
+    assert json.loads(
+        one(
+            conn,
+            "SELECT rrf_hamming_topk(1, x'00', r, c) FROM (SELECT 9 AS r, "
+            "NULL AS c UNION ALL SELECT 4, x'03' UNION ALL SELECT 2, x'01' "
+            "UNION ALL SELECT 3, NULL)",
+        )
+    ) == [[2, -1], [3, None], [9, None]]
 
 
 @pytest.mark.parametrize(
     "k, q, rowids, codes, msg",
     [
-        (0, b"\x00", b"\x00" * 8, b"\x00", "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got 0"),
-        (1000001, b"\x00", b"\x00" * 8, b"\x00",
-         "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got 1000001"),
-        (2.0, b"\x00", b"\x00" * 8, b"\x00", "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got REAL"),
-        (None, b"\x00", b"\x00" * 8, b"\x00", "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got NULL"),
+        (
+            0,
+            b"\x00",
+            b"\x00" * 8,
+            b"\x00",
+            "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got 0",
+        ),
+        (
+            1000001,
+            b"\x00",
+            b"\x00" * 8,
+            b"\x00",
+            "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got 1000001",
+        ),
+        (
+            2.0,
+            b"\x00",
+            b"\x00" * 8,
+            b"\x00",
+            "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got REAL",
+        ),
+        (
+            None,
+            b"\x00",
+            b"\x00" * 8,
+            b"\x00",
+            "rrf_hamming_topk: k must be an INTEGER from 1 to 1000000, got NULL",
+        ),
         (1, "ab", b"\x00" * 8, b"\x00", "rrf_hamming_topk: qcode must be a BLOB, got TEXT"),
         (1, b"", b"\x00" * 8, b"\x00", "rrf_hamming_topk: qcode is an empty BLOB"),
     ],
@@ -408,14 +482,25 @@ def test_H12_errors_name_the_function_and_fault(conn, k, q, rowids, codes, msg):
 
 def test_H11_H12_errors_between_rows(conn):
     with sql_error("rrf_hamming_topk: k must be the same on every row (2, then 3)"):
-        one(conn, "SELECT rrf_hamming_topk(k, x'00', 1, x'00') FROM (SELECT 2 AS k UNION ALL SELECT 3)")
-    with sql_error("rrf_hamming_topk: qcode must be the same length on every row (1, then 2 bytes)"):
-        one(conn, "SELECT rrf_hamming_topk(1, q, 1, c) FROM (SELECT x'00' AS q, x'00' AS c "
-                  "UNION ALL SELECT x'0000', x'0000')")
+        one(
+            conn,
+            "SELECT rrf_hamming_topk(k, x'00', 1, x'00') FROM (SELECT 2 AS k UNION ALL SELECT 3)",
+        )
+    with sql_error(
+        "rrf_hamming_topk: qcode must be the same length on every row (1, then 2 bytes)"
+    ):
+        one(
+            conn,
+            "SELECT rrf_hamming_topk(1, q, 1, c) FROM (SELECT x'00' AS q, x'00' AS c "
+            "UNION ALL SELECT x'0000', x'0000')",
+        )
     # an error stops the group: a later good row does not bring a result back
     with sql_error("rrf_hamming_topk: qcode must be a BLOB"):
-        one(conn, "SELECT rrf_hamming_topk(1, q, 1, x'00') FROM (SELECT 'bad' AS q "
-                  "UNION ALL SELECT x'00')")
+        one(
+            conn,
+            "SELECT rrf_hamming_topk(1, q, 1, x'00') FROM (SELECT 'bad' AS q "
+            "UNION ALL SELECT x'00')",
+        )
 
 
 def le(*rowids: int) -> bytes:
@@ -425,14 +510,14 @@ def le(*rowids: int) -> bytes:
 @pytest.mark.parametrize(
     "rowids, codes, want",
     [
-        (5, b"\x00\x00", [[5, None]]),                   # a loose code of the wrong length
-        (5, 7, [[5, None]]),                               # codes not a BLOB
+        (5, b"\x00\x00", [[5, None]]),  # a loose code of the wrong length
+        (5, 7, [[5, None]]),  # codes not a BLOB
         (5, "ab", [[5, None]]),
         (le(3, 4), b"\x00" * 3, [[3, None], [4, None]]),  # a block whose codes do not fit
         (le(3, 4), 7, [[3, None], [4, None]]),
         (le(3, 4) + b"\x01", b"\x00\x00", [[3, None], [4, None]]),  # rowids not whole int64s
-        (le(3)[:7], b"\x00", None),                       # no whole int64: nothing
-        ("x", b"\x00", None),                             # TEXT or REAL rowids: skipped
+        (le(3)[:7], b"\x00", None),  # no whole int64: nothing
+        ("x", b"\x00", None),  # TEXT or REAL rowids: skipped
         (1.5, b"\x00", None),
     ],
 )
@@ -440,15 +525,20 @@ def test_H17_a_row_that_does_not_fit_is_pending(conn, rowids, codes, want):
     got = one(conn, "SELECT rrf_hamming_topk(1, x'0f', ?, ?)", (rowids, codes))
     assert (None if got is None else json.loads(got)) == want
     # beside good rows: the good ones are scored, the bad ones pending after them
-    got = one(conn, "SELECT rrf_hamming_topk(1, x'0f', r, c) FROM (SELECT 9 AS r, x'0f' AS c "
-              "UNION ALL SELECT ?, ? UNION ALL SELECT 1, NULL)", (rowids, codes))
+    got = one(
+        conn,
+        "SELECT rrf_hamming_topk(1, x'0f', r, c) FROM (SELECT 9 AS r, x'0f' AS c "
+        "UNION ALL SELECT ?, ? UNION ALL SELECT 1, NULL)",
+        (rowids, codes),
+    )
     pend = sorted([1] + [r for r, _ in (want or [])])
     assert json.loads(got) == [[9, 0]] + [[r, None] for r in pend]
 
 
 def test_H14_flags(conn):
-    rows = conn.execute("SELECT type, flags FROM pragma_function_list "
-                        "WHERE name = 'rrf_hamming_topk'").fetchall()
+    rows = conn.execute(
+        "SELECT type, flags FROM pragma_function_list WHERE name = 'rrf_hamming_topk'"
+    ).fetchall()
     assert rows and all(t == "a" and f & apsw.SQLITE_INNOCUOUS for t, f in rows)
     with pytest.raises(apsw.SQLError):
         conn.execute("SELECT rrf_hamming_topk(1, x'00', 1, x'00') OVER () FROM (SELECT 1)")
@@ -477,10 +567,14 @@ def test_H13_forced_scalar_child_gives_the_same_top(conn, codelen):
     rows = conn.execute("SELECT rowids, codes FROM t").fetchall()
     q = rng.integers(0, 256, codelen, dtype=np.uint8).tobytes()
     env = dict(os.environ, SQLITE_RRF_SIMD="scalar")
-    r = subprocess.run([sys.executable, "-c", CHILD_TOPK], env=env, capture_output=True, text=True,
-                       input=json.dumps({"k": 100, "q": q.hex(),
-                                         "rows": [(a.hex(), b.hex()) for a, b in rows]}),
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD_TOPK],
+        env=env,
+        capture_output=True,
+        text=True,
+        input=json.dumps({"k": 100, "q": q.hex(), "rows": [(a.hex(), b.hex()) for a, b in rows]}),
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     child = json.loads(r.stdout)
     assert child["simd"] == "scalar"

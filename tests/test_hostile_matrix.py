@@ -109,16 +109,32 @@ VALUES: list[tuple[str, str, str | None]] = [
 ]
 
 # One value per type and sign for the full products over the aggregates' arguments.
-TYPE_VALUES = [v for v in VALUES if v[0] in {
-    "null", "int_1", "int_-1", "int_max", "+inf", "real_1.5", "text_list", "blob_f32_1",
-    "utf8_invalid",
-}]
+TYPE_VALUES = [
+    v
+    for v in VALUES
+    if v[0]
+    in {
+        "null",
+        "int_1",
+        "int_-1",
+        "int_max",
+        "+inf",
+        "real_1.5",
+        "text_list",
+        "blob_f32_1",
+        "utf8_invalid",
+    }
+]
 
 BIG_BLOB = ("blob_256mb", "zeroblob(256 * 1024 * 1024)", None)
 
 # Valid arguments, used in the positions a row of the matrix does not vary.
-VALID = {"list": ("text_list", "'bm25'", None), "rank": ("int_1", "2", None),
-         "weight": ("real_1.5", "1.5", None), "k": ("int_1", "60", None)}
+VALID = {
+    "list": ("text_list", "'bm25'", None),
+    "rank": ("int_1", "2", None),
+    "weight": ("real_1.5", "1.5", None),
+    "k": ("int_1", "60", None),
+}
 
 AGG_ARGS = {
     "rrf_fuse": ["rank", "weight", "k"],
@@ -233,9 +249,18 @@ def test_no_argument_functions(matrix, fn):
 
 
 # Arities no function has: SQLite's own error names the function.
-WRONG_ARITIES = [("rrf_version", 1), ("rrf_debug", 1), ("vec_cosine", 1), ("vec_cosine", 3),
-                 ("fts5_query", 0), ("fts5_query", 3), ("rrf_fuse", 0), ("rrf_fuse", 4),
-                 ("rrf_explain", 1), ("rrf_explain", 5)]
+WRONG_ARITIES = [
+    ("rrf_version", 1),
+    ("rrf_debug", 1),
+    ("vec_cosine", 1),
+    ("vec_cosine", 3),
+    ("fts5_query", 0),
+    ("fts5_query", 3),
+    ("rrf_fuse", 0),
+    ("rrf_fuse", 4),
+    ("rrf_explain", 1),
+    ("rrf_explain", 5),
+]
 
 
 @pytest.mark.parametrize("fn, nargs", WRONG_ARITIES)

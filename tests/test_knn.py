@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'")
+pytest.importorskip(
+    "sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'"
+)
 
 from sqlite_rrf.resources import read_sql, recall_statement
 from sqlite_rrf.store import Store, StoreError
@@ -22,17 +24,25 @@ def vec_rows(store):
 
 
 def emb_rows(store):
-    return dict(store.conn.execute(
-        "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"))
+    return dict(
+        store.conn.execute("SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL")
+    )
 
 
 @pytest.fixture
 def store(tmp_path):
     rng = np.random.default_rng(5)
     s = Store(tmp_path / "k.db")
-    s.add_many([dict(id=f"e{i}", content=f"w{i % 17} alpha beta{i % 5}",
-                     embedding=rng.normal(size=DIM) if i % 9 else None)
-                for i in range(400)])
+    s.add_many(
+        [
+            dict(
+                id=f"e{i}",
+                content=f"w{i % 17} alpha beta{i % 5}",
+                embedding=rng.normal(size=DIM) if i % 9 else None,
+            )
+            for i in range(400)
+        ]
+    )
     s.enable_knn()
     yield s
     s.close()
@@ -54,11 +64,26 @@ def test_knn_equals_all_when_the_pool_covers_the_corpus(store, profile):
 
 def test_knn_pool_is_the_nearest_by_cosine(store):
     q = np.random.default_rng(2).normal(size=DIM)
-    got = store.recall("nothing-matches", pool="knn", pool_size=25, limit=400, qvec=q,
-                       touch=False, force=True, collapse=False)  # the pool, as it is
+    got = store.recall(
+        "nothing-matches",
+        pool="knn",
+        pool_size=25,
+        limit=400,
+        qvec=q,
+        touch=False,
+        force=True,
+        collapse=False,
+    )  # the pool, as it is
     rows = emb_rows(store)
-    sims = {r: float(np.frombuffer(b, "<f4") @ q / np.linalg.norm(np.frombuffer(b, "<f4"))
-                     / np.linalg.norm(q)) for r, b in rows.items()}
+    sims = {
+        r: float(
+            np.frombuffer(b, "<f4")
+            @ q
+            / np.linalg.norm(np.frombuffer(b, "<f4"))
+            / np.linalg.norm(q)
+        )
+        for r, b in rows.items()
+    }
     nearest = sorted(sims, key=lambda r: -sims[r])[:25]
     assert sorted(h.rowid for h in got) == sorted(nearest)
 
@@ -71,9 +96,11 @@ def test_index_follows_inserts_updates_deletes_and_replaces(store):
     store.delete("e2")
     store.conn.execute("UPDATE episodes SET embedding = NULL WHERE id = 'e3'")
     store.add_many([dict(id="e4", content="replaced", embedding=-np.ones(DIM))], replace=True)
-    store.conn.execute("INSERT OR REPLACE INTO episodes(rowid, id, content, embedding) "
-                       "SELECT rowid, id, 'raw replace', ? FROM episodes WHERE id = 'e5'",
-                       (np.full(DIM, 2.0, "<f4").tobytes(),))
+    store.conn.execute(
+        "INSERT OR REPLACE INTO episodes(rowid, id, content, embedding) "
+        "SELECT rowid, id, 'raw replace', ? FROM episodes WHERE id = 'e5'",
+        (np.full(DIM, 2.0, "<f4").tobytes(),),
+    )
     assert vec_rows(store) == emb_rows(store)
 
 
@@ -103,6 +130,7 @@ def test_knn_statement_is_recall_sql_with_the_knn_pool():
     plain, knn = recall_statement(), recall_statement("knn")
     assert plain == read_sql("recall.sql")
     assert "FROM episodes_vec\n" in knn and "FROM episodes_vec\n" not in plain
+
     # the same fragments but the pool (and params, which names it): the BM25 list before
     # it, the fusion after it
     def bm25(sql):
@@ -127,13 +155,39 @@ def test_knn_pool_with_a_filter_is_the_nearest_of_the_rows_that_pass(store):
     the rows that pass exactly: its pool is their :pool_size nearest."""
     store.conn.execute("UPDATE episodes SET scope = 'p' WHERE rowid % 10 = 3")
     q = np.random.default_rng(3).normal(size=DIM)
-    got = store.recall("nothing-matches", pool="knn", pool_size=7, limit=400, qvec=q,
-                       touch=False, force=True, scope="p", collapse=False)
-    rows = dict(store.conn.execute(
-        "SELECT rowid, embedding FROM episodes WHERE scope = 'p' AND embedding IS NOT NULL"))
-    sims = sorted(((float(np.frombuffer(b, "<f4") @ q / np.linalg.norm(np.frombuffer(b, "<f4"))
-                           / np.linalg.norm(q)), r) for r, b in rows.items()), reverse=True)
+    got = store.recall(
+        "nothing-matches",
+        pool="knn",
+        pool_size=7,
+        limit=400,
+        qvec=q,
+        touch=False,
+        force=True,
+        scope="p",
+        collapse=False,
+    )
+    rows = dict(
+        store.conn.execute(
+            "SELECT rowid, embedding FROM episodes WHERE scope = 'p' AND embedding IS NOT NULL"
+        )
+    )
+    sims = sorted(
+        (
+            (
+                float(
+                    np.frombuffer(b, "<f4")
+                    @ q
+                    / np.linalg.norm(np.frombuffer(b, "<f4"))
+                    / np.linalg.norm(q)
+                ),
+                r,
+            )
+            for r, b in rows.items()
+        ),
+        reverse=True,
+    )
     assert sorted(h.rowid for h in got) == sorted(r for _, r in sims[:7])
-    unfiltered = store.recall("nothing-matches", pool="knn", pool_size=7, limit=400, qvec=q,
-                              touch=False, force=True)
+    unfiltered = store.recall(
+        "nothing-matches", pool="knn", pool_size=7, limit=400, qvec=q, touch=False, force=True
+    )
     assert {h.rowid for h in unfiltered} != {h.rowid for h in got}

@@ -130,8 +130,9 @@ def resolve(importer: str, node: ast.ImportFrom) -> str:
 class Import:
     """One name (or module) imported by a module of the package."""
 
-    def __init__(self, importer: str, target: str, name: Optional[str], line: int,
-                 function: Optional[str]) -> None:
+    def __init__(
+        self, importer: str, target: str, name: Optional[str], line: int, function: Optional[str]
+    ) -> None:
         self.importer, self.target, self.name = importer, target, name
         self.line, self.function = line, function
 
@@ -161,8 +162,7 @@ def imports(module: str, path: str) -> Tuple[List[Import], List[Tuple[int, str, 
                             found.append(Import(module, sub, None, child.lineno, inner))
                             bound[alias.asname or alias.name] = sub
                         else:
-                            found.append(Import(module, base, alias.name, child.lineno,
-                                                inner))
+                            found.append(Import(module, base, alias.name, child.lineno, inner))
                             bound[alias.asname or alias.name] = base
             elif isinstance(child, ast.Import):
                 for alias in child.names:
@@ -173,9 +173,13 @@ def imports(module: str, path: str) -> Tuple[List[Import], List[Tuple[int, str, 
     visit(tree, None)
     reaches = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in bound and private(node.attr)
-                and bound[node.value.id] != module):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and private(node.attr)
+            and bound[node.value.id] != module
+        ):
             reaches.append((node.lineno, node.value.id, node.attr))
     return found, reaches
 
@@ -195,22 +199,42 @@ def violations() -> List[Tuple[Tuple[str, str, Optional[str]], str]]:
         for imp in found:
             theirs = layer_key(imp.target)
             if theirs is None:
-                out.append(((module, imp.target, None),
-                            f"{imp.where()}: {imp.target} is not a module with a layer"))
+                out.append(
+                    (
+                        (module, imp.target, None),
+                        f"{imp.where()}: {imp.target} is not a module with a layer",
+                    )
+                )
                 continue
             key = (module, imp.target, None)
             if LAYERS[theirs] > LAYERS[mine]:
-                out.append((key, f"{imp.where()}: {LAYER_NAMES[LAYERS[mine]]} {module} imports "
-                                 f"{LAYER_NAMES[LAYERS[theirs]]} {imp.target}"))
-            elif (LAYERS[mine] == FRONT and LAYERS[theirs] == FRONT and theirs != mine
-                  and not (mine == DISPATCHER and imp.function is not None)):
-                out.append((key, f"{imp.where()}: front-end {module} imports front-end "
-                                 f"{imp.target}"
-                                 + ("" if imp.function is None else
-                                    f" (in {imp.function})")))
+                out.append(
+                    (
+                        key,
+                        f"{imp.where()}: {LAYER_NAMES[LAYERS[mine]]} {module} imports "
+                        f"{LAYER_NAMES[LAYERS[theirs]]} {imp.target}",
+                    )
+                )
+            elif (
+                LAYERS[mine] == FRONT
+                and LAYERS[theirs] == FRONT
+                and theirs != mine
+                and not (mine == DISPATCHER and imp.function is not None)
+            ):
+                out.append(
+                    (
+                        key,
+                        f"{imp.where()}: front-end {module} imports front-end "
+                        f"{imp.target}" + ("" if imp.function is None else f" (in {imp.function})"),
+                    )
+                )
             if imp.name is not None and private(imp.name) and imp.target != module:
-                out.append(((module, imp.target, imp.name),
-                            f"{imp.where()}: {module} imports {imp.target}'s {imp.name}"))
+                out.append(
+                    (
+                        (module, imp.target, imp.name),
+                        f"{imp.where()}: {module} imports {imp.target}'s {imp.name}",
+                    )
+                )
         for line, name, attr in reaches:
             out.append(((module, "", attr), f"{module}:{line}: {module} reaches {name}.{attr}"))
     return sorted(set(out), key=lambda kw: kw[1])
@@ -235,13 +259,16 @@ def test_the_allowed_violations_still_exist():
     assert not stale, f"these are gone: remove them from ALLOWED: {stale}"
 
 
-@pytest.mark.parametrize("source, expected", [
-    # a core module importing the app
-    ("from .app import UserError\n", "core sqlite_rrf.checks imports app sqlite_rrf.app"),
-    # anybody importing a private name
-    ("from .store.connection import _meta\n", "imports sqlite_rrf.store.connection's _meta"),
-    ("from .store import Store\nStore._recall_params()\n", "reaches Store._recall_params"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # a core module importing the app
+        ("from .app import UserError\n", "core sqlite_rrf.checks imports app sqlite_rrf.app"),
+        # anybody importing a private name
+        ("from .store.connection import _meta\n", "imports sqlite_rrf.store.connection's _meta"),
+        ("from .store import Store\nStore._recall_params()\n", "reaches Store._recall_params"),
+    ],
+)
 def test_the_rule_sees_a_breach(tmp_path, source, expected, monkeypatch):
     path = tmp_path / "checks.py"
     path.write_text(source)
@@ -249,19 +276,24 @@ def test_the_rule_sees_a_breach(tmp_path, source, expected, monkeypatch):
     assert any(expected in what for _, what in violations())
 
 
-@pytest.mark.parametrize("module, source, breach", [
-    # a front-end importing another, at import or inside a function
-    ("sqlite_rrf.server", "from .hook import respond\n", True),
-    ("sqlite_rrf.mcp", "def f():\n    from . import hook\n", True),
-    # the command line: inside the command that runs the front-end, not at import
-    ("sqlite_rrf.cli.parser", "def build_parser():\n    from .. import hook\n", False),
-    ("sqlite_rrf.cli.parser", "from .. import hook\n", True),
-])
-def test_the_rule_sees_a_front_end_importing_another(tmp_path, monkeypatch, module, source,
-                                                     breach):
+@pytest.mark.parametrize(
+    "module, source, breach",
+    [
+        # a front-end importing another, at import or inside a function
+        ("sqlite_rrf.server", "from .hook import respond\n", True),
+        ("sqlite_rrf.mcp", "def f():\n    from . import hook\n", True),
+        # the command line: inside the command that runs the front-end, not at import
+        ("sqlite_rrf.cli.parser", "def build_parser():\n    from .. import hook\n", False),
+        ("sqlite_rrf.cli.parser", "from .. import hook\n", True),
+    ],
+)
+def test_the_rule_sees_a_front_end_importing_another(tmp_path, monkeypatch, module, source, breach):
     path = tmp_path / "m.py"
     path.write_text(source)
     monkeypatch.setitem(MODULES, module, str(path))
-    found = [what for _, what in violations() if what.startswith(f"{module}:")
-             and "imports front-end" in what]
+    found = [
+        what
+        for _, what in violations()
+        if what.startswith(f"{module}:") and "imports front-end" in what
+    ]
     assert bool(found) is breach, found

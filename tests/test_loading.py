@@ -83,8 +83,12 @@ def test_pragma_function_list_diff_is_exactly_the_contract():
 
 RRF_C = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc", "rrf.c")
 #: the group headings of csrc/rrf.c's list: pragma_function_list's type ('x': FTS5 auxiliary)
-HEADER_GROUPS = {"scalar functions": "s", "window functions": "w", "aggregates": "a",
-                 "FTS5 auxiliary functions": "x"}
+HEADER_GROUPS = {
+    "scalar functions": "s",
+    "window functions": "w",
+    "aggregates": "a",
+    "FTS5 auxiliary functions": "x",
+}
 
 
 def header_functions(source: str) -> dict:
@@ -93,7 +97,7 @@ def header_functions(source: str) -> dict:
     '**   name(signature)   files'. An FTS5 auxiliary function, or a signature with '...',
     takes any number of arguments (narg -1); otherwise each arity from the required
     arguments to all of them ('[, x]' is optional)."""
-    comment = source[source.index("/*"):source.index("*/")]
+    comment = source[source.index("/*") : source.index("*/")]
     out, group, heading = {}, None, ""
     for line in comment.splitlines():
         body = line[2:] if line.startswith("**") else line
@@ -129,7 +133,10 @@ def test_the_header_comment_of_rrf_c_lists_what_is_registered():
     c = apsw.Connection(":memory:")
     before = function_rows(c)
     sqlite_rrf.load(c)
-    added = {(name, narg): (type_, flags) for name, _b, type_, _e, narg, flags in function_rows(c) - before}
+    added = {
+        (name, narg): (type_, flags)
+        for name, _b, type_, _e, narg, flags in function_rows(c) - before
+    }
     assert set(listed) == set(added)
     for key, (group, heading) in listed.items():
         type_, flags = added[key]
@@ -140,8 +147,10 @@ def test_the_header_comment_of_rrf_c_lists_what_is_registered():
         assert bool(flags & apsw.SQLITE_DETERMINISTIC) == ("SQLITE_DETERMINISTIC" in heading), key
         assert bool(flags & apsw.SQLITE_INNOCUOUS) == ("SQLITE_INNOCUOUS" in heading), key
     # the check can fail: a list that misses a function, or names one that is not registered
-    for stale in (source.replace("**   rrf_hamming_topk(", "**   rrf_hamming_top("),
-                  source.replace("**   rrf_bm25_idf(", "** no longer rrf_bm25_idf(")):
+    for stale in (
+        source.replace("**   rrf_hamming_topk(", "**   rrf_hamming_top("),
+        source.replace("**   rrf_bm25_idf(", "** no longer rrf_bm25_idf("),
+    ):
         assert set(header_functions(stale)) != set(added)
 
 
@@ -165,11 +174,16 @@ def test_flags_scalars_deterministic_innocuous_aggregates_innocuous():
         def final(self):
             return None
 
-    c.create_scalar_function("ref_scalar", lambda a, b: None, 2, flags=det | inn)  # apsw adds SQLITE_UTF8
+    c.create_scalar_function(
+        "ref_scalar", lambda a, b: None, 2, flags=det | inn
+    )  # apsw adds SQLITE_UTF8
     c.create_window_function("ref_window", Win, 2, flags=inn)
-    ref = {name: flags for name, flags in c.execute(
-        "SELECT name, flags FROM pragma_function_list WHERE name IN ('ref_scalar', 'ref_window')"
-    )}
+    ref = {
+        name: flags
+        for name, flags in c.execute(
+            "SELECT name, flags FROM pragma_function_list WHERE name IN ('ref_scalar', 'ref_window')"
+        )
+    }
     rows = c.execute(
         "SELECT name, narg, type, flags FROM pragma_function_list "
         "WHERE name IN ('vec_cosine','fts5_query','rrf_version','rrf_debug','rrf_fuse','rrf_explain',"
@@ -226,8 +240,15 @@ def test_rrf_debug_lines(conn):
     text = conn.execute("SELECT rrf_debug()").fetchone()[0]
     lines = text.split("\n")
     keys = [line.split(": ", 1)[0] for line in lines]
-    want_keys = ["version", "simd", "simd_best", "kernels_built", "compiler", "sqlite_headers",
-                 "sqlite_runtime"]
+    want_keys = [
+        "version",
+        "simd",
+        "simd_best",
+        "kernels_built",
+        "compiler",
+        "sqlite_headers",
+        "sqlite_runtime",
+    ]
     if os.environ.get("SQLITE_RRF_SIMD") and "simd_note" in keys:
         want_keys.append("simd_note")
     assert keys == want_keys
@@ -319,7 +340,9 @@ def _tool(name):
 
 
 def _nm(*flags):
-    out = subprocess.run([_tool("nm"), "-D", *flags, SO_PATH], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [_tool("nm"), "-D", *flags, SO_PATH], capture_output=True, text=True, check=True
+    )
     return [line.split()[-1] for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -347,14 +370,24 @@ def test_ldd_shows_no_libpython_and_no_libsqlite():
 
 @pytest.fixture(scope="module")
 def sqlite3_shell():
-    path = shutil.which("sqlite3") or ("/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None)
+    path = shutil.which("sqlite3") or (
+        "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else None
+    )
     if path is None:
-        pytest.skip("the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package")
+        pytest.skip(
+            "the sqlite3 shell is missing: `make system-deps` installs Debian's sqlite3 package"
+        )
     return path
 
 
 def run_shell(shell, db, script):
-    r = subprocess.run([shell, "-batch", "-bail", str(db)], input=script, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [shell, "-batch", "-bail", str(db)],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and not r.stderr, r.stderr
     return r.stdout
 
@@ -386,9 +419,12 @@ def _make_hybrid_db(path):
         c.execute("INSERT INTO episodes VALUES (?, ?, ?)", (i, text, e.tobytes()))
     c.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
     # the BM25 order as SQLite itself gives it (no extension function involved)
-    bm25_ids = [r[0] for r in c.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH '\"cat\" OR \"mat\"' ORDER BY bm25(episodes_fts), rowid"
-    )]
+    bm25_ids = [
+        r[0]
+        for r in c.execute(
+            'SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH \'"cat" OR "mat"\' ORDER BY bm25(episodes_fts), rowid'
+        )
+    ]
     c.close()
     return emb, q, bm25_ids
 
@@ -422,18 +458,23 @@ def test_sqlite3_shell_loads_rrf_and_runs_a_fused_hybrid_query(sqlite3_shell, tm
     db = tmp_path / "hybrid.db"
     emb, q, bm25_ids = _make_hybrid_db(db)
     assert bm25_ids  # the query words are there
-    script = (
-        f".load {sqlite_rrf.loadable_path()}\n.mode json\n"
-        + HYBRID_SQL.format(qhex=q.tobytes().hex())
+    script = f".load {sqlite_rrf.loadable_path()}\n.mode json\n" + HYBRID_SQL.format(
+        qhex=q.tobytes().hex()
     )
     rows = json.loads(run_shell(sqlite3_shell, db, script))
 
     # the reference: numpy cosine ranks, SQLite's own BM25 order, RRF in plain Python
     e64, q64 = emb.astype(np.float64), q.astype(np.float64)
-    sims = {i + 1: float(e64[i] @ q64 / (np.linalg.norm(e64[i]) * np.linalg.norm(q64))) for i in range(len(emb))}
+    sims = {
+        i + 1: float(e64[i] @ q64 / (np.linalg.norm(e64[i]) * np.linalg.norm(q64)))
+        for i in range(len(emb))
+    }
     vec_rank = {d: r for r, d in enumerate(sorted(sims, key=lambda d: (-sims[d], d)), start=1)}
     bm25_rank = {d: r for r, d in enumerate(bm25_ids, start=1)}
-    want = {d: 0.5 / (60 + vec_rank[d]) + (1.0 / (60 + bm25_rank[d]) if d in bm25_rank else 0.0) for d in sims}
+    want = {
+        d: 0.5 / (60 + vec_rank[d]) + (1.0 / (60 + bm25_rank[d]) if d in bm25_rank else 0.0)
+        for d in sims
+    }
     order = sorted(want, key=lambda d: (-want[d], d))
 
     assert [r["id"] for r in rows] == order
@@ -446,7 +487,9 @@ def test_sqlite3_shell_loads_rrf_and_runs_a_fused_hybrid_query(sqlite3_shell, tm
         assert why["vector"]["rank"] == vec_rank[d] and why["vector"]["weight"] == 0.5
         if d in bm25_rank:
             assert why["bm25"]["rank"] == bm25_rank[d]
-        assert math.fsum(x["contribution"] for x in why.values()) == pytest.approx(want[d], rel=1e-12)
+        assert math.fsum(x["contribution"] for x in why.values()) == pytest.approx(
+            want[d], rel=1e-12
+        )
 
 
 def test_sqlite3_shell_calls_every_function(sqlite3_shell, tmp_path):
@@ -462,7 +505,9 @@ def test_sqlite3_shell_calls_every_function(sqlite3_shell, tmp_path):
     dbg = dict(line.split(": ", 1) for line in row["d"].splitlines())
     assert dbg["version"] == sqlite_rrf.__version__
     # the shell's own SQLite library (not the one apsw bundles) is what runs the extension
-    shell_version = subprocess.run([sqlite3_shell, "-version"], capture_output=True, text=True).stdout.split()[0]
+    shell_version = subprocess.run(
+        [sqlite3_shell, "-version"], capture_output=True, text=True
+    ).stdout.split()[0]
     assert dbg["sqlite_runtime"] == shell_version
     assert row["q"] == '"hello" AND "world"'
     assert row["c"] == pytest.approx(1.0, abs=1e-12)
@@ -473,6 +518,10 @@ def test_sqlite3_shell_calls_every_function(sqlite3_shell, tmp_path):
 def test_sqlite3_shell_reports_errors_by_name(sqlite3_shell, tmp_path):
     script = f".load {sqlite_rrf.loadable_path()}\nSELECT vec_cosine('[1,2]', '[1,2,3]');\n"
     r = subprocess.run(
-        [sqlite3_shell, "-batch", str(tmp_path / "x.db")], input=script, capture_output=True, text=True, timeout=60
+        [sqlite3_shell, "-batch", str(tmp_path / "x.db")],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "vec_cosine: dimension mismatch: 2 vs 3" in r.stderr

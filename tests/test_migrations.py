@@ -39,6 +39,7 @@ RECALL_SQL = os.path.join(REPO, "sql", "recall.sql")
 
 # ---- helpers ----
 
+
 def shipped_files():
     """The shipped migration files, found and parsed by the test itself."""
     files = sorted(glob.glob(os.path.join(MIGRATIONS_DIR, "[0-9][0-9][0-9][0-9]_*.sql")))
@@ -64,8 +65,9 @@ def migrated(path) -> apsw.Connection:
 
 def schema_dump(conn):
     """Every schema object, as (type, name, tbl_name, sql), sorted."""
-    return sorted(conn.execute(
-        "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master").fetchall())
+    return sorted(
+        conn.execute("SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master").fetchall()
+    )
 
 
 def migration_rows(conn):
@@ -85,8 +87,10 @@ def fts_integrity_check(conn) -> None:
 
 
 def match(conn, expr):
-    return sorted(r[0] for r in conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (expr,)))
+    return sorted(
+        r[0]
+        for r in conn.execute("SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (expr,))
+    )
 
 
 def integrity_ok(conn) -> bool:
@@ -94,12 +98,16 @@ def integrity_ok(conn) -> bool:
 
 
 def add(conn, id_, content, embedding=None, accessed_at=None):
-    conn.execute("INSERT INTO episodes(id, content, embedding, accessed_at) "
-                 "VALUES (?, ?, ?, coalesce(?, 0))", (id_, content, embedding, accessed_at))
+    conn.execute(
+        "INSERT INTO episodes(id, content, embedding, accessed_at) "
+        "VALUES (?, ?, ?, coalesce(?, 0))",
+        (id_, content, embedding, accessed_at),
+    )
     return conn.last_insert_rowid()
 
 
 # ---- a fresh database ----
+
 
 def test_fresh_database_gets_every_shipped_migration(tmp_path):
     files = shipped_files()
@@ -129,19 +137,34 @@ def test_fresh_database_gets_every_shipped_migration(tmp_path):
 def test_episodes_table_columns(tmp_path):
     conn = migrated(tmp_path / "m.db")
     cols = {r[1]: r for r in conn.execute("PRAGMA table_info(episodes)")}
-    assert set(cols) == {"rowid", "id", "content", "embedding", "created_at", "accessed_at",
-                         "access_count", "importance", "kind", "metadata",
-                         # 0002: the 'decay' profile's lifecycle multipliers, NULL = neutral
-                         "strength", "depth", "session_spread", "stability",
-                         # 0005: the memory an episode belongs to ('' = the shared one)
-                         "scope",
-                         # 0010: the digest of the content's normal form (NULL: pending)
-                         "content_key"}
+    assert set(cols) == {
+        "rowid",
+        "id",
+        "content",
+        "embedding",
+        "created_at",
+        "accessed_at",
+        "access_count",
+        "importance",
+        "kind",
+        "metadata",
+        # 0002: the 'decay' profile's lifecycle multipliers, NULL = neutral
+        "strength",
+        "depth",
+        "session_spread",
+        "stability",
+        # 0005: the memory an episode belongs to ('' = the shared one)
+        "scope",
+        # 0010: the digest of the content's normal form (NULL: pending)
+        "content_key",
+    }
     assert cols["scope"][3] == 1 and cols["scope"][4] == "''"  # NOT NULL DEFAULT ''
     with pytest.raises(apsw.ConstraintError):
         conn.execute("INSERT INTO episodes(id, content, scope) VALUES ('s', 'x', x'00')")
-    assert all(cols[c][4] is None and cols[c][3] == 0
-               for c in ("strength", "depth", "session_spread", "stability"))
+    assert all(
+        cols[c][4] is None and cols[c][3] == 0
+        for c in ("strength", "depth", "session_spread", "stability")
+    )
     assert cols["rowid"][5] == 1 and cols["rowid"][2].upper() == "INTEGER"  # the rowid alias
     assert cols["id"][3] == 1 and cols["content"][3] == 1  # NOT NULL
     assert cols["access_count"][4] == "0"
@@ -152,10 +175,13 @@ def test_episodes_table_columns(tmp_path):
         add(conn, "a", "second")
     # importance is one of low / normal / high, default normal
     assert conn.execute("SELECT importance, access_count FROM episodes").fetchall() == [
-        ("normal", 0)]
+        ("normal", 0)
+    ]
     for good in ("low", "normal", "high"):
-        conn.execute("INSERT INTO episodes(id, content, importance) VALUES (?, 'x', ?)",
-                     ("imp-" + good, good))
+        conn.execute(
+            "INSERT INTO episodes(id, content, importance) VALUES (?, 'x', ?)",
+            ("imp-" + good, good),
+        )
     with pytest.raises(apsw.ConstraintError):
         conn.execute("INSERT INTO episodes(id, content, importance) VALUES ('bad', 'x', 'urgent')")
     # metadata is text (JSON written by the Store; the schema checks the type only, with
@@ -168,7 +194,8 @@ def test_episodes_table_columns(tmp_path):
     conn.execute("INSERT INTO episodes(id, content) VALUES ('t', 'x')")
     t1 = int(time.time() * 1000)
     created, accessed = conn.execute(
-        "SELECT created_at, accessed_at FROM episodes WHERE id = 't'").fetchall()[0]
+        "SELECT created_at, accessed_at FROM episodes WHERE id = 't'"
+    ).fetchall()[0]
     assert isinstance(created, int) and isinstance(accessed, int)
     assert t0 - 5 <= created <= t1 + 5 and t0 - 5 <= accessed <= t1 + 5
     conn.close()
@@ -190,8 +217,7 @@ def test_database_records_its_embedding_facts_table(tmp_path):
 def test_fts_table_is_external_content_porter_unicode61(tmp_path):
     conn = migrated(tmp_path / "m.db")
     assert "episodes_fts" in names(conn, "table")
-    sql = conn.execute(
-        "SELECT sql FROM sqlite_master WHERE name = 'episodes_fts'").fetchall()[0][0]
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'episodes_fts'").fetchall()[0][0]
     assert re.search(r"using\s+fts5", sql, re.I)
     # migration 0011: the text is read through the view of its segmentation
     assert re.search(r"content\s*=\s*'episodes_fts_text'", sql, re.I)
@@ -204,13 +230,14 @@ def test_fts_table_is_external_content_porter_unicode61(tmp_path):
     r1 = add(conn, "a", "The engineers were RUNNING migrations")
     r2 = add(conn, "b", "Un café crème à Zürich")
     add(conn, "c", "nothing relevant here")
-    assert match(conn, "run") == [r1]            # porter stemming
+    assert match(conn, "run") == [r1]  # porter stemming
     assert match(conn, "migration") == [r1]
-    assert match(conn, "cafe") == [r2]           # unicode61 folds case and diacritics
+    assert match(conn, "cafe") == [r2]  # unicode61 folds case and diacritics
     assert match(conn, "zurich") == [r2]
     # reading the text through the FTS table goes to episodes
-    assert conn.execute("SELECT content FROM episodes_fts WHERE rowid = ?",
-                        (r2,)).fetchall() == [("Un café crème à Zürich",)]
+    assert conn.execute("SELECT content FROM episodes_fts WHERE rowid = ?", (r2,)).fetchall() == [
+        ("Un café crème à Zürich",)
+    ]
     conn.close()
 
 
@@ -219,8 +246,9 @@ def test_partial_index_on_accessed_at(tmp_path):
     idx = {r[1]: r for r in conn.execute("PRAGMA index_list(episodes)")}
     assert "idx_episodes_accessed_at" in idx
     assert idx["idx_episodes_accessed_at"][4] == 1, "the index is partial"
-    sql = conn.execute("SELECT sql FROM sqlite_master "
-                       "WHERE name = 'idx_episodes_accessed_at'").fetchall()[0][0]
+    sql = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'idx_episodes_accessed_at'"
+    ).fetchall()[0][0]
     assert re.search(r"where\s+embedding\s+is\s+not\s+null", sql, re.I)
     key = [r for r in conn.execute("PRAGMA index_xinfo(idx_episodes_accessed_at)") if r[5]]
     assert [(r[2], r[3]) for r in key] == [("accessed_at", 1)], "one key column, DESC"
@@ -240,19 +268,23 @@ def _pool_subquery(sql: str) -> str:
         elif sql[i] == ")":
             depth -= 1
             if depth == 0:
-                inner = sql[start + 1:i]
+                inner = sql[start + 1 : i]
                 break
     assert re.search(r"\bFROM\s+episodes\b", inner, re.I), inner
     assert re.search(r"ORDER\s+BY\s+accessed_at\s+DESC", inner, re.I), inner
-    return re.sub(r"\(\s*SELECT\s+pool_size\s+FROM\s+params\s*\)", ":pool_size", inner,
-                  flags=re.I)
+    return re.sub(r"\(\s*SELECT\s+pool_size\s+FROM\s+params\s*\)", ":pool_size", inner, flags=re.I)
 
 
 def _seed_for_plans(conn, n=300, analyze=True):
     with conn:
         for i in range(n):
-            add(conn, f"e{i}", f"episode number {i} about topic {i % 7}",
-                b"\x00\x00\x80\x3f" * 4 if i % 3 else None, accessed_at=i * 1000)
+            add(
+                conn,
+                f"e{i}",
+                f"episode number {i} about topic {i % 7}",
+                b"\x00\x00\x80\x3f" * 4 if i % 3 else None,
+                accessed_at=i * 1000,
+            )
     if analyze:
         conn.execute("ANALYZE")
 
@@ -263,19 +295,24 @@ def test_pool_query_uses_the_partial_index(tmp_path):
     from sqlite_rrf.statements import recall_statement
 
     pool = _pool_subquery(recall_statement("recent"))
-    unset = {"scope": None, "scope2": None, "kind": None, "since": None,
-             "until": None}  # no filter
-    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + pool,
-                                       dict(unset, pool_size=200))]
-    assert any("USING INDEX idx_episodes_accessed_at" in d
-               or "USING COVERING INDEX idx_episodes_accessed_at" in d for d in plan), plan
+    unset = {"scope": None, "scope2": None, "kind": None, "since": None, "until": None}  # no filter
+    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + pool, dict(unset, pool_size=200))]
+    assert any(
+        "USING INDEX idx_episodes_accessed_at" in d
+        or "USING COVERING INDEX idx_episodes_accessed_at" in d
+        for d in plan
+    ), plan
     # the index order serves ORDER BY accessed_at DESC, rowid: no sort step
     assert not any("TEMP B-TREE" in d for d in plan), plan
     # and the subquery returns what its definition says
     got = [r[0] for r in conn.execute(pool, dict(unset, pool_size=5))]
-    want = [r[0] for r in sorted(
-        conn.execute("SELECT rowid, accessed_at FROM episodes WHERE embedding IS NOT NULL"),
-        key=lambda r: (-r[1], r[0]))[:5]]
+    want = [
+        r[0]
+        for r in sorted(
+            conn.execute("SELECT rowid, accessed_at FROM episodes WHERE embedding IS NOT NULL"),
+            key=lambda r: (-r[1], r[0]),
+        )[:5]
+    ]
     assert got == want
     conn.close()
 
@@ -295,6 +332,7 @@ def test_whole_recall_statement_reads_the_partial_index(tmp_path):
 
 
 # ---- the FTS triggers ----
+
 
 def test_triggers_keep_fts_in_sync(tmp_path):
     conn = migrated(tmp_path / "m.db")
@@ -317,8 +355,10 @@ def test_triggers_keep_fts_in_sync(tmp_path):
     assert match(conn, "foxtrot") == [ra]
 
     # an upsert (ON CONFLICT DO UPDATE), as Store.upsert writes it
-    conn.execute("INSERT INTO episodes(id, content) VALUES ('c', 'hotel india') "
-                 "ON CONFLICT(id) DO UPDATE SET content = excluded.content")
+    conn.execute(
+        "INSERT INTO episodes(id, content) VALUES ('c', 'hotel india') "
+        "ON CONFLICT(id) DO UPDATE SET content = excluded.content"
+    )
     fts_integrity_check(conn)
     assert match(conn, "delta") == []
     assert match(conn, "hotel") == [rc]
@@ -389,6 +429,7 @@ def test_insert_or_replace_through_store_connection_keeps_fts_in_sync(tmp_path):
 
 # ---- re-running, edits, newer databases ----
 
+
 def test_migrate_twice_equals_once(tmp_path):
     once = migrated(tmp_path / "once.db")
     twice = migrated(tmp_path / "twice.db")
@@ -450,6 +491,7 @@ def test_database_newer_than_the_code_is_refused(tmp_path):
     conn.close()
 
     from sqlite_rrf.store import Store
+
     with pytest.raises(MigrationError, match="newer"):
         Store(str(path))
 
@@ -459,30 +501,39 @@ def test_recorded_migration_missing_from_the_code_is_refused(tmp_path):
     shipped = available()
     extra = shipped + [Migration(shipped[-1].version + 1, "extra", "CREATE TABLE extra(x);")]
     assert migrate(conn, migrations=extra) == [shipped[-1].version + 1]
-    conn.execute("INSERT INTO schema_migrations VALUES (?, 'gap', 'x', 0)",
-                 (shipped[-1].version + 3,))
+    conn.execute(
+        "INSERT INTO schema_migrations VALUES (?, 'gap', 'x', 0)", (shipped[-1].version + 3,)
+    )
     with pytest.raises(MigrationError):
-        migrate(conn, migrations=extra + [
-            Migration(shipped[-1].version + 4, "later", "CREATE TABLE later(x);")])
+        migrate(
+            conn,
+            migrations=extra
+            + [Migration(shipped[-1].version + 4, "later", "CREATE TABLE later(x);")],
+        )
     conn.close()
 
 
 # ---- failing migrations ----
 
+
 def _user_tables(conn):
     return names(conn, "table")
 
 
-@pytest.mark.parametrize("bad_sql", [
-    # a syntax error after statements that worked
-    "CREATE TABLE partial_t(x); INSERT INTO partial_t VALUES (1); CREATE TABLE oops(;",
-    # a run-time error (NOT NULL) after DDL and a data change
-    "CREATE TABLE partial_t(x); UPDATE episodes SET importance = 'high'; "
-    "INSERT INTO episodes(id, content) VALUES (NULL, 'no id');",
-    # an error raised by a statement halfway through
-    "CREATE TABLE partial_t(x); CREATE INDEX partial_i ON partial_t(x); "
-    "SELECT RAISE(ABORT, 'boom') FROM episodes; CREATE TABLE never(x);",
-], ids=["syntax", "constraint", "raise"])
+@pytest.mark.parametrize(
+    "bad_sql",
+    [
+        # a syntax error after statements that worked
+        "CREATE TABLE partial_t(x); INSERT INTO partial_t VALUES (1); CREATE TABLE oops(;",
+        # a run-time error (NOT NULL) after DDL and a data change
+        "CREATE TABLE partial_t(x); UPDATE episodes SET importance = 'high'; "
+        "INSERT INTO episodes(id, content) VALUES (NULL, 'no id');",
+        # an error raised by a statement halfway through
+        "CREATE TABLE partial_t(x); CREATE INDEX partial_i ON partial_t(x); "
+        "SELECT RAISE(ABORT, 'boom') FROM episodes; CREATE TABLE never(x);",
+    ],
+    ids=["syntax", "constraint", "raise"],
+)
 def test_failing_migration_rolls_back_entirely(tmp_path, bad_sql):
     conn = migrated(tmp_path / "m.db")
     add(conn, "a", "alpha")
@@ -521,9 +572,11 @@ def test_later_migrations_stop_at_the_failing_one(tmp_path):
     conn = open_db(tmp_path / "m.db")
     shipped = available()
     v = shipped[-1].version
-    ms = shipped + [Migration(v + 1, "ok", "CREATE TABLE t_ok(x);"),
-                    Migration(v + 2, "bad", "CREATE TABLE t_bad(x); CREATE TABLE (;"),
-                    Migration(v + 3, "after", "CREATE TABLE t_after(x);")]
+    ms = shipped + [
+        Migration(v + 1, "ok", "CREATE TABLE t_ok(x);"),
+        Migration(v + 2, "bad", "CREATE TABLE t_bad(x); CREATE TABLE (;"),
+        Migration(v + 3, "after", "CREATE TABLE t_after(x);"),
+    ]
     with pytest.raises(apsw.SQLError):
         migrate(conn, migrations=ms)
     assert current_version(conn) == v + 1  # each migration is its own transaction
@@ -587,7 +640,10 @@ def _check_previous_version(path):
         assert "slow_migration_v" not in names(conn, "index")
         assert [r[0] for r in migration_rows(conn)] == list(range(1, n_shipped() + 1))
         assert conn.execute("SELECT id FROM episodes ORDER BY id").fetchall() == [
-            ("a",), ("b",), ("c",)]
+            ("a",),
+            ("b",),
+            ("c",),
+        ]
         fts_integrity_check(conn)
         assert match(conn, "charlie") == [2]
     finally:
@@ -606,7 +662,10 @@ def test_killed_migration_leaves_previous_version(tmp_path, mode):
     for wait_growth, delay in KILL_SCHEDULE:
         proc = subprocess.Popen(
             [sys.executable, "-c", CHILD, str(path), mode, str(SLOW_ROWS), SLOW_SQL],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             line = proc.stdout.readline()
             assert line.strip() == "READY", (line, proc.stderr.read())
@@ -677,9 +736,15 @@ def test_concurrent_migration_by_several_processes(tmp_path, how):
     for round_ in range(3):
         path = tmp_path / f"c{round_}.db"
         go = tmp_path / f"go{round_}"
-        procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT_CHILD, str(path), str(go),
-                                   how], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(3)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", CONCURRENT_CHILD, str(path), str(go), how],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
         time.sleep(0.6)  # let them all import and reach the barrier
         go.write_text("go")
         outs = [p.communicate(timeout=60) for p in procs]
@@ -689,8 +754,9 @@ def test_concurrent_migration_by_several_processes(tmp_path, how):
         if how == "runner":
             # every migration was applied by exactly one of the processes
             applied_by = [json.loads(out) for out, _ in outs]
-            assert sorted(v for vs in applied_by for v in vs) == [r[0] for r in want_rows], \
+            assert sorted(v for vs in applied_by for v in vs) == [r[0] for r in want_rows], (
                 applied_by
+            )
         conn = open_db(path)
         assert schema_dump(conn) == want_dump
         assert [r[:3] for r in migration_rows(conn)] == want_rows
@@ -699,6 +765,7 @@ def test_concurrent_migration_by_several_processes(tmp_path, how):
 
 
 # ---- available() ----
+
 
 def test_available_reads_numbered_files_in_order(tmp_path):
     d = tmp_path / "m"

@@ -50,9 +50,10 @@ def _llama() -> bool:
     return True
 
 
-needs_model = pytest.mark.skipif(not (HAVE_MODEL and _llama()),
-                                 reason="needs the embed extra (pip install 'sqlite-rrf[embed]') "
-                                        "and the GGUF model")
+needs_model = pytest.mark.skipif(
+    not (HAVE_MODEL and _llama()),
+    reason="needs the embed extra (pip install 'sqlite-rrf[embed]') and the GGUF model",
+)
 
 
 def _hub() -> bool:
@@ -63,27 +64,36 @@ def _hub() -> bool:
     return True
 
 
-needs_hub = pytest.mark.skipif(not _hub(), reason="needs huggingface_hub (pip install "
-                                                  "'sqlite-rrf[embed]')")
+needs_hub = pytest.mark.skipif(
+    not _hub(), reason="needs huggingface_hub (pip install 'sqlite-rrf[embed]')"
+)
 
 # ---- the spec ----
 
 
-@pytest.mark.parametrize("spec, repo, filename, revision", [
-    ("hf:org/repo/model.gguf", "org/repo", "model.gguf", None),
-    ("hf:org/repo/sub/dir/model.gguf", "org/repo", "sub/dir/model.gguf", None),
-    ("hf:org/repo@v1.2/model.gguf", "org/repo", "model.gguf", "v1.2"),
-    (DEFAULT_MODEL, "second-state/All-MiniLM-L6-v2-Embedding-GGUF",
-     "all-MiniLM-L6-v2-ggml-model-f16.gguf", None),
-])
+@pytest.mark.parametrize(
+    "spec, repo, filename, revision",
+    [
+        ("hf:org/repo/model.gguf", "org/repo", "model.gguf", None),
+        ("hf:org/repo/sub/dir/model.gguf", "org/repo", "sub/dir/model.gguf", None),
+        ("hf:org/repo@v1.2/model.gguf", "org/repo", "model.gguf", "v1.2"),
+        (
+            DEFAULT_MODEL,
+            "second-state/All-MiniLM-L6-v2-Embedding-GGUF",
+            "all-MiniLM-L6-v2-ggml-model-f16.gguf",
+            None,
+        ),
+    ],
+)
 def test_hf_specs_parse(spec, repo, filename, revision):
     p = parse_spec(spec)
     assert (p.is_hub, p.repo_id, p.filename, p.revision) == (True, repo, filename, revision)
     assert p.name == os.path.basename(filename)
 
 
-@pytest.mark.parametrize("spec", ["hf:", "hf:org", "hf:org/repo", "hf:org//x.gguf",
-                                  "hf:org/@v/x.gguf", "", "   "])
+@pytest.mark.parametrize(
+    "spec", ["hf:", "hf:org", "hf:org/repo", "hf:org//x.gguf", "hf:org/@v/x.gguf", "", "   "]
+)
 def test_malformed_specs_are_refused(spec):
     with pytest.raises(ValueError, match="hf:ORG/REPO|GGUF file path"):
         parse_spec(spec)
@@ -191,6 +201,7 @@ def test_default_model_through_the_hf_cache_embeds_like_the_shared_model(tmp_pat
     monkeypatch.delenv(MODEL_ENV, raising=False)
     data = SHARED_MODEL.parent.parent / "data" / "scifact"
     import json
+
     ids = json.loads((data / "queries.minilm.ids.json").read_text())
     cached = np.load(data / "queries.minilm.npy")
     texts = {}
@@ -213,7 +224,9 @@ def test_default_model_through_the_hf_cache_embeds_like_the_shared_model(tmp_pat
 def other_model(tmp_path_factory) -> Path:
     """A second real GGUF model of the same dimension: the shared model with its token
     embedding rows shuffled (so every text embeds elsewhere)."""
-    gguf = pytest.importorskip("gguf", reason="gguf is not installed: pip install 'sqlite-rrf[test]'")
+    gguf = pytest.importorskip(
+        "gguf", reason="gguf is not installed: pip install 'sqlite-rrf[test]'"
+    )
     if not HAVE_MODEL:
         pytest.skip("needs the GGUF model")
     path = tmp_path_factory.mktemp("other") / "other-model.gguf"
@@ -228,8 +241,7 @@ def other_model(tmp_path_factory) -> Path:
 
 
 @needs_model
-def test_a_database_remembers_its_model_and_refuses_another_of_the_same_size(tmp_path,
-                                                                              other_model):
+def test_a_database_remembers_its_model_and_refuses_another_of_the_same_size(tmp_path, other_model):
     from sqlite_rrf.embed import Embedder
     from sqlite_rrf.store import Store, StoreError
 
@@ -263,8 +275,11 @@ def test_fingerprints_tell_models_apart(other_model):
     from sqlite_rrf.embed import Embedder
     from sqlite_rrf.models import FINGERPRINT_MIN_COSINE, fingerprint
 
-    with Embedder(str(SHARED_MODEL)) as a, Embedder(str(SHARED_MODEL)) as a2, \
-            Embedder(str(other_model)) as b:
+    with (
+        Embedder(str(SHARED_MODEL)) as a,
+        Embedder(str(SHARED_MODEL)) as a2,
+        Embedder(str(other_model)) as b,
+    ):
         fa, fa2, fb = fingerprint(a), fingerprint(a2), fingerprint(b)
     assert fingerprint_cosine(fa, fa2) >= 0.9999
     assert fingerprint_cosine(fa, fb) < FINGERPRINT_MIN_COSINE
@@ -272,6 +287,7 @@ def test_fingerprints_tell_models_apart(other_model):
 
 
 # ---- the command line with and without a model ----
+
 
 def cli(*args, cwd, env=None, model=None, timeout=300):
     """The CLI with no model available (no SQLITE_RRF_MODEL; the default looked up offline
@@ -284,8 +300,14 @@ def cli(*args, cwd, env=None, model=None, timeout=300):
     if model:
         e[MODEL_ENV] = str(model)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "sqlite_rrf", *map(str, args)], cwd=str(cwd),
-                          env=e, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", *map(str, args)],
+        cwd=str(cwd),
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ok(p):
@@ -303,13 +325,16 @@ def test_without_a_model_everything_works_and_says_so_once(tmp_path):
     assert "sqlite-rrf model" in notes[0] and "--model" in notes[0]
     assert "shared" not in p.stderr
     jsonl = tmp_path / "e.jsonl"
-    jsonl.write_text('{"id": "b", "content": "The user prefers green tea"}\n'
-                     '{"id": "c", "content": "Backups of Postgres run every six hours"}\n')
+    jsonl.write_text(
+        '{"id": "b", "content": "The user prefers green tea"}\n'
+        '{"id": "c", "content": "Backups of Postgres run every six hours"}\n'
+    )
     p = ok(cli("import", db, jsonl, cwd=tmp_path))
     # said once a day per database (issue 23): the add above said it
     assert "imported 2" in p.stdout and "vector list is off" not in p.stderr
     p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path))
     import json
+
     hits = json.loads(p.stdout)
     assert hits[0]["id"] == "a" and all(h["vec_rank"] is None for h in hits)
     assert p.stderr.count("vector list is off") == 1 and "embed" in p.stderr
@@ -345,13 +370,25 @@ def test_model_command_and_the_databases_own_model(tmp_path):
     assert p.stdout.splitlines()[0] == DEFAULT_MODEL
     assert os.path.samefile(p.stdout.splitlines()[1], next(cache.rglob("*.gguf")))
     db = tmp_path / "m.db"
-    ok(cli("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
-           cwd=tmp_path, env=env))
+    ok(
+        cli(
+            "add",
+            db,
+            "Production Postgres credentials are kept in Vault",
+            "--id",
+            "a",
+            cwd=tmp_path,
+            env=env,
+        )
+    )
     with apsw.Connection(str(db)) as c:
-        assert c.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_model'"
-                         ).fetchall()[0][0] == DEFAULT_MODEL
+        assert (
+            c.execute("SELECT value FROM rrf_meta WHERE key = 'embedding_model'").fetchall()[0][0]
+            == DEFAULT_MODEL
+        )
     p = ok(cli("recall", db, "where are the db passwords?", "--json", cwd=tmp_path, env=env))
     import json
+
     assert json.loads(p.stdout)[0]["vec_rank"] == 1 and "vector list is off" not in p.stderr
 
 
@@ -360,11 +397,21 @@ def test_a_database_with_embeddings_recalls_without_a_model_and_says_so(tmp_path
     db = tmp_path / "m.db"
     gone = tmp_path / "model-that-goes-away.gguf"
     gone.write_bytes(SHARED_MODEL.read_bytes())
-    ok(cli("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
-           cwd=tmp_path, model=gone))
+    ok(
+        cli(
+            "add",
+            db,
+            "Production Postgres credentials are kept in Vault",
+            "--id",
+            "a",
+            cwd=tmp_path,
+            model=gone,
+        )
+    )
     gone.unlink()  # the database's model is no longer there, and none is named
     p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path))
     import json
+
     hits = json.loads(p.stdout)
     assert hits[0]["id"] == "a" and hits[0]["vec_rank"] is None
     assert p.stderr.count("vector list is off") == 1
@@ -385,14 +432,20 @@ def test_embed_backfills_in_batches_and_resumes_after_a_kill(tmp_path):
     jsonl = tmp_path / "e.jsonl"
     with open(jsonl, "w") as f:
         for i in range(n):
-            f.write(f'{{"id": "e{i}", "content": "episode number {i} about topic {i % 17} and '
-                    f'a longer tail of words to embed {i * 7}"}}\n')
+            f.write(
+                f'{{"id": "e{i}", "content": "episode number {i} about topic {i % 17} and '
+                f'a longer tail of words to embed {i * 7}"}}\n'
+            )
     ok(cli("import", db, jsonl, cwd=tmp_path))
     assert _count(db, "embedding IS NULL") == n
     e = dict(os.environ, HF_HUB_OFFLINE="1", **{MODEL_ENV: str(SHARED_MODEL)})
-    proc = subprocess.Popen([sys.executable, "-m", "sqlite_rrf", "embed", str(db),
-                             "--batch-size", "8"], cwd=str(tmp_path), env=e,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_rrf", "embed", str(db), "--batch-size", "8"],
+        cwd=str(tmp_path),
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     seen = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -416,9 +469,11 @@ def test_embed_backfills_in_batches_and_resumes_after_a_kill(tmp_path):
     assert "every episode has an embedding" in p.stdout
     # the backfilled vectors are the model's
     from sqlite_rrf.embed import Embedder
+
     with Embedder(str(SHARED_MODEL)) as emb, apsw.Connection(str(db)) as c:
-        for content, blob in c.execute("SELECT content, embedding FROM episodes "
-                                       "WHERE id IN ('e0', 'e150', 'e299')"):
+        for content, blob in c.execute(
+            "SELECT content, embedding FROM episodes WHERE id IN ('e0', 'e150', 'e299')"
+        ):
             assert float(np.frombuffer(blob, "<f4") @ emb.embed(content)) >= 0.9999
 
 
@@ -482,8 +537,17 @@ def test_a_path_named_by_the_database_is_never_opened(tmp_path):
     planted.parent.mkdir()
     planted.write_bytes(SHARED_MODEL.read_bytes())
     db = tmp_path / "m.db"
-    ok(cli("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
-           cwd=tmp_path, model=SHARED_MODEL))
+    ok(
+        cli(
+            "add",
+            db,
+            "Production Postgres credentials are kept in Vault",
+            "--id",
+            "a",
+            cwd=tmp_path,
+            model=SHARED_MODEL,
+        )
+    )
     ok(cli("add", db, "The user prefers green tea", "--id", "b", cwd=tmp_path))  # unembedded
     _set_remembered(db, str(planted))
 
@@ -500,10 +564,14 @@ def test_a_path_named_by_the_database_is_never_opened(tmp_path):
     assert p.stderr.count("vector list is off") == 1, p.stderr
     assert f"made with the model {str(planted)!r}" in p.stderr
     assert f"--model {str(planted)!r}" in p.stderr and MODEL_ENV in p.stderr
-    hook = subprocess.run([sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", ""],
-                          input=json.dumps({"prompt": "postgres credentials"}), text=True,
-                          capture_output=True, timeout=300,  # notes of its own (issue 23)
-                          env=dict(_no_model_env(tmp_path), XDG_CACHE_HOME=str(tmp_path / "c")))
+    hook = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", ""],
+        input=json.dumps({"prompt": "postgres credentials"}),
+        text=True,
+        capture_output=True,
+        timeout=300,  # notes of its own (issue 23)
+        env=dict(_no_model_env(tmp_path), XDG_CACHE_HOME=str(tmp_path / "c")),
+    )
     assert hook.returncode == 0 and "_(id `a`" in hook.stdout, hook.stderr
     assert str(planted) in hook.stderr
     p = cli("embed", db, cwd=tmp_path)
@@ -515,14 +583,23 @@ def test_a_path_named_by_the_database_is_never_opened(tmp_path):
     # the model the database was made with; the planted file is still not read
     cache = tmp_path / "hf-cache"
     fill_hf_cache(cache, DEFAULT_MODEL, SHARED_MODEL)
-    p = ok(cli("recall", db, "where are the db passwords?", "--json", cwd=tmp_path,
-               env={"HF_HUB_CACHE": str(cache)}))
+    p = ok(
+        cli(
+            "recall",
+            db,
+            "where are the db passwords?",
+            "--json",
+            cwd=tmp_path,
+            env={"HF_HUB_CACHE": str(cache)},
+        )
+    )
     assert json.loads(p.stdout)[0]["vec_rank"] == 1 and "vector list is off" not in p.stderr
     assert planted.stat().st_atime == atime, "the planted model file was read"
 
     # the check can fail: the user names the file, and it is read and used
-    p = ok(cli("recall", db, "where are the db passwords?", "--json", "--model", planted,
-               cwd=tmp_path))
+    p = ok(
+        cli("recall", db, "where are the db passwords?", "--json", "--model", planted, cwd=tmp_path)
+    )
     assert json.loads(p.stdout)[0]["vec_rank"] == 1
     assert planted.stat().st_atime != atime
 
@@ -554,21 +631,39 @@ def test_an_hf_model_named_by_the_database_is_never_downloaded(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         db = tmp_path / "m.db"
-        ok(cli("add", db, "Production Postgres credentials are kept in Vault", "--id", "a",
-               cwd=tmp_path, model=SHARED_MODEL))
+        ok(
+            cli(
+                "add",
+                db,
+                "Production Postgres credentials are kept in Vault",
+                "--id",
+                "a",
+                cwd=tmp_path,
+                model=SHARED_MODEL,
+            )
+        )
         ok(cli("add", db, "The user prefers green tea", "--id", "b", cwd=tmp_path))
         evil = "hf:someone/else/evil.gguf"
         _set_remembered(db, evil)
-        hub = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
-               "HF_HUB_CACHE": str(tmp_path / "hf-cache"), "HF_HOME": str(tmp_path / "hf")}
+        hub = {
+            "HF_HUB_OFFLINE": "0",
+            "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+            "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+            "HF_HOME": str(tmp_path / "hf"),
+        }
         p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path, env=hub))
         assert requests == [], requests  # not even a HEAD request for the file
         assert json.loads(p.stdout)[0]["vec_rank"] is None
         assert f"made with the model {evil!r}" in p.stderr and f"--model {evil!r}" in p.stderr
         env = dict(_no_model_env(tmp_path), **hub)
-        hook = subprocess.run([sys.executable, "-m", "sqlite_rrf", "hook", str(db),
-                               "--scope", ""], input=json.dumps({"prompt": "postgres"}),
-                              text=True, capture_output=True, timeout=300, env=env)
+        hook = subprocess.run(
+            [sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", ""],
+            input=json.dumps({"prompt": "postgres"}),
+            text=True,
+            capture_output=True,
+            timeout=300,
+            env=env,
+        )
         assert hook.returncode == 0 and "_(id `a`" in hook.stdout, hook.stderr
         p = cli("embed", db, cwd=tmp_path, env=hub)
         assert p.returncode == 1 and evil in p.stderr

@@ -36,22 +36,36 @@ def env_for(tmp_path: Path) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "SQLITE_RRF_MODEL"}
     hf = tmp_path / "empty-hf-cache"
     hf.mkdir(exist_ok=True)
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hf), HF_HOME=str(hf),
-               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_HUB_CACHE=str(hf),
+        HF_HOME=str(hf),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
     return env
 
 
 def hook(db: Path, env: Dict[str, str]) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", "*",
-                        "--no-server"], input=json.dumps({"prompt": "postgres credentials"}),
-                       text=True, capture_output=True, timeout=300, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", "*", "--no-server"],
+        input=json.dumps({"prompt": "postgres credentials"}),
+        text=True,
+        capture_output=True,
+        timeout=300,
+        env=env,
+    )
     assert p.returncode == 0 and "_(id `creds`" in p.stdout, (p.stdout, p.stderr)
     return p
 
 
 def cli(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", *map(str, args)], text=True,
-                       capture_output=True, timeout=300, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", *map(str, args)],
+        text=True,
+        capture_output=True,
+        timeout=300,
+        env=env,
+    )
     assert p.returncode == 0, (p.stdout, p.stderr)
     return p
 
@@ -82,7 +96,9 @@ def test_a_databases_note_is_said_once_a_day(tmp_path):
     assert OFF not in cli(env, "recall", db, "postgres").stderr
     # the state is where the user's cache is, and names neither the path nor the text
     state = tmp_path / "cache" / "sqlite-rrf" / "notes.json"
-    assert state.is_file() and str(db) not in state.read_text() and "vector" not in state.read_text()
+    assert (
+        state.is_file() and str(db) not in state.read_text() and "vector" not in state.read_text()
+    )
 
     # another database: its own note
     other = tmp_path / "b.db"

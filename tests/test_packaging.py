@@ -47,32 +47,68 @@ VERSION_FILE = REPO / "pysrc" / "sqlite_rrf" / "_version.py"
 IS_CHECKOUT = (REPO / "setup.py").is_file() and (REPO / "mk" / "wheel.mk").is_file()
 
 pytestmark = [
-    pytest.mark.skipif(os.environ.get("CIBUILDWHEEL") == "1",
-                       reason="cibuildwheel builds and tests the wheels itself"),
+    pytest.mark.skipif(
+        os.environ.get("CIBUILDWHEEL") == "1",
+        reason="cibuildwheel builds and tests the wheels itself",
+    ),
     pytest.mark.skipif(not IS_CHECKOUT, reason="needs the source checkout (setup.py, mk/wheel.mk)"),
 ]
-linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="make wheel and these checks are Linux-only (auditwheel, nm, readelf)")
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="make wheel and these checks are Linux-only (auditwheel, nm, readelf)",
+)
 
 MACHINE = platform.machine()  # x86_64, aarch64
-COMPILERS = ("cc", "gcc", "clang", "c++", "g++", "clang++", "tcc", "icx",
-             f"{MACHINE}-linux-gnu-gcc", f"{MACHINE}-linux-gnu-g++")
+COMPILERS = (
+    "cc",
+    "gcc",
+    "clang",
+    "c++",
+    "g++",
+    "clang++",
+    "tcc",
+    "icx",
+    f"{MACHINE}-linux-gnu-gcc",
+    f"{MACHINE}-linux-gnu-g++",
+)
 # tools the compiler-free PATH keeps (none of them compiles anything)
 NOCC_TOOLS = ("sqlite3", "nm", "readelf", "ldd")
 PY_VERSIONS = ["39", "310", "311", "312", "313"]
 EXPECTED_IDENTIFIERS = {
-    "linux": {f"cp{v}-{libc}_{arch}" for v in PY_VERSIONS
-              for libc in ("manylinux", "musllinux") for arch in ("x86_64", "aarch64")},
+    "linux": {
+        f"cp{v}-{libc}_{arch}"
+        for v in PY_VERSIONS
+        for libc in ("manylinux", "musllinux")
+        for arch in ("x86_64", "aarch64")
+    },
     "macos": {f"cp{v}-macosx_{arch}" for v in PY_VERSIONS for arch in ("x86_64", "arm64")},
     "windows": {f"cp{v}-win_amd64" for v in PY_VERSIONS},
 }
-SQL_FILES = ["sql/recall.sql", "sql/knn.sql", "sql/stopwords.sql",
-             *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "sql" / "recall").glob("*.sql"))]
+SQL_FILES = [
+    "sql/recall.sql",
+    "sql/knn.sql",
+    "sql/stopwords.sql",
+    *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "sql" / "recall").glob("*.sql")),
+]
 # the environment variables that would make a subprocess use something other than the installed
 # package, its own build tools or a chosen kernel
-SCRUB = ("SQLITE_RRF_LOADABLE", "SQLITE_RRF_SIMD", "SQLITE_RRF_MODEL", "PYTHONPATH", "PYTHONHOME",
-         "PYTHONSTARTUP", "VIRTUAL_ENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CC", "CXX", "LDSHARED",
-         "CFLAGS", "LDFLAGS")
+SCRUB = (
+    "SQLITE_RRF_LOADABLE",
+    "SQLITE_RRF_SIMD",
+    "SQLITE_RRF_MODEL",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "VIRTUAL_ENV",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "MAKELEVEL",
+    "CC",
+    "CXX",
+    "LDSHARED",
+    "CFLAGS",
+    "LDFLAGS",
+)
 
 
 def source_version() -> str:
@@ -88,15 +124,29 @@ def clean_env(**extra: str) -> Dict[str, str]:
     return env
 
 
-def run(cmd: List[object], *, env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None,
-        timeout: float = 900, check: bool = True, input: Optional[str] = None
-        ) -> "subprocess.CompletedProcess[str]":
-    p = subprocess.run([str(c) for c in cmd], env=env if env is not None else clean_env(),
-                       cwd=str(cwd) if cwd else None, capture_output=True, text=True,
-                       timeout=timeout, input=input)
+def run(
+    cmd: List[object],
+    *,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[Path] = None,
+    timeout: float = 900,
+    check: bool = True,
+    input: Optional[str] = None,
+) -> "subprocess.CompletedProcess[str]":
+    p = subprocess.run(
+        [str(c) for c in cmd],
+        env=env if env is not None else clean_env(),
+        cwd=str(cwd) if cwd else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
     if check and p.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, cmd))} exited {p.returncode}\n"
-                             f"--- stdout (tail)\n{p.stdout[-4000:]}\n--- stderr (tail)\n{p.stderr[-4000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} exited {p.returncode}\n"
+            f"--- stdout (tail)\n{p.stdout[-4000:]}\n--- stderr (tail)\n{p.stderr[-4000:]}"
+        )
     return p
 
 
@@ -137,8 +187,19 @@ def wheel(work) -> Path:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     out = work / "wheels"
-    p = run(["make", "-s", "--no-print-directory", "-C", REPO, "wheel",
-             f"WHEEL_DIR={out}", f"WHEEL_BUILD={work / 'wheel-build'}", *make_vars()])
+    p = run(
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "-C",
+            REPO,
+            "wheel",
+            f"WHEEL_DIR={out}",
+            f"WHEEL_BUILD={work / 'wheel-build'}",
+            *make_vars(),
+        ]
+    )
     path = Path(last_line(p.stdout))
     assert path.is_file() and path.parent == out, p.stdout[-2000:]
     assert [w.name for w in out.glob("*.whl")] == [path.name]
@@ -151,8 +212,18 @@ def sdist(work) -> Path:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     out = work / "sdist"
-    p = run(["make", "-s", "--no-print-directory", "-C", REPO, "sdist", f"WHEEL_DIR={out}",
-             *make_vars()])
+    p = run(
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "-C",
+            REPO,
+            "sdist",
+            f"WHEEL_DIR={out}",
+            *make_vars(),
+        ]
+    )
     path = Path(last_line(p.stdout))
     if not path.is_absolute():
         path = REPO / path
@@ -175,8 +246,10 @@ class Venv:
         return self.bin / "python"
 
     def site_packages(self) -> Path:
-        out = run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                  env=self.env)
+        out = run(
+            [self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            env=self.env,
+        )
         return Path(out.stdout.strip()).resolve()
 
 
@@ -206,8 +279,25 @@ def wheel_venv(work, wheel, nocc_bin) -> Venv:
         assert shutil.which(cc, path=path) is None, f"{cc} is reachable on the clean PATH"
     venv = Venv(root, clean_env(PATH=path), path)
     # --only-binary: nothing may be built from source (there is no compiler to do it anyway)
-    run([venv.python, "-m", "pip", "install", "-q", "--only-binary=:all:", wheel,
-         "apsw", "numpy", "cffi", "pytest", "hypothesis", "sqlite-vec"], env=venv.env, cwd=work)
+    run(
+        [
+            venv.python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--only-binary=:all:",
+            wheel,
+            "apsw",
+            "numpy",
+            "cffi",
+            "pytest",
+            "hypothesis",
+            "sqlite-vec",
+        ],
+        env=venv.env,
+        cwd=work,
+    )
     return venv
 
 
@@ -250,14 +340,17 @@ def assert_installed_copy(info: dict, venv: Venv) -> None:
 @linux_only
 @pytest.mark.slow
 def test_wheel_is_a_repaired_platform_wheel_for_this_python(wheel):
-    m = re.fullmatch(r"sqlite_rrf-(?P<ver>[^-]+)-(?P<py>cp\d+)-(?P<abi>cp\d+)-(?P<plat>.+)\.whl",
-                     wheel.name)
+    m = re.fullmatch(
+        r"sqlite_rrf-(?P<ver>[^-]+)-(?P<py>cp\d+)-(?P<abi>cp\d+)-(?P<plat>.+)\.whl", wheel.name
+    )
     assert m, wheel.name
     here = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert m["py"] == m["abi"] == here
     plats = m["plat"].split(".")
-    assert all(re.fullmatch(rf"(manylinux|musllinux)_\d+_\d+_{MACHINE}|manylinux\d+_{MACHINE}", p)
-               for p in plats), plats
+    assert all(
+        re.fullmatch(rf"(manylinux|musllinux)_\d+_\d+_{MACHINE}|manylinux\d+_{MACHINE}", p)
+        for p in plats
+    ), plats
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         wheel_meta = z.read(f"sqlite_rrf-{m['ver']}.dist-info/WHEEL").decode()
@@ -270,23 +363,30 @@ def test_wheel_is_a_repaired_platform_wheel_for_this_python(wheel):
 @pytest.mark.slow
 def test_wheel_contains_the_sql_the_typing_marker_and_the_sample(wheel):
     with zipfile.ZipFile(wheel) as z:
-        names = {n for n in z.namelist() if not n.endswith("/")}  # auditwheel adds directory entries
+        names = {
+            n for n in z.namelist() if not n.endswith("/")
+        }  # auditwheel adds directory entries
         recall = z.read("sqlite_rrf/sql/recall.sql").decode()
     # the migrations and their knn parts (sql/migrations/knn/)
-    migrations = sorted(p.relative_to(REPO / "sql" / "migrations").as_posix()
-                        for p in (REPO / "sql" / "migrations").rglob("*.sql"))
+    migrations = sorted(
+        p.relative_to(REPO / "sql" / "migrations").as_posix()
+        for p in (REPO / "sql" / "migrations").rglob("*.sql")
+    )
     assert migrations, "the checkout has no migrations?"
     want = {f"sqlite_rrf/{f}" for f in SQL_FILES}
     want |= {f"sqlite_rrf/sql/migrations/{name}" for name in migrations}
     want |= {"sqlite_rrf/py.typed", "sqlite_rrf/data/sample_episodes.jsonl", "sqlite_rrf/rrf.so"}
     assert want <= names, sorted(want - names)
     assert {n for n in names if n.startswith("sqlite_rrf/sql/migrations/")} == {
-        f"sqlite_rrf/sql/migrations/{name}" for name in migrations}
+        f"sqlite_rrf/sql/migrations/{name}" for name in migrations
+    }
     assert [n for n in names if re.fullmatch(r"sqlite_rrf/_kernels\..*so", n)]
     assert recall == (REPO / "sql" / "recall.sql").read_text(encoding="utf-8")
     # only the package and its metadata: no tests, no sources, no stray top-level files
-    assert {n.split("/", 1)[0] for n in names} == {"sqlite_rrf",
-                                                     f"sqlite_rrf-{source_version()}.dist-info"}
+    assert {n.split("/", 1)[0] for n in names} == {
+        "sqlite_rrf",
+        f"sqlite_rrf-{source_version()}.dist-info",
+    }
 
 
 @linux_only
@@ -313,8 +413,12 @@ def test_wheel_rrf_so_exports_only_the_entry_point_and_needs_no_python(wheel, wo
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
     assert needed, dyn
     assert not [lib for lib in needed if "python" in lib or "sqlite" in lib], needed
-    assert set(needed) <= {"libc.so.6", "libm.so.6", "libc.musl-x86_64.so.1",
-                           "libc.musl-aarch64.so.1"}, needed
+    assert set(needed) <= {
+        "libc.so.6",
+        "libm.so.6",
+        "libc.musl-x86_64.so.1",
+        "libc.musl-aarch64.so.1",
+    }, needed
 
 
 # ---------------------------------------------------------------- installed, no compiler
@@ -350,14 +454,21 @@ def test_sqlite3_shell_loads_the_installed_rrf_through_sqlite_rrf_path(wheel_ven
     path = last_line(p.stdout)
     assert Path(path).parent.resolve() == wheel_venv.site_packages() / "sqlite_rrf"
     assert os.path.basename(path) == "rrf" and Path(path + ".so").is_file()
-    script = (f".load {path}\n.mode list\n"
-              "SELECT rrf_version();\n"
-              "SELECT vec_cosine('[1,0]', '[1,0]');\n"
-              "SELECT fts5_query('Cat -mat*');\n"
-              "SELECT rrf_fuse(r) FROM (SELECT 1 AS r UNION ALL SELECT 2);\n"
-              "SELECT rrf_debug();\n")
-    out = run(["sqlite3", "-batch", "-bail", ":memory:"], env=wheel_venv.env, cwd=work,
-              input=script, timeout=60)
+    script = (
+        f".load {path}\n.mode list\n"
+        "SELECT rrf_version();\n"
+        "SELECT vec_cosine('[1,0]', '[1,0]');\n"
+        "SELECT fts5_query('Cat -mat*');\n"
+        "SELECT rrf_fuse(r) FROM (SELECT 1 AS r UNION ALL SELECT 2);\n"
+        "SELECT rrf_debug();\n"
+    )
+    out = run(
+        ["sqlite3", "-batch", "-bail", ":memory:"],
+        env=wheel_venv.env,
+        cwd=work,
+        input=script,
+        timeout=60,
+    )
     assert out.stderr == ""
     lines = out.stdout.splitlines()
     assert lines[0] == source_version()
@@ -375,8 +486,13 @@ def test_the_demo_runs_from_the_installed_package(wheel_venv, work):
     cwd = work / "demo"
     cwd.mkdir()
     p = run(["sqlite-rrf", "demo", cwd / "memory.db"], env=wheel_venv.env, cwd=cwd, timeout=300)
-    n = sum(1 for line in (REPO / "pysrc" / "sqlite_rrf" / "data" / "sample_episodes.jsonl")
-            .read_text(encoding="utf-8").splitlines() if line.strip())
+    n = sum(
+        1
+        for line in (REPO / "pysrc" / "sqlite_rrf" / "data" / "sample_episodes.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.strip()
+    )
     assert f"imported {n} sample episodes" in p.stdout
     assert re.search(r"^1\. \S+\s+score ", p.stdout, re.M), p.stdout
     assert str(wheel_venv.site_packages() / "sqlite_rrf" / "rrf") in p.stdout
@@ -413,11 +529,30 @@ def test_forced_scalar_kernel_passes_the_installed_tests(wheel_venv, work):
     result = work / "guard.json"
     cwd = work / "scalar-run"
     cwd.mkdir()
-    env = {**wheel_venv.env, "SQLITE_RRF_SIMD": "scalar", "PYTHONPATH": str(guard),
-           "SQLITE_RRF_GUARD_OUT": str(result)}
-    p = run([wheel_venv.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             "-p", "_packaging_guard", REPO / "tests" / "test_vec_cosine.py",
-             REPO / "tests" / "test_loading.py"], env=env, cwd=cwd, check=False, timeout=900)
+    env = {
+        **wheel_venv.env,
+        "SQLITE_RRF_SIMD": "scalar",
+        "PYTHONPATH": str(guard),
+        "SQLITE_RRF_GUARD_OUT": str(result),
+    }
+    p = run(
+        [
+            wheel_venv.python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "_packaging_guard",
+            REPO / "tests" / "test_vec_cosine.py",
+            REPO / "tests" / "test_loading.py",
+        ],
+        env=env,
+        cwd=cwd,
+        check=False,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
     got = json.loads(result.read_text(encoding="utf-8"))
     assert got["imported"] and got["exitstatus"] == 0 and got["failed"] == 0
@@ -440,8 +575,10 @@ def test_cibuildwheel_lists_exactly_the_intended_builds(plat):
     p = run([cibw, "--print-build-identifiers", "--platform", plat], cwd=REPO, timeout=300)
     got = [line.strip() for line in p.stdout.splitlines() if line.strip()]
     assert len(got) == len(set(got))
-    assert set(got) == EXPECTED_IDENTIFIERS[plat], (sorted(set(got) - EXPECTED_IDENTIFIERS[plat]),
-                                                    sorted(EXPECTED_IDENTIFIERS[plat] - set(got)))
+    assert set(got) == EXPECTED_IDENTIFIERS[plat], (
+        sorted(set(got) - EXPECTED_IDENTIFIERS[plat]),
+        sorted(EXPECTED_IDENTIFIERS[plat] - set(got)),
+    )
 
 
 # ---------------------------------------------------------------- the sdist
@@ -454,9 +591,19 @@ def test_sdist_builds_and_installs_from_source(sdist, work):
     top = f"sqlite_rrf-{source_version()}"
     with tarfile.open(sdist) as t:
         names = set(t.getnames())
-    for f in ["setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "csrc/rrf.c", "csrc/rrf.map",
-              "pysrc/sqlite_rrf/_version.py", "pysrc/sqlite_rrf/py.typed",
-              "pysrc/sqlite_rrf/data/sample_episodes.jsonl", *SQL_FILES, "tests/conftest.py"]:
+    for f in [
+        "setup.py",
+        "pyproject.toml",
+        "MANIFEST.in",
+        "README.md",
+        "csrc/rrf.c",
+        "csrc/rrf.map",
+        "pysrc/sqlite_rrf/_version.py",
+        "pysrc/sqlite_rrf/py.typed",
+        "pysrc/sqlite_rrf/data/sample_episodes.jsonl",
+        *SQL_FILES,
+        "tests/conftest.py",
+    ]:
         assert f"{top}/{f}" in names, f
     assert not [n for n in names if n.endswith((".so", ".dylib", ".dll", ".o"))]
 
@@ -485,7 +632,9 @@ def test_one_version_everywhere(wheel, sdist, wheel_venv, work):
     version = source_version()
     assert re.fullmatch(r"\d+\.\d+\.\d+([.-]?\w+)*", version)
     info = smoke(wheel_venv, work)
-    assert {info["rrf_version"], info["version"], info["metadata"], info["debug"]["version"]} == {version}
+    assert {info["rrf_version"], info["version"], info["metadata"], info["debug"]["version"]} == {
+        version
+    }
     assert wheel.name.split("-")[1] == version
     assert sdist.name == f"sqlite_rrf-{version}.tar.gz"
     # the wheel's own metadata says the same
@@ -494,7 +643,9 @@ def test_one_version_everywhere(wheel, sdist, wheel_venv, work):
     assert re.search(rf"^Version: {re.escape(version)}$", meta, re.M)
     # and nothing else in the sources writes a version down
     for path in [REPO / "setup.py", REPO / "pyproject.toml", REPO / "csrc" / "rrf_internal.h"]:
-        assert not re.search(rf"(?<![\d.]){re.escape(version)}(?![\d.])", path.read_text(encoding="utf-8")), path
+        assert not re.search(
+            rf"(?<![\d.]){re.escape(version)}(?![\d.])", path.read_text(encoding="utf-8")
+        ), path
 
 
 # ---------------------------------------------------------------- a pip user's path (issue 10)
@@ -523,12 +674,19 @@ def test_pip_users_path_from_the_wheel(wheel, work):
     assert not (project.parent / "shared").exists() and not (project / "shared").exists()
     venv = root / "venv"
     make_venv(venv)
-    env = clean_env(HOME=str(home), HF_HUB_OFFLINE="1",
-                    HF_HUB_CACHE=str(home / ".cache" / "huggingface" / "hub"))
+    env = clean_env(
+        HOME=str(home),
+        HF_HUB_OFFLINE="1",
+        HF_HUB_CACHE=str(home / ".cache" / "huggingface" / "hub"),
+    )
     # llama-cpp-python builds from its sdist in its own isolated build (or comes from pip's
     # wheel cache, which CI starts empty)
-    run([venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[embed]"], env=env,
-        cwd=root, timeout=1500)
+    run(
+        [venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[embed]"],
+        env=env,
+        cwd=root,
+        timeout=1500,
+    )
     exe = venv / "bin" / "sqlite-rrf"
 
     def cli(*args, ok=True, **extra_env):
@@ -554,8 +712,15 @@ def test_pip_users_path_from_the_wheel(wheel, work):
     downloads.mkdir()
     model = downloads / "minilm.gguf"
     shutil.copyfile(SHARED_MODEL, model)
-    cli("add", "memory.db", "Backups of the Postgres database run every six hours",
-        "--id", "c", "--model", str(model))
+    cli(
+        "add",
+        "memory.db",
+        "Backups of the Postgres database run every six hours",
+        "--id",
+        "c",
+        "--model",
+        str(model),
+    )
     # a database never chooses the model file (docs/cli.md): without --model the remembered
     # path is not opened; the recall names the database's model, says how to pass it, and
     # goes on with BM25, recency and access

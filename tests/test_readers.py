@@ -48,9 +48,17 @@ def pvec(i: int) -> List[float]:
 def make_db(path: Path, n: int = 40, embeddings: bool = True) -> Path:
     """A database made by the Store: ``n`` episodes about vaults and keys."""
     with Store(path) as s:
-        s.add_many([dict(id=f"e{i}", content=f"episode {i}: the vault key number {i} is kept",
-                         embedding=vec(i) if embeddings else None, scope="")
-                    for i in range(n)])
+        s.add_many(
+            [
+                dict(
+                    id=f"e{i}",
+                    content=f"episode {i}: the vault key number {i} is kept",
+                    embedding=vec(i) if embeddings else None,
+                    scope="",
+                )
+                for i in range(n)
+            ]
+        )
     return path
 
 
@@ -74,12 +82,18 @@ def no_model_env(tmp_path: Path) -> Dict[str, str]:
     return env
 
 
-def run(argv: List[str], env: Dict[str, str], stdin: bytes = b"",
-        timeout: float = 120) -> Tuple[int, str, str, float]:
+def run(
+    argv: List[str], env: Dict[str, str], stdin: bytes = b"", timeout: float = 120
+) -> Tuple[int, str, str, float]:
     """``python -m sqlite_rrf ARGV``: (status, stdout, stderr, seconds)."""
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", *argv], input=stdin,
-                       capture_output=True, env=env, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", *argv],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+    )
     return (p.returncode, p.stdout.decode(), p.stderr.decode(), time.monotonic() - t0)
 
 
@@ -104,8 +118,13 @@ def lock_held(db: Path) -> Iterator[None]:
         cmd = [SHELL, str(db)]
         start, stop = b"BEGIN IMMEDIATE;\n", b"ROLLBACK;\n.quit\n"
     else:
-        cmd = [sys.executable, "-c", "import apsw, sys; c = apsw.Connection(sys.argv[1]); "
-               "c.execute('BEGIN IMMEDIATE'); sys.stdin.readline()", str(db)]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import apsw, sys; c = apsw.Connection(sys.argv[1]); "
+            "c.execute('BEGIN IMMEDIATE'); sys.stdin.readline()",
+            str(db),
+        ]
         start, stop = b"", b"\n"
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     try:
@@ -147,15 +166,21 @@ def add_pending(db: Path, ids: List[str], one_transaction: bool = True) -> None:
     c = plain(db)
     with c if one_transaction else contextlib.nullcontext():
         for i, eid in enumerate(ids):
-            c.execute("INSERT INTO episodes(id, content, embedding, created_at, accessed_at) "
-                      "VALUES (?, ?, ?, 1, 1)",
-                      (eid, f"a plain client's note {eid} about the vault",
-                       np.asarray(pvec(i), "<f4").tobytes()))
+            c.execute(
+                "INSERT INTO episodes(id, content, embedding, created_at, accessed_at) "
+                "VALUES (?, ?, ?, 1, 1)",
+                (
+                    eid,
+                    f"a plain client's note {eid} about the vault",
+                    np.asarray(pvec(i), "<f4").tobytes(),
+                ),
+            )
     assert pending_codes(c) == len(ids)
     c.close()
 
 
 # ---- item 2: opening is cheap ----
+
 
 def test_opening_a_store_writes_nothing(tmp_path):
     """A Store's open (and a recall without touching) commits nothing, even with codes
@@ -213,14 +238,16 @@ def test_touch_later_marks_what_the_recall_returned(tmp_path):
 
 # ---- item 3: reads never wait ----
 
+
 def test_cli_recall_stats_and_hook_answer_under_a_held_lock(tmp_path):
     """`sqlite-rrf recall`, `stats` and `hook` while another process holds the write lock:
     each answers in its normal time (31 s before), the recall says its hits were not
     touched, and nothing was touched."""
     db = make_db(tmp_path / "m.db", embeddings=False)  # no model is loaded for it
     env = no_model_env(tmp_path)
-    payload = json.dumps({"session_id": "s1", "prompt": "the vault key number 7",
-                          "cwd": str(tmp_path)}).encode()
+    payload = json.dumps(
+        {"session_id": "s1", "prompt": "the vault key number 7", "cwd": str(tmp_path)}
+    ).encode()
     with lock_held(db):
         rc, out, err, recall_s = run(["recall", str(db), "vault key", "--limit", "3"], env)
         assert rc == 0, err
@@ -281,11 +308,14 @@ def test_mcp_under_a_held_lock(tmp_path):
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     db = make_db(tmp_path / "m.db", embeddings=False)
-    env = {k: v for k, v in no_model_env(tmp_path).items()
-           if k in ("HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_HOME", "PYTHONPATH", "HOME", "PATH")}
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", ""],
-                                   env=env)
+    env = {
+        k: v
+        for k, v in no_model_env(tmp_path).items()
+        if k in ("HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_HOME", "PYTHONPATH", "HOME", "PATH")
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", ""], env=env
+    )
     times: Dict[str, float] = {}
 
     async def main() -> None:
@@ -300,8 +330,9 @@ def test_mcp_under_a_held_lock(tmp_path):
                         assert not res.is_error, res.content
                         got = res.structured_content
                         assert got["hits"], got
-                        assert any("write lock" in w and "not touched" in w
-                                   for w in got["warnings"]), got["warnings"]
+                        assert any(
+                            "write lock" in w and "not touched" in w for w in got["warnings"]
+                        ), got["warnings"]
                         t0 = time.monotonic()
                         res = await session.call_tool("remember", {"content": "a new fact"})
                         times["remember"] = time.monotonic() - t0
@@ -313,14 +344,17 @@ def test_mcp_under_a_held_lock(tmp_path):
                     assert not res.is_error, res.content
 
     asyncio.run(main())
-    print(f"\nheld lock, MCP: recall {times['recall']:.2f} s, remember fails after "
-          f"{times['remember']:.2f} s")
+    print(
+        f"\nheld lock, MCP: recall {times['recall']:.2f} s, remember fails after "
+        f"{times['remember']:.2f} s"
+    )
     assert times["recall"] < ANSWERS_WITHIN_S and times["remember"] < ANSWERS_WITHIN_S
     with Store(db, readonly=True) as s:
         assert s.count() == 41
 
 
 # ---- mounts: a full disk, read-only media ----
+
 
 def _mount(*argv: str) -> bool:
     if shutil.which("mount") is None:
@@ -462,9 +496,14 @@ def mcp_recall(db: Path, query: str, env: Dict[str, str], tmp_path: Path) -> Dic
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", ""],
-        env={k: v for k, v in env.items() if k in ("HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_HOME",
-                                                   "PYTHONPATH", "HOME", "PATH")})
+        command=sys.executable,
+        args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", ""],
+        env={
+            k: v
+            for k, v in env.items()
+            if k in ("HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_HOME", "PYTHONPATH", "HOME", "PATH")
+        },
+    )
 
     async def main() -> Dict[str, Any]:
         with open(tmp_path / "mcp-err.txt", "a", encoding="utf-8") as errlog:
@@ -505,14 +544,17 @@ def test_a_wal_with_content_on_read_only_media_is_read_whole(tmp_path):
 FOREIGN = {
     "its own episodes table": [
         "CREATE TABLE episodes(id INTEGER PRIMARY KEY, title TEXT, aired TEXT)",
-        "INSERT INTO episodes(title, aired) VALUES ('Pilot', '2001-01-01'), ('Two', '2001-01-08')"],
+        "INSERT INTO episodes(title, aired) VALUES ('Pilot', '2001-01-01'), ('Two', '2001-01-08')",
+    ],
     "no episodes table": [
         "CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)",
-        "INSERT INTO notes(body) VALUES ('buy milk')"],
+        "INSERT INTO notes(body) VALUES ('buy milk')",
+    ],
     "a schema_migrations table of its own": [
         "CREATE TABLE schema_migrations(version TEXT PRIMARY KEY)",
         "INSERT INTO schema_migrations VALUES ('20240101000000')",
-        "CREATE TABLE episodes(id INTEGER PRIMARY KEY, content TEXT)"],
+        "CREATE TABLE episodes(id INTEGER PRIMARY KEY, content TEXT)",
+    ],
 }
 
 
@@ -545,6 +587,7 @@ def test_another_applications_file_is_refused_unchanged(tmp_path, kind):
 
 
 # ---- maintenance: `sqlite-rrf maintain` ----
+
 
 def test_maintain_does_the_upkeep_an_open_leaves(tmp_path):
     """Codes left pending by another client, loose codes due a block, segments of the
@@ -590,6 +633,7 @@ def test_maintain_refuses_what_it_cannot_do(tmp_path):
 
 # ---- the model's fingerprint, once per model file ----
 
+
 @needs_model
 def test_the_fingerprint_is_embedded_once_per_model_file(tmp_path, monkeypatch):
     """Opening a database with a model embeds the fingerprint texts once per model file
@@ -630,8 +674,10 @@ def test_the_fingerprint_is_embedded_once_per_model_file(tmp_path, monkeypatch):
     (new,) = set(cache) - {key}
     assert new.startswith(str(model.resolve()) + "|")
     assert np.allclose(np.frombuffer(bytes.fromhex(cache[new]), "<f4"), fp, atol=1e-5)
-    print(f"\nStore open with a model: {times['first'] * 1000:.0f} ms embedding the "
-          f"fingerprint, {times['cached'] * 1000:.0f} ms from the cache")
+    print(
+        f"\nStore open with a model: {times['first'] * 1000:.0f} ms embedding the "
+        f"fingerprint, {times['cached'] * 1000:.0f} ms from the cache"
+    )
 
 
 def test_a_write_that_committed_never_raises_from_the_upkeep_after_it(tmp_path):

@@ -46,6 +46,7 @@ pytestmark = pytest.mark.skipif(not README.exists(), reason="README.md is not sh
 
 # ---- the README's code blocks ----
 
+
 def code_blocks(text: str) -> List[Tuple[int, str, List[str]]]:
     """(line of the opening fence, info string, body lines) of each fenced block."""
     out: List[Tuple[int, str, List[str]]] = []
@@ -60,7 +61,7 @@ def code_blocks(text: str) -> List[Tuple[int, str, List[str]]]:
         j = i + 1
         while j < len(lines) and lines[j].strip() != fence:
             j += 1
-        out.append((i + 1, info, lines[i + 1:j]))
+        out.append((i + 1, info, lines[i + 1 : j]))
         i = j + 1
     return out
 
@@ -97,6 +98,7 @@ def sessions(text: str) -> List[Step]:
 
 
 # ---- matching output ----
+
 
 def _pattern(expected: str) -> "re.Pattern[str]":
     parts = [re.escape(" ".join(p.split())) for p in expected.strip().split("…")]
@@ -143,6 +145,7 @@ def line_mode_records(out: str) -> List[Dict[str, str]]:
 
 # ---- the environment of a pip user ----
 
+
 def venv_bin() -> Path:
     """The bin/ of the environment the tests run in, where pip put ``sqlite-rrf``."""
     return Path(sys.executable).parent
@@ -155,11 +158,16 @@ def user_env(tmp: Path) -> Dict[str, str]:
     keep = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
     env = {k: v for k, v in os.environ.items() if k in keep}
     (tmp / "home").mkdir(exist_ok=True)
-    env.update(PATH=f"{venv_bin()}{os.pathsep}/usr/bin{os.pathsep}/bin",
-               HOME=str(tmp / "home"), XDG_CACHE_HOME=str(tmp / "home" / ".cache"),
-               HF_HUB_OFFLINE="1", HF_HOME=str(tmp / "home" / "hf"))
+    env.update(
+        PATH=f"{venv_bin()}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        HOME=str(tmp / "home"),
+        XDG_CACHE_HOME=str(tmp / "home" / ".cache"),
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp / "home" / "hf"),
+    )
     try:
         import llama_cpp  # noqa: F401
+
         if SHARED_MODEL.is_file():
             env["SQLITE_RRF_MODEL"] = str(SHARED_MODEL)
     except ImportError:
@@ -172,8 +180,13 @@ def shell_problem(env: Dict[str, str]) -> Optional[str]:
     sqlite3 = shutil.which("sqlite3", path=env["PATH"])
     if sqlite3 is None:
         return "the sqlite3 shell is not installed"
-    p = subprocess.run([sqlite3, ":memory:"], text=True, capture_output=True, timeout=60,
-                       input=f".load {sqlite_rrf.loadable_path()}\nSELECT sqlite_version();\n")
+    p = subprocess.run(
+        [sqlite3, ":memory:"],
+        text=True,
+        capture_output=True,
+        timeout=60,
+        input=f".load {sqlite_rrf.loadable_path()}\nSELECT sqlite_version();\n",
+    )
     try:
         version = tuple(int(x) for x in p.stdout.strip().split(".")[:2])
     except ValueError:
@@ -184,6 +197,7 @@ def shell_problem(env: Dict[str, str]) -> Optional[str]:
 
 
 # ---- replaying ----
+
 
 def replay(steps: List[Step], cwd: Path, env: Dict[str, str]) -> Tuple[List[str], list]:
     """Replay ``steps`` in ``cwd``; returns the problems found and, for each sqlite3
@@ -203,8 +217,10 @@ def replay(steps: List[Step], cwd: Path, env: Dict[str, str]) -> Tuple[List[str]
                     arg = s.split(None, 1)[1].strip()
                     if "…" in arg:
                         if printed_path is None or not _pattern(arg).fullmatch(printed_path):
-                            problems.append(f"{step.where}: `.load {arg}` is not the path "
-                                            f"`sqlite-rrf path` printed ({printed_path!r})")
+                            problems.append(
+                                f"{step.where}: `.load {arg}` is not the path "
+                                f"`sqlite-rrf path` printed ({printed_path!r})"
+                            )
                             break
                         arg = printed_path
                     s = f".load {arg}"
@@ -218,8 +234,15 @@ def replay(steps: List[Step], cwd: Path, env: Dict[str, str]) -> Tuple[List[str]
                 stdin = "\n".join(script) + "\n"
             if stdin is None:
                 continue
-        p = subprocess.run(["sh", "-c", step.command], cwd=cwd, env=env, input=stdin,
-                           text=True, capture_output=True, timeout=600)
+        p = subprocess.run(
+            ["sh", "-c", step.command],
+            cwd=cwd,
+            env=env,
+            input=stdin,
+            text=True,
+            capture_output=True,
+            timeout=600,
+        )
         out = p.stdout + p.stderr
         if p.returncode != 0:
             problems.append(f"{step.where}: `{step.command}` exited {p.returncode}:\n{out}")
@@ -231,13 +254,15 @@ def replay(steps: List[Step], cwd: Path, env: Dict[str, str]) -> Tuple[List[str]
             shell_runs.append((step, p.stdout, params, read))
         if argv == ["sqlite-rrf", "path"]:
             printed_path = p.stdout.strip()
-        problems += [f"{step.where}: `{step.command}`: {x}"
-                     for x in output_problems(step.expected, out)]
+        problems += [
+            f"{step.where}: `{step.command}`: {x}" for x in output_problems(step.expected, out)
+        ]
     return problems, shell_runs
 
 
 def statement_result(db: Path, sql: str, params: Dict[str, str]) -> Tuple[List[str], list]:
     """(column names, rows) of ``sql`` on ``db`` through apsw with the extension."""
+
     class NullDefault(dict):
         def __missing__(self, key: str) -> None:
             return None
@@ -257,6 +282,7 @@ def statement_result(db: Path, sql: str, params: Dict[str, str]) -> Tuple[List[s
 
 
 # ---- the tests ----
+
 
 def test_readme_sessions_replay_outside_the_checkout(tmp_path):
     """Every console session of README.md, replayed in a fresh directory outside the
@@ -306,8 +332,10 @@ def test_readme_shell_steps_name_no_checkout_path():
 
 def test_the_checks_can_fail(tmp_path):
     """The parser, the matcher and the `.load` rule see what they are there to catch."""
-    readme = ("```console\n$ sqlite-rrf path\n/…/sqlite_rrf/rrf\n$ sqlite3 m.db\n"
-              "sqlite> .load /…/nowhere/rrf\nsqlite> SELECT 1;\n1\n```\n")
+    readme = (
+        "```console\n$ sqlite-rrf path\n/…/sqlite_rrf/rrf\n$ sqlite3 m.db\n"
+        "sqlite> .load /…/nowhere/rrf\nsqlite> SELECT 1;\n1\n```\n"
+    )
     steps = sessions(readme)
     assert [s.command for s in steps] == ["sqlite-rrf path", "sqlite3 m.db"]
     assert steps[1].shell_input == [".load /…/nowhere/rrf", "SELECT 1;"]
@@ -322,7 +350,9 @@ def test_the_checks_can_fail(tmp_path):
     assert output_problems(["a …", "c"], "a b\nc\n") == []
     assert output_problems(["c", "a …"], "a b\nc\n") != []
     assert line_mode_records("  id = a\nbody = x\n\n  id = b\nbody =\n") == [
-        {"id": "a", "body": "x"}, {"id": "b", "body": ""}]
+        {"id": "a", "body": "x"},
+        {"id": "b", "body": ""},
+    ]
     assert line_mode_records("a|x\nb|y\n") == []
     assert CHECKOUT_PATHS.search("sqlite> .load pysrc/sqlite_rrf/rrf")
     assert CHECKOUT_PATHS.search("sqlite3 demo/sqlite-rrf-demo.db")

@@ -23,31 +23,61 @@ DIM = 16
 DEFAULTS = dict(k=60.0, w=(1.0, 1.0, 0.6, 0.4), bm25_limit=50, pool_size=200, limit=3)
 NOW = 1_800_000_000_000  # a fixed clock for ages (ms)
 PROFILES = ("hybrid", "memory", "rrf", "decay", "weighted", "convex")
-WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
-         "rho sigma tau upsilon phi chi psi omega").split()
+WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
+    "rho sigma tau upsilon phi chi psi omega"
+).split()
 
 
 # ---- the plain-Python reference ----
 
-def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0.6, 0.4),
-                     bm25_limit=50, pool_size=200, limit=3, candidates_from=("pool", "bm25"),
-                     profile="rrf", alpha=0.5, min_similarity=None, now=NOW,
-                     scope=None, kind=None, since=None, until=None, oversample=40,
-                     time_from=None, time_to=None, w_time=None):
+
+def reference_recall(
+    conn,
+    query,
+    qvec,
+    *,
+    pool="recent",
+    k=None,
+    w=(1.0, 1.0, 0.6, 0.4),
+    bm25_limit=50,
+    pool_size=200,
+    limit=3,
+    candidates_from=("pool", "bm25"),
+    profile="rrf",
+    alpha=0.5,
+    min_similarity=None,
+    now=NOW,
+    scope=None,
+    kind=None,
+    since=None,
+    until=None,
+    oversample=40,
+    time_from=None,
+    time_to=None,
+    w_time=None,
+):
     """The fusion of DESIGN.md and docs/profiles.md computed in Python. Only the BM25
     list comes from SQLite (FTS5's own ranking: the one thing not ours to recompute).
     ``scope``, ``kind``, ``since``, ``until`` keep the episodes that pass them, in both
     lists; ``scope`` may be a tuple of scopes (the episodes of any of them)."""
     if k is None:
         k = 30.0 if profile == "decay" else 60.0
-    rows = {r[0]: r for r in conn.execute(
-        "SELECT rowid, id, embedding, created_at, accessed_at, access_count, importance, "
-        "strength, depth, session_spread, stability, scope, kind FROM episodes")}
+    rows = {
+        r[0]: r
+        for r in conn.execute(
+            "SELECT rowid, id, embedding, created_at, accessed_at, access_count, importance, "
+            "strength, depth, session_spread, stability, scope, kind FROM episodes"
+        )
+    }
 
     def passes(r):
-        return ((scope is None or r[11] in (scope if isinstance(scope, tuple) else (scope,)))
-                and (kind is None or r[12] == kind)
-                and (since is None or r[3] >= since) and (until is None or r[3] < until))
+        return (
+            (scope is None or r[11] in (scope if isinstance(scope, tuple) else (scope,)))
+            and (kind is None or r[12] == kind)
+            and (since is None or r[3] >= since)
+            and (until is None or r[3] < until)
+        )
 
     rows = {c: r for c, r in rows.items() if passes(r)}
     # FTS5's own bm25() over the OR query of every word of the query (the statement's
@@ -56,7 +86,9 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
     everything = conn.execute(
         "SELECT rowid, bm25(episodes_fts) FROM episodes_fts "
         "WHERE episodes_fts MATCH fts5_query(?) "
-        "ORDER BY bm25(episodes_fts), rowid", (query,)).fetchall()
+        "ORDER BY bm25(episodes_fts), rowid",
+        (query,),
+    ).fetchall()
     hits = [h for h in everything if h[0] in rows][:bm25_limit]
     bm25_score = dict(hits)
     distinct = sorted(set(bm25_score.values()))  # dense ranks: equal scores share a rank
@@ -85,7 +117,7 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
             code = np.packbits(np.frombuffer(r[2], "<f4") > 0, bitorder="little")
             return int(np.unpackbits(code ^ qcode).sum())
 
-        short = sorted(with_emb, key=lambda r: (hamming(r), r[0]))[:pool_size * oversample]
+        short = sorted(with_emb, key=lambda r: (hamming(r), r[0]))[: pool_size * oversample]
         pool_ids = [r[0] for r in nearest(short, pool_size)]
     cands = set()
     if "pool" in candidates_from:
@@ -102,8 +134,9 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
         v = np.frombuffer(emb, "<f4").astype(np.float64)
         sim[c] = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
     if min_similarity is not None:
-        cands = {c for c in cands if c in bm25_rank
-                 or (sim[c] is not None and sim[c] >= min_similarity)}
+        cands = {
+            c for c in cands if c in bm25_rank or (sim[c] is not None and sim[c] >= min_similarity)
+        }
 
     def dense(values, reverse):
         order = sorted({v for v in values.values() if v is not None}, reverse=reverse)
@@ -141,7 +174,7 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
     out = []
     for c in cands:
         contrib = {}
-        for (name, weight) in zip(("bm25", "vector", "recency", "access"), w):
+        for name, weight in zip(("bm25", "vector", "recency", "access"), w):
             r = ranks[name][c]
             if r is not None and weight > 0:
                 contrib[name] = weight / (k + r)
@@ -153,9 +186,15 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
         if profile == "rrf":
             score = rrf4
         elif profile == "memory":
-            mean = ((w_r * (k + 1) / (k + ranks["recency"][c])
-                     + w_a * (k + 1) / (k + ranks["access"][c])) / (w_r + w_a)
-                    if w_r + w_a > 0 else 0.0)
+            mean = (
+                (
+                    w_r * (k + 1) / (k + ranks["recency"][c])
+                    + w_a * (k + 1) / (k + ranks["access"][c])
+                )
+                / (w_r + w_a)
+                if w_r + w_a > 0
+                else 0.0
+            )
             score = rrf2 * (1 + max_boost * mean)
             explain = {n: v for n, v in contrib.items() if n in ("bm25", "vector")}
         elif profile == "decay":
@@ -165,26 +204,42 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
             score = rrf4 * (1 + 0.3 * math.exp(-age / 30)) * life
         elif profile == "weighted":
             rel = max(0.7 * (sim[c] or 0.0) + 0.3 * bm25_norm(c), 0.3 if high else 0.0)
-            score = (0.5 * rel + 0.3 * math.exp(-math.log(2) / 30 * max(age, 0))
-                     + 0.2 * (rows[c][5] + 1) / (max_count + 1))
+            score = (
+                0.5 * rel
+                + 0.3 * math.exp(-math.log(2) / 30 * max(age, 0))
+                + 0.2 * (rows[c][5] + 1) / (max_count + 1)
+            )
             explain = None
         elif profile == "hybrid":
             pos = [max(v, 0.0) for v in sims]
             best_cos = max(pos, default=0.0)
-            cos_frac = (0.0 if sim[c] is None or w_v <= 0 or best_cos == 0
-                        else max(sim[c], 0.0) / best_cos)
+            cos_frac = (
+                0.0 if sim[c] is None or w_v <= 0 or best_cos == 0 else max(sim[c], 0.0) / best_cos
+            )
             best_bm25 = min(hit_scores, default=0.0)
-            bm25_frac = (0.0 if c not in bm25_score or w_b <= 0
-                         else (1.0 if best_bm25 == 0 else bm25_score[c] / best_bm25))
+            bm25_frac = (
+                0.0
+                if c not in bm25_score or w_b <= 0
+                else (1.0 if best_bm25 == 0 else bm25_score[c] / best_bm25)
+            )
             blend = alpha * cos_frac + (1 - alpha) * bm25_frac
             # the query's time window (timeexpr): created in it gains w_time of relevance
-            w_t = 0.0 if time_from is None else (
-                recall_defaults()["w_time"] if w_time is None else w_time)
+            w_t = (
+                0.0
+                if time_from is None
+                else (recall_defaults()["w_time"] if w_time is None else w_time)
+            )
             in_window = time_from is not None and time_from <= rows[c][3] < time_to
             rel = (blend + w_t * in_window) / (1 + w_t)
-            t = ((w_r * (k + 1) / (k + ranks["recency"][c])
-                  + w_a * (k + 1) / (k + ranks["access"][c])) / (w_r + w_a)
-                 if w_r + w_a > 0 else 0.0)
+            t = (
+                (
+                    w_r * (k + 1) / (k + ranks["recency"][c])
+                    + w_a * (k + 1) / (k + ranks["access"][c])
+                )
+                / (w_r + w_a)
+                if w_r + w_a > 0
+                else 0.0
+            )
             g = 1 - (1 - 0.02 * t) * (1 - (0.25 * blend if high else 0.0))
             score = rel + (1 - rel) * g
             explain = None
@@ -193,24 +248,49 @@ def reference_recall(conn, query, qvec, *, pool="recent", k=None, w=(1.0, 1.0, 0
             explain = None
         if high and profile in ("memory", "rrf", "decay"):
             score += 1 / (k + 1) - 1 / (k + 11)
-        out.append(dict(rowid=c, id=rows[c][1], score=score, similarity=sim[c],
-                        bm25_rank=ranks["bm25"][c], vec_rank=ranks["vector"][c],
-                        recency_rank=ranks["recency"][c], access_rank=ranks["access"][c],
-                        explain=explain))
-    out.sort(key=lambda h: (-h["score"], h["similarity"] is None,
-                            -(h["similarity"] or 0), h["recency_rank"], h["access_rank"],
-                            h["rowid"]))
+        out.append(
+            dict(
+                rowid=c,
+                id=rows[c][1],
+                score=score,
+                similarity=sim[c],
+                bm25_rank=ranks["bm25"][c],
+                vec_rank=ranks["vector"][c],
+                recency_rank=ranks["recency"][c],
+                access_rank=ranks["access"][c],
+                explain=explain,
+            )
+        )
+    out.sort(
+        key=lambda h: (
+            -h["score"],
+            h["similarity"] is None,
+            -(h["similarity"] or 0),
+            h["recency_rank"],
+            h["access_rank"],
+            h["rowid"],
+        )
+    )
     return out[:limit]
 
 
 def run_recall(conn, query, qvec, **params):
     """The recall statement of the pool and profile asked (default: 'recent', 'rrf';
     None: the default one's, sql/recall.sql) through apsw, as dicts."""
-    names = ("id content score bm25_rank vec_rank recency_rank access_rank similarity "
-             "bm25_score explain importance created_at accessed_at access_count rowid").split()
+    names = (
+        "id content score bm25_rank vec_rank recency_rank access_rank similarity "
+        "bm25_score explain importance created_at accessed_at access_count rowid"
+    ).split()
     b = dict.fromkeys(recall_parameters())  # every parameter, None = the default
-    b.update({"query": query, "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
-              "profile": "rrf", "pool": "recent", "now": NOW})
+    b.update(
+        {
+            "query": query,
+            "qvec": None if qvec is None else np.asarray(qvec, "<f4").tobytes(),
+            "profile": "rrf",
+            "pool": "recent",
+            "now": NOW,
+        }
+    )
     b.update(params)
     sql = recall_statement(b["pool"], b["profile"])
     return [dict(zip(names, r)) for r in conn.execute(sql, b)]
@@ -229,25 +309,29 @@ def assert_same(got, want):
         if r["explain"] is None:
             continue
         explain = json.loads(g["explain"]) if g["explain"] else {}
-        contributions = {n: e["contribution"] for n, e in explain.items()
-                         if "contribution" in e}
+        contributions = {n: e["contribution"] for n, e in explain.items() if "contribution" in e}
         assert contributions == pytest.approx(r["explain"], rel=1e-12)
 
 
 # ---- data ----
 
-def make_episodes(n, rng, *, dim=DIM, t0=1_700_000_000_000, with_embedding=0.9,
-                  high=0.1):
+
+def make_episodes(n, rng, *, dim=DIM, t0=1_700_000_000_000, with_embedding=0.9, high=0.1):
     eps = []
     for i in range(n):
         words = rng.choice(WORDS, size=int(rng.integers(3, 12)))
         created = t0 + int(rng.integers(0, 10**10))
-        eps.append(dict(
-            id=f"e{i}", content=" ".join(words),
-            embedding=(rng.normal(size=dim) if rng.random() < with_embedding else None),
-            created_at=created, accessed_at=created + int(rng.integers(0, 10**9)),
-            access_count=int(rng.zipf(2.0)) - 1,
-            importance=("high" if rng.random() < high else "normal")))
+        eps.append(
+            dict(
+                id=f"e{i}",
+                content=" ".join(words),
+                embedding=(rng.normal(size=dim) if rng.random() < with_embedding else None),
+                created_at=created,
+                accessed_at=created + int(rng.integers(0, 10**9)),
+                access_count=int(rng.zipf(2.0)) - 1,
+                importance=("high" if rng.random() < high else "normal"),
+            )
+        )
     return eps
 
 
@@ -267,6 +351,7 @@ def small_store(store):
 
 # ---- the statement equals the reference ----
 
+
 @pytest.mark.parametrize("seed", range(5))
 def test_below_pool_size_equals_python_fusion(small_store, seed):
     """< 200 episodes: the pool holds them all; every returned row equals the reference."""
@@ -276,17 +361,30 @@ def test_below_pool_size_equals_python_fusion(small_store, seed):
     got = run_recall(small_store.conn, query, qvec, limit=150)
     want = reference_recall(small_store.conn, query, qvec, limit=150)
     n_emb = small_store.conn.execute(
-        "SELECT count(*) FROM episodes WHERE embedding IS NOT NULL").fetchall()[0][0]
+        "SELECT count(*) FROM episodes WHERE embedding IS NOT NULL"
+    ).fetchall()[0][0]
     assert len(got) >= n_emb  # the pool covers every episode with an embedding
     assert_same(got, want)
 
 
-@pytest.mark.parametrize("params", [
-    dict(k=10.0), dict(k=0.0), dict(w=(0.0, 1.0, 0.6, 0.4)), dict(w=(1.0, 0.0, 0.0, 0.0)),
-    dict(w=(2.0, 0.5, 0.0, 1.5)), dict(pool="all"), dict(pool="all", pool_size=20),
-    dict(pool="quantized"), dict(pool="quantized", pool_size=10, oversample=3),
-    dict(pool_size=20), dict(pool_size=0), dict(bm25_limit=5), dict(bm25_limit=0),
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(k=10.0),
+        dict(k=0.0),
+        dict(w=(0.0, 1.0, 0.6, 0.4)),
+        dict(w=(1.0, 0.0, 0.0, 0.0)),
+        dict(w=(2.0, 0.5, 0.0, 1.5)),
+        dict(pool="all"),
+        dict(pool="all", pool_size=20),
+        dict(pool="quantized"),
+        dict(pool="quantized", pool_size=10, oversample=3),
+        dict(pool_size=20),
+        dict(pool_size=0),
+        dict(bm25_limit=5),
+        dict(bm25_limit=0),
+    ],
+)
 def test_parameters_equal_python_fusion(tmp_path, params):
     """Every parameter of the statement does what the reference does, at 400 episodes."""
     rng = np.random.default_rng(11)
@@ -301,8 +399,9 @@ def test_parameters_equal_python_fusion(tmp_path, params):
             else:
                 sql[key] = v
             ref[key] = v
-        assert_same(run_recall(s.conn, query, qvec, **sql),
-                    reference_recall(s.conn, query, qvec, **ref))
+        assert_same(
+            run_recall(s.conn, query, qvec, **sql), reference_recall(s.conn, query, qvec, **ref)
+        )
 
 
 def test_defaults_are_the_designs(small_store):
@@ -315,18 +414,36 @@ def test_defaults_are_the_designs(small_store):
     cur = small_store.conn.execute(cte, dict.fromkeys(names))
     params = dict(zip([d[0] for d in cur.getdescription()], cur.fetchall()[0]))
     assert abs(params.pop("now_ms") - time.time() * 1000) < 60_000
-    assert params == dict(profile="hybrid", k=60.0, w_bm25=1.0, w_vec=1.0, w_recency=0.6,
-                          w_access=0.4, bm25_limit=50, pool_size=200, pool="quantized",
-                          oversample=40, result_limit=3, alpha=0.5, min_similarity=None,
-                          w_time=0.2, time_from=None, time_to=None)
+    assert params == dict(
+        profile="hybrid",
+        k=60.0,
+        w_bm25=1.0,
+        w_vec=1.0,
+        w_recency=0.6,
+        w_access=0.4,
+        bm25_limit=50,
+        pool_size=200,
+        pool="quantized",
+        oversample=40,
+        result_limit=3,
+        alpha=0.5,
+        min_similarity=None,
+        w_time=0.2,
+        time_from=None,
+        time_to=None,
+    )
     rng = np.random.default_rng(3)
     qvec = rng.normal(size=DIM)
     assert len(run_recall(small_store.conn, "alpha", qvec)) == 3
-    assert_same(run_recall(small_store.conn, "alpha", qvec),
-                reference_recall(small_store.conn, "alpha", qvec, **DEFAULTS))
+    assert_same(
+        run_recall(small_store.conn, "alpha", qvec),
+        reference_recall(small_store.conn, "alpha", qvec, **DEFAULTS),
+    )
     every_default = run_recall(small_store.conn, "alpha", qvec, profile=None, pool=None)
-    assert_same(every_default, reference_recall(small_store.conn, "alpha", qvec,
-                                                profile="hybrid", pool="quantized"))
+    assert_same(
+        every_default,
+        reference_recall(small_store.conn, "alpha", qvec, profile="hybrid", pool="quantized"),
+    )
 
 
 def test_store_recall_scores_equal_reference(small_store):
@@ -341,8 +458,9 @@ def test_store_recall_scores_equal_reference(small_store):
     statement = dict(touch=False, now=NOW, collapse=False, time_expressions=False)
     rng = np.random.default_rng(5)
     qvec = rng.normal(size=DIM)
-    want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="hybrid",
-                            pool="quantized")
+    want = reference_recall(
+        small_store.conn, "beta gamma", qvec, limit=10, profile="hybrid", pool="quantized"
+    )
     got = small_store.recall("beta gamma", limit=10, qvec=qvec, **statement)
     assert [h.id for h in got] == [h["id"] for h in want]
     for h, r in zip(got, want):
@@ -352,23 +470,25 @@ def test_store_recall_scores_equal_reference(small_store):
         r_ = rel["alpha"] * rel["cosine"] + (1 - rel["alpha"]) * rel["bm25"]
         assert r_ + (1 - r_) * g == pytest.approx(h.score, rel=1e-12)
     want = reference_recall(small_store.conn, "beta gamma", qvec, limit=10, profile="memory")
-    got = small_store.recall("beta gamma", limit=10, qvec=qvec, profile="memory",
-                             pool="recent", force=True, **statement)
+    got = small_store.recall(
+        "beta gamma", limit=10, qvec=qvec, profile="memory", pool="recent", force=True, **statement
+    )
     assert [h.id for h in got] == [h["id"] for h in want]
     for h, r in zip(got, want):
         assert h.score == pytest.approx(r["score"], rel=1e-12)
         e = h.explain
         rel = sum(v["contribution"] for v in e.values() if "contribution" in v)
         boost = e.get("importance", {}).get("boost", 0.0)
-        assert rel * e["recency_access"]["multiplier"] + boost == pytest.approx(h.score,
-                                                                                 rel=1e-12)
+        assert rel * e["recency_access"]["multiplier"] + boost == pytest.approx(h.score, rel=1e-12)
     rrf = small_store.recall("beta gamma", limit=10, qvec=qvec, profile="rrf", **statement)
     for h in rrf:  # in 'rrf' the contributions add up to the score
-        assert sum(v.get("contribution", v.get("boost", 0)) for v in h.explain.values()) == \
-            pytest.approx(h.score, rel=1e-12)
+        assert sum(
+            v.get("contribution", v.get("boost", 0)) for v in h.explain.values()
+        ) == pytest.approx(h.score, rel=1e-12)
 
 
 # ---- the design's fix: old keyword hits are not lost ----
+
 
 def test_old_never_accessed_keyword_hit_is_recalled(tmp_path):
     """1,000 episodes: the pool-only design loses an old, never-accessed episode that
@@ -378,17 +498,29 @@ def test_old_never_accessed_keyword_hit_is_recalled(tmp_path):
     eps = make_episodes(999, rng, t0=t0 + 10**9, with_embedding=1.0, high=0.0)
     qvec = rng.normal(size=DIM)
     old_vec = qvec + 0.3 * rng.normal(size=DIM)  # related, but not the closest in the corpus
-    eps.append(dict(id="old", content="the zanzibar ferry timetable changed in march",
-                    embedding=old_vec, created_at=t0, accessed_at=t0, access_count=0))
+    eps.append(
+        dict(
+            id="old",
+            content="the zanzibar ferry timetable changed in march",
+            embedding=old_vec,
+            created_at=t0,
+            accessed_at=t0,
+            access_count=0,
+        )
+    )
     with Store(tmp_path / "big.db") as s:
         s.add_many(eps)
         query = "when does the zanzibar ferry leave?"
         # the old design: candidates = the 200 most recently accessed only
         old_design = reference_recall(s.conn, query, qvec, limit=3, candidates_from=("pool",))
         assert "old" not in [h["id"] for h in old_design]
-        assert "old" not in [r[0] for r in s.conn.execute(
-            "SELECT id FROM episodes WHERE embedding IS NOT NULL "
-            "ORDER BY accessed_at DESC, rowid LIMIT 200")]
+        assert "old" not in [
+            r[0]
+            for r in s.conn.execute(
+                "SELECT id FROM episodes WHERE embedding IS NOT NULL "
+                "ORDER BY accessed_at DESC, rowid LIMIT 200"
+            )
+        ]
         got = run_recall(s.conn, query, qvec)
         assert "old" in [h["id"] for h in got]
         hit = next(h for h in got if h["id"] == "old")
@@ -397,6 +529,7 @@ def test_old_never_accessed_keyword_hit_is_recalled(tmp_path):
 
 
 # ---- importance, empty lists, hostile text ----
+
 
 def test_high_importance_adds_the_boost(store):
     rng = np.random.default_rng(9)
@@ -408,11 +541,13 @@ def test_high_importance_adds_the_boost(store):
     store.conn.execute("UPDATE episodes SET importance = 'high' WHERE id = ?", (target,))
     after = {h["id"]: h for h in run_recall(store.conn, "alpha beta", qvec, limit=30)}
     for k in (60.0, 10.0):
-        got = {h["id"]: h["score"] for h in run_recall(store.conn, "alpha beta", qvec,
-                                                          limit=30, k=k)}
+        got = {
+            h["id"]: h["score"] for h in run_recall(store.conn, "alpha beta", qvec, limit=30, k=k)
+        }
         store.conn.execute("UPDATE episodes SET importance = 'normal' WHERE id = ?", (target,))
-        base = {h["id"]: h["score"] for h in run_recall(store.conn, "alpha beta", qvec,
-                                                           limit=30, k=k)}
+        base = {
+            h["id"]: h["score"] for h in run_recall(store.conn, "alpha beta", qvec, limit=30, k=k)
+        }
         store.conn.execute("UPDATE episodes SET importance = 'high' WHERE id = ?", (target,))
         assert got[target] - base[target] == pytest.approx(1 / (k + 1) - 1 / (k + 11), rel=1e-9)
         assert all(got[i] == base[i] for i in got if i != target)
@@ -427,8 +562,9 @@ def test_empty_bm25_list_contributes_nothing(small_store):
     assert got and all(h["bm25_rank"] is None for h in got)
     assert all("bm25" not in json.loads(h["explain"]) for h in got)
     # the same as turning the list off
-    off = run_recall(small_store.conn, "nothing-matches-this qwertyuiop", qvec, limit=20,
-                     w_bm25=0.0)
+    off = run_recall(
+        small_store.conn, "nothing-matches-this qwertyuiop", qvec, limit=20, w_bm25=0.0
+    )
     assert [(h["id"], h["score"]) for h in got] == [(h["id"], h["score"]) for h in off]
     assert_same(got, reference_recall(small_store.conn, "qwertyuiop", qvec, limit=20))
 
@@ -439,10 +575,33 @@ def test_no_query_vector_means_no_vector_list(small_store):
     assert_same(got, reference_recall(small_store.conn, "alpha", None, limit=10))
 
 
-HOSTILE = ['"', "'", "-", "*", "^", ":", "(", ")", "AND", "OR NOT", "NEAR(a b, 3)",
-           "content:alpha", "{content}: beta", "alpha*", '"unterminated', "a AND OR b",
-           "", "   ", "\x00", "ünïcödé 北京 🙂", "-alpha -beta", "((((", "x" * 6000,
-           " ".join(WORDS) * 40, "'; DROP TABLE episodes; --"]
+HOSTILE = [
+    '"',
+    "'",
+    "-",
+    "*",
+    "^",
+    ":",
+    "(",
+    ")",
+    "AND",
+    "OR NOT",
+    "NEAR(a b, 3)",
+    "content:alpha",
+    "{content}: beta",
+    "alpha*",
+    '"unterminated',
+    "a AND OR b",
+    "",
+    "   ",
+    "\x00",
+    "ünïcödé 北京 🙂",
+    "-alpha -beta",
+    "((((",
+    "x" * 6000,
+    " ".join(WORDS) * 40,
+    "'; DROP TABLE episodes; --",
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -464,11 +623,14 @@ def test_query_truncated_to_6000_chars(small_store):
 
 # ---- touch and the topic gate ----
 
+
 def test_touch_updates_returned_rows_only(small_store):
     before = dict(small_store.conn.execute("SELECT id, access_count FROM episodes"))
     res = small_store.recall("alpha", limit=3, qvec=np.ones(DIM))
-    after = {r[0]: r[1:] for r in small_store.conn.execute(
-        "SELECT id, access_count, accessed_at FROM episodes")}
+    after = {
+        r[0]: r[1:]
+        for r in small_store.conn.execute("SELECT id, access_count, accessed_at FROM episodes")
+    }
     returned = {h.id for h in res}
     assert len(returned) == 3
     for i, count in before.items():
@@ -476,8 +638,9 @@ def test_touch_updates_returned_rows_only(small_store):
     now = max(a[1] for a in after.values())
     assert all(after[i][1] == now for i in returned)
     res2 = small_store.recall("omega", limit=3, qvec=-np.ones(DIM), touch=False)
-    assert dict(small_store.conn.execute("SELECT id, access_count FROM episodes")) == \
-        {i: a[0] for i, a in after.items()}
+    assert dict(small_store.conn.execute("SELECT id, access_count FROM episodes")) == {
+        i: a[0] for i, a in after.items()
+    }
     assert len(res2) == 3
 
 
@@ -507,8 +670,9 @@ def test_topic_gate(tmp_path):
         assert not s.recall("first again", qvec=near, session="agent-a").skipped  # off
         assert s.recall("first again", qvec=near, session="agent-a", **gate).skipped
         # ... and belongs to that session only: another agent sharing the memory is not gated
-        assert not s.recall("first again", qvec=near, session="agent-b", touch=False,
-                            **gate).skipped
+        assert not s.recall(
+            "first again", qvec=near, session="agent-b", touch=False, **gate
+        ).skipped
         # a recall that does not touch does not move its session's gate
         assert not s.recall("x", qvec=far, session="agent-c", touch=False, **gate).skipped
         assert not s.recall("x", qvec=far, session="agent-c", **gate).skipped
@@ -517,17 +681,21 @@ def test_topic_gate(tmp_path):
 
 # ---- validation: nothing written on bad input ----
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(content="x", embedding=[1.0] * (DIM - 1)), "dimension mismatch"),
-    (dict(content="x", embedding=[float("nan")] * DIM), "non-finite"),
-    (dict(content="x", embedding=[0.0] * DIM), "zero vector"),
-    (dict(content="x", embedding=b"abc"), "not float32"),
-    (dict(content=""), "content"),
-    (dict(content="x", importance="urgent"), "importance"),
-    (dict(content="x", created_at=-1), "created_at"),
-    (dict(content="x", metadata={"a": float("inf")}), "metadata"),
-    (dict(content="x", embedding=[1e39] * DIM), "float32 range"),
-])
+
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(content="x", embedding=[1.0] * (DIM - 1)), "dimension mismatch"),
+        (dict(content="x", embedding=[float("nan")] * DIM), "non-finite"),
+        (dict(content="x", embedding=[0.0] * DIM), "zero vector"),
+        (dict(content="x", embedding=b"abc"), "not float32"),
+        (dict(content=""), "content"),
+        (dict(content="x", importance="urgent"), "importance"),
+        (dict(content="x", created_at=-1), "created_at"),
+        (dict(content="x", metadata={"a": float("inf")}), "metadata"),
+        (dict(content="x", embedding=[1e39] * DIM), "float32 range"),
+    ],
+)
 def test_bad_episode_in_batch_writes_nothing(small_store, bad, match):
     good = dict(content="fine", embedding=np.ones(DIM))
     with pytest.raises(StoreError, match=match):
@@ -539,54 +707,70 @@ def test_database_rejects_wrong_dimension_even_in_raw_sql(small_store):
     with pytest.raises(apsw.ConstraintError, match="embedding_dim"):
         small_store.conn.execute(
             "INSERT INTO episodes(id, content, embedding) "
-            "VALUES ('raw', 'x', x'0000803f0000803f0000803f')")  # 3 floats
+            "VALUES ('raw', 'x', x'0000803f0000803f0000803f')"
+        )  # 3 floats
     assert small_store.count() == 150
 
 
 def test_recall_parameter_errors(small_store):
-    for kwargs, match in [(dict(limit=0), "limit"), (dict(pool="nearest"), "pool"),
-                          (dict(weights=(1, 1)), "weights"), (dict(k=-1), "k"),
-                          (dict(weights={"bm25": -1}), "bm25"),
-                          (dict(weights={"colour": 1}), "unknown"),
-                          (dict(qvec=[1.0, 2.0]), "dimension mismatch")]:
+    for kwargs, match in [
+        (dict(limit=0), "limit"),
+        (dict(pool="nearest"), "pool"),
+        (dict(weights=(1, 1)), "weights"),
+        (dict(k=-1), "k"),
+        (dict(weights={"bm25": -1}), "bm25"),
+        (dict(weights={"colour": 1}), "unknown"),
+        (dict(qvec=[1.0, 2.0]), "dimension mismatch"),
+    ]:
         with pytest.raises(StoreError, match=match):
             small_store.recall("alpha", **kwargs)
 
 
-@pytest.mark.parametrize("query", ["", "   ", "zzzqqq nothingmatches", "*\"-:"])
+@pytest.mark.parametrize("query", ["", "   ", "zzzqqq nothingmatches", '*"-:'])
 @pytest.mark.parametrize("profile", PROFILES)
-def test_a_query_with_nothing_to_match_returns_nothing_and_touches_nothing(small_store, query,
-                                                                           profile):
+def test_a_query_with_nothing_to_match_returns_nothing_and_touches_nothing(
+    small_store, query, profile
+):
     before = small_store.conn.execute(
-        "SELECT id, accessed_at, access_count FROM episodes ORDER BY id").fetchall()
+        "SELECT id, accessed_at, access_count FROM episodes ORDER BY id"
+    ).fetchall()
     res = small_store.recall(query, profile=profile, pool="all")
     assert len(res) == 0 and not res.touched
-    assert small_store.conn.execute(
-        "SELECT id, accessed_at, access_count FROM episodes ORDER BY id").fetchall() == before
+    assert (
+        small_store.conn.execute(
+            "SELECT id, accessed_at, access_count FROM episodes ORDER BY id"
+        ).fetchall()
+        == before
+    )
     # with a query vector there is something to match: the vector list
     assert len(small_store.recall(query, profile=profile, qvec=np.ones(DIM), touch=False)) == 3
 
 
 # ---- the same statement in the sqlite3 shell ----
 
+
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
 def test_statement_runs_unchanged_in_sqlite3_shell(small_store, tmp_path):
     qvec = np.random.default_rng(8).normal(size=DIM)
-    want = run_recall(small_store.conn, "gamma delta", qvec, limit=7, k=30, profile=None,
-                      now=None)  # the default profile, the shell's clock
-    script = "\n".join([
-        f".load {sqlite_rrf.loadable_path()}",
-        ".param init",
-        ".param set :query 'gamma delta'",
-        f".param set :qvec '{json.dumps([float(np.float32(x)) for x in qvec])}'",
-        ".param set :limit 7",
-        ".param set :k 30",
-        ".mode json",
-        f".read {tmp_path / 'recall.sql'}",
-    ])
+    want = run_recall(
+        small_store.conn, "gamma delta", qvec, limit=7, k=30, profile=None, now=None
+    )  # the default profile, the shell's clock
+    script = "\n".join(
+        [
+            f".load {sqlite_rrf.loadable_path()}",
+            ".param init",
+            ".param set :query 'gamma delta'",
+            f".param set :qvec '{json.dumps([float(np.float32(x)) for x in qvec])}'",
+            ".param set :limit 7",
+            ".param set :k 30",
+            ".mode json",
+            f".read {tmp_path / 'recall.sql'}",
+        ]
+    )
     (tmp_path / "recall.sql").write_text(read_sql("recall.sql"))
-    out = subprocess.run(["sqlite3", small_store.path], input=script, text=True,
-                         capture_output=True, timeout=60)
+    out = subprocess.run(
+        ["sqlite3", small_store.path], input=script, text=True, capture_output=True, timeout=60
+    )
     assert out.returncode == 0 and not out.stderr, out.stderr
     rows = json.loads(out.stdout)
     assert [r["id"] for r in rows] == [h["id"] for h in want]
@@ -597,6 +781,7 @@ def test_statement_runs_unchanged_in_sqlite3_shell(small_store, tmp_path):
 
 # ---- fusion profiles (docs/profiles.md) ----
 
+
 @pytest.fixture(scope="module")
 def profile_db(tmp_path_factory):
     """400 episodes with some lifecycle multipliers set and some high importance."""
@@ -605,22 +790,34 @@ def profile_db(tmp_path_factory):
     with Store(path) as s:
         s.add_many(make_episodes(400, rng, t0=NOW - 10**10))
         for col in ("strength", "depth", "session_spread", "stability"):
-            s.conn.execute(f"UPDATE episodes SET {col} = abs(random() % 200) / 100.0 "
-                           "WHERE abs(random()) % 3 = 0")
+            s.conn.execute(
+                f"UPDATE episodes SET {col} = abs(random() % 200) / 100.0 "
+                "WHERE abs(random()) % 3 = 0"
+            )
     s = Store(path)
     yield s
     s.close()
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("params", [
-    {}, dict(k=5.0), dict(w=(2.0, 0.5, 1.0, 3.0)), dict(w=(1.0, 1.0, 0.0, 0.0)),
-    dict(w=(0.0, 1.0, 0.6, 0.4)), dict(pool="all"), dict(pool_size=30),
-    dict(pool="quantized", pool_size=30, oversample=2),
-    dict(min_similarity=0.2), dict(alpha=0.8), dict(bm25_limit=3),
-    dict(time_from=NOW - 6 * 10**9, time_to=NOW - 3 * 10**9),
-    dict(time_from=NOW - 6 * 10**9, time_to=NOW - 3 * 10**9, w_time=0.7),
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        dict(k=5.0),
+        dict(w=(2.0, 0.5, 1.0, 3.0)),
+        dict(w=(1.0, 1.0, 0.0, 0.0)),
+        dict(w=(0.0, 1.0, 0.6, 0.4)),
+        dict(pool="all"),
+        dict(pool_size=30),
+        dict(pool="quantized", pool_size=30, oversample=2),
+        dict(min_similarity=0.2),
+        dict(alpha=0.8),
+        dict(bm25_limit=3),
+        dict(time_from=NOW - 6 * 10**9, time_to=NOW - 3 * 10**9),
+        dict(time_from=NOW - 6 * 10**9, time_to=NOW - 3 * 10**9, w_time=0.7),
+    ],
+)
 def test_profiles_equal_python_reference(profile_db, profile, params):
     rng = np.random.default_rng(len(profile) * 7 + len(params))
     qvec = rng.normal(size=DIM)
@@ -641,11 +838,12 @@ def test_profiles_equal_python_reference(profile_db, profile, params):
 
 def test_min_similarity_drops_only_vector_only_candidates(profile_db):
     qvec = np.random.default_rng(4).normal(size=DIM)
-    got = run_recall(profile_db.conn, "alpha", qvec, limit=1000, pool="all",
-                     min_similarity=0.3)
+    got = run_recall(profile_db.conn, "alpha", qvec, limit=1000, pool="all", min_similarity=0.3)
     assert all(h["bm25_rank"] is not None or h["similarity"] >= 0.3 for h in got)
-    assert any(h["bm25_rank"] is not None and h["similarity"] is not None
-               and h["similarity"] < 0.3 for h in got)  # BM25 hits stay whatever their cosine
+    assert any(
+        h["bm25_rank"] is not None and h["similarity"] is not None and h["similarity"] < 0.3
+        for h in got
+    )  # BM25 hits stay whatever their cosine
     everything = run_recall(profile_db.conn, "alpha", qvec, limit=1000, pool="all")
     assert len(everything) > len(got)
 
@@ -654,13 +852,14 @@ def test_decay_lifecycle_multipliers_are_neutral_when_null(store):
     rng = np.random.default_rng(6)
     store.add_many(make_episodes(40, rng, t0=NOW - 10**9))
     qvec = rng.normal(size=DIM)
-    base = {h["id"]: h["score"] for h in run_recall(store.conn, "beta", qvec, limit=40,
-                                                       profile="decay")}
+    base = {
+        h["id"]: h["score"] for h in run_recall(store.conn, "beta", qvec, limit=40, profile="decay")
+    }
     target = sorted(base)[3]
-    store.conn.execute("UPDATE episodes SET strength = 2, stability = 1.5 WHERE id = ?",
-                       (target,))
-    after = {h["id"]: h["score"] for h in run_recall(store.conn, "beta", qvec, limit=40,
-                                                        profile="decay")}
+    store.conn.execute("UPDATE episodes SET strength = 2, stability = 1.5 WHERE id = ?", (target,))
+    after = {
+        h["id"]: h["score"] for h in run_recall(store.conn, "beta", qvec, limit=40, profile="decay")
+    }
     assert after[target] == pytest.approx(base[target] * 3.0, rel=1e-12)
     assert all(after[i] == base[i] for i in base if i != target)
 
@@ -675,17 +874,38 @@ def _double_first_scenario(tmp_path, n=1000):
     for i in range(n - 2):
         v = rng.normal(size=DIM)
         v[0] = abs(v[0]) * 0.5 + 0.3 * np.linalg.norm(v[1:]) / 4  # related, never the best
-        eps.append(dict(id=f"r{i}", content=f"ferry {' '.join(rng.choice(WORDS, size=8))}",
-                        embedding=v, created_at=NOW - int(rng.integers(0, 10**8)),
-                        accessed_at=NOW - int(rng.integers(0, 10**7)),
-                        access_count=int(rng.integers(5, 50))))
+        eps.append(
+            dict(
+                id=f"r{i}",
+                content=f"ferry {' '.join(rng.choice(WORDS, size=8))}",
+                embedding=v,
+                created_at=NOW - int(rng.integers(0, 10**8)),
+                accessed_at=NOW - int(rng.integers(0, 10**7)),
+                access_count=int(rng.integers(5, 50)),
+            )
+        )
     second = q.copy()
     second[1] = 0.2
-    eps.append(dict(id="runner", content="ferry zanzibar", embedding=second,
-                    created_at=NOW - 1000, accessed_at=NOW - 1000, access_count=100))
-    eps.append(dict(id="old", content="zanzibar ferry zanzibar timetable", embedding=q,
-                    created_at=NOW - 400 * 86400000, accessed_at=NOW - 400 * 86400000,
-                    access_count=0))
+    eps.append(
+        dict(
+            id="runner",
+            content="ferry zanzibar",
+            embedding=second,
+            created_at=NOW - 1000,
+            accessed_at=NOW - 1000,
+            access_count=100,
+        )
+    )
+    eps.append(
+        dict(
+            id="old",
+            content="zanzibar ferry zanzibar timetable",
+            embedding=q,
+            created_at=NOW - 400 * 86400000,
+            accessed_at=NOW - 400 * 86400000,
+            access_count=0,
+        )
+    )
     s = Store(tmp_path / "double.db")
     s.add_many(eps)
     return s, q
@@ -702,38 +922,97 @@ def test_memory_profile_never_lets_recency_outvote_a_double_first(tmp_path):
         assert 2 <= [h["id"] for h in rrf].index("old") + 1 <= 9
         for w in [(1.0, 1.0, 0.6, 0.4), (2.0, 1.0, 1.0, 1.0), (1.0, 0.5, 3.0, 3.0)]:
             for k in (60.0, 10.0, 1.0):
-                got = run_recall(s.conn, query, q, limit=3, profile="memory", pool="all", k=k,
-                                 w_bm25=w[0], w_vec=w[1], w_recency=w[2], w_access=w[3])
+                got = run_recall(
+                    s.conn,
+                    query,
+                    q,
+                    limit=3,
+                    profile="memory",
+                    pool="all",
+                    k=k,
+                    w_bm25=w[0],
+                    w_vec=w[1],
+                    w_recency=w[2],
+                    w_access=w[3],
+                )
                 assert got[0]["id"] == "old", (w, k)
                 assert got[1]["id"] == "runner", (w, k)  # first in one list, second in other
-                assert_same(got, reference_recall(s.conn, query, q, limit=3, profile="memory",
-                                                  pool="all", k=k, w=w))
+                assert_same(
+                    got,
+                    reference_recall(
+                        s.conn, query, q, limit=3, profile="memory", pool="all", k=k, w=w
+                    ),
+                )
         # the Store's default (the statement's ranking, before diversify's reordering)
         assert s.recall(query, qvec=q, touch=False, collapse=False)[0].id == "old"
         # the default profile, 'hybrid': a double first scores 1 whatever the weights
         for w in [(1.0, 1.0, 0.6, 0.4), (2.0, 1.0, 1.0, 1.0), (1.0, 0.5, 3.0, 3.0)]:
             for alpha in (0.5, 0.2, 0.9):
-                got = run_recall(s.conn, query, q, limit=3, profile=None, pool=None, alpha=alpha,
-                                 w_bm25=w[0], w_vec=w[1], w_recency=w[2], w_access=w[3])
+                got = run_recall(
+                    s.conn,
+                    query,
+                    q,
+                    limit=3,
+                    profile=None,
+                    pool=None,
+                    alpha=alpha,
+                    w_bm25=w[0],
+                    w_vec=w[1],
+                    w_recency=w[2],
+                    w_access=w[3],
+                )
                 assert got[0]["id"] == "old" and got[0]["score"] == 1.0, (w, alpha)
-                assert_same(got, reference_recall(s.conn, query, q, limit=3, profile="hybrid",
-                                                  pool="quantized", w=w, alpha=alpha))
+                assert_same(
+                    got,
+                    reference_recall(
+                        s.conn,
+                        query,
+                        q,
+                        limit=3,
+                        profile="hybrid",
+                        pool="quantized",
+                        w=w,
+                        alpha=alpha,
+                    ),
+                )
 
 
 def test_memory_profile_breaks_ties_by_recency_and_use(store):
     """Equally relevant episodes: the more recent and more used one ranks first."""
     v = np.ones(DIM)
     common = dict(content="identical words here", embedding=v)
-    store.add_many([dict(id="stale", created_at=NOW - 10**9, accessed_at=NOW - 10**9,
-                         access_count=0, **common),
-                    dict(id="fresh", created_at=NOW, accessed_at=NOW, access_count=9,
-                         **common)])
+    store.add_many(
+        [
+            dict(
+                id="stale",
+                created_at=NOW - 10**9,
+                accessed_at=NOW - 10**9,
+                access_count=0,
+                **common,
+            ),
+            dict(id="fresh", created_at=NOW, accessed_at=NOW, access_count=9, **common),
+        ]
+    )
     for profile in ("hybrid", "memory"):
-        got = store.recall("identical words", qvec=v, touch=False, limit=2, profile=profile,
-                           force=True, collapse=False)  # the same text: one hit otherwise
+        got = store.recall(
+            "identical words",
+            qvec=v,
+            touch=False,
+            limit=2,
+            profile=profile,
+            force=True,
+            collapse=False,
+        )  # the same text: one hit otherwise
         assert [h.id for h in got] == ["fresh", "stale"], profile
-    got = store.recall("identical words", qvec=v, touch=False, limit=2, profile="memory",
-                       force=True, collapse=False)
+    got = store.recall(
+        "identical words",
+        qvec=v,
+        touch=False,
+        limit=2,
+        profile="memory",
+        force=True,
+        collapse=False,
+    )
     assert [h.id for h in got] == ["fresh", "stale"]
     assert got[0].bm25_rank == got[1].bm25_rank or got[0].vec_rank == got[1].vec_rank
     assert got[0].score > got[1].score
@@ -742,27 +1021,47 @@ def test_memory_profile_breaks_ties_by_recency_and_use(store):
 def test_equal_scores_come_newest_first(store):
     """Candidates the relevance lists cannot tell apart (no hit, the same similarity) in
     the 'rrf' profile with recency and access off: recency then use order them."""
-    store.add_many([dict(id=f"t{i}", content=f"plain words {i}", created_at=NOW - i * 1000,
-                         accessed_at=NOW, access_count=i % 3, embedding=np.ones(DIM))
-                    for i in range(8)])
-    got = store.recall("zzzz-nothing", limit=8, touch=False, qvec=np.ones(DIM), profile="rrf",
-                       weights={"recency": 0, "access": 0})
+    store.add_many(
+        [
+            dict(
+                id=f"t{i}",
+                content=f"plain words {i}",
+                created_at=NOW - i * 1000,
+                accessed_at=NOW,
+                access_count=i % 3,
+                embedding=np.ones(DIM),
+            )
+            for i in range(8)
+        ]
+    )
+    got = store.recall(
+        "zzzz-nothing",
+        limit=8,
+        touch=False,
+        qvec=np.ones(DIM),
+        profile="rrf",
+        weights={"recency": 0, "access": 0},
+    )
     assert len({h.score for h in got}) == 1 and got[0].score > 0
     assert [h.id for h in got] == [f"t{i}" for i in range(8)]
 
 
 # ---- vectors the store cannot use (issue 11, item 6) ----
 
+
 def test_unusable_vectors_are_refused_where_the_extension_is_loaded(small_store):
     n = small_store.count()
     nan = np.ones(DIM, dtype="<f4")
     nan[5] = np.nan
-    for blob, match in [(nan.tobytes(), "vec_cosine: argument 1 has NaN at index 5"),
-                        (np.full(DIM, np.inf, "<f4").tobytes(), "vec_cosine: argument 1 has"),
-                        (np.zeros(DIM, "<f4").tobytes(), "zero vector")]:
+    for blob, match in [
+        (nan.tobytes(), "vec_cosine: argument 1 has NaN at index 5"),
+        (np.full(DIM, np.inf, "<f4").tobytes(), "vec_cosine: argument 1 has"),
+        (np.zeros(DIM, "<f4").tobytes(), "zero vector"),
+    ]:
         with pytest.raises(apsw.Error, match=match):
             small_store.conn.execute(
-                "INSERT INTO episodes(id, content, embedding) VALUES ('bad', 'x', ?)", (blob,))
+                "INSERT INTO episodes(id, content, embedding) VALUES ('bad', 'x', ?)", (blob,)
+            )
         with pytest.raises(apsw.Error, match=match):
             small_store.conn.execute("UPDATE episodes SET embedding = ? WHERE rowid = 1", (blob,))
     assert small_store.count() == n
@@ -777,8 +1076,10 @@ def test_a_nan_vector_from_another_client_is_skipped_and_named(tmp_path):
     with Store(path) as s:
         s.add_many(make_episodes(80, rng))
         q = rng.normal(size=DIM)
-        want = [h.id for h in s.recall("alpha", qvec=q, pool="all", limit=10, touch=False,
-                                       collapse=False)]
+        want = [
+            h.id
+            for h in s.recall("alpha", qvec=q, pool="all", limit=10, touch=False, collapse=False)
+        ]
     bad = np.asarray(rng.normal(size=DIM), "<f4")
     bad[5] = np.nan
     other = apsw.Connection(str(path))  # no extension loaded
@@ -791,12 +1092,14 @@ def test_a_nan_vector_from_another_client_is_skipped_and_named(tmp_path):
             assert want[0] not in [h.id for h in res if h.vec_rank is not None]
             assert len(res.warnings) == 1 and f"rowid {rowid}" in res.warnings[0]
             assert "nan at index 5" in res.warnings[0].lower()
-        res = s.recall("alpha", qvec=q, pool="all", limit=10, touch=False, force=True,
-                       collapse=False)
+        res = s.recall(
+            "alpha", qvec=q, pool="all", limit=10, touch=False, force=True, collapse=False
+        )
         assert [h.id for h in res if h.id != want[0]][:5] == want[1:6]
 
 
 # ---- filters: scope, kind, since, until (issue 12, item 2) ----
+
 
 @pytest.fixture(scope="module")
 def filter_db(tmp_path_factory):
@@ -813,25 +1116,36 @@ def filter_db(tmp_path_factory):
     s.close()
 
 
-@pytest.mark.parametrize("filters", [
-    dict(scope="tiny"), dict(scope="proj-a"), dict(scope=""), dict(kind="fact"),
-    dict(since=1_700_000_000_000 + 6 * 10**9), dict(until=1_700_000_000_000 + 3 * 10**9),
-    dict(scope="proj-b", kind="event", since=1_700_000_000_000 + 2 * 10**9),
-    dict(scope="no-such-scope"),
-])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        dict(scope="tiny"),
+        dict(scope="proj-a"),
+        dict(scope=""),
+        dict(kind="fact"),
+        dict(since=1_700_000_000_000 + 6 * 10**9),
+        dict(until=1_700_000_000_000 + 3 * 10**9),
+        dict(scope="proj-b", kind="event", since=1_700_000_000_000 + 2 * 10**9),
+        dict(scope="no-such-scope"),
+    ],
+)
 @pytest.mark.parametrize("pool", ["recent", "all"])
 def test_filtered_recall_matches_the_reference(filter_db, filters, pool):
     rng = np.random.default_rng(hash(str(sorted(filters.items()))) % 2**32)
     for query in ("alpha beta", "gamma delta epsilon", "omega"):
         q = rng.normal(size=DIM)
-        got = run_recall(filter_db.conn, query, q, limit=10, pool=pool, pool_size=20,
-                         bm25_limit=15, **filters)
-        want = reference_recall(filter_db.conn, query, q, limit=10, pool=pool, pool_size=20,
-                                bm25_limit=15, **filters)
+        got = run_recall(
+            filter_db.conn, query, q, limit=10, pool=pool, pool_size=20, bm25_limit=15, **filters
+        )
+        want = reference_recall(
+            filter_db.conn, query, q, limit=10, pool=pool, pool_size=20, bm25_limit=15, **filters
+        )
         assert_same(got, want)
         ids = {h["id"] for h in got}
-        rows = {r[0]: r for r in filter_db.conn.execute(
-            "SELECT id, scope, kind, created_at FROM episodes")}
+        rows = {
+            r[0]: r
+            for r in filter_db.conn.execute("SELECT id, scope, kind, created_at FROM episodes")
+        }
         for i in ids:
             _, sc, kd, created = rows[i]
             assert filters.get("scope", sc) == sc and filters.get("kind", kd) == kd
@@ -844,12 +1158,14 @@ def test_filtered_recall_matches_the_reference(filter_db, filters, pool):
 def test_a_tiny_scope_gets_a_full_bm25_list(filter_db):
     """The BM25 list is the top of the scope's rows, not the top of all rows filtered
     afterwards: a 1 % scope still gets :bm25_limit hits when it has that many."""
-    hits = filter_db.recall("alpha", scope="tiny", limit=50, touch=False, profile="rrf",
-                            bm25_limit=10, force=True)
+    hits = filter_db.recall(
+        "alpha", scope="tiny", limit=50, touch=False, profile="rrf", bm25_limit=10, force=True
+    )
     in_bm25 = [h for h in hits if h.bm25_rank is not None]
     n_match = filter_db.conn.execute(
         "SELECT count(*) FROM episodes_fts JOIN episodes AS e ON e.rowid = episodes_fts.rowid "
-        "WHERE episodes_fts MATCH 'alpha' AND e.scope = 'tiny'").fetchall()[0][0]
+        "WHERE episodes_fts MATCH 'alpha' AND e.scope = 'tiny'"
+    ).fetchall()[0][0]
     assert len(in_bm25) == min(10, n_match) > 0
     assert all(h.id for h in hits)
 
@@ -864,12 +1180,14 @@ def test_each_pool_and_profile_statement_equals_the_reference(tmp_path):
     with Store(tmp_path / "s.db") as s:
         s.add_many(make_episodes(300, rng))
         assert read_sql("recall.sql") == recall_statement()
-        for query, qvec in (("alpha omega", rng.normal(size=DIM)), ("sigma", None),
-                            ("", rng.normal(size=DIM))):
+        for query, qvec in (
+            ("alpha omega", rng.normal(size=DIM)),
+            ("sigma", None),
+            ("", rng.normal(size=DIM)),
+        ):
             for pool in POOLS:
                 for profile in PROFILES:
-                    kw = dict(pool=pool, profile=profile, limit=25, pool_size=40,
-                              oversample=2)
+                    kw = dict(pool=pool, profile=profile, limit=25, pool_size=40, oversample=2)
                     got = run_recall(s.conn, query, qvec, **kw)
                     assert_same(got, reference_recall(s.conn, query, qvec, **kw))
                     assert len(got) > 0 or (not query.strip() and qvec is None)
@@ -894,6 +1212,7 @@ def test_mmap_size_maps_the_file_and_recalls_the_same(tmp_path):
 
 # ---- time expressions in the query (sqlite_rrf.timeexpr) ----
 
+
 def test_a_time_in_the_query_raises_the_episodes_of_its_window(tmp_path):
     """Two equally good matches, one written yesterday and one a month ago: 'yesterday'
     in the query puts yesterday's first, 'a month ago' the other; without a time, or
@@ -902,12 +1221,24 @@ def test_a_time_in_the_query_raises_the_episodes_of_its_window(tmp_path):
     day = 86_400_000
     now = 1_700_000_000_000 - 1_700_000_000_000 % day + 15 * 3_600_000  # 15:00 UTC
     with Store(tmp_path / "t.db") as s:
-        s.add("the plumber fixed the kitchen sink", id="old", created_at=now - 30 * day,
-              accessed_at=now - 30 * day)
-        s.add("the plumber fixed the kitchen sink", id="new", created_at=now - day,
-              accessed_at=now - day)
-        s.add("unrelated note about taxes", id="x", created_at=now - 5 * day,
-              accessed_at=now - 5 * day)
+        s.add(
+            "the plumber fixed the kitchen sink",
+            id="old",
+            created_at=now - 30 * day,
+            accessed_at=now - 30 * day,
+        )
+        s.add(
+            "the plumber fixed the kitchen sink",
+            id="new",
+            created_at=now - day,
+            accessed_at=now - day,
+        )
+        s.add(
+            "unrelated note about taxes",
+            id="x",
+            created_at=now - 5 * day,
+            accessed_at=now - 5 * day,
+        )
 
         def ids(q, **kw):
             return [h.id for h in s.recall(q, 3, now=now, touch=False, collapse=False, **kw)]
@@ -915,8 +1246,10 @@ def test_a_time_in_the_query_raises_the_episodes_of_its_window(tmp_path):
         assert ids("what did the plumber fix yesterday")[:2] == ["new", "old"]
         assert ids("what did the plumber fix a month ago")[:2] == ["old", "new"]
         assert ids("what did the plumber fix")[:2] == ["new", "old"]
-        assert ids("what did the plumber fix a month ago", time_expressions=False)[:2] == \
-            ["new", "old"]
+        assert ids("what did the plumber fix a month ago", time_expressions=False)[:2] == [
+            "new",
+            "old",
+        ]
         assert ids("what did the plumber fix a month ago", time_weight=0)[:2] == ["new", "old"]
         with pytest.raises(StoreError, match="time_weight: must be a finite number >= 0"):
             s.recall("plumber", time_weight=-1)

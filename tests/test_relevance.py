@@ -41,12 +41,19 @@ MEMORY = [
     ("oncall", "Bob is on call this week; page him through PagerDuty for outages."),
 ]
 #: Prompts about nothing in MEMORY (what an agent's user types besides work).
-OFF_TOPIC = ["hi", "thanks, that worked!", "tell me a joke about cats",
-             "banana bread recipe with yeast", "what's the weather like in Lisbon tomorrow?"]
+OFF_TOPIC = [
+    "hi",
+    "thanks, that worked!",
+    "tell me a joke about cats",
+    "banana bread recipe with yeast",
+    "what's the weather like in Lisbon tomorrow?",
+]
 #: Prompts about one memory each.
-ON_TOPIC = [("which shell does the user use?", "shell"),
-            ("where is the staging database password?", "vault"),
-            ("who is on call this week?", "oncall")]
+ON_TOPIC = [
+    ("which shell does the user use?", "shell"),
+    ("where is the staging database password?", "vault"),
+    ("who is on call this week?", "oncall"),
+]
 
 
 def make_memory(path: Any, embedder: Any = None) -> Store:
@@ -78,8 +85,7 @@ def model_db(tmp_path_factory, embedder) -> Path:
 WORDS = "alpha beta gamma delta kappa lambda sigma omega zeta theta".split()
 
 
-def reference_relevance(docs: Dict[str, str], query: str, doc: str,
-                        cosine: Any) -> float:
+def reference_relevance(docs: Dict[str, str], query: str, doc: str, cosine: Any) -> float:
     """FTS5's bm25 of ``doc`` for ``query`` (k1 1.2, b 0.75; IDF ln((N - n + 0.5) /
     (n + 0.5)), at least 1e-6), divided by the query's IDF mass (a word no document
     holds counted as if one did) times n / (n + 2) for a query of n distinct words, capped
@@ -98,8 +104,11 @@ def reference_relevance(docs: Dict[str, str], query: str, doc: str,
     mass = sum(idf(w) for w in qwords)
     tf = Counter(toks[doc])
     dl = len(toks[doc])
-    bm25 = sum(idf(w) * tf[w] * 2.2 / (tf[w] + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
-               for w in qwords if tf[w])
+    bm25 = sum(
+        idf(w) * tf[w] * 2.2 / (tf[w] + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
+        for w in qwords
+        if tf[w]
+    )
     n = len(qwords)
     b = min(bm25 / mass * n / (n + 2), 2.0) if mass > 0 else 0.0
     if cosine is None:
@@ -118,18 +127,25 @@ def test_the_module_constants_are_the_documented_model():
 @pytest.mark.parametrize("with_vectors", [True, False])
 def test_relevance_equals_a_plain_reference(with_vectors):
     rng = np.random.default_rng(11)
-    docs = {f"d{i}": " ".join(rng.choice(WORDS, size=int(rng.integers(3, 12))))
-            for i in range(40)}
+    docs = {f"d{i}": " ".join(rng.choice(WORDS, size=int(rng.integers(3, 12)))) for i in range(40)}
     vecs = {k: rng.normal(size=16) for k in docs}
     with Store(":memory:") as store:
-        store.add_many([{"id": k, "content": v, "embedding": vecs[k] if with_vectors else None}
-                        for k, v in docs.items()])
+        store.add_many(
+            [
+                {"id": k, "content": v, "embedding": vecs[k] if with_vectors else None}
+                for k, v in docs.items()
+            ]
+        )
         checked = 0
-        for query in ["alpha beta", "gamma omega sigma", "kappa unseenword", "zeta zeta theta",
-                      "nothing matches here"]:
+        for query in [
+            "alpha beta",
+            "gamma omega sigma",
+            "kappa unseenword",
+            "zeta zeta theta",
+            "nothing matches here",
+        ]:
             qvec = rng.normal(size=16)
-            got = store.recall(query, limit=40, qvec=qvec if with_vectors else None,
-                               touch=False)
+            got = store.recall(query, limit=40, qvec=qvec if with_vectors else None, touch=False)
             for h in got:
                 cos = None
                 if with_vectors:
@@ -168,6 +184,7 @@ def test_query_idf_mass_counts_absent_words():
 
 # ---- the floor through Store ----
 
+
 @needs_model
 def test_store_floor_silences_off_topic_and_keeps_on_topic(model_db, embedder):
     with Store(model_db, embedder=embedder) as store:
@@ -175,19 +192,28 @@ def test_store_floor_silences_off_topic_and_keeps_on_topic(model_db, embedder):
             every = store.recall(prompt, touch=False, force=True)
             assert len(every) == 3  # Store's own default: no floor
             assert all(h.relevance is not None and 0 <= h.relevance <= 1 for h in every)
-            got = store.recall(prompt, touch=False, force=True, min_relevance=R.DEFAULT_MIN_RELEVANCE)
+            got = store.recall(
+                prompt, touch=False, force=True, min_relevance=R.DEFAULT_MIN_RELEVANCE
+            )
             assert list(got) == [], (prompt, [(h.id, h.relevance) for h in got])
             assert not got.skipped and "min_relevance" in got.reason
         for prompt, want in ON_TOPIC:
-            got = store.recall(prompt, touch=False, force=True, min_relevance=R.DEFAULT_MIN_RELEVANCE)
+            got = store.recall(
+                prompt, touch=False, force=True, min_relevance=R.DEFAULT_MIN_RELEVANCE
+            )
             assert got[0].id == want and got.reason is None
             assert got[0].relevance >= R.DEFAULT_MIN_RELEVANCE
         # the floor applies after the ranking and decides whether the recall speaks: one
         # hit above it keeps every hit, as ranked, the weak ones too
         every = store.recall("which shell does the user use?", limit=8, touch=False, force=True)
         assert min(h.relevance for h in every) < R.DEFAULT_MIN_RELEVANCE < every[0].relevance
-        kept = store.recall("which shell does the user use?", limit=8, touch=False, force=True,
-                            min_relevance=R.DEFAULT_MIN_RELEVANCE)
+        kept = store.recall(
+            "which shell does the user use?",
+            limit=8,
+            touch=False,
+            force=True,
+            min_relevance=R.DEFAULT_MIN_RELEVANCE,
+        )
         assert [(h.id, h.relevance) for h in kept] == [(h.id, h.relevance) for h in every]
         assert len(store.recall("hi", touch=False, force=True, min_relevance=0)) == 3
 
@@ -206,14 +232,24 @@ def test_floor_without_a_model():
     with Store(":memory:") as store:
         for eid, text in MEMORY:
             store.add(text, id=eid)
-        got = store.recall("where is the staging database password kept?", touch=False,
-                           min_relevance=R.DEFAULT_MIN_RELEVANCE)
+        got = store.recall(
+            "where is the staging database password kept?",
+            touch=False,
+            min_relevance=R.DEFAULT_MIN_RELEVANCE,
+        )
         assert got[0].id == "vault" and got[0].similarity is None
-        assert list(store.recall("thanks, that is the plan", touch=False,
-                                 min_relevance=R.DEFAULT_MIN_RELEVANCE)) == []
+        assert (
+            list(
+                store.recall(
+                    "thanks, that is the plan", touch=False, min_relevance=R.DEFAULT_MIN_RELEVANCE
+                )
+            )
+            == []
+        )
 
 
 # ---- without a model, importance does not outrank relevance ----
+
 
 def test_importance_never_outranks_a_keyword_match_without_a_model():
     """High-importance memories that share only a stopword ('the', 'is') with the query
@@ -224,22 +260,26 @@ def test_importance_never_outranks_a_keyword_match_without_a_model():
     for pool in (None, "recent"):
         with Store(":memory:") as store:  # vectors stored, as a model wrote them; none now
             for text, imp in [
-                    ("The deploy script lives in scripts/deploy.sh and runs on Fridays.", "normal"),
-                    ("Staging deploys need a green CI run first.", "normal"),
-                    ("Always answer the user in British English.", "high"),
-                    ("The cat's name is Miso.", "high"),
-                    ("Lunch is at noon in the cafeteria.", "normal"),
-                    ("Deploy freezes start on December 20th.", "normal"),
-                    ("Invoices are generated by a nightly cron job.", "normal"),
-                    ("The office wifi password changes monthly.", "normal"),
-                    ("Bob is on call this week.", "normal"),
-                    ("Alice prefers tabs over spaces.", "normal")]:
+                ("The deploy script lives in scripts/deploy.sh and runs on Fridays.", "normal"),
+                ("Staging deploys need a green CI run first.", "normal"),
+                ("Always answer the user in British English.", "high"),
+                ("The cat's name is Miso.", "high"),
+                ("Lunch is at noon in the cafeteria.", "normal"),
+                ("Deploy freezes start on December 20th.", "normal"),
+                ("Invoices are generated by a nightly cron job.", "normal"),
+                ("The office wifi password changes monthly.", "normal"),
+                ("Bob is on call this week.", "normal"),
+                ("Alice prefers tabs over spaces.", "normal"),
+            ]:
                 store.add(text, importance=imp, embedding=rng.normal(size=8))
-            got = store.recall("how does the deploy script run?", pool=pool, limit=10,
-                               touch=False)
+            got = store.recall("how does the deploy script run?", pool=pool, limit=10, touch=False)
             words = {"deploy", "script", "run", "how", "does"}
-            matches = [h for h in got if words & set(re.findall(r"[a-z]+", h.content.lower().
-                                                                 replace("deploys", "deploy")))]
+            matches = [
+                h
+                for h in got
+                if words
+                & set(re.findall(r"[a-z]+", h.content.lower().replace("deploys", "deploy")))
+            ]
             assert len(matches) == 3
             first_high = min(i for i, h in enumerate(got) if h.importance == "high")
             assert first_high >= len(matches), [(h.content, h.importance, h.score) for h in got]
@@ -247,15 +287,23 @@ def test_importance_never_outranks_a_keyword_match_without_a_model():
 
 # ---- the command line and the hook ----
 
+
 def cli(*argv: str, stdin: bytes = b"") -> Tuple[int, str, str]:
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", *argv], input=stdin,
-                       capture_output=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", *argv], input=stdin, capture_output=True, timeout=300
+    )
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
 def hook(db: Path, prompt: str, *args: str) -> Tuple[int, str, str]:
-    return cli("hook", str(db), "--scope", "", *args,
-               stdin=json.dumps({"prompt": prompt, "session_id": "s1"}).encode())
+    return cli(
+        "hook",
+        str(db),
+        "--scope",
+        "",
+        *args,
+        stdin=json.dumps({"prompt": prompt, "session_id": "s1"}).encode(),
+    )
 
 
 @needs_model
@@ -281,22 +329,42 @@ def test_hook_prints_nothing_for_off_topic_prompts(model_db):
 def test_cli_recall_min_relevance(model_db):
     rc, out, _ = cli("recall", str(model_db), "banana bread recipe with yeast", "--no-touch")
     assert rc == 0 and out.count("relevance ") == 3  # the command line's default: no floor
-    rc, out, _ = cli("recall", str(model_db), "banana bread recipe with yeast", "--no-touch",
-                     "--min-relevance", str(R.DEFAULT_MIN_RELEVANCE))
-    assert rc == 0 and out.startswith("nothing relevant enough: 3 hit(s) below "
-                                      "min_relevance")
-    rc, out, _ = cli("recall", str(model_db), "which shell does the user use?", "--no-touch",
-                     "--json", "--min-relevance", "0.5")
+    rc, out, _ = cli(
+        "recall",
+        str(model_db),
+        "banana bread recipe with yeast",
+        "--no-touch",
+        "--min-relevance",
+        str(R.DEFAULT_MIN_RELEVANCE),
+    )
+    assert rc == 0 and out.startswith("nothing relevant enough: 3 hit(s) below min_relevance")
+    rc, out, _ = cli(
+        "recall",
+        str(model_db),
+        "which shell does the user use?",
+        "--no-touch",
+        "--json",
+        "--min-relevance",
+        "0.5",
+    )
     hits = json.loads(out)
     assert hits[0]["id"] == "shell" and hits[0]["relevance"] >= 0.5 and len(hits) == 3
-    rc, out, _ = cli("recall", str(model_db), "which shell does the user use?", "--no-touch",
-                     "--json", "--min-relevance", "1")
+    rc, out, _ = cli(
+        "recall",
+        str(model_db),
+        "which shell does the user use?",
+        "--no-touch",
+        "--json",
+        "--min-relevance",
+        "1",
+    )
     assert rc == 0 and json.loads(out) == []
     rc, out, err = cli("recall", str(model_db), "hi", "--min-relevance", "-1")
     assert rc != 0 and "--min-relevance: must be a number from 0 to 1" in err
 
 
 # ---- MCP, through the real SDK client ----
+
 
 @needs_model
 def test_mcp_recall_uses_the_floor(model_db, tmp_path):
@@ -306,8 +374,10 @@ def test_mcp_recall_uses_the_floor(model_db, tmp_path):
 
     async def main() -> Dict[str, Any]:
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "sqlite_rrf", "mcp", str(model_db), "--scope", ""],
-            env={"SQLITE_RRF_MODEL": str(embedding_model())})
+            command=sys.executable,
+            args=["-m", "sqlite_rrf", "mcp", str(model_db), "--scope", ""],
+            env={"SQLITE_RRF_MODEL": str(embedding_model())},
+        )
         out: Dict[str, Any] = {}
         with open(tmp_path / "err.txt", "w") as err:
             async with stdio_client(params, errlog=err) as (read, write):
@@ -316,13 +386,17 @@ def test_mcp_recall_uses_the_floor(model_db, tmp_path):
 
                     async def recall(**kw: Any) -> Any:
                         res = await s.call_tool("recall", kw)
-                        return res.structured_content if not res.is_error else (
-                            "error", res.content[0].text)
+                        return (
+                            res.structured_content
+                            if not res.is_error
+                            else ("error", res.content[0].text)
+                        )
 
                     out["off"] = [await recall(query=p) for p in OFF_TOPIC]
                     out["on"] = [await recall(query=p, explain=True) for p, _ in ON_TOPIC]
-                    out["zero"] = await recall(query="banana bread recipe with yeast",
-                                               min_relevance=0)
+                    out["zero"] = await recall(
+                        query="banana bread recipe with yeast", min_relevance=0
+                    )
                     out["bad"] = await recall(query="hi", min_relevance=3)
                     tools = await s.list_tools()
                     out["schema"] = next(t for t in tools.tools if t.name == "recall").input_schema
@@ -342,11 +416,13 @@ def test_mcp_recall_uses_the_floor(model_db, tmp_path):
 
 # ---- Datasette: the canned query's relevance column and min_relevance ----
 
+
 def test_datasette_recall_has_the_relevance_and_the_floor(tmp_path):
     """Through Datasette's own test client: the canned query's ``relevance`` column is
     Store's, and ``min_relevance`` keeps the rows that reach it."""
     datasette_app = pytest.importorskip("datasette.app", reason="needs datasette")
     from datasette.utils.sqlite import sqlite3 as ds_sqlite3
+
     if not hasattr(ds_sqlite3.connect(":memory:"), "enable_load_extension"):
         pytest.skip("Datasette's sqlite3 module cannot load extensions")
     import urllib.parse
@@ -355,8 +431,9 @@ def test_datasette_recall_has_the_relevance_and_the_floor(tmp_path):
     rng = np.random.default_rng(4)
     vecs = {eid: rng.normal(size=16) for eid, _ in MEMORY}
     with Store(db) as store:
-        store.add_many([{"id": eid, "content": text, "embedding": vecs[eid]}
-                        for eid, text in MEMORY])
+        store.add_many(
+            [{"id": eid, "content": text, "embedding": vecs[eid]} for eid, text in MEMORY]
+        )
     qvec = (vecs["vault"] + 0.5 * rng.normal(size=16)).tolist()
 
     def rows(**params: Any) -> List[Dict[str, Any]]:
@@ -365,19 +442,24 @@ def test_datasette_recall_has_the_relevance_and_the_floor(tmp_path):
             await ds.invoke_startup()
             q = urllib.parse.urlencode(dict(params, _shape="array"))
             return await ds.client.get(f"/memory/recall.json?{q}")
+
         r = asyncio.run(go())
         assert r.status_code == 200, r.text
         return r.json()
 
-    for query, qv in (("where is the staging database password?", qvec),
-                      ("which shell does the user use", None)):
+    for query, qv in (
+        ("where is the staging database password?", qvec),
+        ("which shell does the user use", None),
+    ):
         params = dict(query=query, limit=8, profile="rrf")
         if qv is not None:
             params["qvec"] = json.dumps(qv)
         got = rows(**params)
         with Store(db) as store:
-            want = {h.id: h.relevance for h in store.recall(
-                query, limit=8, profile="rrf", qvec=qv, touch=False)}
+            want = {
+                h.id: h.relevance
+                for h in store.recall(query, limit=8, profile="rrf", qvec=qv, touch=False)
+            }
         assert len(got) >= 5 and {r["id"] for r in got} <= set(want)
         for r in got:
             assert r["relevance"] == pytest.approx(want[r["id"]], rel=1e-9), r["id"]

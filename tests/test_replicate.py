@@ -37,13 +37,15 @@ try:
     HAVE_LITESTREAM = True
 except UserError:
     HAVE_LITESTREAM = False
-needs_litestream = pytest.mark.skipif(not HAVE_LITESTREAM,
-                                      reason="needs litestream: pip install 'sqlite-rrf[replicate]'")
+needs_litestream = pytest.mark.skipif(
+    not HAVE_LITESTREAM, reason="needs litestream: pip install 'sqlite-rrf[replicate]'"
+)
 
 
 def _drill():
-    spec = importlib.util.spec_from_file_location("rrf_drill",
-                                                  os.path.join(HERE, "drill", "drill.py"))
+    spec = importlib.util.spec_from_file_location(
+        "rrf_drill", os.path.join(HERE, "drill", "drill.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -51,11 +53,13 @@ def _drill():
 
 def _show(rep: dict, capsys) -> None:
     with capsys.disabled():
-        print(f"\n  drill {rep['seconds']:g} s, {rep['writers']} writers: {rep['committed']} "
-              f"committed, {rep['lost']} lost (oldest {rep['lost_max_age_s']:.2f} s before "
-              f"the loss; {rep['committed_last_2s']} committed in its last 2 s), "
-              f"{rep['writer_kills']} writer / {rep['replicator_kills']} replicator kills, "
-              f"restore {rep['restore_s']:.2f} s, replica {rep['replica_bytes'] / 1e6:.1f} MB")
+        print(
+            f"\n  drill {rep['seconds']:g} s, {rep['writers']} writers: {rep['committed']} "
+            f"committed, {rep['lost']} lost (oldest {rep['lost_max_age_s']:.2f} s before "
+            f"the loss; {rep['committed_last_2s']} committed in its last 2 s), "
+            f"{rep['writer_kills']} writer / {rep['replicator_kills']} replicator kills, "
+            f"restore {rep['restore_s']:.2f} s, replica {rep['replica_bytes'] / 1e6:.1f} MB"
+        )
 
 
 @pytest.mark.slow
@@ -83,8 +87,9 @@ def test_drill_sees_writes_lost_without_the_replicator(tmp_path, capsys):
     # The drill's control: the replicator dies early and stays dead, so every write after
     # that is lost, however long before the loss it was committed. The drill's window
     # check must see it.
-    rep = _drill().run(seconds=8, writers=2, workdir=str(tmp_path / "drill"),
-                       restart_replicator=False)
+    rep = _drill().run(
+        seconds=8, writers=2, workdir=str(tmp_path / "drill"), restart_replicator=False
+    )
     _show(rep, capsys)
     assert rep["replicator_kills"] == 1
     assert rep["check_ok"], rep["check_findings"]
@@ -96,14 +101,26 @@ def _memory(path, n=40, seed=0):
     rng = np.random.default_rng(seed)
     words = "alpha beta gamma delta postgres backup token cache".split()
     with Store(path) as s:
-        s.add_many([dict(id=f"e{i}", content=" ".join(rng.choice(words, 5)) + f" n{i}",
-                         embedding=rng.standard_normal(16).astype("float32"))
-                    for i in range(n)], dedupe=False)
+        s.add_many(
+            [
+                dict(
+                    id=f"e{i}",
+                    content=" ".join(rng.choice(words, 5)) + f" n{i}",
+                    embedding=rng.standard_normal(16).astype("float32"),
+                )
+                for i in range(n)
+            ],
+            dedupe=False,
+        )
 
 
 def _once(db, replica):
-    r = subprocess.run([sys.executable, "-m", "sqlite_rrf", "replicate", str(db), "--to",
-                        str(replica), "--once"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "replicate", str(db), "--to", str(replica), "--once"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -166,19 +183,30 @@ def test_read_replicas_vfs_and_followed_copy(tmp_path):
     db, replica = tmp_path / "m.db", tmp_path / "rep"
     _memory(db)
     with Store(str(db)) as s:
-        want = [h.id for h in s.recall("postgres backup", limit=5,
-                                       qvec=np.ones(16, dtype="float32"), now=1,
-                                       touch=False).hits]
-    rep = subprocess.Popen([sys.executable, "-m", "sqlite_rrf", "replicate", str(db), "--to",
-                            str(replica)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+        want = [
+            h.id
+            for h in s.recall(
+                "postgres backup", limit=5, qvec=np.ones(16, dtype="float32"), now=1, touch=False
+            ).hits
+        ]
+    rep = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_rrf", "replicate", str(db), "--to", str(replica)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     follower = None
     reader = None
     try:
         url = replicate.replica_url(str(replica))
         env = dict(os.environ, LITESTREAM_REPLICA_URL=url)
-        reader = subprocess.Popen([sys.executable, "-c", READER, url], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        reader = subprocess.Popen(
+            [sys.executable, "-c", READER, url],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = reader.stdout.readline()
         assert line, reader.stderr.read()
         got = json.loads(line)
@@ -190,8 +218,9 @@ def test_read_replicas_vfs_and_followed_copy(tmp_path):
         while not copy.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         with Store(str(db)) as s:
-            s.add("postgres backup written later", id="later",
-                  embedding=np.ones(16, dtype="float32"))
+            s.add(
+                "postgres backup written later", id="later", embedding=np.ones(16, dtype="float32")
+            )
         assert json.loads(reader.stdout.readline()) == {"later": True}
         # the copy applied a benchmark's stream of writes up to 95 s late (docs/scaling.md)
         deadline = time.monotonic() + 180
@@ -205,9 +234,16 @@ def test_read_replicas_vfs_and_followed_copy(tmp_path):
             time.sleep(0.2)
         assert seen
         with Store(str(copy), readonly=True) as c:
-            assert [h.id for h in c.recall("postgres backup", limit=5,
-                                           qvec=np.ones(16, dtype="float32"), now=1,
-                                           touch=False).hits][:1] == ["later"]
+            assert [
+                h.id
+                for h in c.recall(
+                    "postgres backup",
+                    limit=5,
+                    qvec=np.ones(16, dtype="float32"),
+                    now=1,
+                    touch=False,
+                ).hits
+            ][:1] == ["later"]
     finally:
         for p in (reader, follower):
             if p is not None and p.poll() is None:
@@ -218,6 +254,7 @@ def test_read_replicas_vfs_and_followed_copy(tmp_path):
 
 
 # ---- the command line's refusals: a clear line, nothing written ----
+
 
 def _run(argv, capsys):
     rc = cli.main(argv)
@@ -246,13 +283,16 @@ def test_restore_from_no_replica_leaves_nothing(tmp_path, capsys):
     assert not any(p.name.startswith("new.db") for p in tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--to", "ftp://host/x"], "--to: 'ftp://host/x' has the scheme 'ftp'"),
-    (["--to", "s3://"], "--to: 's3://' names no bucket"),
-    (["--to", "file://host/dir"], "a file replica is file:// and an absolute directory"),
-    (["--to", "REP", "--sync-interval", "1"], "--sync-interval: expected a duration"),
-    (["--to", "REP", "--sync-interval", "0s"], "--sync-interval: expected a duration"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--to", "ftp://host/x"], "--to: 'ftp://host/x' has the scheme 'ftp'"),
+        (["--to", "s3://"], "--to: 's3://' names no bucket"),
+        (["--to", "file://host/dir"], "a file replica is file:// and an absolute directory"),
+        (["--to", "REP", "--sync-interval", "1"], "--sync-interval: expected a duration"),
+        (["--to", "REP", "--sync-interval", "0s"], "--sync-interval: expected a duration"),
+    ],
+)
 def test_replicate_refuses_bad_options_before_writing(tmp_path, capsys, argv, says):
     db = tmp_path / "m.db"
     _memory(db, n=2)
@@ -288,14 +328,29 @@ def test_replicate_check_writes_a_config_litestream_reads(tmp_path, capsys):
     db = tmp_path / "m.db"
     _memory(db, n=2)
     cfg = tmp_path / "ls.yml"
-    rc, io = _run(["replicate", str(db), "--to", "s3://bucket/memory?endpoint=localhost:9000",
-                   "--config", str(cfg), "--check", "--sync-interval", "10s"], capsys)
+    rc, io = _run(
+        [
+            "replicate",
+            str(db),
+            "--to",
+            "s3://bucket/memory?endpoint=localhost:9000",
+            "--config",
+            str(cfg),
+            "--check",
+            "--sync-interval",
+            "10s",
+        ],
+        capsys,
+    )
     assert rc == 0, io.err
     text = cfg.read_text()
     assert f'path: "{db}"' in text and 'url: "s3://bucket/memory?endpoint=localhost:9000"' in text
     assert "sync-interval: 10s" in text
-    r = subprocess.run([replicate.litestream_path(), "databases", "-config", str(cfg),
-                        "-no-expand-env"], capture_output=True, text=True)
+    r = subprocess.run(
+        [replicate.litestream_path(), "databases", "-config", str(cfg), "-no-expand-env"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and str(db) in r.stdout and "s3" in r.stdout
 
 
@@ -324,16 +379,19 @@ def test_refreshed_copy_is_replaced_whole(tmp_path):
     db, replica, copy = tmp_path / "m.db", tmp_path / "rep", tmp_path / "copy.db"
     _memory(db, n=5)
     _once(db, replica)
-    assert replicate.refresh(str(replica), str(copy), interval="1s", rounds=1,
-                             out=open(os.devnull, "w")) == 0
+    assert (
+        replicate.refresh(
+            str(replica), str(copy), interval="1s", rounds=1, out=open(os.devnull, "w")
+        )
+        == 0
+    )
     assert _ids(copy) == _ids(db)
     old = apsw.Connection(str(copy), flags=apsw.SQLITE_OPEN_READONLY)
     assert old.execute("PRAGMA journal_mode").fetchall() == [("delete",)]
     with Store(str(db)) as s:
         s.add("written later", id="later", embedding=np.ones(16, dtype="float32"))
     _once(db, replica)
-    replicate.refresh(str(replica), str(copy), interval="1s", rounds=1,
-                      out=open(os.devnull, "w"))
+    replicate.refresh(str(replica), str(copy), interval="1s", rounds=1, out=open(os.devnull, "w"))
     assert "later" in _ids(copy)
     assert old.execute("SELECT count(*) FROM episodes").fetchall() == [(5,)]
     old.close()

@@ -57,9 +57,18 @@ WARMUP = 1_000
 DIM = 16
 LARGE_BOUND_MB = 16.0
 ALL_BOUND_MB = 64.0
-QUERIES = ["memory agent", "which database did we pick", "vault credentials postgres",
-           "rrf fusion window", '"quoted" AND OR NOT', "nothing matches this xyzzy", "*",
-           "deploy server latency cache", "tok3 tok7 tok11", ""]
+QUERIES = [
+    "memory agent",
+    "which database did we pick",
+    "vault credentials postgres",
+    "rrf fusion window",
+    '"quoted" AND OR NOT',
+    "nothing matches this xyzzy",
+    "*",
+    "deploy server latency cache",
+    "tok3 tok7 tok11",
+    "",
+]
 
 
 #: Under AddressSanitizer (make asan-test) RSS holds ASan's shadow memory and its
@@ -97,6 +106,7 @@ def reset_hwm() -> bool:
 
 def sqlite_heap(reset: bool = False):
     import apsw
+
     return apsw.status(apsw.SQLITE_STATUS_MEMORY_USED, reset)
 
 
@@ -112,16 +122,28 @@ def many_recalls(path: str, n: int, sample_every: int = 1000) -> Dict[str, Any]:
     rng = np.random.default_rng(5)
     store = Store(path)
     words = "memory agent database vault credentials postgres rrf fusion deploy server".split()
-    store.add_many([dict(id=f"e{i}", content=f"tok{i} " + " ".join(rng.choice(words, 8)),
-                         embedding=rng.standard_normal(DIM), importance=("low", "normal",
-                                                                         "high")[i % 3])
-                    for i in range(24)])
+    store.add_many(
+        [
+            dict(
+                id=f"e{i}",
+                content=f"tok{i} " + " ".join(rng.choice(words, 8)),
+                embedding=rng.standard_normal(DIM),
+                importance=("low", "normal", "high")[i % 3],
+            )
+            for i in range(24)
+        ]
+    )
     qvecs = [rng.standard_normal(DIM) for _ in range(64)]
 
     def one(i: int) -> None:
-        r = store.recall(QUERIES[i % len(QUERIES)] + (f" tok{i % 24}" if i % 3 else ""),
-                         limit=1 + i % 5, touch=False, force=True, qvec=qvecs[i % len(qvecs)],
-                         pool=("recent", "all")[i % 2])
+        r = store.recall(
+            QUERIES[i % len(QUERIES)] + (f" tok{i % 24}" if i % 3 else ""),
+            limit=1 + i % 5,
+            touch=False,
+            force=True,
+            qvec=qvecs[i % len(qvecs)],
+            pool=("recent", "all")[i % 2],
+        )
         assert len(r) > 0
 
     for i in range(WARMUP):
@@ -137,13 +159,19 @@ def many_recalls(path: str, n: int, sample_every: int = 1000) -> Dict[str, Any]:
     dt = time.perf_counter() - t
     heap1 = sqlite_heap()[0]
     store.close()
-    return {"recalls": n, "seconds": round(dt, 1), "per_recall_ms": round(dt / n * 1000, 3),
-            "rss_after_warmup_mb": round(base, 2), "rss_end_mb": round(samples[-1], 2),
-            "rss_max_mb": round(max(samples), 2),
-            "growth_mb": round(samples[-1] - base, 3),
-            "max_growth_mb": round(max(samples) - base, 3),
-            "sqlite_heap_after_warmup": heap0, "sqlite_heap_end": heap1,
-            "samples_mb": [round(s, 2) for s in samples]}
+    return {
+        "recalls": n,
+        "seconds": round(dt, 1),
+        "per_recall_ms": round(dt / n * 1000, 3),
+        "rss_after_warmup_mb": round(base, 2),
+        "rss_end_mb": round(samples[-1], 2),
+        "rss_max_mb": round(max(samples), 2),
+        "growth_mb": round(samples[-1] - base, 3),
+        "max_growth_mb": round(max(samples) - base, 3),
+        "sqlite_heap_after_warmup": heap0,
+        "sqlite_heap_end": heap1,
+        "samples_mb": [round(s, 2) for s in samples],
+    }
 
 
 # ------------------------------------------------------------------ one large recall
@@ -155,7 +183,8 @@ def large_dbs() -> Dict[int, str]:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "bench_recall_for_resources", os.path.join(HERE, "bench", "bench_recall.py"))
+        "bench_recall_for_resources", os.path.join(HERE, "bench", "bench_recall.py")
+    )
     br = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(br)
     key = br.schema_key()
@@ -183,32 +212,55 @@ def one_recall(path: str, pool: str) -> Dict[str, Any]:
     store = open_readonly_store(path)
     dim = store.dim
     rng = np.random.default_rng(11)
-    store.recall("warm up the connection", touch=False, force=True,
-                 qvec=rng.standard_normal(dim), pool_size=1, bm25_limit=1)
+    store.recall(
+        "warm up the connection",
+        touch=False,
+        force=True,
+        qvec=rng.standard_normal(dim),
+        pool_size=1,
+        bm25_limit=1,
+    )
     before = rss_mb()
     exact = reset_hwm()
     sqlite_heap(reset=True)
     heap_before = sqlite_heap()[0]
     t = time.perf_counter()
-    res = store.recall("the effect of vitamin d on protein levels in patients", limit=10,
-                       touch=False, force=True, qvec=rng.standard_normal(dim), pool=pool)
+    res = store.recall(
+        "the effect of vitamin d on protein levels in patients",
+        limit=10,
+        touch=False,
+        force=True,
+        qvec=rng.standard_normal(dim),
+        pool=pool,
+    )
     dt = time.perf_counter() - t
     heap_hw = sqlite_heap()[1]
     peak = hwm_mb()
     n = store.conn.execute("SELECT max(rowid) FROM episodes").fetchall()[0][0]
     store.close()
-    return {"db": os.path.basename(path), "episodes": n, "pool": pool, "hits": len(res),
-            "seconds": round(dt, 2), "rss_before_mb": round(before, 1),
-            "rss_hwm_mb": round(peak, 1), "rss_hwm_exact": exact,
-            "recall_rss_mb": round(peak - before, 1),
-            "sqlite_heap_before_mb": round(heap_before / 2**20, 2),
-            "sqlite_heap_hwm_mb": round(heap_hw / 2**20, 2),
-            "recall_sqlite_heap_mb": round((heap_hw - heap_before) / 2**20, 2)}
+    return {
+        "db": os.path.basename(path),
+        "episodes": n,
+        "pool": pool,
+        "hits": len(res),
+        "seconds": round(dt, 2),
+        "rss_before_mb": round(before, 1),
+        "rss_hwm_mb": round(peak, 1),
+        "rss_hwm_exact": exact,
+        "recall_rss_mb": round(peak - before, 1),
+        "sqlite_heap_before_mb": round(heap_before / 2**20, 2),
+        "sqlite_heap_hwm_mb": round(heap_hw / 2**20, 2),
+        "recall_sqlite_heap_mb": round((heap_hw - heap_before) / 2**20, 2),
+    }
 
 
 def one_recall_in_child(path: str, pool: str, timeout: float = 600) -> Dict[str, Any]:
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one-recall", path, pool],
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--one-recall", path, pool],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -220,10 +272,12 @@ def one_recall_in_child(path: str, pool: str, timeout: float = 600) -> Dict[str,
 def test_many_recalls_keep_memory_flat(tmp_path, capsys):
     r = many_recalls(str(tmp_path / "small.db"), RECALLS)
     with capsys.disabled():
-        print(f"\n{RECALLS} recalls in {r['seconds']} s ({r['per_recall_ms']} ms each): RSS "
-              f"{r['rss_after_warmup_mb']} MB after warm-up, {r['rss_end_mb']} MB at the end "
-              f"(growth {r['growth_mb']} MB, max {r['max_growth_mb']} MB); SQLite heap "
-              f"{r['sqlite_heap_after_warmup']} -> {r['sqlite_heap_end']} bytes")
+        print(
+            f"\n{RECALLS} recalls in {r['seconds']} s ({r['per_recall_ms']} ms each): RSS "
+            f"{r['rss_after_warmup_mb']} MB after warm-up, {r['rss_end_mb']} MB at the end "
+            f"(growth {r['growth_mb']} MB, max {r['max_growth_mb']} MB); SQLite heap "
+            f"{r['sqlite_heap_after_warmup']} -> {r['sqlite_heap_end']} bytes"
+        )
     bound = rss_bound_mb(RECALLS)
     if not SANITIZED:
         assert r["growth_mb"] < bound, r
@@ -244,38 +298,51 @@ def test_open_readonly_store_reads_and_never_writes(tmp_path):
     rng = np.random.default_rng(3)
     qvec = rng.standard_normal(DIM)
     with Store(path) as store:
-        store.add_many([dict(id=f"e{i}", content=f"memory agent tok{i}",
-                             embedding=rng.standard_normal(DIM)) for i in range(8)])
-        want = [(h.id, h.score) for h in store.recall("memory agent tok3", limit=5, touch=False,
-                                                       force=True, qvec=qvec)]
+        store.add_many(
+            [
+                dict(id=f"e{i}", content=f"memory agent tok{i}", embedding=rng.standard_normal(DIM))
+                for i in range(8)
+            ]
+        )
+        want = [
+            (h.id, h.score)
+            for h in store.recall("memory agent tok3", limit=5, touch=False, force=True, qvec=qvec)
+        ]
     with open(path, "rb") as f:
         before = f.read()
     store = open_readonly_store(path)
     try:
-        got = [(h.id, h.score) for h in store.recall("memory agent tok3", limit=5, force=True,
-                                                      qvec=qvec)]
+        got = [
+            (h.id, h.score)
+            for h in store.recall("memory agent tok3", limit=5, force=True, qvec=qvec)
+        ]
         with pytest.raises(StoreError, match="read-only"):
             store.add("a write")
     finally:
         store.close()
     assert got == want and len(got) == 5
-    with open(path, "rb") as f:       # (SQLite may make the -wal and -shm files of a
-        assert f.read() == before      # WAL database, read-only or not)
+    with open(path, "rb") as f:  # (SQLite may make the -wal and -shm files of a
+        assert f.read() == before  # WAL database, read-only or not)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n,pool,bound", [(100_000, "recent", LARGE_BOUND_MB),
-                                          (1_000_000, "recent", LARGE_BOUND_MB)])
+@pytest.mark.parametrize(
+    "n,pool,bound", [(100_000, "recent", LARGE_BOUND_MB), (1_000_000, "recent", LARGE_BOUND_MB)]
+)
 def test_one_recall_on_a_large_database_within_bound(n, pool, bound, capsys):
     dbs = large_dbs()
     if n not in dbs:
-        pytest.skip(f"no {n:,}-episode benchmark database in {CACHE} (make bench builds it); "
-                    "make soak reports the figure when it is there")
+        pytest.skip(
+            f"no {n:,}-episode benchmark database in {CACHE} (make bench builds it); "
+            "make soak reports the figure when it is there"
+        )
     r = one_recall_in_child(dbs[n], pool)
     with capsys.disabled():
-        print(f"\nrecall on {r['episodes']:,} episodes, pool {pool}: {r['seconds']} s, RSS "
-              f"high-water +{r['recall_rss_mb']} MB over {r['rss_before_mb']} MB, SQLite heap "
-              f"high-water +{r['recall_sqlite_heap_mb']} MB")
+        print(
+            f"\nrecall on {r['episodes']:,} episodes, pool {pool}: {r['seconds']} s, RSS "
+            f"high-water +{r['recall_rss_mb']} MB over {r['rss_before_mb']} MB, SQLite heap "
+            f"high-water +{r['recall_sqlite_heap_mb']} MB"
+        )
     assert r["hits"] > 0
     if not SANITIZED:
         assert r["recall_rss_mb"] < bound, r
@@ -290,10 +357,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--recalls", type=int, default=0, help="run N recalls on a small database")
     p.add_argument("--workdir", default="build/soak")
     p.add_argument("--one-recall", nargs=2, metavar=("DB", "POOL"))
-    p.add_argument("--large", action="store_true",
-                   help="one recall on each cached benchmark database (pools recent, all)")
-    p.add_argument("--all-pool-max", type=int, default=1_000_000,
-                   help="largest database to try the 'all' pool on")
+    p.add_argument(
+        "--large",
+        action="store_true",
+        help="one recall on each cached benchmark database (pools recent, all)",
+    )
+    p.add_argument(
+        "--all-pool-max",
+        type=int,
+        default=1_000_000,
+        help="largest database to try the 'all' pool on",
+    )
     args = p.parse_args(argv)
     if args.one_recall:
         print(json.dumps(one_recall(*args.one_recall)))
@@ -309,11 +383,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         bound = rss_bound_mb(args.recalls)
         good = r["growth_mb"] < bound and r["max_growth_mb"] < bound
         ok &= good
-        print(f"{args.recalls} recalls in {r['seconds']} s ({r['per_recall_ms']} ms each): RSS "
-              f"{r['rss_after_warmup_mb']} MB after {WARMUP} warm-up recalls, "
-              f"{r['rss_end_mb']} MB at the end: growth {r['growth_mb']} MB (max "
-              f"{r['max_growth_mb']} MB; bound {bound} MB) {'OK' if good else 'FAILED'}; "
-              f"SQLite heap {r['sqlite_heap_after_warmup']} -> {r['sqlite_heap_end']} bytes")
+        print(
+            f"{args.recalls} recalls in {r['seconds']} s ({r['per_recall_ms']} ms each): RSS "
+            f"{r['rss_after_warmup_mb']} MB after {WARMUP} warm-up recalls, "
+            f"{r['rss_end_mb']} MB at the end: growth {r['growth_mb']} MB (max "
+            f"{r['max_growth_mb']} MB; bound {bound} MB) {'OK' if good else 'FAILED'}; "
+            f"SQLite heap {r['sqlite_heap_after_warmup']} -> {r['sqlite_heap_end']} bytes"
+        )
         print("RSS samples (MB): " + " ".join(f"{s:.1f}" for s in r["samples_mb"]))
     if args.large:
         dbs = large_dbs()
@@ -327,11 +403,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                 bound = LARGE_BOUND_MB if pool == "recent" else ALL_BOUND_MB
                 good = r["recall_rss_mb"] < bound and r["recall_sqlite_heap_mb"] < bound
                 ok &= good
-                print(f"one recall on {r['episodes']:>9,} episodes, pool {pool:6s}: "
-                      f"{r['seconds']:6.2f} s, RSS high-water +{r['recall_rss_mb']} MB "
-                      f"(over {r['rss_before_mb']} MB), SQLite heap high-water "
-                      f"+{r['recall_sqlite_heap_mb']} MB; bound {bound} MB "
-                      f"{'OK' if good else 'EXCEEDED'}", flush=True)
+                print(
+                    f"one recall on {r['episodes']:>9,} episodes, pool {pool:6s}: "
+                    f"{r['seconds']:6.2f} s, RSS high-water +{r['recall_rss_mb']} MB "
+                    f"(over {r['rss_before_mb']} MB), SQLite heap high-water "
+                    f"+{r['recall_sqlite_heap_mb']} MB; bound {bound} MB "
+                    f"{'OK' if good else 'EXCEEDED'}",
+                    flush=True,
+                )
     return 0 if ok else 1
 
 

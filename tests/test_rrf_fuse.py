@@ -125,7 +125,9 @@ def test_F1_sum_over_rows_of_a_group(conn):
     conn.executemany("INSERT INTO r VALUES (?, ?, ?)", rows)
     want = 1 / 61 + 0.5 / 62 + 2 / 40 + 1 / 1
     assert one(conn, "SELECT rrf_fuse(rank, weight, k) FROM r") == pytest.approx(want, rel=REL)
-    assert one(conn, "SELECT rrf_fuse(rank) FROM r") == pytest.approx(2 / 61 + 1 / 62 + 1 / 70, rel=REL)
+    assert one(conn, "SELECT rrf_fuse(rank) FROM r") == pytest.approx(
+        2 / 61 + 1 / 62 + 1 / 70, rel=REL
+    )
     assert one(conn, "SELECT rrf_fuse(rank, weight) FROM r") == pytest.approx(
         1 / 61 + 0.5 / 62 + 2 / 70 + 1 / 61, rel=REL
     )
@@ -134,7 +136,9 @@ def test_F1_sum_over_rows_of_a_group(conn):
 def test_F1_large_ranks_and_k(conn):
     assert one(conn, "SELECT rrf_fuse(1000000000)") == pytest.approx(1 / (60 + 1e9), rel=REL)
     assert one(conn, "SELECT rrf_fuse(1, 1, 1e300)") == pytest.approx(1e-300, rel=REL)
-    assert one(conn, "SELECT rrf_fuse(9223372036854775807)") == pytest.approx(1 / 9.223372036854776e18, rel=REL)
+    assert one(conn, "SELECT rrf_fuse(9223372036854775807)") == pytest.approx(
+        1 / 9.223372036854776e18, rel=REL
+    )
 
 
 def test_F1_weight_zero_counts_as_a_row_with_zero_contribution(conn):
@@ -152,8 +156,12 @@ def test_F1_weight_zero_counts_as_a_row_with_zero_contribution(conn):
 
 def test_F2_null_rank_contributes_nothing(conn):
     conn.execute("CREATE TABLE r(rank, weight)")
-    conn.executemany("INSERT INTO r VALUES (?, ?)", [(1, 1.0), (None, 100.0), (5, 2.0), (None, None)])
-    assert one(conn, "SELECT rrf_fuse(rank, weight) FROM r") == pytest.approx(1 / 61 + 2 / 65, rel=REL)
+    conn.executemany(
+        "INSERT INTO r VALUES (?, ?)", [(1, 1.0), (None, 100.0), (5, 2.0), (None, None)]
+    )
+    assert one(conn, "SELECT rrf_fuse(rank, weight) FROM r") == pytest.approx(
+        1 / 61 + 2 / 65, rel=REL
+    )
     # a NULL rank is not even validated against its (bad) weight and k: absent is absent
     assert one(conn, "SELECT rrf_fuse(NULL, -1, -1)") is None
     assert one(conn, "SELECT rrf_explain(NULL, NULL, -1, -1)") is None
@@ -163,7 +171,13 @@ def test_F5_no_contributing_row_gives_null(conn):
     conn.execute("CREATE TABLE r(doc, list, rank)")
     conn.executemany(
         "INSERT INTO r VALUES (?, ?, ?)",
-        [(1, "bm25", 1), (1, "vector", None), (2, "bm25", None), (2, "vector", None), (3, "vector", 4)],
+        [
+            (1, "bm25", 1),
+            (1, "vector", None),
+            (2, "bm25", None),
+            (2, "vector", None),
+            (3, "vector", 4),
+        ],
     )
     got = conn.execute(
         "SELECT doc, rrf_fuse(rank), typeof(rrf_fuse(rank)), rrf_explain(list, rank) FROM r "
@@ -189,7 +203,10 @@ def test_F5_no_contributing_row_gives_null(conn):
         ("SELECT rrf_fuse(0)", "rrf_fuse: rank must be >= 1 (ranks are 1-based), got 0"),
         ("SELECT rrf_fuse(-3)", "rrf_fuse: rank must be >= 1 (ranks are 1-based), got -3"),
         ("SELECT rrf_fuse(0.5)", "rrf_fuse: rank must be >= 1 (ranks are 1-based), got 0.5"),
-        ("SELECT rrf_fuse(0.999, 1, 60)", "rrf_fuse: rank must be >= 1 (ranks are 1-based), got 0.999"),
+        (
+            "SELECT rrf_fuse(0.999, 1, 60)",
+            "rrf_fuse: rank must be >= 1 (ranks are 1-based), got 0.999",
+        ),
         ("SELECT rrf_fuse(1, -1)", "rrf_fuse: weight must be >= 0, got -1"),
         ("SELECT rrf_fuse(1, -0.25, 60)", "rrf_fuse: weight must be >= 0, got -0.25"),
         ("SELECT rrf_fuse(1, 1, -1)", "rrf_fuse: k must be >= 0, got -1"),
@@ -266,7 +283,9 @@ def test_F4_column_affinity_applies_before_the_type_check(conn):
     assert one(conn, "SELECT rrf_fuse(rank) FROM r") == pytest.approx(1 / 63, rel=REL)
     with sql_error("rrf_fuse: rank must be a number, got TEXT"):
         conn.execute("SELECT rrf_fuse(untyped) FROM r").fetchall()
-    assert one(conn, "SELECT rrf_fuse(CAST(untyped AS INTEGER)) FROM r") == pytest.approx(1 / 63, rel=REL)
+    assert one(conn, "SELECT rrf_fuse(CAST(untyped AS INTEGER)) FROM r") == pytest.approx(
+        1 / 63, rel=REL
+    )
 
 
 # ---------------------------------------------------------------- GROUP BY against the reference
@@ -313,15 +332,23 @@ def test_F1_F7_group_by_over_random_ranked_lists(conn, seed, k):
         # the order of rows inside a GROUP BY group is SQLite's business: compare as a dict
         assert set(parsed) == set(want_x)
         for name, (rank, weight, c) in want_x.items():
-            assert parsed[name] == {"rank": rank, "weight": weight, "contribution": pytest.approx(c, rel=1e-13)}
-        assert math.fsum(e["contribution"] for e in parsed.values()) == pytest.approx(fused, rel=REL)
+            assert parsed[name] == {
+                "rank": rank,
+                "weight": weight,
+                "contribution": pytest.approx(c, rel=1e-13),
+            }
+        assert math.fsum(e["contribution"] for e in parsed.values()) == pytest.approx(
+            fused, rel=REL
+        )
 
 
 def test_F1_ranks_from_window_functions_then_fused(conn):
     """The intended use: ranks computed by row_number() in SQL, fused per document."""
     rng = random.Random(42)
     docs = list(range(1, 101))
-    scores = {(d, name): rng.random() for d in docs for name in ("bm25", "vector") if rng.random() < 0.7}
+    scores = {
+        (d, name): rng.random() for d in docs for name in ("bm25", "vector") if rng.random() < 0.7
+    }
     conn.execute("CREATE TABLE s(doc, list, score)")
     conn.executemany("INSERT INTO s VALUES (?, ?, ?)", [(d, n, v) for (d, n), v in scores.items()])
     got = dict(
@@ -338,7 +365,9 @@ def test_F1_ranks_from_window_functions_then_fused(conn):
     )
     want: dict = {}
     for name, w in (("bm25", 1.0), ("vector", 0.5)):
-        ordered = sorted((d for (d, n) in scores if n == name), key=lambda d: (-scores[(d, name)], d))
+        ordered = sorted(
+            (d for (d, n) in scores if n == name), key=lambda d: (-scores[(d, name)], d)
+        )
         for rank, d in enumerate(ordered, start=1):
             want.setdefault(d, []).append((rank, w, 60))
     assert set(got) == set(want)
@@ -352,7 +381,9 @@ def test_F1_ranks_from_window_functions_then_fused(conn):
 def test_F7_json_shape(conn):
     text = one(conn, "SELECT rrf_explain('bm25', 3)")
     parsed = json.loads(text)
-    assert parsed == {"bm25": {"rank": 3, "weight": 1.0, "contribution": pytest.approx(1 / 63, rel=1e-14)}}
+    assert parsed == {
+        "bm25": {"rank": 3, "weight": 1.0, "contribution": pytest.approx(1 / 63, rel=1e-14)}
+    }
     # an integral rank is a JSON integer; weight and contribution are JSON reals
     assert type(parsed["bm25"]["rank"]) is int
     assert type(parsed["bm25"]["weight"]) is float
@@ -368,7 +399,13 @@ def test_F7_json_shape(conn):
 
 def test_F7_keys_in_order_of_first_appearance(conn):
     conn.execute("CREATE TABLE r(id INTEGER PRIMARY KEY, list, rank, weight)")
-    rows = [("vector", 2, 1.0), ("bm25", 7, 1.0), ("access", None, 0.4), ("recency", 1, 0.6), ("access", 9, 0.4)]
+    rows = [
+        ("vector", 2, 1.0),
+        ("bm25", 7, 1.0),
+        ("access", None, 0.4),
+        ("recency", 1, 0.6),
+        ("access", 9, 0.4),
+    ]
     conn.executemany("INSERT INTO r(list, rank, weight) VALUES (?, ?, ?)", rows)
     text = one(conn, "SELECT rrf_explain(list, rank, weight) FROM (SELECT * FROM r ORDER BY id)")
     assert list(json.loads(text)) == ["vector", "bm25", "recency", "access"]
@@ -421,7 +458,7 @@ def test_F7_list_names_compare_by_bytes(conn):
         "nul\x00inside",
         "".join(chr(c) for c in range(0x20)),
         "\x7f del",
-        "caf\u00e9 \u65e5\u672c \U0001F600",
+        "caf\u00e9 \u65e5\u672c \U0001f600",
         "\u2028\u2029",
         "",
         "{}[]:,",
@@ -431,7 +468,11 @@ def test_F7_list_names_are_json_escaped(conn, name):
     text = one(conn, "SELECT rrf_explain(?, 4, 0.25, 1)", (name,))
     parsed = json.loads(text)
     assert list(parsed) == [name]
-    assert parsed[name] == {"rank": 4, "weight": 0.25, "contribution": pytest.approx(0.05, rel=1e-14)}
+    assert parsed[name] == {
+        "rank": 4,
+        "weight": 0.25,
+        "contribution": pytest.approx(0.05, rel=1e-14),
+    }
 
 
 def test_F7_contributions_add_up_to_rrf_fuse(conn):
@@ -439,7 +480,9 @@ def test_F7_contributions_add_up_to_rrf_fuse(conn):
     conn.execute("CREATE TABLE hits(doc, list, rank, weight)")
     conn.executemany("INSERT INTO hits VALUES (?, ?, ?, ?)", rows)
     # duplicate some rows under the same list name, so merging is exercised
-    conn.execute("INSERT INTO hits SELECT doc, list, rank + 3, weight / 2 FROM hits WHERE doc % 3 = 0")
+    conn.execute(
+        "INSERT INTO hits SELECT doc, list, rank + 3, weight / 2 FROM hits WHERE doc % 3 = 0"
+    )
     for fused, explain in conn.execute(
         "SELECT rrf_fuse(rank, weight), rrf_explain(list, rank, weight) FROM hits GROUP BY doc"
     ):
@@ -459,7 +502,15 @@ def window_table(conn, seed, n=120, null_every=5):
     rows = []
     for i in range(n):
         rank = None if i % null_every == 3 else rng.randint(1, 50)
-        rows.append((i, rng.choice(LISTS), rank, rng.choice([None, 0.0, 0.4, 1.0, 2.5]), rng.choice([None, 0, 60, 10.5])))
+        rows.append(
+            (
+                i,
+                rng.choice(LISTS),
+                rank,
+                rng.choice([None, 0.0, 0.4, 1.0, 2.5]),
+                rng.choice([None, 0, 60, 10.5]),
+            )
+        )
     conn.execute("CREATE TABLE w(id INTEGER PRIMARY KEY, list, rank, weight, k)")
     conn.executemany("INSERT INTO w VALUES (?, ?, ?, ?, ?)", rows)
     return [(lst, r, wt, k) for (_, lst, r, wt, k) in rows]
@@ -498,7 +549,11 @@ def test_F6_sliding_rows_frames_match_reference(conn, frame, bounds):
         assert fused == approx_or_none(want), (i, fr)
         assert fused1 == approx_or_none(ref_fuse([(r[1],) for r in fr]))
         assert_explain(explain, ref_explain(fr))
-    if "PRECEDING AND 1 PRECEDING" in frame or "1 FOLLOWING AND" in frame or frame.startswith("ROWS BETWEEN 0"):
+    if (
+        "PRECEDING AND 1 PRECEDING" in frame
+        or "1 FOLLOWING AND" in frame
+        or frame.startswith("ROWS BETWEEN 0")
+    ):
         assert saw_null  # the empty / all-NULL frames were really there
 
 
@@ -533,14 +588,22 @@ def test_F6_range_and_groups_frames(conn):
     ordered = sorted(rows, key=lambda r: (r[1], r[0]))
     distinct_ts = sorted({r[1] for r in rows})
     frames = {
-        "RANGE BETWEEN 5 PRECEDING AND CURRENT ROW": lambda r: [x for x in ordered if r[1] - 5 <= x[1] <= r[1]],
-        "RANGE BETWEEN 3 PRECEDING AND 2 FOLLOWING": lambda r: [x for x in ordered if r[1] - 3 <= x[1] <= r[1] + 2],
+        "RANGE BETWEEN 5 PRECEDING AND CURRENT ROW": lambda r: [
+            x for x in ordered if r[1] - 5 <= x[1] <= r[1]
+        ],
+        "RANGE BETWEEN 3 PRECEDING AND 2 FOLLOWING": lambda r: [
+            x for x in ordered if r[1] - 3 <= x[1] <= r[1] + 2
+        ],
         "RANGE BETWEEN 10 FOLLOWING AND 12 FOLLOWING": lambda r: [
             x for x in ordered if r[1] + 10 <= x[1] <= r[1] + 12
         ],
-        "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW": lambda r: [x for x in ordered if x[1] <= r[1]],
+        "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW": lambda r: [
+            x for x in ordered if x[1] <= r[1]
+        ],
         "GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW": lambda r: [
-            x for x in ordered if distinct_ts.index(r[1]) - 1 <= distinct_ts.index(x[1]) <= distinct_ts.index(r[1])
+            x
+            for x in ordered
+            if distinct_ts.index(r[1]) - 1 <= distinct_ts.index(x[1]) <= distinct_ts.index(r[1])
         ],
         "GROUPS BETWEEN 2 PRECEDING AND 1 PRECEDING": lambda r: [
             x
@@ -548,7 +611,9 @@ def test_F6_range_and_groups_frames(conn):
             if distinct_ts.index(r[1]) - 2 <= distinct_ts.index(x[1]) <= distinct_ts.index(r[1]) - 1
         ],
         "GROUPS BETWEEN CURRENT ROW AND 3 FOLLOWING": lambda r: [
-            x for x in ordered if distinct_ts.index(r[1]) <= distinct_ts.index(x[1]) <= distinct_ts.index(r[1]) + 3
+            x
+            for x in ordered
+            if distinct_ts.index(r[1]) <= distinct_ts.index(x[1]) <= distinct_ts.index(r[1]) + 3
         ],
         "RANGE BETWEEN 5 PRECEDING AND CURRENT ROW EXCLUDE CURRENT ROW": lambda r: [
             x for x in ordered if r[1] - 5 <= x[1] <= r[1] and x[0] != r[0]
@@ -624,7 +689,9 @@ def test_F6_sliding_frame_does_not_drift(conn):
 
 def test_F6_default_window_frame_is_running_total_with_peers(conn):
     conn.execute("CREATE TABLE w(id INTEGER PRIMARY KEY, g, rank)")
-    conn.executemany("INSERT INTO w(g, rank) VALUES (?, ?)", [(1, 1), (1, 2), (2, None), (3, 4), (3, 5)])
+    conn.executemany(
+        "INSERT INTO w(g, rank) VALUES (?, ?)", [(1, 1), (1, 2), (2, None), (3, 4), (3, 5)]
+    )
     got = [r[0] for r in conn.execute("SELECT rrf_fuse(rank) OVER (ORDER BY g) FROM w ORDER BY id")]
     a, b, d, e = 1 / 61, 1 / 62, 1 / 64, 1 / 65
     assert got == pytest.approx([a + b, a + b, a + b, a + b + d + e, a + b + d + e], rel=REL)
@@ -651,14 +718,18 @@ def test_F6_explain_window_frame_that_empties_and_refills(conn):
 # ---------------------------------------------------------------- hypothesis
 
 rank_st = st.one_of(st.none(), st.integers(1, 10_000), st.floats(1.0, 1e6, allow_nan=False))
-weight_st = st.one_of(st.none(), st.sampled_from([0.0, 0.4, 0.6, 1.0]), st.floats(0.0, 100.0, allow_nan=False))
+weight_st = st.one_of(
+    st.none(), st.sampled_from([0.0, 0.4, 0.6, 1.0]), st.floats(0.0, 100.0, allow_nan=False)
+)
 k_st = st.one_of(st.none(), st.integers(0, 200), st.floats(0.0, 1000.0, allow_nan=False))
 name_st = st.one_of(st.sampled_from(LISTS), st.text(max_size=6))
 row_st = st.tuples(name_st, rank_st, weight_st, k_st)
 
 
 def _load_rows(conn, rows):
-    conn.execute("DROP TABLE IF EXISTS hr; CREATE TABLE hr(id INTEGER PRIMARY KEY, list, rank, weight, k)")
+    conn.execute(
+        "DROP TABLE IF EXISTS hr; CREATE TABLE hr(id INTEGER PRIMARY KEY, list, rank, weight, k)"
+    )
     conn.executemany("INSERT INTO hr(list, rank, weight, k) VALUES (?, ?, ?, ?)", rows)
 
 
@@ -688,7 +759,11 @@ def test_F1_F2_F3_F5_F7_property_aggregate_matches_reference(mconn, rows):
 def test_F6_property_sliding_window_matches_reference(mconn, rows, before, after):
     _load_rows(mconn, rows)
     lo = f"{before} PRECEDING"
-    hi = "CURRENT ROW" if after == 0 else (f"{after} FOLLOWING" if after > 0 else f"{-after} PRECEDING")
+    hi = (
+        "CURRENT ROW"
+        if after == 0
+        else (f"{after} FOLLOWING" if after > 0 else f"{-after} PRECEDING")
+    )
     if after < 0 and -after > before:
         lo, before = f"{-after} PRECEDING", -after  # start must not be after end
     frame = f"ROWS BETWEEN {lo} AND {hi}"
@@ -709,7 +784,9 @@ def test_F6_property_sliding_window_matches_reference(mconn, rows, before, after
     st.one_of(st.integers(-10, -1), st.floats(-1e9, -1e-300, allow_nan=False)),
 )
 def test_F4_property_out_of_range_always_errors(mconn, bad_rank, bad_weight):
-    with pytest.raises(apsw.SQLError, match=r"^rrf_fuse: rank must be >= 1 \(ranks are 1-based\), got "):
+    with pytest.raises(
+        apsw.SQLError, match=r"^rrf_fuse: rank must be >= 1 \(ranks are 1-based\), got "
+    ):
         mconn.execute("SELECT rrf_fuse(?)", (bad_rank,)).fetchall()
     with pytest.raises(apsw.SQLError, match=r"^rrf_fuse: weight must be >= 0, got -"):
         mconn.execute("SELECT rrf_fuse(1, ?)", (bad_weight,)).fetchall()
@@ -723,9 +800,13 @@ ranks_st = st.one_of(st.none(), st.integers(1, 10**6), st.floats(1, 1e6))
 weights_st = st.one_of(st.none(), st.floats(0, 1e3))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(k=st.one_of(st.none(), st.floats(0, 1e4)),
-       pairs=st.lists(st.tuples(ranks_st, weights_st), min_size=1, max_size=8))
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    k=st.one_of(st.none(), st.floats(0, 1e4)),
+    pairs=st.lists(st.tuples(ranks_st, weights_st), min_size=1, max_size=8),
+)
 def test_F9_rrf_sum_is_rrf_fuse_over_one_rows_pairs(conn, k, pairs):
     args = [k]
     for r, w in pairs:
@@ -740,16 +821,25 @@ def test_F9_rrf_sum_is_rrf_fuse_over_one_rows_pairs(conn, k, pairs):
     assert got == approx_or_none(want)
 
 
-@pytest.mark.parametrize("sql, msg", [
-    ("SELECT rrf_sum(60, 1)", "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])"),
-    ("SELECT rrf_sum(60)", "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])"),
-    ("SELECT rrf_sum(60, 0, 1)", "rrf_sum: rank must be >= 1 (ranks are 1-based), got 0"),
-    ("SELECT rrf_sum(60, 1, -1)", "rrf_sum: weight must be >= 0, got -1"),
-    ("SELECT rrf_sum(-1, 1, 1)", "rrf_sum: k must be >= 0, got -1"),
-    ("SELECT rrf_sum('x', 1, 1)", "rrf_sum: k must be a number, got TEXT"),
-    ("SELECT rrf_sum(60, 1, 1, X'00', 1)", "rrf_sum: rank must be a number, got BLOB"),
-    ("SELECT rrf_sum(0, 1, 1e308, 1, 1e308)", "rrf_sum: the sum of contributions overflows a double (weights too large)"),
-])
+@pytest.mark.parametrize(
+    "sql, msg",
+    [
+        (
+            "SELECT rrf_sum(60, 1)",
+            "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])",
+        ),
+        ("SELECT rrf_sum(60)", "rrf_sum: usage: rrf_sum(k, rank1, weight1 [, rank2, weight2 ...])"),
+        ("SELECT rrf_sum(60, 0, 1)", "rrf_sum: rank must be >= 1 (ranks are 1-based), got 0"),
+        ("SELECT rrf_sum(60, 1, -1)", "rrf_sum: weight must be >= 0, got -1"),
+        ("SELECT rrf_sum(-1, 1, 1)", "rrf_sum: k must be >= 0, got -1"),
+        ("SELECT rrf_sum('x', 1, 1)", "rrf_sum: k must be a number, got TEXT"),
+        ("SELECT rrf_sum(60, 1, 1, X'00', 1)", "rrf_sum: rank must be a number, got BLOB"),
+        (
+            "SELECT rrf_sum(0, 1, 1e308, 1, 1e308)",
+            "rrf_sum: the sum of contributions overflows a double (weights too large)",
+        ),
+    ],
+)
 def test_F9_rrf_sum_errors_name_the_function_and_the_fault(conn, sql, msg):
     with sql_error(msg):
         conn.execute(sql).fetchall()

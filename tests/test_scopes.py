@@ -46,8 +46,11 @@ def test_an_explicit_scope_narrows_the_recall():
 
 @pytest.mark.parametrize("bad", ['""', "''", ' "" '])
 def test_quotes_are_not_a_scope_name(bad):
-    for call in (lambda: stored_scope(bad), lambda: recall_scopes(bad, "shop"),
-                 lambda: recall_scopes(None, bad)):
+    for call in (
+        lambda: stored_scope(bad),
+        lambda: recall_scopes(bad, "shop"),
+        lambda: recall_scopes(None, bad),
+    ):
         with pytest.raises(UserError) as e:
             call()
         assert "shared" in str(e.value) and "scope" in str(e.value)
@@ -115,8 +118,7 @@ def test_two_scopes_are_one_ranking_of_their_union(scope_db, pool, profile, pair
     scope, scope2 = pair
     for query in ("alpha beta", "gamma delta epsilon", "omega"):
         q = rng.normal(size=DIM)
-        kw = dict(limit=12, pool=pool, profile=profile, pool_size=20, bm25_limit=15,
-                  oversample=3)
+        kw = dict(limit=12, pool=pool, profile=profile, pool_size=20, bm25_limit=15, oversample=3)
         got = run_recall(scope_db.conn, query, q, scope=scope, scope2=scope2, **kw)
         want = reference_recall(scope_db.conn, query, q, scope=union, **kw)
         assert_same(got, want)
@@ -126,8 +128,14 @@ def test_two_scopes_are_one_ranking_of_their_union(scope_db, pool, profile, pair
     if len(union) == 2:  # both scopes reach the top somewhere: a union, not one scope
         seen = set()
         for query in ("alpha beta", "gamma delta epsilon", "omega", "zeta", "rho sigma"):
-            got = run_recall(scope_db.conn, query, rng.normal(size=DIM), scope=scope,
-                             scope2=scope2, **dict(kw, limit=40))
+            got = run_recall(
+                scope_db.conn,
+                query,
+                rng.normal(size=DIM),
+                scope=scope,
+                scope2=scope2,
+                **dict(kw, limit=40),
+            )
             seen |= {in_scope[h["id"]] for h in got}
         assert seen == set(union)
 
@@ -136,8 +144,9 @@ def test_two_scopes_are_one_ranking_of_their_union(scope_db, pool, profile, pair
 def test_two_scopes_with_the_other_filters(scope_db, pool):
     """:scope2 composes with :kind, :since and :until like :scope does."""
     rng = np.random.default_rng(4)
-    filters = dict(kind="fact", since=1_700_000_000_000 + 2 * 10**9,
-                   until=1_700_000_000_000 + 9 * 10**9)
+    filters = dict(
+        kind="fact", since=1_700_000_000_000 + 2 * 10**9, until=1_700_000_000_000 + 9 * 10**9
+    )
     for query in ("alpha beta", "omega"):
         q = rng.normal(size=DIM)
         kw = dict(limit=10, pool=pool, profile="rrf", pool_size=20, bm25_limit=15, **filters)
@@ -152,12 +161,33 @@ def test_store_recall_takes_a_tuple_of_scopes(scope_db):
     ranking; a list is the same; order and repeats do not matter."""
     rng = np.random.default_rng(8)
     q = rng.normal(size=DIM)
-    kw = dict(limit=10, qvec=q, touch=False, collapse=False, time_expressions=False,
-              now=NOW, profile="rrf", pool="all", pool_size=20, bm25_limit=15)
+    kw = dict(
+        limit=10,
+        qvec=q,
+        touch=False,
+        collapse=False,
+        time_expressions=False,
+        now=NOW,
+        profile="rrf",
+        pool="all",
+        pool_size=20,
+        bm25_limit=15,
+    )
     got = [h.id for h in scope_db.recall("alpha beta", scope=("proj-a", ""), **kw)]
-    want = [h["id"] for h in reference_recall(
-        scope_db.conn, "alpha beta", q, scope=("proj-a", ""), limit=10, pool="all",
-        profile="rrf", pool_size=20, bm25_limit=15)]
+    want = [
+        h["id"]
+        for h in reference_recall(
+            scope_db.conn,
+            "alpha beta",
+            q,
+            scope=("proj-a", ""),
+            limit=10,
+            pool="all",
+            profile="rrf",
+            pool_size=20,
+            bm25_limit=15,
+        )
+    ]
     assert got == want
     assert [h.id for h in scope_db.recall("alpha beta", scope=["", "proj-a", ""], **kw)] == got
     one = [h.id for h in scope_db.recall("alpha beta", scope=("proj-a",), **kw)]
@@ -168,13 +198,16 @@ def test_store_recall_takes_a_tuple_of_scopes(scope_db):
     assert {in_scope[h.id] for h in hits} == {"proj-b", "tiny"}
 
 
-@pytest.mark.parametrize("bad,match", [
-    (3, r"^scope: must be text, a list or tuple of texts, or None"),
-    ({"proj-a"}, r"^scope: must be text, a list or tuple"),
-    (("proj-a", 3), r"^scope: each scope must be text, got int"),
-    ((), r"^scope: an empty list names no scope"),
-    (("a", "b", "c"), r"^scope: one recall covers at most 2 scopes"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (3, r"^scope: must be text, a list or tuple of texts, or None"),
+        ({"proj-a"}, r"^scope: must be text, a list or tuple"),
+        (("proj-a", 3), r"^scope: each scope must be text, got int"),
+        ((), r"^scope: an empty list names no scope"),
+        (("a", "b", "c"), r"^scope: one recall covers at most 2 scopes"),
+    ],
+)
 def test_store_recall_refuses_a_bad_scope(scope_db, bad, match):
     with pytest.raises(StoreError, match=match):
         scope_db.recall("alpha", scope=bad, touch=False)
@@ -188,23 +221,34 @@ def test_the_recent_pool_of_two_scopes_reads_an_index_in_order(scope_db):
 
     sql = recall_statement("recent", "rrf")
     start = sql.index("pool_recent AS (") + len("pool_recent AS (")
-    body = sql[start:sql.index("\n)", start)]
-    params = sql[sql.index("params AS ("):]
-    params = params[:params.index("\n)") + 2]
+    body = sql[start : sql.index("\n)", start)]
+    params = sql[sql.index("params AS (") :]
+    params = params[: params.index("\n)") + 2]
     q = "WITH " + params + "\n" + body
     b = dict.fromkeys(statement_params(q))
     plan = [r[3] for r in scope_db.conn.execute("EXPLAIN QUERY PLAN " + q, b)]
     assert any("SCAN episodes USING INDEX idx_episodes_accessed_at" in d for d in plan), plan
     assert any("idx_episodes_scope_accessed_at (scope=?)" in d for d in plan), plan
     assert not any("TEMP B-TREE" in d for d in plan), plan
-    for pair in (("proj-a", ""), ("tiny", None), (None, "tiny"), ("tiny", "tiny"),
-                 ("tiny", "proj-b"), (None, None)):
+    for pair in (
+        ("proj-a", ""),
+        ("tiny", None),
+        (None, "tiny"),
+        ("tiny", "tiny"),
+        ("tiny", "proj-b"),
+        (None, None),
+    ):
         b.update(scope=pair[0], scope2=pair[1], pool_size=30)
         got = [r[0] for r in scope_db.conn.execute(q, b)]
         keep = {s for s in pair if s is not None}
-        want = [r[0] for r in scope_db.conn.execute(
-            "SELECT rowid, scope FROM episodes WHERE embedding IS NOT NULL "
-            "ORDER BY accessed_at DESC, rowid") if not keep or r[1] in keep][:30]
+        want = [
+            r[0]
+            for r in scope_db.conn.execute(
+                "SELECT rowid, scope FROM episodes WHERE embedding IS NOT NULL "
+                "ORDER BY accessed_at DESC, rowid"
+            )
+            if not keep or r[1] in keep
+        ][:30]
         assert got == want, pair
 
 
@@ -222,14 +266,31 @@ def test_the_knn_pool_of_two_scopes_is_the_exact_pool_of_their_union(tmp_path, p
         s.enable_knn()
         for query in ("alpha beta", "omega"):
             q = rng.normal(size=DIM)
-            kw = dict(limit=15, qvec=q, touch=False, collapse=False, time_expressions=False,
-                      now=NOW, profile=profile, pool_size=25, scope=("proj-a", ""))
+            kw = dict(
+                limit=15,
+                qvec=q,
+                touch=False,
+                collapse=False,
+                time_expressions=False,
+                now=NOW,
+                profile=profile,
+                pool_size=25,
+                scope=("proj-a", ""),
+            )
             knn = s.recall(query, pool="knn", **kw)
             exact = s.recall(query, pool="all", **kw)
             assert [h.id for h in knn] == [h.id for h in exact]
             assert [h.score for h in knn] == pytest.approx([h.score for h in exact], rel=1e-12)
-            want = reference_recall(s.conn, query, q, scope=("proj-a", ""), limit=15,
-                                    pool="all", profile=profile, pool_size=25)
+            want = reference_recall(
+                s.conn,
+                query,
+                q,
+                scope=("proj-a", ""),
+                limit=15,
+                pool="all",
+                profile=profile,
+                pool_size=25,
+            )
             assert [h.id for h in knn] == [h["id"] for h in want]
 
 
@@ -249,9 +310,11 @@ MEMORIES = [
     dict(id="shop-port", scope="shop", content="The shop's Postgres listens on port 5433."),
     dict(id="shop-deploy", scope="shop", content="Shop deploys go out on Tuesdays."),
     dict(id="blog-port", scope="blog", content="The blog's Postgres listens on port 5432."),
-    dict(id="user-psql", scope="",
-         content="The user wants Postgres examples with psql, never pgAdmin; port numbers "
-                 "in full."),
+    dict(
+        id="user-psql",
+        scope="",
+        content="The user wants Postgres examples with psql, never pgAdmin; port numbers in full.",
+    ),
 ]
 QUERY = "postgres port"
 
@@ -295,14 +358,23 @@ def _env(tmp_path: Path, with_model: bool) -> dict:
 
 
 def _sqlite_rrf(*args: str, env: dict, cwd: Path, stdin: bytes = b"") -> tuple:
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", *args], input=stdin,
-                       capture_output=True, timeout=300, env=env, cwd=cwd)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
 def _hook_ids(out: str) -> list:
-    return [line.split("_(id `", 1)[1].split("`", 1)[0]
-            for line in out.splitlines() if line.startswith("- ")]
+    return [
+        line.split("_(id `", 1)[1].split("`", 1)[0]
+        for line in out.splitlines()
+        if line.startswith("- ")
+    ]
 
 
 @pytest.mark.parametrize("with_model", [False, pytest.param(True, marks=needs_model)])
@@ -311,27 +383,57 @@ def test_the_hook_recalls_the_project_and_the_shared_memory_together(tmp_path, w
     cwd = _project(tmp_path)
     env = _env(tmp_path, with_model)
     payload = json.dumps({"session_id": "s", "prompt": QUERY, "cwd": str(cwd)}).encode()
-    rc, out, err = _sqlite_rrf("hook", str(db), "--no-server", "--limit", "5",
-                               "--min-relevance", "0", env=env, cwd=tmp_path, stdin=payload)
+    rc, out, err = _sqlite_rrf(
+        "hook",
+        str(db),
+        "--no-server",
+        "--limit",
+        "5",
+        "--min-relevance",
+        "0",
+        env=env,
+        cwd=tmp_path,
+        stdin=payload,
+    )
     assert rc == 0, err
     assert out.splitlines()[0].startswith(
-        "Recalled from memory (sqlite-rrf, scope `shop` and the shared scope)"), out
+        "Recalled from memory (sqlite-rrf, scope `shop` and the shared scope)"
+    ), out
     got = _hook_ids(out)
     assert {"shop-port", "user-psql"} <= set(got), out
     assert "blog-port" not in got, out
     # --scope narrows: one project, the shared memory only, or every scope
-    for scope, want in (("shop", {"shop-port"}), ("shared", {"user-psql"}),
-                        ("", {"user-psql"}), ("*", {"shop-port", "blog-port", "user-psql"})):
-        rc, out, err = _sqlite_rrf("hook", str(db), "--no-server", "--scope", scope,
-                                   "--limit", "5", "--min-relevance", "0", env=env,
-                                   cwd=tmp_path, stdin=payload)
+    for scope, want in (
+        ("shop", {"shop-port"}),
+        ("shared", {"user-psql"}),
+        ("", {"user-psql"}),
+        ("*", {"shop-port", "blog-port", "user-psql"}),
+    ):
+        rc, out, err = _sqlite_rrf(
+            "hook",
+            str(db),
+            "--no-server",
+            "--scope",
+            scope,
+            "--limit",
+            "5",
+            "--min-relevance",
+            "0",
+            env=env,
+            cwd=tmp_path,
+            stdin=payload,
+        )
         got = set(_hook_ids(out))
         assert rc == 0 and want <= got, (scope, out, err)
         if scope != "*":
-            assert got <= {m["id"] for m in MEMORIES if m["scope"] == (
-                "" if scope in ("shared", "") else scope)}, (scope, out)
-    rc, out, err = _sqlite_rrf("hook", str(db), "--no-server", "--scope", '""', env=env,
-                               cwd=tmp_path, stdin=payload)
+            assert got <= {
+                m["id"]
+                for m in MEMORIES
+                if m["scope"] == ("" if scope in ("shared", "") else scope)
+            }, (scope, out)
+    rc, out, err = _sqlite_rrf(
+        "hook", str(db), "--no-server", "--scope", '""', env=env, cwd=tmp_path, stdin=payload
+    )
     assert rc == 0 and out == "" and "'shared'" in err and "--scope" in err, (out, err)
 
 
@@ -340,18 +442,18 @@ def test_cli_recall_covers_the_project_and_the_shared_scope(tmp_path, with_model
     db = _memory_db(tmp_path / "m.db", with_model)
     cwd = _project(tmp_path)
     env = _env(tmp_path, with_model)
-    rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--json", "--limit", "5",
-                               env=env, cwd=cwd)
+    rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--json", "--limit", "5", env=env, cwd=cwd)
     assert rc == 0, err
     got = [h["id"] for h in json.loads(out)]
     assert {"shop-port", "user-psql"} <= set(got) and "blog-port" not in got, got
-    for scope, want in (("blog", ["blog-port"]), ("shared", ["user-psql"]),
-                        ("", ["user-psql"])):
-        rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--json", "--scope", scope,
-                                   env=env, cwd=cwd)
+    for scope, want in (("blog", ["blog-port"]), ("shared", ["user-psql"]), ("", ["user-psql"])):
+        rc, out, err = _sqlite_rrf(
+            "recall", str(db), QUERY, "--json", "--scope", scope, env=env, cwd=cwd
+        )
         assert rc == 0 and [h["id"] for h in json.loads(out)] == want, (scope, out, err)
-    rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--json", "--limit", "5",
-                               "--scope", "*", env=env, cwd=cwd)
+    rc, out, err = _sqlite_rrf(
+        "recall", str(db), QUERY, "--json", "--limit", "5", "--scope", "*", env=env, cwd=cwd
+    )
     assert {"shop-port", "blog-port", "user-psql"} <= {h["id"] for h in json.loads(out)}
     rc, out, err = _sqlite_rrf("recall", str(db), QUERY, "--scope", '""', env=env, cwd=cwd)
     assert rc == 1 and out == "" and "--scope" in err and "'shared'" in err, (out, err)
@@ -362,11 +464,11 @@ def test_cli_add_to_the_shared_scope_by_its_name(tmp_path):
     db = tmp_path / "m.db"
     env = _no_model_env(tmp_path)
     for scope in ("shared", ""):
-        rc, out, err = _sqlite_rrf("add", str(db), f"A shared note {scope!r}.", "--scope",
-                                   scope, env=env, cwd=tmp_path)
+        rc, out, err = _sqlite_rrf(
+            "add", str(db), f"A shared note {scope!r}.", "--scope", scope, env=env, cwd=tmp_path
+        )
         assert rc == 0, err
-    rc, out, err = _sqlite_rrf("add", str(db), "quotes", "--scope", '""', env=env,
-                               cwd=tmp_path)
+    rc, out, err = _sqlite_rrf("add", str(db), "quotes", "--scope", '""', env=env, cwd=tmp_path)
     assert rc == 1 and "'shared'" in err, err
     with Store(db) as s:
         assert [r[0] for r in s.conn.execute("SELECT scope FROM episodes")] == ["", ""]
@@ -388,8 +490,11 @@ def test_mcp_recall_covers_the_servers_project_and_the_shared_scope(tmp_path):
             ids = [h["id"] for h in got["hits"]]
             assert {"shop-port", "user-psql"} <= set(ids) and "blog-port" not in ids, got
             assert got["scopes"] == ["shop", "shared"]
-            for scope, want in (("blog", ["blog-port"]), ("shared", ["user-psql"]),
-                                ("", ["user-psql"])):
+            for scope, want in (
+                ("blog", ["blog-port"]),
+                ("shared", ["user-psql"]),
+                ("", ["user-psql"]),
+            ):
                 got = await call(s, "recall", query=QUERY, scope=scope, min_relevance=0)
                 assert [h["id"] for h in got["hits"]] == want, (scope, got)
             got = await call(s, "recall", query=QUERY, scope="*", limit=5, min_relevance=0)
@@ -397,13 +502,16 @@ def test_mcp_recall_covers_the_servers_project_and_the_shared_scope(tmp_path):
             for tool, args in (("recall", dict(query=QUERY)), ("remember", dict(content="x"))):
                 msg = await error(s, tool, scope='""', **args)
                 assert msg.startswith("scope: ") and "'shared'" in msg, msg
-            r = await call(s, "remember", content="The user reads diffs in unified form.",
-                           scope="shared")
+            r = await call(
+                s, "remember", content="The user reads diffs in unified form.", scope="shared"
+            )
             assert r["scope"] == "shared"
         with Store(db) as st:
-            assert st.conn.execute("SELECT scope FROM episodes WHERE id = ?",
-                                   (r["id"],)).fetchall() == [("",)]
-            assert st.conn.execute("SELECT count(*) FROM episodes WHERE scope IN "
-                                   "('\"\"', 'shared')").fetchall() == [(0,)]
+            assert st.conn.execute(
+                "SELECT scope FROM episodes WHERE id = ?", (r["id"],)
+            ).fetchall() == [("",)]
+            assert st.conn.execute(
+                "SELECT count(*) FROM episodes WHERE scope IN ('\"\"', 'shared')"
+            ).fetchall() == [(0,)]
 
     run(main())

@@ -23,15 +23,27 @@ from sqlite_rrf.app import socket_path
 from sqlite_rrf.store import Store
 
 EPISODES = [
-    dict(id="shop-db", scope="shop", content="The shop's Postgres credentials are kept in "
-         "Vault at secret/shop/postgres."),
-    dict(id="shop-deploy", scope="shop", content="Shop deploys go out on Tuesdays after the "
-         "nightly Postgres backup."),
-    dict(id="blog-db", scope="blog", content="The blog uses SQLite in WAL mode; its "
-         "Postgres migration was dropped."),
+    dict(
+        id="shop-db",
+        scope="shop",
+        content="The shop's Postgres credentials are kept in Vault at secret/shop/postgres.",
+    ),
+    dict(
+        id="shop-deploy",
+        scope="shop",
+        content="Shop deploys go out on Tuesdays after the nightly Postgres backup.",
+    ),
+    dict(
+        id="blog-db",
+        scope="blog",
+        content="The blog uses SQLite in WAL mode; its Postgres migration was dropped.",
+    ),
 ]
-PROMPT = {"prompt": "where are the postgres credentials kept?", "session_id": "s1",
-          "hook_event_name": "UserPromptSubmit"}
+PROMPT = {
+    "prompt": "where are the postgres credentials kept?",
+    "session_id": "s1",
+    "hook_event_name": "UserPromptSubmit",
+}
 
 
 def env_for(tmp_path: Path) -> Dict[str, str]:
@@ -41,8 +53,9 @@ def env_for(tmp_path: Path) -> Dict[str, str]:
     cache.mkdir(exist_ok=True)
     run = tmp_path / "run"
     run.mkdir(exist_ok=True, mode=0o700)
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(cache),
-               XDG_RUNTIME_DIR=str(run))
+    env.update(
+        HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(cache), XDG_RUNTIME_DIR=str(run)
+    )
     return env
 
 
@@ -52,19 +65,35 @@ def make_db(path: Path) -> Path:
     return path
 
 
-def hook(db: Path, env: Dict[str, str], *args: str, payload: Optional[dict] = None,
-         importtime: bool = False) -> Tuple[str, str]:
-    argv = [sys.executable] + (["-X", "importtime"] if importtime else []) + [
-        "-m", "sqlite_rrf", "hook", str(db), "--scope", "shop", "--min-relevance", "0", *args]
-    p = subprocess.run(argv, input=json.dumps(payload or PROMPT).encode(),
-                       capture_output=True, timeout=120, env=env)
+def hook(
+    db: Path,
+    env: Dict[str, str],
+    *args: str,
+    payload: Optional[dict] = None,
+    importtime: bool = False,
+) -> Tuple[str, str]:
+    argv = (
+        [sys.executable]
+        + (["-X", "importtime"] if importtime else [])
+        + ["-m", "sqlite_rrf", "hook", str(db), "--scope", "shop", "--min-relevance", "0", *args]
+    )
+    p = subprocess.run(
+        argv,
+        input=json.dumps(payload or PROMPT).encode(),
+        capture_output=True,
+        timeout=120,
+        env=env,
+    )
     assert p.returncode == 0
     return p.stdout.decode(), p.stderr.decode()
 
 
 def imported(stderr: str) -> set:
-    return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines()
-            if line.startswith("import time:")}
+    return {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in stderr.splitlines()
+        if line.startswith("import time:")
+    }
 
 
 def ping(path: str) -> Optional[dict]:
@@ -74,11 +103,16 @@ def ping(path: str) -> Optional[dict]:
 
 
 @contextlib.contextmanager
-def serving(db: Path, env: Dict[str, str], *args: str,
-            wait: bool = True) -> Iterator[subprocess.Popen]:
+def serving(
+    db: Path, env: Dict[str, str], *args: str, wait: bool = True
+) -> Iterator[subprocess.Popen]:
     """A ``sqlite-rrf serve`` process, ready (it answers a ping) when ``wait``."""
-    proc = subprocess.Popen([sys.executable, "-m", "sqlite_rrf", "serve", str(db), *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_rrf", "serve", str(db), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         if wait:
             sock = args[args.index("--socket") + 1] if "--socket" in args else None
@@ -121,6 +155,7 @@ def free_port() -> int:
 
 # ---- the hook through the server ----
 
+
 def test_the_hook_through_the_server_prints_what_it_prints_alone(tmp_path):
     """H7: the same output; the client imports no store, SQLite binding or numpy."""
     db = make_db(tmp_path / "m.db")
@@ -134,8 +169,9 @@ def test_the_hook_through_the_server_prints_what_it_prints_alone(tmp_path):
         assert "sqlite_rrf" in mods  # the measurement can fail
         assert not mods & {"apsw", "numpy", "llama_cpp", "sqlite_rrf.store"}, mods
         as_json, _ = hook(db, env, "--format", "json")
-        assert json.loads(as_json) == {"hookSpecificOutput": {
-            "hookEventName": "UserPromptSubmit", "additionalContext": alone}}
+        assert json.loads(as_json) == {
+            "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": alone}
+        }
         # its answer comes first; the touch after it (S4)
         deadline = time.time() + 10
         while True:
@@ -195,14 +231,22 @@ def test_a_second_server_on_one_socket_is_refused_and_a_file_is_never_removed(tm
     db = make_db(tmp_path / "m.db")
     env = env_for(tmp_path)
     with serving(db, env):
-        p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "serve", str(db)], env=env,
-                           capture_output=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "sqlite_rrf", "serve", str(db)],
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
         assert p.returncode == 1
         assert "another server already listens at" in p.stderr.decode()
     notes = tmp_path / "notes.txt"
     notes.write_text("mine\n")
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "serve", str(db), "--socket",
-                        str(notes)], env=env, capture_output=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "serve", str(db), "--socket", str(notes)],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     assert p.returncode == 1 and "is not a socket" in p.stderr.decode()
     assert notes.read_text() == "mine\n"
 
@@ -215,10 +259,20 @@ def test_a_server_killed_mid_call_leaves_the_hook_to_recall_alone(tmp_path):
     alone, _ = hook(db, env, "--no-server")
     with serving(db, env) as proc:
         proc.send_signal(signal.SIGSTOP)
-        argv = [sys.executable, "-m", "sqlite_rrf", "hook", str(db), "--scope", "shop",
-                "--min-relevance", "0"]
-        client = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, env=env)
+        argv = [
+            sys.executable,
+            "-m",
+            "sqlite_rrf",
+            "hook",
+            str(db),
+            "--scope",
+            "shop",
+            "--min-relevance",
+            "0",
+        ]
+        client = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
         client.stdin.write(json.dumps(PROMPT).encode())
         client.stdin.close()
         time.sleep(1.5)  # connected, its request sent, waiting
@@ -237,8 +291,11 @@ def test_a_server_of_another_database_is_not_used(tmp_path):
     db = make_db(tmp_path / "m.db")
     other = tmp_path / "other.db"
     with Store(other) as s:
-        s.add("The shop's Postgres credentials moved to a sealed envelope.", scope="shop",
-              id="other-db")
+        s.add(
+            "The shop's Postgres credentials moved to a sealed envelope.",
+            scope="shop",
+            id="other-db",
+        )
     env = env_for(tmp_path)
     sock = str(tmp_path / "s.sock")
     with serving(other, env, "--socket", sock):
@@ -269,6 +326,7 @@ def test_bad_requests_get_one_line_errors(tmp_path):
     env = env_for(tmp_path)
     sock = str(tmp_path / "s.sock")
     with serving(db, env, "--socket", sock):
+
         def raw(line: bytes) -> dict:
             with socket.socket(socket.AF_UNIX) as s:
                 s.connect(sock)
@@ -277,12 +335,19 @@ def test_bad_requests_get_one_line_errors(tmp_path):
 
         assert raw(b"not json\n") == {"ok": False, "error": "request is not a JSON line"}
         assert raw(b'{"v": 2}\n')["ok"] is False
-        req = {"v": 1, "op": "hook", "db": os.path.realpath(db), "prompt": "x", "limit": 0,
-               "max_chars": 10, "max_total": 0, "format": "markdown"}
+        req = {
+            "v": 1,
+            "op": "hook",
+            "db": os.path.realpath(db),
+            "prompt": "x",
+            "limit": 0,
+            "max_chars": 10,
+            "max_total": 0,
+            "format": "markdown",
+        }
         got = raw(json.dumps(req).encode() + b"\n")
         assert got == {"ok": False, "error": "--limit: must be from 1 to 100, got 0"}
-        ok = dict(req, limit=2, prompt="postgres credentials", scope="shop",
-                  min_relevance=0)
+        ok = dict(req, limit=2, prompt="postgres credentials", scope="shop", min_relevance=0)
         assert "shop-db" in raw(json.dumps(ok).encode() + b"\n")["text"]
 
 
@@ -290,8 +355,12 @@ def test_the_hook_output_is_capped(tmp_path):
     """H8: --max-total leaves out what does not fit and says how many."""
     db = tmp_path / "m.db"
     with Store(db) as s:
-        s.add_many([dict(scope="shop", content=f"Postgres note {i}: " + "credentials " * 30)
-                    for i in range(10)])
+        s.add_many(
+            [
+                dict(scope="shop", content=f"Postgres note {i}: " + "credentials " * 30)
+                for i in range(10)
+            ]
+        )
     env = env_for(tmp_path)
     full, _ = hook(db, env, "--no-server", "--limit", "10")
     capped, _ = hook(db, env, "--no-server", "--limit", "10", "--max-total", "1000")
@@ -302,8 +371,8 @@ def test_the_hook_output_is_capped(tmp_path):
 
 # ---- MCP over streamable HTTP ----
 
-def http_call(url: str, calls: List[Tuple[str, dict]],
-              token: Optional[str] = None) -> List[Any]:
+
+def http_call(url: str, calls: List[Tuple[str, dict]], token: Optional[str] = None) -> List[Any]:
     """Run ``calls`` through the SDK's streamable-HTTP client; the results."""
     import httpx2
     from mcp import ClientSession
@@ -339,18 +408,20 @@ def test_mcp_over_http_two_agents_and_the_hook_share_one_warm_store(tmp_path):
             time.sleep(0.1)
 
         def agent(i: int) -> List[Any]:
-            return http_call(url, [("remember", {"content": f"Agent {i} parked the "
-                                                            f"zeppelin in hangar {i}."}),
-                                   ("recall", {"query": "zeppelin hangar", "limit": 5,
-                                               "min_relevance": 0})])
+            return http_call(
+                url,
+                [
+                    ("remember", {"content": f"Agent {i} parked the zeppelin in hangar {i}."}),
+                    ("recall", {"query": "zeppelin hangar", "limit": 5, "min_relevance": 0}),
+                ],
+            )
 
         with ThreadPoolExecutor(2) as pool:
             results = list(pool.map(agent, [1, 2]))
         for remembered, recalled in results:
             assert not remembered.is_error and not recalled.is_error
             assert "text" not in recalled.structured_content["hits"][0]
-        (after,) = http_call(url, [("recall", {"query": "zeppelin hangar",
-                                               "min_relevance": 0})])
+        (after,) = http_call(url, [("recall", {"query": "zeppelin hangar", "min_relevance": 0})])
         texts = [h["text"] for h in json.loads(after.content[0].text)["hits"]]
         assert any("hangar 1" in t for t in texts) and any("hangar 2" in t for t in texts)
         out, _ = hook(db, env, payload=dict(PROMPT, prompt="who parked the zeppelin?"))
@@ -366,8 +437,12 @@ def test_http_off_loopback_needs_a_token_and_every_request_carries_it(tmp_path):
     db = make_db(tmp_path / "m.db")
     env = env_for(tmp_path)
     env.pop("SQLITE_RRF_TOKEN", None)
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "serve", str(db), "--http",
-                        f"0.0.0.0:{free_port()}"], env=env, capture_output=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "serve", str(db), "--http", f"0.0.0.0:{free_port()}"],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     assert p.returncode == 1
     assert "needs a bearer token" in p.stderr.decode()
     token_file = tmp_path / "token"
@@ -383,7 +458,8 @@ def test_http_off_loopback_needs_a_token_and_every_request_carries_it(tmp_path):
             assert time.time() < deadline
             time.sleep(0.1)
         assert r.status_code == 401
-        assert httpx2.post(url, json={}, headers={"Authorization": "Bearer wrong"}
-                           ).status_code == 401
+        assert (
+            httpx2.post(url, json={}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        )
         (res,) = http_call(url, [("stats", {})], token="s3cret-token")
         assert not res.is_error and res.structured_content["memories"] == 3

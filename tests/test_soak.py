@@ -25,8 +25,9 @@ pytestmark = pytest.mark.slow
 
 
 def _soak_module(name: str = "soak"):
-    spec = importlib.util.spec_from_file_location(f"rrf_{name}",
-                                                  os.path.join(HERE, "soak", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(
+        f"rrf_{name}", os.path.join(HERE, "soak", f"{name}.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -34,8 +35,9 @@ def _soak_module(name: str = "soak"):
 
 def test_short_soak(tmp_path, capsys):
     soak = _soak_module()
-    report = soak.run(seconds=SOAK_SECONDS, writers=3, readers=2,
-                      workdir=str(tmp_path / "soak"), quiet=True)
+    report = soak.run(
+        seconds=SOAK_SECONDS, writers=3, readers=2, workdir=str(tmp_path / "soak"), quiet=True
+    )
     with capsys.disabled():
         print()
         soak.print_report(report)
@@ -57,9 +59,16 @@ def test_short_soak(tmp_path, capsys):
 
 def test_short_latency_soak(tmp_path, capsys):
     lat = _soak_module("latency")
-    report = lat.run(episodes=2000, dim=64, seconds=3, writers=2, rate=25,
-                     configs=["alone", "recent", "all", "control"],
-                     workdir=str(tmp_path / "latency"), quiet=True)
+    report = lat.run(
+        episodes=2000,
+        dim=64,
+        seconds=3,
+        writers=2,
+        rate=25,
+        configs=["alone", "recent", "all", "control"],
+        workdir=str(tmp_path / "latency"),
+        quiet=True,
+    )
     with capsys.disabled():
         print()
         lat.print_report(report)
@@ -73,8 +82,11 @@ def test_short_latency_soak(tmp_path, capsys):
         assert f["writer_ms"]["p50"] <= f["writer_ms"]["p99"] <= f["writer_ms"]["max"]
         assert f["busy_escaped"] == 0 or "control_findings" in f, name
         assert f["unexpected_exceptions"] == 0 or "control_findings" in f, name
-        assert f["checks"] == {"integrity_check": "ok", "fts_integrity_check": "ok",
-                               "fts_integrity_check_rank1": "ok"}, name
+        assert f["checks"] == {
+            "integrity_check": "ok",
+            "fts_integrity_check": "ok",
+            "fts_integrity_check_rank1": "ok",
+        }, name
     assert configs["alone"]["recalls"] == {}
     for name, pool in (("recent", "recent"), ("all", "all")):
         rec = configs[name]["recalls"][pool]

@@ -77,8 +77,7 @@ def test_a_default_is_changed_in_one_place(monkeypatch):
 def test_shipped_files_are_current():
     """sql/recall.sql and sql/recall/params.sql are what --write writes now."""
     d = recall_defaults()
-    assert read_sql("recall.sql") == recall_statement() == recall_statement(d["pool"],
-                                                                            d["profile"])
+    assert read_sql("recall.sql") == recall_statement() == recall_statement(d["pool"], d["profile"])
     assert read_sql("recall/params.sql") == params_cte(d["pool"], d["profile"]) + "\n"
 
 
@@ -89,8 +88,9 @@ def test_write_rewrites_both_files(tmp_path, monkeypatch):
     monkeypatch.setattr(statements, "sql_dir", lambda: str(tmp_path))
     assert main(["--write"]) == 0
     assert (tmp_path / "recall.sql").read_text(encoding="utf-8") == read_sql("recall.sql")
-    assert ((tmp_path / "recall" / "params.sql").read_text(encoding="utf-8")
-            == read_sql("recall/params.sql"))
+    assert (tmp_path / "recall" / "params.sql").read_text(encoding="utf-8") == read_sql(
+        "recall/params.sql"
+    )
 
 
 def _connection(pool: str) -> apsw.Connection:
@@ -127,8 +127,9 @@ def test_every_statement_prepares_within_half_the_depth_limit(pool, profile, dep
     assert f"pool_{pool} AS" in own and f"score_{profile} AS" in own
     assert f"explain_{profile} AS" in own
     assert not [p for p in POOL_MODES if p != pool and f"pool_{p} AS" in own]
-    assert not [p for p in PROFILES if p != profile
-                and (f"score_{p} AS" in own or f"explain_{p} AS" in own)]
+    assert not [
+        p for p in PROFILES if p != profile and (f"score_{p} AS" in own or f"explain_{p} AS" in own)
+    ]
     # nor a parameter that would choose another one
     assert not {"pool", "profile"} & set(statement_params(own))
 
@@ -143,8 +144,9 @@ def test_the_depth_check_can_fail():
 
 
 def _predicate(name: str) -> str:
-    return "\n".join(l for l in read_sql(f"recall/{name}.sql").splitlines()
-                     if not l.startswith("--")).strip()
+    return "\n".join(
+        l for l in read_sql(f"recall/{name}.sql").splitlines() if not l.startswith("--")
+    ).strip()
 
 
 def test_the_filters_are_written_once():
@@ -174,6 +176,7 @@ def test_unknown_pool_or_profile_is_refused():
 
 # ---- every default written once ----
 
+
 def _values() -> set:
     out = set()
     for profile in (None, *PROFILES):
@@ -185,31 +188,49 @@ def _values() -> set:
 
 
 DEFAULT_WORD = re.compile(r"\bdefaults?\s+(?:is\s+|of\s+)?['`]?([A-Za-z_]+|\d+(?:\.\d+)?)")
-RECALL_OPTIONS = {"limit", "k", "pool", "pool_size", "bm25_limit", "profile", "alpha",
-                  "oversample", "weights"}
+RECALL_OPTIONS = {
+    "limit",
+    "k",
+    "pool",
+    "pool_size",
+    "bm25_limit",
+    "profile",
+    "alpha",
+    "oversample",
+    "weights",
+}
 
 
 def restatements(text: str, where: str) -> list:
     """Lines that say ``default <v>`` with v a recall default, and signatures that give
     a recall option a literal default equal to it."""
     values = _values()
-    found = [f"{where}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1)
-             for m in DEFAULT_WORD.finditer(line) if m.group(1) in values
-             # "1,000" is a thousand; a lone "default 1" is a count, not the weights'
-             and not re.match(r",\d{3}", line[m.end():])
-             and not (m.group(1) == "1" and not line[m.end():].startswith(","))]
+    found = [
+        f"{where}:{n}: {line.strip()}"
+        for n, line in enumerate(text.splitlines(), 1)
+        for m in DEFAULT_WORD.finditer(line)
+        if m.group(1) in values
+        # "1,000" is a thousand; a lone "default 1" is a count, not the weights'
+        and not re.match(r",\d{3}", line[m.end() :])
+        and not (m.group(1) == "1" and not line[m.end() :].startswith(","))
+    ]
     if where.endswith(".py"):
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                args = node.args.args[-len(node.args.defaults):] if node.args.defaults else []
+                args = node.args.args[-len(node.args.defaults) :] if node.args.defaults else []
                 pairs = list(zip(args, node.args.defaults))
-                pairs += [(a, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)
-                          if d is not None]
+                pairs += [
+                    (a, d)
+                    for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)
+                    if d is not None
+                ]
                 for a, d in pairs:
-                    if (a.arg in RECALL_OPTIONS and isinstance(d, ast.Constant)
-                            and d.value is not None
-                            and (d.value if isinstance(d.value, str) else f"{d.value:g}")
-                            in values):
+                    if (
+                        a.arg in RECALL_OPTIONS
+                        and isinstance(d, ast.Constant)
+                        and d.value is not None
+                        and (d.value if isinstance(d.value, str) else f"{d.value:g}") in values
+                    ):
                         found.append(f"{where}:{d.lineno}: {node.name}({a.arg}={d.value!r})")
     return found
 
@@ -227,26 +248,39 @@ def test_no_module_restates_a_recall_default():
 def test_the_restatement_check_can_fail():
     """The check above sees the kinds of restatement it is there to catch."""
     d = recall_defaults()
-    text = (f'p.add_argument("--k", help="RRF constant (default {d["k"]:g})")\n'
-            f'def recall(self, query, limit={d["result_limit"]}): pass\n'
-            f'"""the fusion (default {d["profile"]})"""\n')
+    text = (
+        f'p.add_argument("--k", help="RRF constant (default {d["k"]:g})")\n'
+        f"def recall(self, query, limit={d['result_limit']}): pass\n"
+        f'"""the fusion (default {d["profile"]})"""\n'
+    )
     assert len(restatements(text, "x.py")) == 3
 
 
-@pytest.mark.parametrize("args, pool, profile", [
-    ([], None, None), (["--profile", "rrf"], None, "rrf"),
-    (["--pool", "recent", "--profile", "decay"], "recent", "decay"),
-    (["--pool", "knn"], "knn", None)])
+@pytest.mark.parametrize(
+    "args, pool, profile",
+    [
+        ([], None, None),
+        (["--profile", "rrf"], None, "rrf"),
+        (["--pool", "recent", "--profile", "decay"], "recent", "decay"),
+        (["--pool", "knn"], "knn", None),
+    ],
+)
 def test_cli_prints_the_statement_of_a_pool_and_profile(args, pool, profile):
     """`sqlite-rrf sql` prints sql/recall.sql, and with --pool/--profile any other."""
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "sql", *args],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "sql", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout == recall_statement(pool, profile)
-    assert f"pool '{pool or recall_defaults()['pool']}', profile " \
-           f"'{profile or recall_defaults()['profile']}'" in p.stdout
+    assert (
+        f"pool '{pool or recall_defaults()['pool']}', profile "
+        f"'{profile or recall_defaults()['profile']}'" in p.stdout
+    )
     if not args:
         assert p.stdout == read_sql("recall.sql")

@@ -34,9 +34,16 @@ def corpus(n, rng, *, studies_share=0.6):
         if rng.random() < studies_share:
             words.append("studies")
         rng.shuffle(words)
-        eps.append(dict(id=f"e{i}", content=" ".join(words), embedding=rng.normal(size=DIM),
-                        created_at=NOW - i * 60_000, accessed_at=NOW - i * 30_000,
-                        access_count=int(rng.integers(0, 5))))
+        eps.append(
+            dict(
+                id=f"e{i}",
+                content=" ".join(words),
+                embedding=rng.normal(size=DIM),
+                created_at=NOW - i * 60_000,
+                accessed_at=NOW - i * 30_000,
+                access_count=int(rng.integers(0, 5)),
+            )
+        )
     return eps
 
 
@@ -99,8 +106,10 @@ def test_recall_equals_the_reference_with_stopwords(big):
     for query in ("the alpha of studies", "studies of the omega sigma", "zeta", "what of the"):
         qvec = rng.normal(size=DIM)
         for profile in ("rrf", "memory"):
-            assert_same(run_recall(big.conn, query, qvec, limit=40, profile=profile),
-                        reference_recall(big.conn, query, qvec, limit=40, profile=profile))
+            assert_same(
+                run_recall(big.conn, query, qvec, limit=40, profile=profile),
+                reference_recall(big.conn, query, qvec, limit=40, profile=profile),
+            )
 
 
 def bm25_hits(conn, query):
@@ -118,17 +127,23 @@ def test_stopwords_are_left_out_of_the_scan_not_out_of_the_list(big):
     assert len(hits) == 50
     old = conn.execute(
         "SELECT e.id, bm25(episodes_fts) FROM episodes_fts JOIN episodes AS e "
-        "ON e.rowid = episodes_fts.rowid WHERE episodes_fts MATCH '\"the\" OR \"omega\" OR \"of\"' "
-        "ORDER BY bm25(episodes_fts), episodes_fts.rowid").fetchall()
+        'ON e.rowid = episodes_fts.rowid WHERE episodes_fts MATCH \'"the" OR "omega" OR "of"\' '
+        "ORDER BY bm25(episodes_fts), episodes_fts.rowid"
+    ).fetchall()
     assert len(old) == 1500  # the whole query matches every row
     content = dict(conn.execute("SELECT id, content FROM episodes"))
     assert all("omega" in content[i].split() for i in hits)
     assert {i: sc for i, (_, sc) in hits.items()} == dict(old[:50])  # bit for bit
-    pruned = conn.execute("SELECT fts5_query('the omega of', 'or', ?, 'porter unicode61')",
-                          (" ".join(big.stopwords),)).fetchone()[0]
+    pruned = conn.execute(
+        "SELECT fts5_query('the omega of', 'or', ?, 'porter unicode61')", (" ".join(big.stopwords),)
+    ).fetchone()[0]
     assert pruned == '"omega"'
-    assert conn.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?",
-                        (pruned,)).fetchone()[0] < 500
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH ?", (pruned,)
+        ).fetchone()[0]
+        < 500
+    )
 
 
 def test_a_stale_hint_changes_no_list(big):
@@ -150,8 +165,9 @@ def test_a_query_of_stopwords_only_still_searches(big):
     hits = bm25_hits(big.conn, "The OF the")
     want = big.conn.execute(
         "SELECT e.id, bm25(episodes_fts) FROM episodes_fts JOIN episodes AS e "
-        "ON e.rowid = episodes_fts.rowid WHERE episodes_fts MATCH '\"The\" OR \"OF\"' "
-        "ORDER BY bm25(episodes_fts), episodes_fts.rowid LIMIT 50").fetchall()
+        'ON e.rowid = episodes_fts.rowid WHERE episodes_fts MATCH \'"The" OR "OF"\' '
+        "ORDER BY bm25(episodes_fts), episodes_fts.rowid LIMIT 50"
+    ).fetchall()
     assert {i: sc for i, (_, sc) in hits.items()} == dict(want)
 
 
@@ -163,21 +179,24 @@ def test_stopwords_sql_and_recall_run_in_the_sqlite3_shell(tmp_path):
         qvec = np.random.default_rng(6).normal(size=DIM)
         (tmp_path / "stopwords.sql").write_text(read_sql("stopwords.sql"))
         (tmp_path / "recall.sql").write_text(read_sql("recall.sql"))
-        script = "\n".join([
-            f".load {sqlite_rrf.loadable_path()}",
-            ".param init",
-            f".read {tmp_path / 'stopwords.sql'}",
-            ".param set :query 'studies of the alpha beta'",
-            f".param set :qvec '{json.dumps([float(np.float32(x)) for x in qvec])}'",
-            ".param set :limit 10",
-            ".param set :now 1800000000000",
-            ".param set :profile 'rrf'",
-            ".param set :pool 'recent'",
-            ".mode json",
-            f".read {tmp_path / 'recall.sql'}",
-        ])
-        out = subprocess.run(["sqlite3", s.path], input=script, text=True,
-                             capture_output=True, timeout=60)
+        script = "\n".join(
+            [
+                f".load {sqlite_rrf.loadable_path()}",
+                ".param init",
+                f".read {tmp_path / 'stopwords.sql'}",
+                ".param set :query 'studies of the alpha beta'",
+                f".param set :qvec '{json.dumps([float(np.float32(x)) for x in qvec])}'",
+                ".param set :limit 10",
+                ".param set :now 1800000000000",
+                ".param set :profile 'rrf'",
+                ".param set :pool 'recent'",
+                ".mode json",
+                f".read {tmp_path / 'recall.sql'}",
+            ]
+        )
+        out = subprocess.run(
+            ["sqlite3", s.path], input=script, text=True, capture_output=True, timeout=60
+        )
         assert out.returncode == 0 and not out.stderr, out.stderr
         assert s.stopwords == python_stopwords(s.conn) and "studi" in s.stopwords
         rows = json.loads(out.stdout)

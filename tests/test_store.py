@@ -38,8 +38,10 @@ def digest(path: Path) -> str:
 
 
 def episodes(n: int, prefix: str = "e") -> List[dict]:
-    return [dict(id=f"{prefix}{i}", content=f"note {i} about the {prefix} vault key",
-                 embedding=vec(i)) for i in range(n)]
+    return [
+        dict(id=f"{prefix}{i}", content=f"note {i} about the {prefix} vault key", embedding=vec(i))
+        for i in range(n)
+    ]
 
 
 @contextlib.contextmanager
@@ -49,8 +51,13 @@ def lock_held(db: Path) -> Iterator[None]:
         cmd = [SHELL, str(db)]
         start, stop = b"BEGIN IMMEDIATE;\n", b"ROLLBACK;\n.quit\n"
     else:
-        cmd = [sys.executable, "-c", "import apsw, sys; c = apsw.Connection(sys.argv[1]); "
-               "c.execute('BEGIN IMMEDIATE'); sys.stdin.readline()", str(db)]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import apsw, sys; c = apsw.Connection(sys.argv[1]); "
+            "c.execute('BEGIN IMMEDIATE'); sys.stdin.readline()",
+            str(db),
+        ]
         start, stop = b"", b"\n"
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     assert p.stdin is not None
@@ -82,6 +89,7 @@ def lock_held(db: Path) -> Iterator[None]:
 
 
 # ---- open and close ----
+
 
 def test_open_makes_a_wal_database_at_the_latest_schema(tmp_path):
     db = tmp_path / "m.db"
@@ -128,16 +136,29 @@ def test_another_applications_file_is_refused_untouched(tmp_path):
 
 # ---- add, add_many, get ----
 
+
 def test_add_then_get_returns_what_was_written(tmp_path):
     with Store(tmp_path / "m.db") as s:
-        eid = s.add("The backup runs at 02:00.", embedding=vec(2), importance="high",
-                    kind="fact", metadata={"source": "ops"}, scope="shop",
-                    created_at=1_000, accessed_at=2_000)
+        eid = s.add(
+            "The backup runs at 02:00.",
+            embedding=vec(2),
+            importance="high",
+            kind="fact",
+            metadata={"source": "ops"},
+            scope="shop",
+            created_at=1_000,
+            accessed_at=2_000,
+        )
         assert isinstance(eid, str) and len(eid) == 32  # a uuid4 hex
         ep = s.get(eid)
         assert isinstance(ep, Episode)
         assert (ep.content, ep.importance, ep.kind, ep.metadata, ep.scope) == (
-            "The backup runs at 02:00.", "high", "fact", {"source": "ops"}, "shop")
+            "The backup runs at 02:00.",
+            "high",
+            "fact",
+            {"source": "ops"},
+            "shop",
+        )
         assert (ep.created_at, ep.accessed_at, ep.access_count) == (1_000, 2_000, 0)
         assert np.allclose(ep.embedding, vec(2))
         assert s.dim == 4  # the first vector fixed the dimension
@@ -147,10 +168,13 @@ def test_add_then_get_returns_what_was_written(tmp_path):
 
 def test_add_many_returns_ids_and_stores_a_text_once(tmp_path):
     with Store(tmp_path / "m.db") as s:
-        got = s.add_many([dict(content="Deploys go out on Tuesdays.", embedding=vec(1)),
-                          dict(content="deploys  go out on tuesdays.", embedding=vec(1)),
-                          dict(id="own", content="Deploys go out on Tuesdays.",
-                               embedding=vec(1))])
+        got = s.add_many(
+            [
+                dict(content="Deploys go out on Tuesdays.", embedding=vec(1)),
+                dict(content="deploys  go out on tuesdays.", embedding=vec(1)),
+                dict(id="own", content="Deploys go out on Tuesdays.", embedding=vec(1)),
+            ]
+        )
         assert isinstance(got, Written)
         assert got[0] == got[1] and got[2] == "own"
         assert got.duplicates == (1,) and got.repeats == (2,)
@@ -166,8 +190,10 @@ def test_a_bad_episode_fails_the_whole_batch(tmp_path):
         with pytest.raises(StoreError, match="episode 2: importance"):
             s.add_many(batch)
         with pytest.raises(StoreError, match="line 13: .*dimension"):
-            s.add_many([dict(content="a", embedding=vec(0)), dict(content="b", embedding=[1.0])],
-                       labels=["line 12", "line 13"])
+            s.add_many(
+                [dict(content="a", embedding=vec(0)), dict(content="b", embedding=[1.0])],
+                labels=["line 12", "line 13"],
+            )
         with pytest.raises(StoreError, match="appears twice"):
             s.add_many([dict(id="x", content="a"), dict(id="x", content="b")])
         with pytest.raises(StoreError, match="already exists"):
@@ -181,13 +207,19 @@ def test_a_write_that_fails_inside_its_transaction_leaves_nothing(tmp_path):
     """The batch passes the checks, and the database refuses its fourth row: no row of
     it is stored, the full-text index holds none of it, and the Store writes again."""
     with Store(tmp_path / "m.db") as s:
-        s.conn.execute("CREATE TEMP TRIGGER refuse_e3 BEFORE INSERT ON main.episodes "
-                       "WHEN NEW.id = 'e3' BEGIN SELECT RAISE(ABORT, 'refused e3'); END")
+        s.conn.execute(
+            "CREATE TEMP TRIGGER refuse_e3 BEFORE INSERT ON main.episodes "
+            "WHEN NEW.id = 'e3' BEGIN SELECT RAISE(ABORT, 'refused e3'); END"
+        )
         with pytest.raises(apsw.ConstraintError, match="refused e3"):
             s.add_many(episodes(6))
         assert s.count() == 0
-        assert s.conn.execute("SELECT count(*) FROM episodes_fts WHERE episodes_fts "
-                              "MATCH 'vault'").fetchall()[0][0] == 0
+        assert (
+            s.conn.execute(
+                "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'vault'"
+            ).fetchall()[0][0]
+            == 0
+        )
         assert s.conn.get_autocommit()  # no transaction left open
         assert s.dim is None  # the dimension the batch would have fixed was not kept
         s.conn.execute("DROP TRIGGER temp.refuse_e3")
@@ -196,6 +228,7 @@ def test_a_write_that_fails_inside_its_transaction_leaves_nothing(tmp_path):
 
 # ---- upsert, update ----
 
+
 def test_upsert_replaces_the_text_and_keeps_times_and_uses(tmp_path):
     with Store(tmp_path / "m.db") as s:
         assert s.upsert("first text", id="u", embedding=vec(1), created_at=5) == "u"
@@ -203,17 +236,25 @@ def test_upsert_replaces_the_text_and_keeps_times_and_uses(tmp_path):
         s.upsert("second text", id="u", embedding=vec(2), kind="fact")
         ep = s.get("u")
         assert (ep.content, ep.kind, ep.created_at, ep.access_count, ep.accessed_at) == (
-            "second text", "fact", 5, 7, 9)
+            "second text",
+            "fact",
+            5,
+            7,
+            9,
+        )
         assert np.allclose(ep.embedding, vec(2)) and s.count() == 1
 
 
 def test_update_changes_the_fields_given(tmp_path):
     with Store(tmp_path / "m.db") as s:
-        s.add("the key is in the drawer", id="k", embedding=vec(1), kind="fact",
-              metadata={"a": 1})
+        s.add("the key is in the drawer", id="k", embedding=vec(1), kind="fact", metadata={"a": 1})
         ep = s.update("k", importance="high", metadata=None)
         assert (ep.content, ep.importance, ep.kind, ep.metadata) == (
-            "the key is in the drawer", "high", "fact", None)
+            "the key is in the drawer",
+            "high",
+            "fact",
+            None,
+        )
         assert np.allclose(ep.embedding, vec(1))  # same text: the vector stays
         ep = s.update("k", content="the key is in the safe", kind=UNSET)
         assert ep.content == "the key is in the safe" and ep.kind == "fact"
@@ -228,13 +269,15 @@ def test_update_changes_the_fields_given(tmp_path):
 
 # ---- delete, delete_many ----
 
+
 def test_delete_and_delete_many(tmp_path):
     with Store(tmp_path / "m.db") as s:
         s.add_many(episodes(5))
         assert s.delete("e0") is True
         assert s.delete("e0") is False
-        with pytest.raises(StoreError, match="no episode with id 'zz' \\(nor 1 more\\); "
-                                             "nothing was deleted"):
+        with pytest.raises(
+            StoreError, match="no episode with id 'zz' \\(nor 1 more\\); nothing was deleted"
+        ):
             s.delete_many(["e1", "zz", "yy"])
         assert s.count() == 4
         with pytest.raises(StoreError, match="id: must be text"):
@@ -248,14 +291,28 @@ def test_delete_and_delete_many(tmp_path):
 
 # ---- recall and touch ----
 
+
 def test_recall_ranks_and_touches(tmp_path):
     with Store(tmp_path / "m.db") as s:
-        s.add_many([dict(id="pg", content="Production Postgres credentials are in Vault.",
-                         embedding=[0.9, 0.1, 0.0, 0.1]),
-                    dict(id="deploy", content="Deploys go out on Tuesdays.",
-                         embedding=[0.4, 0.8, 0.0, 0.1]),
-                    dict(id="style", content="The user prefers British English.",
-                         embedding=[0.0, 0.1, 0.9, 0.1])])
+        s.add_many(
+            [
+                dict(
+                    id="pg",
+                    content="Production Postgres credentials are in Vault.",
+                    embedding=[0.9, 0.1, 0.0, 0.1],
+                ),
+                dict(
+                    id="deploy",
+                    content="Deploys go out on Tuesdays.",
+                    embedding=[0.4, 0.8, 0.0, 0.1],
+                ),
+                dict(
+                    id="style",
+                    content="The user prefers British English.",
+                    embedding=[0.0, 0.1, 0.9, 0.1],
+                ),
+            ]
+        )
         result = s.recall("postgres credentials", qvec=[0.85, 0.2, 0.0, 0.1])
         assert isinstance(result, RecallResult)
         assert result[0].id == "pg" and result[0].bm25_rank == 1 and result[0].vec_rank == 1
@@ -282,21 +339,30 @@ def test_recall_without_an_embedder_uses_the_other_lists(tmp_path):
 
 # ---- the codes' upkeep ----
 
+
 def test_compute_codes_computes_and_fill_codes_also_packs(tmp_path):
     db = tmp_path / "m.db"
     Store(db).close()
     plain = apsw.Connection(str(db))  # no extension: the codes stay pending
     with plain:
-        plain.executemany("INSERT INTO episodes(id, content, embedding, created_at, accessed_at) "
-                          "VALUES (?, ?, ?, 1, 1)",
-                          [(f"p{i}", f"plain note {i}",
-                            np.asarray([1.0, i - 150.0, 0.5, -1.0], "<f4").tobytes())
-                           for i in range(300)])
+        plain.executemany(
+            "INSERT INTO episodes(id, content, embedding, created_at, accessed_at) "
+            "VALUES (?, ?, ?, 1, 1)",
+            [
+                (
+                    f"p{i}",
+                    f"plain note {i}",
+                    np.asarray([1.0, i - 150.0, 0.5, -1.0], "<f4").tobytes(),
+                )
+                for i in range(300)
+            ],
+        )
     plain.close()
 
     def pending(s: Store) -> int:
-        return s.conn.execute("SELECT count(*) FROM episodes_codes WHERE code IS NULL"
-                              ).fetchall()[0][0]
+        return s.conn.execute("SELECT count(*) FROM episodes_codes WHERE code IS NULL").fetchall()[
+            0
+        ][0]
 
     def blocks(s: Store) -> int:
         return s.conn.execute("SELECT count(*) FROM episodes_code_blocks").fetchall()[0][0]
@@ -324,11 +390,11 @@ def test_maintain_reports_what_it_did(tmp_path):
         other.close()
         done = s.maintain()
         assert done["codes_filled"] == 20
-        assert set(done) == {"codes_filled", "codes_packed", "stopwords_refreshed",
-                             "fts_merges"}
+        assert set(done) == {"codes_filled", "codes_packed", "stopwords_refreshed", "fts_merges"}
 
 
 # ---- stats ----
+
 
 def test_stats_counts(tmp_path):
     with Store(tmp_path / "m.db") as s:
@@ -344,6 +410,7 @@ def test_stats_counts(tmp_path):
 
 
 # ---- read-only ----
+
 
 def test_a_read_only_store_refuses_every_write_and_changes_nothing(tmp_path):
     db = tmp_path / "m.db"
@@ -374,19 +441,25 @@ def test_a_read_only_store_refuses_every_write_and_changes_nothing(tmp_path):
 
 # ---- the write lock ----
 
+
 def test_every_write_under_another_process_lock_fails_with_nothing_written(tmp_path):
     db = tmp_path / "m.db"
     with Store(db) as s:
         s.add_many(episodes(3))
     with Store(db, busy_timeout_ms=200) as s, lock_held(db):
-        for call in (lambda: s.add("held", embedding=vec(4)),
-                     lambda: s.upsert("held", id="e0", embedding=vec(4)),
-                     lambda: s.update("e1", importance="high"),
-                     lambda: s.delete("e2"),
-                     lambda: s.delete_many(["e0", "e1"])):
-            with pytest.raises(StoreError, match="another process held the write lock for "
-                                                 "the whole busy timeout \\(0.2 s\\), so "
-                                                 "nothing was written"):
+        for call in (
+            lambda: s.add("held", embedding=vec(4)),
+            lambda: s.upsert("held", id="e0", embedding=vec(4)),
+            lambda: s.update("e1", importance="high"),
+            lambda: s.delete("e2"),
+            lambda: s.delete_many(["e0", "e1"]),
+        ):
+            with pytest.raises(
+                StoreError,
+                match="another process held the write lock for "
+                "the whole busy timeout \\(0.2 s\\), so "
+                "nothing was written",
+            ):
                 call()
         # reads never wait for the lock; the touch gives up and says why
         result = s.recall("vault", qvec=vec(0))
@@ -407,6 +480,7 @@ def test_busy_timeout_is_settable_and_checked(tmp_path):
 
 
 # ---- an embedder: the real model, and the protocol ----
+
 
 class WordHash:
     """An embedder in the sense of :class:`sqlite_rrf.store.EmbedderLike` (dim, embed,
@@ -442,9 +516,13 @@ def test_the_real_model_embeds_binds_and_refuses_another(tmp_path):
     db = tmp_path / "m.db"
     with Embedder(embedding_model()) as emb:
         with Store(db, embedder=emb) as s:
-            s.add_many([dict(id="db", content="We chose SQLite for the agent's memory."),
-                        dict(id="cat", content="The cat sleeps on the windowsill all day."),
-                        dict(id="tz", content="The team works in the Lisbon time zone.")])
+            s.add_many(
+                [
+                    dict(id="db", content="We chose SQLite for the agent's memory."),
+                    dict(id="cat", content="The cat sleeps on the windowsill all day."),
+                    dict(id="tz", content="The team works in the Lisbon time zone."),
+                ]
+            )
             assert s.dim == emb.dim and s.model
             assert s.missing_embeddings() == 0
             assert s.recall("which database did we pick?")[0].id == "db"

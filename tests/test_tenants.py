@@ -30,7 +30,7 @@ MODEL = "/work/shared/models/all-MiniLM-L6-v2-f16.gguf"
 #: BARRIER_DIR/go when given (after writing BARRIER_DIR/NAME), runs the tool calls through
 #: the SDK's streamable-HTTP client and prints their results as JSON; a refused
 #: connection prints {"refused": ..., "statuses": [the HTTP statuses it got]} and exits 3.
-AGENT = r'''
+AGENT = r"""
 import asyncio, json, os, sys, time
 import httpx2
 from mcp import ClientSession
@@ -68,11 +68,17 @@ try:
 except BaseException as e:
     print(json.dumps({"refused": repr(e)[:500], "statuses": statuses}))
     sys.exit(3)
-'''
+"""
 
 
-def agent(url: str, token: Optional[str], calls: List[Tuple[str, dict]], env: Dict[str, str],
-          barrier: Optional[Path] = None, name: str = "") -> subprocess.Popen:
+def agent(
+    url: str,
+    token: Optional[str],
+    calls: List[Tuple[str, dict]],
+    env: Dict[str, str],
+    barrier: Optional[Path] = None,
+    name: str = "",
+) -> subprocess.Popen:
     """An agent process (:data:`AGENT`)."""
     argv = [sys.executable, "-c", AGENT, url, token or "", json.dumps(calls)]
     if barrier is not None:
@@ -101,9 +107,12 @@ def run_together(procs: Dict[str, subprocess.Popen], barrier: Path) -> Dict[str,
 def server(env: Dict[str, str], *args: str) -> Iterator[Tuple[subprocess.Popen, int]]:
     """``sqlite-rrf serve ARGS --http PORT``, ready (it answers HTTP)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sqlite_rrf", "serve", *args, "--http",
-                             str(port)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_rrf", "serve", *args, "--http", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.time() + 60
         while True:
@@ -126,15 +135,22 @@ def server(env: Dict[str, str], *args: str) -> Iterator[Tuple[subprocess.Popen, 
         proc.stderr.close()
 
 
-def raw_request(port: int, method: str, path: str,
-                headers: Optional[Dict[str, str]] = None) -> Tuple[int, bytes]:
+def raw_request(
+    port: int, method: str, path: str, headers: Optional[Dict[str, str]] = None
+) -> Tuple[int, bytes]:
     """One HTTP request with the path sent as it is (no client normalises it)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(method, path, body=b"{}" if method == "POST" else None,
-                     headers={"Content-Type": "application/json",
-                              "Accept": "application/json, text/event-stream",
-                              **(headers or {})})
+        conn.request(
+            method,
+            path,
+            body=b"{}" if method == "POST" else None,
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                **(headers or {}),
+            },
+        )
         r = conn.getresponse()
         return r.status, r.read()
     finally:
@@ -154,16 +170,19 @@ def open_files(pid: int, directory: Path) -> List[str]:
 
 
 def notes(i: int) -> List[str]:
-    return [f"Agent {i} note {k}: the zeppelin waits in hangar {i}{k}, codeword "
-            f"{['amber', 'basalt', 'cobalt'][i - 1]}." for k in range(4)]
+    return [
+        f"Agent {i} note {k}: the zeppelin waits in hangar {i}{k}, codeword "
+        f"{['amber', 'basalt', 'cobalt'][i - 1]}."
+        for k in range(4)
+    ]
 
 
 def agent_calls(i: int) -> List[Tuple[str, dict]]:
     """Remember four notes, then recall with a query that matches every agent's notes."""
-    return ([("remember", {"content": n}) for n in notes(i)]
-            + [("recall", {"query": "zeppelin hangar codeword", "limit": 20,
-                           "min_relevance": 0}),
-               ("stats", {})])
+    return [("remember", {"content": n}) for n in notes(i)] + [
+        ("recall", {"query": "zeppelin hangar codeword", "limit": 20, "min_relevance": 0}),
+        ("stats", {}),
+    ]
 
 
 def recalled(result: Dict[str, Any]) -> List[str]:
@@ -171,6 +190,7 @@ def recalled(result: Dict[str, Any]) -> List[str]:
 
 
 # ---- the URL names the endpoint ----
+
 
 def test_route_reads_the_endpoint_from_the_path():
     """S8, S9: the scope and the tenant come from the path, percent-decoded."""
@@ -180,12 +200,27 @@ def test_route_reads_the_endpoint_from_the_path():
     assert route(b"/s/team%2Fbackend%20api/mcp?x=1") == (None, "team/backend api")
     assert route(b"/t/acme/mcp") == ("acme", None)
     assert route(b"/t/acme/s/ops/mcp") == ("acme", "ops")
-    for other in (b"/", b"/sse", b"/s/mcp", b"/t/acme", b"/t/acme/x/y/mcp", b"/s/a/b/mcp",
-                  b"mcp", b"/mcp/extra"):
+    for other in (
+        b"/",
+        b"/sse",
+        b"/s/mcp",
+        b"/t/acme",
+        b"/t/acme/x/y/mcp",
+        b"/s/a/b/mcp",
+        b"mcp",
+        b"/mcp/extra",
+    ):
         assert route(other) is None, other
-    for bad in (b"/t/..%2F..%2Fetc/mcp", b"/t/../mcp", b"/t/.hidden/mcp", b"/t/a%00b/mcp",
-                b"/t/" + b"a" * 65 + b"/mcp", b"/t/%C3%A9/mcp", b"/s/%0A/mcp",
-                b"/s/%FF/mcp"):
+    for bad in (
+        b"/t/..%2F..%2Fetc/mcp",
+        b"/t/../mcp",
+        b"/t/.hidden/mcp",
+        b"/t/a%00b/mcp",
+        b"/t/" + b"a" * 65 + b"/mcp",
+        b"/t/%C3%A9/mcp",
+        b"/s/%0A/mcp",
+        b"/s/%FF/mcp",
+    ):
         with pytest.raises(Exception) as e:
             route(bad)
         assert getattr(e.value, "status", None) == 400, bad
@@ -193,6 +228,7 @@ def test_route_reads_the_endpoint_from_the_path():
 
 
 # ---- several agents, one memory ----
+
 
 def test_three_agents_in_three_processes_each_in_its_own_scope(tmp_path):
     """S6, S8: three agent processes at once, each the SDK's client at /s/agent-N/mcp with
@@ -206,17 +242,33 @@ def test_three_agents_in_three_processes_each_in_its_own_scope(tmp_path):
     (tmp_path / "token").write_text("team-token\n")
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    with server(env, str(db), "--token-file", str(tmp_path / "token"),
-                "--scope", "blog") as (proc, port):
+    with server(env, str(db), "--token-file", str(tmp_path / "token"), "--scope", "blog") as (
+        proc,
+        port,
+    ):
         base = f"http://127.0.0.1:{port}"
-        procs = {f"agent-{i}": agent(f"{base}/s/agent-{i}/mcp", "team-token", agent_calls(i),
-                                     env, barrier, f"agent-{i}") for i in (1, 2, 3)}
-        procs["no-token"] = agent(f"{base}/s/agent-1/mcp", None,
-                                  [("remember", {"content": "intruder note"})], env,
-                                  barrier, "no-token")
-        procs["wrong-token"] = agent(f"{base}/s/agent-2/mcp", "guess",
-                                     [("remember", {"content": "intruder note"})], env,
-                                     barrier, "wrong-token")
+        procs = {
+            f"agent-{i}": agent(
+                f"{base}/s/agent-{i}/mcp", "team-token", agent_calls(i), env, barrier, f"agent-{i}"
+            )
+            for i in (1, 2, 3)
+        }
+        procs["no-token"] = agent(
+            f"{base}/s/agent-1/mcp",
+            None,
+            [("remember", {"content": "intruder note"})],
+            env,
+            barrier,
+            "no-token",
+        )
+        procs["wrong-token"] = agent(
+            f"{base}/s/agent-2/mcp",
+            "guess",
+            [("remember", {"content": "intruder note"})],
+            env,
+            barrier,
+            "wrong-token",
+        )
         outs = run_together(procs, barrier)
         for i in (1, 2, 3):
             code, results, err = outs[f"agent-{i}"]
@@ -231,18 +283,27 @@ def test_three_agents_in_three_processes_each_in_its_own_scope(tmp_path):
             assert code == 3 and set(out["statuses"]) == {401}, out
         # the server's default scope at /mcp
         code, results, err = run_together(
-            {"plain": agent(f"{base}/mcp", "team-token",
-                            [("recall", {"query": "zeppelin hangar codeword",
-                                         "min_relevance": 0})], env, barrier / "2", "plain")},
-            _mkdir(barrier / "2"))["plain"]
+            {
+                "plain": agent(
+                    f"{base}/mcp",
+                    "team-token",
+                    [("recall", {"query": "zeppelin hangar codeword", "min_relevance": 0})],
+                    env,
+                    barrier / "2",
+                    "plain",
+                )
+            },
+            _mkdir(barrier / "2"),
+        )["plain"]
         assert code == 0, err
         assert recalled(results[0]) == ["The blog's zeppelin hangar codeword is slate."]
     assert proc.returncode == 0
     with Store(db) as s:
         by_scope = dict(s.conn.execute("SELECT scope, count(*) FROM episodes GROUP BY scope"))
         assert by_scope == {"blog": 1, "agent-1": 4, "agent-2": 4, "agent-3": 4}
-        assert not s.conn.execute("SELECT 1 FROM episodes WHERE content LIKE '%intruder%'"
-                                  ).fetchall()
+        assert not s.conn.execute(
+            "SELECT 1 FROM episodes WHERE content LIKE '%intruder%'"
+        ).fetchall()
 
 
 def _mkdir(p: Path) -> Path:
@@ -252,6 +313,7 @@ def _mkdir(p: Path) -> Path:
 
 # ---- per-tenant files ----
 
+
 def test_three_tenants_in_three_processes_one_file_each(tmp_path):
     """S9: three agent processes at once, each at /t/TENANT/mcp with its tenant's own
     token, on a server keeping at most two stores open: every call is answered, each
@@ -260,19 +322,41 @@ def test_three_tenants_in_three_processes_one_file_each(tmp_path):
     tenants.mkdir()
     env = env_for(tmp_path)
     tokens = {f"tenant-{i}": f"token-of-{i}" for i in (1, 2, 3)}
-    (tmp_path / "tokens").write_text("# tenant token\n" + "".join(
-        f"{t} {v}\n" for t, v in tokens.items()))
+    (tmp_path / "tokens").write_text(
+        "# tenant token\n" + "".join(f"{t} {v}\n" for t, v in tokens.items())
+    )
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    with server(env, "--dir", str(tenants), "--create-tenants", "--max-open", "2",
-                "--tenant-tokens", str(tmp_path / "tokens")) as (proc, port):
+    with server(
+        env,
+        "--dir",
+        str(tenants),
+        "--create-tenants",
+        "--max-open",
+        "2",
+        "--tenant-tokens",
+        str(tmp_path / "tokens"),
+    ) as (proc, port):
         base = f"http://127.0.0.1:{port}"
-        procs = {f"tenant-{i}": agent(f"{base}/t/tenant-{i}/mcp", tokens[f"tenant-{i}"],
-                                      agent_calls(i), env, barrier, f"tenant-{i}")
-                 for i in (1, 2, 3)}
-        procs["borrowed-token"] = agent(f"{base}/t/tenant-2/mcp", tokens["tenant-1"],
-                                        [("remember", {"content": "intruder note"})], env,
-                                        barrier, "borrowed-token")
+        procs = {
+            f"tenant-{i}": agent(
+                f"{base}/t/tenant-{i}/mcp",
+                tokens[f"tenant-{i}"],
+                agent_calls(i),
+                env,
+                barrier,
+                f"tenant-{i}",
+            )
+            for i in (1, 2, 3)
+        }
+        procs["borrowed-token"] = agent(
+            f"{base}/t/tenant-2/mcp",
+            tokens["tenant-1"],
+            [("remember", {"content": "intruder note"})],
+            env,
+            barrier,
+            "borrowed-token",
+        )
         outs = run_together(procs, barrier)
         for i in (1, 2, 3):
             code, results, err = outs[f"tenant-{i}"]
@@ -305,25 +389,42 @@ def test_unknown_tenants_are_refused_and_no_name_leaves_the_directory(tmp_path):
     env = env_for(tmp_path)
     (tmp_path / "token").write_text("admin\n")
     auth = {"Authorization": "Bearer admin"}
-    with server(env, "--dir", str(tenants), "--token-file", str(tmp_path / "token")
-                ) as (proc, port):
+    with server(env, "--dir", str(tenants), "--token-file", str(tmp_path / "token")) as (
+        proc,
+        port,
+    ):
         status, body = raw_request(port, "POST", "/t/nobody/mcp", auth)
         assert status == 404 and b"no tenant 'nobody'" in body
         assert raw_request(port, "POST", "/t/nobody/mcp")[0] == 401  # the token first
-        for path in ("/t/..%2Fescape/mcp", "/t/../escape/mcp", "/t/.hidden/mcp",
-                     "/t/%2E%2E/mcp", "/t/a%2Fb/mcp"):
+        for path in (
+            "/t/..%2Fescape/mcp",
+            "/t/../escape/mcp",
+            "/t/.hidden/mcp",
+            "/t/%2E%2E/mcp",
+            "/t/a%2Fb/mcp",
+        ):
             status, _ = raw_request(port, "POST", path, auth)
             assert status in (400, 404), (path, status)
         assert raw_request(port, "POST", "/mcp", auth)[0] == 404  # one file a tenant
         code, results, err = run_together(
-            {"acme": agent(f"http://127.0.0.1:{port}/t/acme/mcp", "admin",
-                           [("recall", {"query": "zeppelin", "min_relevance": 0})], env,
-                           tmp_path, "acme")}, tmp_path)["acme"]
+            {
+                "acme": agent(
+                    f"http://127.0.0.1:{port}/t/acme/mcp",
+                    "admin",
+                    [("recall", {"query": "zeppelin", "min_relevance": 0})],
+                    env,
+                    tmp_path,
+                    "acme",
+                )
+            },
+            tmp_path,
+        )["acme"]
         assert code == 0, err
         assert recalled(results[0]) == ["Acme's zeppelin is red."]
     assert sorted(os.listdir(tenants)) == ["acme.db"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["tenants", "token", "run", "empty-hf-cache", "acme", "go"])
+        ["tenants", "token", "run", "empty-hf-cache", "acme", "go"]
+    )
 
 
 def test_stores_open_lazily_at_most_max_open_and_idle_ones_close(tmp_path):
@@ -338,18 +439,20 @@ def test_stores_open_lazily_at_most_max_open_and_idle_ones_close(tmp_path):
     env = env_for(tmp_path)
 
     def ask(port: int, name: str) -> List[str]:
-        (found,) = http_call(f"http://127.0.0.1:{port}/t/{name}/mcp",
-                             [("recall", {"query": "zeppelin log", "min_relevance": 0})])
+        (found,) = http_call(
+            f"http://127.0.0.1:{port}/t/{name}/mcp",
+            [("recall", {"query": "zeppelin log", "min_relevance": 0})],
+        )
         assert not found.is_error, found.content
         return recalled({"text": found.content[0].text})
 
-    with server(env, "--dir", str(tenants), "--max-open", "2", "--idle-close", "6"
-                ) as (proc, port):
+    with server(env, "--dir", str(tenants), "--max-open", "2", "--idle-close", "6") as (proc, port):
         assert open_files(proc.pid, tenants) == []  # lazily
         for name, held in (("a", {"a"}), ("b", {"a", "b"}), ("c", {"b", "c"})):
             assert ask(port, name) == [f"Tenant {name} keeps the zeppelin log."]
             assert open_files(proc.pid, tenants) == sorted(
-                f"{t}.db{x}" for t in held for x in ("", "-shm", "-wal"))
+                f"{t}.db{x}" for t in held for x in ("", "-shm", "-wal")
+            )
         deadline = time.time() + 60
         while open_files(proc.pid, tenants):
             assert time.time() < deadline, "idle stores were not closed"
@@ -365,24 +468,26 @@ def test_serve_dir_refuses_what_it_cannot_do(tmp_path):
     (tmp_path / "bad-tokens").write_text("acme\n")
 
     def serve(*args: str) -> str:
-        p = subprocess.run([sys.executable, "-m", "sqlite_rrf", "serve", *args], env=env,
-                           capture_output=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "sqlite_rrf", "serve", *args],
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
         assert p.returncode != 0
         return p.stderr.decode()
 
     assert "pass --http" in serve("--dir", str(tmp_path / "d"))
-    assert "not both" in serve(str(tmp_path / "m.db"), "--dir", str(tmp_path / "d"),
-                               "--http", "1")
+    assert "not both" in serve(str(tmp_path / "m.db"), "--dir", str(tmp_path / "d"), "--http", "1")
     assert "is not a directory" in serve("--dir", str(tmp_path / "nope"), "--http", "1")
-    assert "--create-tenants: only with --dir" in serve(str(tmp_path / "m.db"),
-                                                        "--create-tenants")
+    assert "--create-tenants: only with --dir" in serve(str(tmp_path / "m.db"), "--create-tenants")
     assert "line 1: expected 'TENANT TOKEN'" in serve(
-        "--dir", str(tmp_path / "d"), "--http", "1", "--tenant-tokens",
-        str(tmp_path / "bad-tokens"))
-    assert "needs bearer tokens" in serve("--dir", str(tmp_path / "d"), "--http",
-                                          f"0.0.0.0:{free_port()}")
-    assert "--max-open" in serve("--dir", str(tmp_path / "d"), "--http", "1",
-                                 "--max-open", "0")
+        "--dir", str(tmp_path / "d"), "--http", "1", "--tenant-tokens", str(tmp_path / "bad-tokens")
+    )
+    assert "needs bearer tokens" in serve(
+        "--dir", str(tmp_path / "d"), "--http", f"0.0.0.0:{free_port()}"
+    )
+    assert "--max-open" in serve("--dir", str(tmp_path / "d"), "--http", "1", "--max-open", "0")
     assert "name the database" in serve()
     assert not (tmp_path / "m.db").exists()
     assert MAX_OPEN_STORES >= 1
@@ -408,12 +513,33 @@ def test_the_model_is_loaded_once_for_every_tenant(tmp_path):
         assert before >= 1  # the measurement can see the model
         for name in ("one", "two", "three"):
             b = _mkdir(tmp_path / f"barrier-{name}")
-            code, results, err = run_together({name: agent(
-                f"http://127.0.0.1:{port}/t/{name}/mcp", None,
-                [("remember", {"content": f"Tenant {name}'s airship is moored at pier 9."}),
-                 ("recall", {"query": "where is the blimp docked?", "min_relevance": 0,
-                             "explain": True}),
-                 ("stats", {})], env, b, name)}, b)[name]
+            code, results, err = run_together(
+                {
+                    name: agent(
+                        f"http://127.0.0.1:{port}/t/{name}/mcp",
+                        None,
+                        [
+                            (
+                                "remember",
+                                {"content": f"Tenant {name}'s airship is moored at pier 9."},
+                            ),
+                            (
+                                "recall",
+                                {
+                                    "query": "where is the blimp docked?",
+                                    "min_relevance": 0,
+                                    "explain": True,
+                                },
+                            ),
+                            ("stats", {}),
+                        ],
+                        env,
+                        b,
+                        name,
+                    )
+                },
+                b,
+            )[name]
             assert code == 0, err
             assert results[0]["structured"]["embedded"] is True
             why = results[1]["structured"]["hits"][0]["explain"]
@@ -432,6 +558,7 @@ def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
 
     from sqlite_rrf.mcp.server import build_server
     from sqlite_rrf.server import HttpRouter
+
     store = Store(tmp_path / "m.db")
     lock = threading.Lock()
     built: List[str] = []
@@ -442,8 +569,9 @@ def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
 
     router = HttpRouter(build, "127.0.0.1", "default", max_endpoints=2)
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(router, host="127.0.0.1", port=port,
-                                        log_level="warning", lifespan="on"))
+    srv = uvicorn.Server(
+        uvicorn.Config(router, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     try:
@@ -454,9 +582,17 @@ def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
         for scope in ("a", "b", "c", "a", "a"):
             remembered, found = http_call(
                 f"http://127.0.0.1:{port}/s/{scope}/mcp",
-                [("remember", {"content": f"Scope {scope} keeps the zeppelin log, "
-                                          f"entry {time.time_ns()}."}),
-                 ("recall", {"query": "zeppelin log", "limit": 10, "min_relevance": 0})])
+                [
+                    (
+                        "remember",
+                        {
+                            "content": f"Scope {scope} keeps the zeppelin log, "
+                            f"entry {time.time_ns()}."
+                        },
+                    ),
+                    ("recall", {"query": "zeppelin log", "limit": 10, "min_relevance": 0}),
+                ],
+            )
             assert not remembered.is_error and not found.is_error
             assert remembered.structured_content["scope"] == scope
             hits = json.loads(found.content[0].text)["hits"]

@@ -52,9 +52,18 @@ def test_T1_T2_random_rows_with_ties_and_nulls(conn, seed):
 
 def test_T1_real_scores_round_trip_exactly(conn):
     rng = np.random.default_rng(1)
-    rows = [(float(s), i) for i, s in enumerate(rng.standard_normal(5000) * 10.0 ** rng.integers(-300, 300, 5000))]
-    rows += [(5e-324, 9000), (-1.7976931348623157e308, 9001), (1.7976931348623157e308, 9002),
-             (0.1, 9003), (1 / 3, 9004), (-0.0, 9005)]
+    rows = [
+        (float(s), i)
+        for i, s in enumerate(rng.standard_normal(5000) * 10.0 ** rng.integers(-300, 300, 5000))
+    ]
+    rows += [
+        (5e-324, 9000),
+        (-1.7976931348623157e308, 9001),
+        (1.7976931348623157e308, 9002),
+        (0.1, 9003),
+        (1 / 3, 9004),
+        (-0.0, 9005),
+    ]
     got = topk(conn, 6000, rows)
     assert got == ref_topk(6000, rows)
     for (v, s), (rv, rs) in zip(got, ref_topk(6000, rows)):
@@ -63,9 +72,11 @@ def test_T1_real_scores_round_trip_exactly(conn):
 
 def test_T1_integer_scores_stay_integers(conn):
     rows = [(-37, 1), (-12, 2), (-12, 3), (5, 4), (2**62, 5)]
-    text = conn.execute("SELECT rrf_topk(3, s, v) FROM (SELECT ? s, ? v UNION ALL SELECT ?, ? "
-                        "UNION ALL SELECT ?, ? UNION ALL SELECT ?, ? UNION ALL SELECT ?, ?)",
-                        [x for r in rows for x in r]).fetchone()[0]
+    text = conn.execute(
+        "SELECT rrf_topk(3, s, v) FROM (SELECT ? s, ? v UNION ALL SELECT ?, ? "
+        "UNION ALL SELECT ?, ? UNION ALL SELECT ?, ? UNION ALL SELECT ?, ?)",
+        [x for r in rows for x in r],
+    ).fetchone()[0]
     assert text == f"[[5,{2**62}],[4,5],[2,-12]]"
 
 
@@ -84,8 +95,9 @@ def test_T2_no_scores_gives_null(conn):
 
 def test_T2_group_by(conn):
     conn.execute("CREATE TABLE g(grp, s, v)")
-    conn.executemany("INSERT INTO g VALUES (?, ?, ?)",
-                     [(i % 3, float((i * 7) % 11), i) for i in range(60)])
+    conn.executemany(
+        "INSERT INTO g VALUES (?, ?, ?)", [(i % 3, float((i * 7) % 11), i) for i in range(60)]
+    )
     got = dict(conn.execute("SELECT grp, rrf_topk(4, s, v) FROM g GROUP BY grp").fetchall())
     for grp in range(3):
         rows = [(float((i * 7) % 11), i) for i in range(60) if i % 3 == grp]
@@ -104,18 +116,28 @@ def test_T1_huge_n_100k_rows(conn):
     vecs = rng.standard_normal((2000, dim)).astype("<f4")
     q = rng.standard_normal(dim).astype("<f4")
     conn.execute("CREATE TABLE vectors(rowid INTEGER PRIMARY KEY, embedding BLOB)")
-    conn.executemany("INSERT INTO vectors VALUES (?, ?)",
-                     [(i + 1, v.tobytes()) for i, v in enumerate(vecs)])
-    got = json.loads(conn.execute("SELECT rrf_topk(200, vec_cosine(embedding, ?), rowid) "
-                                  "FROM vectors", (q.tobytes(),)).fetchone()[0])
-    order = conn.execute("SELECT rowid, vec_cosine(embedding, ?) AS c FROM vectors "
-                         "ORDER BY c DESC, rowid LIMIT 200", (q.tobytes(),)).fetchall()
+    conn.executemany(
+        "INSERT INTO vectors VALUES (?, ?)", [(i + 1, v.tobytes()) for i, v in enumerate(vecs)]
+    )
+    got = json.loads(
+        conn.execute(
+            "SELECT rrf_topk(200, vec_cosine(embedding, ?), rowid) FROM vectors", (q.tobytes(),)
+        ).fetchone()[0]
+    )
+    order = conn.execute(
+        "SELECT rowid, vec_cosine(embedding, ?) AS c FROM vectors ORDER BY c DESC, rowid LIMIT 200",
+        (q.tobytes(),),
+    ).fetchall()
     assert got == [list(r) for r in order]
     # and unpacked with json_each
-    ids = [r[0] for r in conn.execute(
-        "SELECT j.value ->> 0 FROM json_each((SELECT rrf_topk(200, vec_cosine(embedding, ?), "
-        "rowid) FROM vectors)) j",
-        (q.tobytes(),))]
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT j.value ->> 0 FROM json_each((SELECT rrf_topk(200, vec_cosine(embedding, ?), "
+            "rowid) FROM vectors)) j",
+            (q.tobytes(),),
+        )
+    ]
     assert ids == [r[0] for r in order]
 
 
@@ -176,16 +198,19 @@ def test_T6_an_error_stops_the_scan_at_the_bad_row(conn):
     with sql_error("rrf_topk: score must be a number, got TEXT"):
         conn.execute("SELECT rrf_topk(2, s, v) FROM t").fetchall()
     # the connection is fine afterwards
-    assert json.loads(conn.execute("SELECT rrf_topk(2, s, v) FROM t WHERE v != 2").fetchone()[0]) == [
-        [3, 3.0], [1, 1.0]]
+    assert json.loads(
+        conn.execute("SELECT rrf_topk(2, s, v) FROM t WHERE v != 2").fetchone()[0]
+    ) == [[3, 3.0], [1, 1.0]]
 
 
 def test_T6_result_longer_than_the_length_limit(conn):
     conn.execute("CREATE TABLE t(s, v)")
     conn.executemany("INSERT INTO t VALUES (?, ?)", [(i / 7, i) for i in range(2000)])
     conn.limit(apsw.SQLITE_LIMIT_LENGTH, 1000)
-    with pytest.raises(apsw.TooBigError, match=re.escape(
-            "rrf_topk: the result is longer than SQLITE_LIMIT_LENGTH (1000 bytes)")):
+    with pytest.raises(
+        apsw.TooBigError,
+        match=re.escape("rrf_topk: the result is longer than SQLITE_LIMIT_LENGTH (1000 bytes)"),
+    ):
         conn.execute("SELECT rrf_topk(200, s, v) FROM t").fetchall()
 
 
@@ -197,8 +222,12 @@ def test_T7_large_k_over_few_rows_allocates_for_the_rows(conn):
     high-water mark of memory stays far below what a million entries would need."""
     before = apsw.status(apsw.SQLITE_STATUS_MEMORY_USED)[0]
     apsw.status(apsw.SQLITE_STATUS_MEMORY_USED, True)  # reset the high-water mark
-    got = json.loads(conn.execute("SELECT rrf_topk(1000000, s, v) FROM (SELECT 1.0 s, 1 v "
-                                  "UNION ALL SELECT 2.0, 2 UNION ALL SELECT 0.5, 3)").fetchone()[0])
+    got = json.loads(
+        conn.execute(
+            "SELECT rrf_topk(1000000, s, v) FROM (SELECT 1.0 s, 1 v "
+            "UNION ALL SELECT 2.0, 2 UNION ALL SELECT 0.5, 3)"
+        ).fetchone()[0]
+    )
     assert got == [[2, 2.0], [1, 1.0], [3, 0.5]]
     high = apsw.status(apsw.SQLITE_STATUS_MEMORY_USED)[1]
     assert high - before < 1_000_000  # a million 32-byte entries would be 32 MB
@@ -207,8 +236,9 @@ def test_T7_large_k_over_few_rows_allocates_for_the_rows(conn):
 def test_T8_registered_as_an_innocuous_aggregate_not_a_window_function():
     c = apsw.Connection(":memory:")
     sqlite_rrf.load(c)
-    rows = c.execute("SELECT type, narg, flags FROM pragma_function_list "
-                     "WHERE name = 'rrf_topk'").fetchall()
+    rows = c.execute(
+        "SELECT type, narg, flags FROM pragma_function_list WHERE name = 'rrf_topk'"
+    ).fetchall()
     assert len(rows) == 1
     type_, narg, flags = rows[0]
     assert type_ == "a" and narg == 3

@@ -106,10 +106,12 @@ def test_V1_known_values(conn):
         ([2], [-0.5], -1.0),
     ]
     for a, b, want in cases:
-        assert one(conn, "SELECT vec_cosine(?, ?)", (f32(a), f32(b))) == pytest.approx(want, abs=TOL)
-        assert one(conn, "SELECT vec_cosine(?, ?)", (json.dumps(a), json.dumps(b))) == pytest.approx(
+        assert one(conn, "SELECT vec_cosine(?, ?)", (f32(a), f32(b))) == pytest.approx(
             want, abs=TOL
         )
+        assert one(
+            conn, "SELECT vec_cosine(?, ?)", (json.dumps(a), json.dumps(b))
+        ) == pytest.approx(want, abs=TOL)
 
 
 @pytest.mark.parametrize("dim", [1, 3, 8, 9, 17, 384, 385])
@@ -153,7 +155,9 @@ def test_V1_K1_unaligned_blob_in_table_row(conn, dim):
     for g, (a, b) in zip(got, rows):
         assert g == pytest.approx(ref_cos(a, b), abs=TOL)
     q = rng.standard_normal(dim).astype(np.float32)
-    got = [r[0] for r in conn.execute("SELECT vec_cosine(:q, b) FROM t ORDER BY rowid", {"q": f32(q)})]
+    got = [
+        r[0] for r in conn.execute("SELECT vec_cosine(:q, b) FROM t ORDER BY rowid", {"q": f32(q)})
+    ]
     for g, (_, b) in zip(got, rows):
         assert g == pytest.approx(ref_cos(q, b), abs=TOL)
 
@@ -268,7 +272,9 @@ def test_V3_tiny_nonzero_vector_is_not_zero(conn):
     tiny = np.float32(1e-45)
     assert tiny > 0
     assert one(conn, "SELECT vec_cosine(?, ?)", (f32([tiny, 0]), f32([1, 0]))) == pytest.approx(1.0)
-    assert one(conn, "SELECT vec_cosine(?, ?)", (f32([0, -tiny]), f32([0, 1]))) == pytest.approx(-1.0)
+    assert one(conn, "SELECT vec_cosine(?, ?)", (f32([0, -tiny]), f32([0, 1]))) == pytest.approx(
+        -1.0
+    )
 
 
 # ---------------------------------------------------------------- V4: errors
@@ -290,9 +296,13 @@ def test_V4_dimension_mismatch_names_both_sizes(conn):
 def test_V4_blob_length_not_multiple_of_4(conn, nbytes):
     bad = b"\x00" * nbytes
     good = f32(np.ones(max(1, nbytes // 4)))
-    with sql_error(f"vec_cosine: argument 1 is a blob of {nbytes} bytes, not a multiple of 4 (float32)"):
+    with sql_error(
+        f"vec_cosine: argument 1 is a blob of {nbytes} bytes, not a multiple of 4 (float32)"
+    ):
         one(conn, "SELECT vec_cosine(?, ?)", (bad, good))
-    with sql_error(f"vec_cosine: argument 2 is a blob of {nbytes} bytes, not a multiple of 4 (float32)"):
+    with sql_error(
+        f"vec_cosine: argument 2 is a blob of {nbytes} bytes, not a multiple of 4 (float32)"
+    ):
         one(conn, "SELECT vec_cosine(?, ?)", (good, bad))
 
 
@@ -322,7 +332,9 @@ PINF = struct.pack("<f", float("inf"))
 NINF = struct.pack("<f", float("-inf"))
 
 
-@pytest.mark.parametrize("dim,index", [(1, 0), (9, 5), (9, 8), (17, 16), (384, 0), (384, 200), (385, 384)])
+@pytest.mark.parametrize(
+    "dim,index", [(1, 0), (9, 5), (9, 8), (17, 16), (384, 0), (384, 200), (385, 384)]
+)
 @pytest.mark.parametrize(
     "raw,word", [(QNAN, "NaN"), (SNAN, "NaN"), (NEG_NAN, "NaN"), (PINF, "Inf"), (NINF, "Inf")]
 )
@@ -390,7 +402,9 @@ def test_V4_first_non_finite_element_is_reported(conn):
 )
 def test_V4_malformed_json_with_offset(conn, text, offset, fault):
     for argi, sql in [(1, "SELECT vec_cosine(?, '[1,2]')"), (2, "SELECT vec_cosine('[1,2]', ?)")]:
-        with sql_error(f"vec_cosine: argument {argi} is malformed JSON at offset {offset}: {fault}"):
+        with sql_error(
+            f"vec_cosine: argument {argi} is malformed JSON at offset {offset}: {fault}"
+        ):
             one(conn, sql, (text,))
 
 
@@ -399,13 +413,21 @@ def test_V4_malformed_json_offsets_count_bytes(conn):
     text = "\u00e9[1]"
     with sql_error("vec_cosine: argument 1 is malformed JSON at offset 0: expected '['"):
         one(conn, "SELECT vec_cosine(?, '[1]')", (text,))
-    with sql_error("vec_cosine: argument 1 is malformed JSON at offset 5: unexpected text after ']'"):
+    with sql_error(
+        "vec_cosine: argument 1 is malformed JSON at offset 5: unexpected text after ']'"
+    ):
         one(conn, "SELECT vec_cosine(?, '[1]')", ("[1]  \u00e9",))
 
 
 @pytest.mark.parametrize(
     "text,index",
-    [("[1e39]", 0), ("[1, -1e39]", 1), ("[0, 0, 3.5e38]", 2), ("[1e999999999]", 0), ("[" + "7" * 400 + "]", 0)],
+    [
+        ("[1e39]", 0),
+        ("[1, -1e39]", 1),
+        ("[0, 0, 3.5e38]", 2),
+        ("[1e999999999]", 0),
+        ("[" + "7" * 400 + "]", 0),
+    ],
 )
 def test_V4_json_element_out_of_float32_range(conn, text, index):
     with sql_error(f"vec_cosine: argument 1 has an element out of float32 range at index {index}"):
@@ -424,13 +446,17 @@ def test_V4_json_element_out_of_float32_range(conn, text, index):
     ],
 )
 def test_V4_wrong_types(conn, sql, argi, tname):
-    with sql_error(f"vec_cosine: argument {argi} must be a float32 BLOB or a JSON array, got {tname}"):
+    with sql_error(
+        f"vec_cosine: argument {argi} must be a float32 BLOB or a JSON array, got {tname}"
+    ):
         one(conn, sql)
 
 
 def test_V4_error_aborts_a_scan_at_the_bad_row(conn):
     conn.execute("CREATE TABLE t(v BLOB)")
-    conn.executemany("INSERT INTO t VALUES (?)", [(f32([1, 2]),), (f32([3, 4]),), (f32([1, 2, 3]),)])
+    conn.executemany(
+        "INSERT INTO t VALUES (?)", [(f32([1, 2]),), (f32([3, 4]),), (f32([1, 2, 3]),)]
+    )
     with sql_error("vec_cosine: dimension mismatch: 3 vs 2"):
         conn.execute("SELECT vec_cosine(v, '[1,0]') FROM t").fetchall()
 
@@ -446,7 +472,11 @@ def test_V5_result_within_minus_one_one(conn):
         dim = int(rng.integers(1, 600))
         a = (rng.standard_normal(dim) * 10.0 ** rng.integers(-20, 20)).astype(np.float32)
         kind = i % 4
-        b = a if kind == 0 else (-a if kind == 1 else (a * np.float32(7.0) if kind == 2 else a[::-1].copy()))
+        b = (
+            a
+            if kind == 0
+            else (-a if kind == 1 else (a * np.float32(7.0) if kind == 2 else a[::-1].copy()))
+        )
         rows.append((f32(a), f32(b)))
     conn.executemany("INSERT INTO t VALUES (?, ?)", rows)
     lo, hi, n = conn.execute(
@@ -498,11 +528,17 @@ def test_V6_constant_json_query_cached_across_rows_equals_per_row(conn):
     want = [ref_cos(q, v) for v in vecs]
 
     literal = [r[0] for r in conn.execute(f"SELECT vec_cosine(v, '{qj}') FROM t ORDER BY rowid")]
-    literal_first = [r[0] for r in conn.execute(f"SELECT vec_cosine('{qj}', v) FROM t ORDER BY rowid")]
+    literal_first = [
+        r[0] for r in conn.execute(f"SELECT vec_cosine('{qj}', v) FROM t ORDER BY rowid")
+    ]
     bound = [r[0] for r in conn.execute("SELECT vec_cosine(v, ?) FROM t ORDER BY rowid", (qj,))]
     per_row = [r[0] for r in conn.execute("SELECT vec_cosine(v, qj) FROM t ORDER BY rowid")]
-    both_json = [r[0] for r in conn.execute("SELECT vec_cosine(vj, ?) FROM t ORDER BY rowid", (qj,))]
-    blob_q = [r[0] for r in conn.execute("SELECT vec_cosine(v, ?) FROM t ORDER BY rowid", (f32(q),))]
+    both_json = [
+        r[0] for r in conn.execute("SELECT vec_cosine(vj, ?) FROM t ORDER BY rowid", (qj,))
+    ]
+    blob_q = [
+        r[0] for r in conn.execute("SELECT vec_cosine(v, ?) FROM t ORDER BY rowid", (f32(q),))
+    ]
     assert literal == per_row == bound == blob_q == both_json == literal_first
     assert literal == pytest.approx(want, abs=TOL)
 
@@ -585,7 +621,9 @@ def test_V1_V3_V5_property_matches_numpy(mconn, pair):
 json_like = st.one_of(
     st.text(max_size=30),
     st.text(alphabet="[]0123456789.,eE+- \t\n", max_size=30),
-    st.from_regex(r"\A\s?\[\s?-?[0-9]{1,3}(\.[0-9]{1,3})?([eE][-+]?[0-9]{1,2})?(\s?,\s?-?[0-9]{1,3})*\]\s?\Z"),
+    st.from_regex(
+        r"\A\s?\[\s?-?[0-9]{1,3}(\.[0-9]{1,3})?([eE][-+]?[0-9]{1,2})?(\s?,\s?-?[0-9]{1,3})*\]\s?\Z"
+    ),
 )
 
 
@@ -729,8 +767,9 @@ FINITE_F32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
 def test_K4_property_extreme_values_give_the_same_bits_on_every_path(data):
     """Subnormals, float32's largest values, zeros and signs: still the same bits."""
     dim = data.draw(st.integers(1, 70), label="dim")
-    elems = st.one_of(FINITE_F32, st.sampled_from([0.0, -0.0, 1e-45, -1e-45, 3.4e38, -3.4e38,
-                                                   1.1754944e-38]))
+    elems = st.one_of(
+        FINITE_F32, st.sampled_from([0.0, -0.0, 1e-45, -1e-45, 3.4e38, -3.4e38, 1.1754944e-38])
+    )
     a = np.array(data.draw(st.lists(elems, min_size=dim, max_size=dim), label="a"), np.float32)
     b = np.array(data.draw(st.lists(elems, min_size=dim, max_size=dim), label="b"), np.float32)
     want = bits(k4_cosine(a, b))
@@ -853,7 +892,9 @@ with c:
     c.execute(f"CREATE INDEX ix ON t(vec_cosine(e, {K4_INDEX_QUERY}))")
 """
 #: The constant query vector of the child's expression index, as a blob literal.
-K4_INDEX_QUERY = "x'" + np.random.default_rng(99).standard_normal(384).astype("<f4").tobytes().hex() + "'"
+K4_INDEX_QUERY = (
+    "x'" + np.random.default_rng(99).standard_normal(384).astype("<f4").tobytes().hex() + "'"
+)
 
 
 @pytest.fixture(scope="module")
@@ -861,8 +902,13 @@ def k4_scalar_db(tmp_path_factory):
     """The child's database, written with the scalar kernel."""
     path = str(tmp_path_factory.mktemp("k4") / "scalar.db")
     env = dict(os.environ, SQLITE_RRF_SIMD="scalar")
-    r = subprocess.run([sys.executable, "-c", K4_CHILD, path, os.path.dirname(__file__)], env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", K4_CHILD, path, os.path.dirname(__file__)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return path
 
@@ -892,8 +938,9 @@ def test_K4_an_index_built_with_the_scalar_kernel_holds_under_the_default_one(k4
     sqlite_rrf.load(c)
     assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     expr = f"vec_cosine(e, {K4_INDEX_QUERY})"
-    plan = " ".join(r[-1] for r in c.execute(f"EXPLAIN QUERY PLAN SELECT id FROM t WHERE {expr} = ?",
-                                                (0.5,)))
+    plan = " ".join(
+        r[-1] for r in c.execute(f"EXPLAIN QUERY PLAN SELECT id FROM t WHERE {expr} = ?", (0.5,))
+    )
     assert "INDEX ix" in plan, plan
     now = c.execute(f"SELECT id, {expr} FROM t NOT INDEXED").fetchall()
     for rowid, v in now:
@@ -924,7 +971,11 @@ def _run_with_simd_env(value):
     env = dict(os.environ)
     env["SQLITE_RRF_SIMD"] = value
     r = subprocess.run(
-        [sys.executable, "-c", SUBPROCESS_SCRIPT], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", SUBPROCESS_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -934,7 +985,9 @@ def _debug_lines(text):
     return dict(line.split(": ", 1) for line in text.splitlines())
 
 
-@pytest.mark.parametrize("env_value,expect", [("scalar", "scalar"), ("avx2", "avx2-fma"), ("neon", "neon")])
+@pytest.mark.parametrize(
+    "env_value,expect", [("scalar", "scalar"), ("avx2", "avx2-fma"), ("neon", "neon")]
+)
 def test_K3_V7_SQLITE_RRF_SIMD_env_selects_the_sql_kernel(env_value, expect):
     if expect not in kernels.simd_paths():
         pytest.skip(f"{expect} not supported on this CPU")

@@ -30,9 +30,7 @@ def is_wal_file(path: str) -> bool:
     versions are 2)."""
     head = _header(path)
     return (
-        len(head) == 100
-        and head.startswith(b"SQLite format 3\x00")
-        and head[18:20] == b"\x02\x02"
+        len(head) == 100 and head.startswith(b"SQLite format 3\x00") and head[18:20] == b"\x02\x02"
     )
 
 
@@ -83,14 +81,22 @@ def open_connection(path: str, *, readonly: bool = False) -> Tuple[apsw.Connecti
     mount is read-only media to this test, yet its file can change: there immutable reads
     could miss or tear concurrent writes."""
     if path in (":memory:", "") or not os.path.isfile(path) or not is_wal_file(path):
-        flags = apsw.SQLITE_OPEN_READONLY if readonly else (
-            apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        flags = (
+            apsw.SQLITE_OPEN_READONLY
+            if readonly
+            else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        )
         return apsw.Connection(path, flags=flags), None
     if on_read_only_media(path) and _size(path + "-wal") == 0:
-        return _immutable(path), ("the file is on read-only media, so it was opened as "
-                                  "immutable (read as it is, without locks)")
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else (
-        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        return _immutable(path), (
+            "the file is on read-only media, so it was opened as "
+            "immutable (read as it is, without locks)"
+        )
+    flags = (
+        apsw.SQLITE_OPEN_READONLY
+        if readonly
+        else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+    )
     conn = apsw.Connection(path, flags=flags)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # makes the -shm
@@ -103,9 +109,11 @@ def open_connection(path: str, *, readonly: bool = False) -> Tuple[apsw.Connecti
         if not (full and _size(path + "-wal") == 0 and _size(path + "-shm") == 0):
             raise
         conn.close()
-        return _immutable(path), ("the disk is full and SQLite could not create the "
-                                  "database's -shm file, so it was opened as immutable (read "
-                                  "as it is, without locks)")
+        return _immutable(path), (
+            "the disk is full and SQLite could not create the "
+            "database's -shm file, so it was opened as immutable (read "
+            "as it is, without locks)"
+        )
     except apsw.Error:
         pass  # said by the caller's first statement (Store._check_ours)
     return conn, None
@@ -116,23 +124,33 @@ def foreign(conn: apsw.Connection) -> Optional[str]:
     sqlite-rrf database (or has no tables yet). It only reads ``sqlite_master`` and
     ``schema_migrations``, so it is asked before anything is written (the WAL switch
     included)."""
-    tables: List[str] = [n for (n,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
-        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")]
+    tables: List[str] = [
+        n
+        for (n,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+        )
+    ]
     if not tables:
         return None
     if "schema_migrations" not in tables:
         shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
-        return (f"it has tables ({shown}) but not sqlite-rrf's schema_migrations, so it "
-                "belongs to another application")
+        return (
+            f"it has tables ({shown}) but not sqlite-rrf's schema_migrations, so it "
+            "belongs to another application"
+        )
     cols = {r[1] for r in conn.execute("PRAGMA main.table_info(schema_migrations)")}
     if not {"version", "name", "checksum", "applied_at"} <= cols:
-        return ("its schema_migrations table is another application's (columns "
-                f"{', '.join(sorted(cols))})")
+        return (
+            "its schema_migrations table is another application's (columns "
+            f"{', '.join(sorted(cols))})"
+        )
     first = conn.execute("SELECT name FROM schema_migrations WHERE version = 1").fetchall()
     if first and first[0][0] != FIRST_MIGRATION:
-        return (f"its schema_migrations table records migration 1 as {first[0][0]!r}, not "
-                f"sqlite-rrf's {FIRST_MIGRATION!r}")
+        return (
+            f"its schema_migrations table records migration 1 as {first[0][0]!r}, not "
+            f"sqlite-rrf's {FIRST_MIGRATION!r}"
+        )
     return None
 
 

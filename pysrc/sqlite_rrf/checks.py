@@ -47,8 +47,9 @@ def check_utf8(s: str, field_name: str) -> None:
     try:
         s.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise StoreError(f"{field_name}: not valid UTF-8 text (undecodable character at "
-                         f"index {e.start})") from None
+        raise StoreError(
+            f"{field_name}: not valid UTF-8 text (undecodable character at index {e.start})"
+        ) from None
 
 
 def check_one_line(s: str, field_name: str) -> None:
@@ -58,8 +59,10 @@ def check_one_line(s: str, field_name: str) -> None:
     in one could pass for a line of its own there."""
     for i, ch in enumerate(s):
         if ch in "\u2028\u2029" or unicodedata.category(ch) == "Cc":
-            raise StoreError(f"{field_name}: must be one line of text without control "
-                             f"characters, got U+{ord(ch):04X} at index {i} in {s!r}")
+            raise StoreError(
+                f"{field_name}: must be one line of text without control "
+                f"characters, got U+{ord(ch):04X} at index {i} in {s!r}"
+            )
 
 
 def blob(vec: Vector, field_name: str = "embedding") -> Tuple[bytes, int]:
@@ -95,8 +98,10 @@ def check_dim(n: int, expected: Optional[int], what: str = "embedding") -> int:
     if expected is None:
         return n
     if n != expected:
-        raise StoreError(f"{what}: dimension mismatch: the database holds {expected}-"
-                         f"dimensional embeddings, got {n}")
+        raise StoreError(
+            f"{what}: dimension mismatch: the database holds {expected}-"
+            f"dimensional embeddings, got {n}"
+        )
     return expected
 
 
@@ -135,8 +140,13 @@ def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> 
     importance = ep.get("importance") or "normal"
     if importance not in IMPORTANCE:
         raise StoreError(f"importance: must be one of {IMPORTANCE}, got {importance!r}")
-    row: Dict[str, Any] = {"id": eid, "content": content, "embedding": embedding,
-                           "importance": importance, "kind": ep.get("kind")}
+    row: Dict[str, Any] = {
+        "id": eid,
+        "content": content,
+        "embedding": embedding,
+        "importance": importance,
+        "kind": ep.get("kind"),
+    }
     if row["kind"] is not None and not isinstance(row["kind"], str):
         raise StoreError(f"kind: must be text, got {type(row['kind']).__name__}")
     if isinstance(row["kind"], str):
@@ -154,9 +164,11 @@ def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> 
         if v is None:
             v = 0 if key == "access_count" else (now if key == "created_at" else None)
         elif isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 2**62:
-            raise StoreError(f"{key}: must be a non-negative integer"
-                             f"{' (ms since the epoch)' if key != 'access_count' else ''}, "
-                             f"got {v!r}")
+            raise StoreError(
+                f"{key}: must be a non-negative integer"
+                f"{' (ms since the epoch)' if key != 'access_count' else ''}, "
+                f"got {v!r}"
+            )
         row[key] = v
     if row["accessed_at"] is None:
         row["accessed_at"] = row["created_at"]
@@ -192,39 +204,54 @@ def recall_scope_params(scope: Any) -> Tuple[Optional[str], Optional[str]]:
     if isinstance(scope, str):
         return scope, None
     if not isinstance(scope, (list, tuple)):
-        raise StoreError(f"scope: must be text, a list or tuple of texts, or None (every "
-                         f"scope), got {type(scope).__name__}")
+        raise StoreError(
+            f"scope: must be text, a list or tuple of texts, or None (every "
+            f"scope), got {type(scope).__name__}"
+        )
     names: list = []
     for s in scope:
         if not isinstance(s, str):
-            raise StoreError(f"scope: each scope must be text, got {type(s).__name__} "
-                             f"{s!r}")
+            raise StoreError(f"scope: each scope must be text, got {type(s).__name__} {s!r}")
         if s not in names:
             names.append(s)
     if not names:
         raise StoreError("scope: an empty list names no scope (None recalls every scope)")
     if len(names) > MAX_RECALL_SCOPES:
-        raise StoreError(f"scope: one recall covers at most {MAX_RECALL_SCOPES} scopes (a "
-                         f"project's and the shared one, ''), got {len(names)}")
+        raise StoreError(
+            f"scope: one recall covers at most {MAX_RECALL_SCOPES} scopes (a "
+            f"project's and the shared one, ''), got {len(names)}"
+        )
     return names[0], (names[1] if len(names) > 1 else None)
 
 
-def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: Optional[str],
-                  pool_size: Optional[int], bm25_limit: Optional[int],
-                  profile: Optional[str] = None, alpha: Optional[float] = None,
-                  min_similarity: Optional[float] = None,
-                  now: Optional[int] = None, *,
-                  scope: Union[str, Sequence[str], None] = None,
-                  kind: Optional[str] = None, since: Optional[int] = None,
-                  until: Optional[int] = None,
-                  oversample: Optional[int] = None,
-                  time_weight: Optional[float] = None) -> Dict[str, Any]:
+def recall_params(
+    limit: Optional[int],
+    weights: Any,
+    k: Optional[float],
+    pool: Optional[str],
+    pool_size: Optional[int],
+    bm25_limit: Optional[int],
+    profile: Optional[str] = None,
+    alpha: Optional[float] = None,
+    min_similarity: Optional[float] = None,
+    now: Optional[int] = None,
+    *,
+    scope: Union[str, Sequence[str], None] = None,
+    kind: Optional[str] = None,
+    since: Optional[int] = None,
+    until: Optional[int] = None,
+    oversample: Optional[int] = None,
+    time_weight: Optional[float] = None,
+) -> Dict[str, Any]:
     """Validate recall options; returns the statement's bindings (None = default; the
     time window ``time_from``/``time_to`` is None: the caller sets it). ``scope`` is
     :func:`recall_scope_params`'s: one or two scopes become ``scope`` and ``scope2``."""
-    if time_weight is not None and (isinstance(time_weight, bool)
-                                    or not isinstance(time_weight, (int, float))
-                                    or not math.isfinite(time_weight) or time_weight < 0):
+    if time_weight is not None and (
+        isinstance(time_weight, bool)
+        or not isinstance(time_weight, (int, float))
+        or not math.isfinite(time_weight)
+        or time_weight < 0
+    ):
         raise StoreError(f"time_weight: must be a finite number >= 0, got {time_weight!r}")
     if limit is None:
         from .statements import recall_defaults
@@ -236,29 +263,30 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
         raise StoreError(f"profile: must be one of {PROFILES}, got {profile!r}")
     if alpha is not None and (not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
         raise StoreError(f"alpha: must be a number in [0, 1], got {alpha!r}")
-    if min_similarity is not None and (not isinstance(min_similarity, (int, float))
-                                       or not -1 <= min_similarity <= 1):
-        raise StoreError(f"min_similarity: must be a number in [-1, 1], got "
-                         f"{min_similarity!r}")
-    if now is not None and (isinstance(now, bool) or not isinstance(now, int)
-                            or abs(now) > 2**62):
+    if min_similarity is not None and (
+        not isinstance(min_similarity, (int, float)) or not -1 <= min_similarity <= 1
+    ):
+        raise StoreError(f"min_similarity: must be a number in [-1, 1], got {min_similarity!r}")
+    if now is not None and (isinstance(now, bool) or not isinstance(now, int) or abs(now) > 2**62):
         raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
     scope, scope2 = recall_scope_params(scope)
     if kind is not None and not isinstance(kind, str):
         raise StoreError(f"kind: must be text, got {type(kind).__name__}")
     for name, v in (("since", since), ("until", until)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)
-                              or abs(v) > 2**62):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62):
             raise StoreError(f"{name}: must be an integer (ms since the epoch), got {v!r}")
     if pool is not None and pool not in POOL_MODES:
         raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
     for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)
-                              or not 0 <= v <= MAX_COUNT):
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_COUNT
+        ):
             raise StoreError(f"{name}: must be an integer from 0 to {MAX_COUNT}, got {v!r}")
-    if oversample is not None and (isinstance(oversample, bool)
-                                   or not isinstance(oversample, int)
-                                   or not 1 <= oversample <= 10_000):
+    if oversample is not None and (
+        isinstance(oversample, bool)
+        or not isinstance(oversample, int)
+        or not 1 <= oversample <= 10_000
+    ):
         raise StoreError(f"oversample: must be an integer from 1 to 10000, got {oversample!r}")
     if k is not None and (not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0):
         raise StoreError(f"k: must be a finite number >= 0, got {k!r}")
@@ -267,8 +295,9 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
         if isinstance(weights, Mapping):
             unknown = set(weights) - set(LISTS)
             if unknown:
-                raise StoreError(f"weights: unknown list(s) {sorted(unknown)}; "
-                                 f"the lists are {LISTS}")
+                raise StoreError(
+                    f"weights: unknown list(s) {sorted(unknown)}; the lists are {LISTS}"
+                )
             w.update(weights)
         else:
             ws = list(weights)
@@ -276,15 +305,32 @@ def recall_params(limit: Optional[int], weights: Any, k: Optional[float], pool: 
                 raise StoreError(f"weights: need 4 values {LISTS}, got {len(ws)}")
             w.update(zip(LISTS, ws))
         for name, weight in w.items():
-            if weight is not None and (not isinstance(weight, (int, float))
-                                       or not math.isfinite(weight) or weight < 0):
-                raise StoreError(f"weights: {name} must be a finite number >= 0, "
-                                 f"got {weight!r}")
-    return {"limit": limit, "k": k, "pool": pool, "pool_size": pool_size,
-            "profile": profile, "alpha": alpha, "min_similarity": min_similarity,
-            "now": now, "skip_vectors": None,
-            "scope": scope, "scope2": scope2, "kind": kind, "since": since, "until": until,
-            "bm25_limit": bm25_limit, "oversample": oversample,
-            "w_bm25": w["bm25"], "w_vec": w["vector"],
-            "w_recency": w["recency"], "w_access": w["access"],
-            "w_time": time_weight, "time_from": None, "time_to": None}
+            if weight is not None and (
+                not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0
+            ):
+                raise StoreError(f"weights: {name} must be a finite number >= 0, got {weight!r}")
+    return {
+        "limit": limit,
+        "k": k,
+        "pool": pool,
+        "pool_size": pool_size,
+        "profile": profile,
+        "alpha": alpha,
+        "min_similarity": min_similarity,
+        "now": now,
+        "skip_vectors": None,
+        "scope": scope,
+        "scope2": scope2,
+        "kind": kind,
+        "since": since,
+        "until": until,
+        "bm25_limit": bm25_limit,
+        "oversample": oversample,
+        "w_bm25": w["bm25"],
+        "w_vec": w["vector"],
+        "w_recency": w["recency"],
+        "w_access": w["access"],
+        "w_time": time_weight,
+        "time_from": None,
+        "time_to": None,
+    }

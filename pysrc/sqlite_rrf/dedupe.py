@@ -44,7 +44,8 @@ _REFRESH = (
     "importance = CASE WHEN 'high' IN (importance, :importance) THEN 'high' "
     "WHEN 'normal' IN (importance, :importance) THEN 'normal' ELSE 'low' END, "
     "kind = coalesce(:kind, kind), metadata = coalesce(:metadata, metadata) "
-    "WHERE rowid = :rowid")
+    "WHERE rowid = :rowid"
+)
 
 
 def fill_pending(conn: Any, most: int = KEYS_BATCH) -> int:
@@ -53,21 +54,28 @@ def fill_pending(conn: Any, most: int = KEYS_BATCH) -> int:
     changed); returns how many were computed."""
     rows = conn.execute(
         "SELECT rowid, content FROM episodes INDEXED BY idx_episodes_content_key "
-        "WHERE content_key IS NULL LIMIT ?", (most,)).fetchall()
-    conn.executemany("UPDATE episodes SET content_key = ? WHERE rowid = ?",
-                     [(content_key(c if isinstance(c, str) else str(c)), r) for r, c in rows])
+        "WHERE content_key IS NULL LIMIT ?",
+        (most,),
+    ).fetchall()
+    conn.executemany(
+        "UPDATE episodes SET content_key = ? WHERE rowid = ?",
+        [(content_key(c if isinstance(c, str) else str(c)), r) for r, c in rows],
+    )
     return len(rows)
 
 
-def find(conn: Any, key: bytes, scope: str, text: str,
-         other_than: Optional[str] = None) -> Optional[Tuple[int, str]]:
+def find(
+    conn: Any, key: bytes, scope: str, text: str, other_than: Optional[str] = None
+) -> Optional[Tuple[int, str]]:
     """``(rowid, id)`` of the first-written episode of ``scope`` (other than the episode
     ``other_than``) whose content is the same as ``text`` (the key found, the normal
     forms compared), or None. Pending keys are not seen: :func:`fill_pending` first."""
     norm = None
     for rowid, eid, content in conn.execute(
-            "SELECT rowid, id, content FROM episodes INDEXED BY idx_episodes_content_key "
-            "WHERE content_key = ? AND scope = ? ORDER BY rowid", (key, scope)):
+        "SELECT rowid, id, content FROM episodes INDEXED BY idx_episodes_content_key "
+        "WHERE content_key = ? AND scope = ? ORDER BY rowid",
+        (key, scope),
+    ):
         if eid == other_than:
             continue
         if norm is None:
@@ -90,8 +98,17 @@ def mark(conn: Any, given_ids: Sequence[bool], rows: Sequence[Dict[str, Any]]) -
     for i, row in enumerate(rows):
         row["content_key"] = content_key(row["content"])
         this = (row["content_key"], row["scope"], normalise(row["content"]))
-        said = this in firsts or find(conn, row["content_key"], row["scope"], row["content"],
-                                      row["id"] if given_ids[i] else None) is not None
+        said = (
+            this in firsts
+            or find(
+                conn,
+                row["content_key"],
+                row["scope"],
+                row["content"],
+                row["id"] if given_ids[i] else None,
+            )
+            is not None
+        )
         firsts.add(this)
         if given_ids[i]:
             row["repeat"] = said  # stored all the same: it names an id of its own
@@ -102,8 +119,12 @@ def mark(conn: Any, given_ids: Sequence[bool], rows: Sequence[Dict[str, Any]]) -
     return dup
 
 
-def write_rows(conn: Any, sql: str, rows: Sequence[Dict[str, Any]],
-               embed: Optional[Callable[[Dict[str, Any]], None]] = None) -> None:
+def write_rows(
+    conn: Any,
+    sql: str,
+    rows: Sequence[Dict[str, Any]],
+    embed: Optional[Callable[[Dict[str, Any]], None]] = None,
+) -> None:
     """In the caller's write transaction: write ``rows`` with ``sql`` (the Store's
     INSERT or upsert), except that a row marked ``dedupe`` whose text its scope already
     has (an episode, or an earlier row) refreshes that episode instead (``created_at``

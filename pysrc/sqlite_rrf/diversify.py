@@ -65,7 +65,8 @@ NEAR_TIE = 0.35
 _WORD = re.compile(r"\w+")
 
 #: Words of a query that say nothing about its subject (English function words).
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again all also am an and any are as at be been before being below
 between both but by can could did do does doing down during each few for from further
 had has have having he her here hers him his how i if in into is it its itself just me
@@ -73,27 +74,32 @@ more most my no nor not now of off on once only or other our ours out over own s
 should so some such than that the their theirs them then there these they this those
 through to too under until up very was we were what when where which while who whom why
 will with would you your yours rather instead also
-""".split())
+""".split()
+)
 
 
 def query_terms(query: str) -> List[str]:
     """The words of ``query`` that say what it is about: case folded, at least three
     characters, not in :data:`STOPWORDS`."""
-    return sorted({w for w in _WORD.findall(query.casefold())
-                   if len(w) >= 3 and w not in STOPWORDS})
+    return sorted(
+        {w for w in _WORD.findall(query.casefold()) if len(w) >= 3 and w not in STOPWORDS}
+    )
 
 
 def _stem(word: str) -> str:
     """A crude stem: the first ``max(4, len - 2)`` characters."""
-    return word[:max(4, len(word) - 2)]
+    return word[: max(4, len(word) - 2)]
 
 
 def content_words(text: str) -> frozenset:
     """What a text says, as a set: its words (case folded) that are not
     :data:`STOPWORDS` and have three characters or a digit, each cut to its first
     ``max(4, len - 2)`` characters (``stored`` and ``store`` are one word)."""
-    return frozenset(_stem(w) for w in _WORD.findall(text.casefold())
-                     if w not in STOPWORDS and (len(w) >= 3 or any(c.isdigit() for c in w)))
+    return frozenset(
+        _stem(w)
+        for w in _WORD.findall(text.casefold())
+        if w not in STOPWORDS and (len(w) >= 3 or any(c.isdigit() for c in w))
+    )
 
 
 def has_term(text: str, term: str) -> bool:
@@ -113,10 +119,12 @@ def _vectors(conn: apsw.Connection, rowids: Sequence[int]) -> Dict[int, np.ndarr
     """The unit-norm stored embeddings of ``rowids`` (those that have a usable one)."""
     out: Dict[int, np.ndarray] = {}
     for i in range(0, len(rowids), 500):
-        chunk = list(rowids[i:i + 500])
+        chunk = list(rowids[i : i + 500])
         rows = conn.execute(
             f"SELECT rowid, embedding FROM episodes_vectors WHERE rowid IN "
-            f"({','.join('?' * len(chunk))})", chunk).fetchall()
+            f"({','.join('?' * len(chunk))})",
+            chunk,
+        ).fetchall()
         for rowid, emb in rows:
             if not isinstance(rowid, int) or not isinstance(emb, bytes) or not emb or len(emb) % 4:
                 continue
@@ -160,8 +168,9 @@ def _newest(hits: Sequence[RecallHit], members: Sequence[int]) -> List[int]:
 WINDOW = 1000
 
 
-def diversify(conn: apsw.Connection, hits: Sequence[RecallHit], limit: int,
-              query: str = "") -> List[RecallHit]:
+def diversify(
+    conn: apsw.Connection, hits: Sequence[RecallHit], limit: int, query: str = ""
+) -> List[RecallHit]:
     """``hits`` (the statement's ranking for ``query``, best first) with near-duplicates
     collapsed and the newest of each group of superseding hits first, cut to ``limit``
     (see the module's docstring)."""
@@ -185,8 +194,11 @@ def diversify(conn: apsw.Connection, hits: Sequence[RecallHit], limit: int,
         first = same_text.setdefault(norm[i], i)
         dup = [first] if first != i else []
         if has[i]:
-            near = [int(j) for j in np.flatnonzero(has[:i] & (like[i, :i] >= COLLAPSE_COSINE))
-                    if words[int(j)] == words[i]]
+            near = [
+                int(j)
+                for j in np.flatnonzero(has[:i] & (like[i, :i] >= COLLAPSE_COSINE))
+                if words[int(j)] == words[i]
+            ]
             if near:
                 dup.append(near[0])
         if dup:
@@ -217,11 +229,9 @@ def diversify(conn: apsw.Connection, hits: Sequence[RecallHit], limit: int,
     lo = np.minimum.outer(scores, scores)
     tie = np.where(hi > 0, lo >= (1 - NEAR_TIE) * hi, hi == lo)
     terms = query_terms(query)
-    said = [frozenset(t for t in terms if has_term(hits[k].content.casefold(), t))
-            for k in kept]
+    said = [frozenset(t for t in terms if has_term(hits[k].content.casefold(), t)) for k in kept]
     for a, b in zip(*np.nonzero(np.triu(topic & tie, 1))):
-        older, newer = (a, b) if hits[kept[a]].created_at <= hits[kept[b]].created_at \
-            else (b, a)
+        older, newer = (a, b) if hits[kept[a]].created_at <= hits[kept[b]].created_at else (b, a)
         if said[older] <= said[newer]:
             parent[find(int(b))] = find(int(a))
     slots: Dict[int, List[int]] = {}
@@ -237,7 +247,8 @@ def diversify(conn: apsw.Connection, hits: Sequence[RecallHit], limit: int,
     for k in order[:limit]:
         h = hits[k]
         if merged[k]:
-            h = dataclasses.replace(h, duplicates=len(merged[k]),
-                                    duplicate_ids=tuple(hits[o].id for o in merged[k]))
+            h = dataclasses.replace(
+                h, duplicates=len(merged[k]), duplicate_ids=tuple(hits[o].id for o in merged[k])
+            )
         out.append(h)
     return (out + rest)[:limit]

@@ -50,8 +50,9 @@ class TopicGate:
             return np.frombuffer(last, "<f4").astype(np.float64)
         return None
 
-    def holds(self, qarr: np.ndarray, session: Optional[str],
-              force: bool) -> Optional[Tuple[float, str]]:
+    def holds(
+        self, qarr: np.ndarray, session: Optional[str], force: bool
+    ) -> Optional[Tuple[float, str]]:
         """``(cosine, reason)`` when the recall of ``qarr`` (unit norm) is held back,
         else None."""
         last = self.previous(session)
@@ -60,8 +61,10 @@ class TopicGate:
         cos = float(last @ qarr)
         if not cos > TOPIC_GATE_COSINE:  # (a NaN never holds)
             return None
-        return cos, (f"topic unchanged: cosine {cos:.3f} > {TOPIC_GATE_COSINE} with the "
-                     "previous query (force=True recalls anyway)")
+        return cos, (
+            f"topic unchanged: cosine {cos:.3f} > {TOPIC_GATE_COSINE} with the "
+            "previous query (force=True recalls anyway)"
+        )
 
     def remember(self, qarr: np.ndarray) -> None:
         """``qarr`` was recalled: it is this instance's previous query now."""

@@ -102,10 +102,13 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
     ``--limit`` and ``--min-relevance`` are left to whoever recalls (:func:`respond`), so
     the parser reads neither the statement nor the relevance model (:func:`main`)."""
     p.add_argument("db", help="the memory database (it must exist)")
-    p.add_argument("--scope", help="recall only this scope ('shared' or '' is the shared "
-                   "memory, '*' every scope); default: the project's scope and the shared "
-                   "one, the project's derived from the payload's cwd (the name of its git "
-                   "work tree's top directory, else of the directory)")
+    p.add_argument(
+        "--scope",
+        help="recall only this scope ('shared' or '' is the shared "
+        "memory, '*' every scope); default: the project's scope and the shared "
+        "one, the project's derived from the payload's cwd (the name of its git "
+        "work tree's top directory, else of the directory)",
+    )
     from .app import int_arg
 
     if light:
@@ -114,48 +117,89 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
         from .statements import recall_defaults
 
         limit = recall_defaults()["result_limit"]
-        p.add_argument("--limit", type=int_arg, default=limit, metavar="N",
-                       help=f"how many episodes, 1 to 100 (default {limit}, the recall's)")
-    p.add_argument("--max-chars", type=int_arg, default=DEFAULT_MAX_CHARS, dest="max_chars",
-                   metavar="N",
-                   help=f"cut each episode's text at this many characters (default "
-                        f"{DEFAULT_MAX_CHARS}; 0: never)")
-    p.add_argument("--topic-gate", action="store_true", dest="topic_gate",
-                   help="print nothing for a prompt whose embedding has cosine > 0.85 with "
-                        "the session's previous prompt (off by default: such a prompt can "
-                        "still ask something else)")
+        p.add_argument(
+            "--limit",
+            type=int_arg,
+            default=limit,
+            metavar="N",
+            help=f"how many episodes, 1 to 100 (default {limit}, the recall's)",
+        )
+    p.add_argument(
+        "--max-chars",
+        type=int_arg,
+        default=DEFAULT_MAX_CHARS,
+        dest="max_chars",
+        metavar="N",
+        help=f"cut each episode's text at this many characters (default "
+        f"{DEFAULT_MAX_CHARS}; 0: never)",
+    )
+    p.add_argument(
+        "--topic-gate",
+        action="store_true",
+        dest="topic_gate",
+        help="print nothing for a prompt whose embedding has cosine > 0.85 with "
+        "the session's previous prompt (off by default: such a prompt can "
+        "still ask something else)",
+    )
     from .app import float_arg
 
     if light:
-        p.add_argument("--min-relevance", type=float_arg, default=argparse.SUPPRESS,
-                       dest="min_relevance", metavar="R")
+        p.add_argument(
+            "--min-relevance",
+            type=float_arg,
+            default=argparse.SUPPRESS,
+            dest="min_relevance",
+            metavar="R",
+        )
     else:
         from .relevance import DEFAULT_MIN_RELEVANCE
 
-        p.add_argument("--min-relevance", type=float_arg, default=DEFAULT_MIN_RELEVANCE,
-                       dest="min_relevance", metavar="R",
-                       help=f"print nothing unless an episode's relevance (0 to 1, the same "
-                            f"scale for every prompt) is at least R (default "
-                            f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)")
-    p.add_argument("--max-total", type=int_arg, default=DEFAULT_MAX_TOTAL, dest="max_total",
-                   metavar="N",
-                   help=f"print at most N characters in all: the episodes that do not fit "
-                        f"are left out, and a last line says how many (default "
-                        f"{DEFAULT_MAX_TOTAL}; 0: no cap)")
-    p.add_argument("--format", choices=FORMATS, default="markdown",
-                   help="markdown (default), or json: Claude Code's {\"hookSpecificOutput\": "
-                        "{\"hookEventName\": \"UserPromptSubmit\", \"additionalContext\": …}}")
-    p.add_argument("--socket", metavar="PATH",
-                   help="ask the server (sqlite-rrf serve) listening here (default: the path "
-                        "sqlite-rrf serve DB uses); without one the hook recalls itself")
-    p.add_argument("--no-server", action="store_true", dest="no_server",
-                   help="recall in this process even when a server is running")
+        p.add_argument(
+            "--min-relevance",
+            type=float_arg,
+            default=DEFAULT_MIN_RELEVANCE,
+            dest="min_relevance",
+            metavar="R",
+            help=f"print nothing unless an episode's relevance (0 to 1, the same "
+            f"scale for every prompt) is at least R (default "
+            f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)",
+        )
+    p.add_argument(
+        "--max-total",
+        type=int_arg,
+        default=DEFAULT_MAX_TOTAL,
+        dest="max_total",
+        metavar="N",
+        help=f"print at most N characters in all: the episodes that do not fit "
+        f"are left out, and a last line says how many (default "
+        f"{DEFAULT_MAX_TOTAL}; 0: no cap)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="markdown",
+        help='markdown (default), or json: Claude Code\'s {"hookSpecificOutput": '
+        '{"hookEventName": "UserPromptSubmit", "additionalContext": …}}',
+    )
+    p.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="ask the server (sqlite-rrf serve) listening here (default: the path "
+        "sqlite-rrf serve DB uses); without one the hook recalls itself",
+    )
+    p.add_argument(
+        "--no-server",
+        action="store_true",
+        dest="no_server",
+        help="recall in this process even when a server is running",
+    )
     _quiet_usage_errors(p)
 
 
 def _quiet_usage_errors(p: argparse.ArgumentParser) -> None:
     """Bad or unknown options are a fault like any other (H5): one line, exit 0. argparse
     would exit with status 2, which Claude Code takes as "block this prompt"."""
+
     def error(message: str) -> NoReturn:
         _say(f"{message} (see sqlite-rrf hook --help)")
         raise SystemExit(0)
@@ -187,22 +231,25 @@ def read_payload(stream: Any = None) -> Dict[str, Any]:
     if stream is None:
         raise HookFault("stdin: closed; expected the hook's JSON")
     if stream.isatty():
-        raise HookFault("stdin: expected the hook's JSON, e.g. echo '{\"prompt\": \"…\"}' "
-                        "| sqlite-rrf hook DB")
+        raise HookFault(
+            'stdin: expected the hook\'s JSON, e.g. echo \'{"prompt": "…"}\' | sqlite-rrf hook DB'
+        )
     raw = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise HookFault(f"stdin: not valid UTF-8 (byte {e.object[e.start]:#04x} at "
-                            f"offset {e.start})") from None
+            raise HookFault(
+                f"stdin: not valid UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start})"
+            ) from None
     if not raw.strip():
-        raise HookFault("stdin: empty; expected the hook's JSON ({\"prompt\": …})")
+        raise HookFault('stdin: empty; expected the hook\'s JSON ({"prompt": …})')
     try:
         payload = json.loads(raw)
     except json.JSONDecodeError as e:
-        raise HookFault(f"stdin: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})"
-                        ) from None
+        raise HookFault(
+            f"stdin: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        ) from None
     except (ValueError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         raise HookFault(f"stdin: invalid JSON ({why})") from None
@@ -229,8 +276,9 @@ def main(argv: List[str]) -> int:
     the standard library and :mod:`sqlite_rrf.app` (H6, H7). ``--help`` is the full
     command line's: :func:`sqlite_rrf.cli.main` keeps it for itself."""
     # a fixed width: argparse's default asks shutil (and its compression modules) for it
-    p = argparse.ArgumentParser(prog="sqlite-rrf hook", formatter_class=lambda prog:
-                                argparse.HelpFormatter(prog, width=100))
+    p = argparse.ArgumentParser(
+        prog="sqlite-rrf hook", formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100)
+    )
     add_arguments(p, light=True)
     from .app import int_arg
 
@@ -272,21 +320,28 @@ def run(args: argparse.Namespace) -> int:
 def _request(args: argparse.Namespace) -> Dict[str, Any]:
     """The hook request of ``args`` and the payload on stdin."""
     req: Dict[str, Any] = {
-        "v": 1, "op": "hook", "limit": getattr(args, "limit", None),
-        "max_chars": args.max_chars, "max_total": getattr(args, "max_total", DEFAULT_MAX_TOTAL),
+        "v": 1,
+        "op": "hook",
+        "limit": getattr(args, "limit", None),
+        "max_chars": args.max_chars,
+        "max_total": getattr(args, "max_total", DEFAULT_MAX_TOTAL),
         "topic_gate": bool(getattr(args, "topic_gate", False)),
-        "format": getattr(args, "format", "markdown"), "prompt": "", "scope": None,
-        "session": None}
+        "format": getattr(args, "format", "markdown"),
+        "prompt": "",
+        "scope": None,
+        "session": None,
+    }
     if hasattr(args, "min_relevance"):  # else the default, where the recall is made
         req["min_relevance"] = args.min_relevance
     check_request(req)
     payload = read_payload()
     prompt = payload.get("prompt")
     if prompt is None:
-        raise HookFault("stdin: the JSON has no \"prompt\" (expected "
-                        "{\"session_id\": …, \"prompt\": …, \"cwd\": …})")
+        raise HookFault(
+            'stdin: the JSON has no "prompt" (expected {"session_id": …, "prompt": …, "cwd": …})'
+        )
     if not isinstance(prompt, str):
-        raise HookFault(f"stdin: \"prompt\" must be text, got {type(prompt).__name__}")
+        raise HookFault(f'stdin: "prompt" must be text, got {type(prompt).__name__}')
     session = payload.get("session_id")
     if isinstance(session, (int, float)) and not isinstance(session, bool):
         session = str(session)
@@ -301,8 +356,9 @@ def _request(args: argparse.Namespace) -> Dict[str, Any]:
     return req
 
 
-def ask_server(path: str, req: Dict[str, Any],
-               timeout: float = SERVER_TIMEOUT) -> Optional[Dict[str, Any]]:
+def ask_server(
+    path: str, req: Dict[str, Any], timeout: float = SERVER_TIMEOUT
+) -> Optional[Dict[str, Any]]:
     """The answer of the server listening at ``path`` to ``req``, or None when there is
     none to be had (no socket, not the user's own, refused, stale, closed mid-call, no
     answer in ``timeout`` seconds, not a JSON object): then the hook recalls itself (H7)."""
@@ -355,8 +411,12 @@ def _answer(args: argparse.Namespace) -> Any:
             if answer.get("ok") is False and isinstance(answer.get("error"), str):
                 raise UserError(answer["error"])
     try:
-        store = open_store(args.db, "recall", model=getattr(args, "model", None),
-                           n_ctx=getattr(args, "n_ctx", None))
+        store = open_store(
+            args.db,
+            "recall",
+            model=getattr(args, "model", None),
+            n_ctx=getattr(args, "n_ctx", None),
+        )
     except UserError as e:
         if not os.path.exists(args.db):
             raise

@@ -17,8 +17,7 @@ from .resources import read_sql
 
 def has_knn(conn: apsw.Connection) -> bool:
     """True when the database has the vec0 index of the 'knn' pool."""
-    return bool(conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE name = 'episodes_vec'").fetchall())
+    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episodes_vec'").fetchall())
 
 
 def load_sqlite_vec(conn: apsw.Connection) -> None:
@@ -27,8 +26,10 @@ def load_sqlite_vec(conn: apsw.Connection) -> None:
     try:
         import sqlite_vec
     except ImportError:
-        raise StoreError("this database has a 'knn' index (episodes_vec), which needs "
-                         "sqlite-vec: pip install 'sqlite-rrf[knn]'") from None
+        raise StoreError(
+            "this database has a 'knn' index (episodes_vec), which needs "
+            "sqlite-vec: pip install 'sqlite-rrf[knn]'"
+        ) from None
     conn.enable_load_extension(True)
     try:
         conn.load_extension(sqlite_vec.loadable_path())
@@ -41,8 +42,10 @@ def enable_knn(conn: apsw.Connection, dim: Optional[int]) -> None:
     if has_knn(conn):
         return
     if dim is None:
-        raise StoreError("enable_knn: the database has no embedding dimension yet; add "
-                         "an episode with an embedding (or open with an embedder) first")
+        raise StoreError(
+            "enable_knn: the database has no embedding dimension yet; add "
+            "an episode with an embedding (or open with an embedder) first"
+        )
     load_sqlite_vec(conn)
     with transaction(conn):
         conn.execute(read_sql("knn.sql").replace("{dim}", str(int(dim))))
@@ -54,8 +57,9 @@ def check_pool(conn: apsw.Connection, params: Dict[str, Any], qblob: Optional[by
     if params["pool"] != "knn":
         return
     if not has_knn(conn):
-        raise StoreError("pool 'knn' needs the vec0 index: call enable_knn() "
-                         "(CLI: sqlite-rrf knn DB) first")
+        raise StoreError(
+            "pool 'knn' needs the vec0 index: call enable_knn() (CLI: sqlite-rrf knn DB) first"
+        )
     if qblob is None:
         raise StoreError("pool 'knn' needs a query vector (an embedder or qvec=)")
     if params["pool_size"] == 0:

@@ -42,11 +42,23 @@ __all__ = [
 DEFAULT_LIST_LIMIT = 20
 
 #: The fields of an exported line, in order: every field ``sqlite-rrf import`` reads.
-EXPORT_FIELDS = ("id", "content", "scope", "kind", "importance", "metadata", "created_at",
-                 "accessed_at", "access_count", "embedding")
+EXPORT_FIELDS = (
+    "id",
+    "content",
+    "scope",
+    "kind",
+    "importance",
+    "metadata",
+    "created_at",
+    "accessed_at",
+    "access_count",
+    "embedding",
+)
 
-_COLUMNS = ("id, content, scope, kind, importance, metadata, created_at, accessed_at, "
-            "access_count, embedding")
+_COLUMNS = (
+    "id, content, scope, kind, importance, metadata, created_at, accessed_at, "
+    "access_count, embedding"
+)
 
 
 def when(ms: Optional[int], now_ms: Optional[int] = None) -> str:
@@ -78,18 +90,22 @@ class Filters:
         scope = None
         if self.scope is not None and self.scope != ALL_SCOPES:
             scope = stored_scope(self.scope, "--scope")
-        sql = ("(:scope IS NULL OR scope = :scope) AND (:kind IS NULL OR kind = :kind) "
-               "AND (:since IS NULL OR created_at >= :since) "
-               "AND (:until IS NULL OR created_at < :until)")
-        return sql, {"scope": scope, "kind": self.kind, "since": self.since,
-                     "until": self.until}
+        sql = (
+            "(:scope IS NULL OR scope = :scope) AND (:kind IS NULL OR kind = :kind) "
+            "AND (:since IS NULL OR created_at >= :since) "
+            "AND (:until IS NULL OR created_at < :until)"
+        )
+        return sql, {"scope": scope, "kind": self.kind, "since": self.since, "until": self.until}
 
     def describe(self) -> str:
         """The filters in words (``scope proj, kind fact, created since …``)."""
         said = []
         if self.scope is not None:
-            said.append("every scope" if self.scope == ALL_SCOPES
-                        else f"scope {scope_name(stored_scope(self.scope, '--scope'))}")
+            said.append(
+                "every scope"
+                if self.scope == ALL_SCOPES
+                else f"scope {scope_name(stored_scope(self.scope, '--scope'))}"
+            )
         if self.kind is not None:
             said.append(f"kind {self.kind}")
         if self.since is not None:
@@ -114,28 +130,39 @@ def episode_record(row: Any) -> Dict[str, Any]:
     ``scope`` (by name), ``kind``, ``importance``, ``metadata`` (decoded), ``created_at``,
     ``accessed_at`` (ms), ``access_count``, ``embedded`` (whether it has an embedding)."""
     (eid, content, scope, kind, importance, md, created, accessed, count, emb) = row
-    return {"id": eid, "content": content, "scope": scope_name(scope), "kind": kind,
-            "importance": importance, "metadata": _metadata(md), "created_at": created,
-            "accessed_at": accessed, "access_count": count, "embedded": emb is not None}
+    return {
+        "id": eid,
+        "content": content,
+        "scope": scope_name(scope),
+        "kind": kind,
+        "importance": importance,
+        "metadata": _metadata(md),
+        "created_at": created,
+        "accessed_at": accessed,
+        "access_count": count,
+        "embedded": emb is not None,
+    }
 
 
-def list_episodes(store: Any, filters: Filters = Filters(),
-                  limit: Optional[int] = DEFAULT_LIST_LIMIT) -> Tuple[List[Dict[str, Any]], int]:
+def list_episodes(
+    store: Any, filters: Filters = Filters(), limit: Optional[int] = DEFAULT_LIST_LIMIT
+) -> Tuple[List[Dict[str, Any]], int]:
     """The episodes that match ``filters``, newest first (by ``created_at``), at most
     ``limit`` (None: all), as :func:`episode_record` dicts; and how many match in all."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                              or limit < 0):
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise UserError(f"--limit: must be 0 (every episode) or more, got {limit!r}")
     where, params = filters.where()
     from ._sqlite import transaction
 
     with transaction(store.conn, write=False):  # the page and its count: one snapshot
-        total = store.conn.execute(f"SELECT count(*) FROM episodes WHERE {where}",
-                                   params).fetchall()[0][0]
+        total = store.conn.execute(
+            f"SELECT count(*) FROM episodes WHERE {where}", params
+        ).fetchall()[0][0]
         rows = store.conn.execute(
             f"SELECT {_COLUMNS} FROM episodes WHERE {where} "
             "ORDER BY created_at DESC, rowid DESC LIMIT :limit",
-            dict(params, limit=-1 if not limit else limit)).fetchall()
+            dict(params, limit=-1 if not limit else limit),
+        ).fetchall()
     return [episode_record(r) for r in rows], total
 
 
@@ -143,8 +170,7 @@ def get_episode(store: Any, id: str, command: str = "get") -> Dict[str, Any]:
     """The episode ``id`` (:func:`episode_record`, with ``embedding_dim``: its
     embedding's size, or None); a :class:`UserError` naming ``command`` when there is
     none."""
-    rows = store.conn.execute(f"SELECT {_COLUMNS} FROM episodes WHERE id = ?",
-                              (id,)).fetchall()
+    rows = store.conn.execute(f"SELECT {_COLUMNS} FROM episodes WHERE id = ?", (id,)).fetchall()
     if not rows:
         raise UserError(f"{command}: no episode with id {id!r}")
     rec = episode_record(rows[0])
@@ -153,10 +179,17 @@ def get_episode(store: Any, id: str, command: str = "get") -> Dict[str, Any]:
     return rec
 
 
-def update_episode(store: Any, id: str, *, content: Optional[str] = None,
-                   importance: Optional[str] = None, kind: Optional[str] = None,
-                   metadata: Any = None, scope: Optional[str] = None,
-                   clear_metadata: bool = False) -> Dict[str, Any]:
+def update_episode(
+    store: Any,
+    id: str,
+    *,
+    content: Optional[str] = None,
+    importance: Optional[str] = None,
+    kind: Optional[str] = None,
+    metadata: Any = None,
+    scope: Optional[str] = None,
+    clear_metadata: bool = False,
+) -> Dict[str, Any]:
     """Change the fields given (MCP's ``update``: the others keep their values) and
     return the episode as it now is (:func:`get_episode`). New ``content`` is embedded
     again by the store's embedder (without one, the old embedding is dropped until
@@ -176,14 +209,15 @@ def update_episode(store: Any, id: str, *, content: Optional[str] = None,
         fields["metadata"] = None
     elif metadata is not None:
         if not isinstance(metadata, dict):
-            raise UserError(f"--metadata: expected a JSON object, got "
-                            f"{type(metadata).__name__}")
+            raise UserError(f"--metadata: expected a JSON object, got {type(metadata).__name__}")
         fields["metadata"] = metadata
     if scope is not None:
         fields["scope"] = stored_scope(scope, "--scope")
     if not fields:
-        raise UserError("update: nothing to change: give --text, --importance, --kind, "
-                        "--metadata (or --no-metadata) or --scope")
+        raise UserError(
+            "update: nothing to change: give --text, --importance, --kind, "
+            "--metadata (or --no-metadata) or --scope"
+        )
     get_episode(store, id, "update")
     try:
         store.update(id, **fields)
@@ -195,9 +229,12 @@ def update_episode(store: Any, id: str, *, content: Optional[str] = None,
 def matching_ids(store: Any, filters: Filters) -> List[str]:
     """The ids of the episodes that match ``filters``, newest first."""
     where, params = filters.where()
-    return [r[0] for r in store.conn.execute(
-        f"SELECT id FROM episodes WHERE {where} ORDER BY created_at DESC, rowid DESC",
-        params)]
+    return [
+        r[0]
+        for r in store.conn.execute(
+            f"SELECT id FROM episodes WHERE {where} ORDER BY created_at DESC, rowid DESC", params
+        )
+    ]
 
 
 def forget(store: Any, ids: List[str]) -> int:
@@ -218,8 +255,9 @@ def reclaimable_bytes(store: Any) -> int:
     return free * store.conn.execute("PRAGMA page_size").fetchall()[0][0]
 
 
-def export_lines(store: Any, filters: Filters = Filters(),
-                 embeddings: bool = True) -> Generator[str, None, None]:
+def export_lines(
+    store: Any, filters: Filters = Filters(), embeddings: bool = True
+) -> Generator[str, None, None]:
     """The episodes that match ``filters``, oldest row first, as JSONL lines (each ends
     with a newline) with every field ``sqlite-rrf import`` reads (:data:`EXPORT_FIELDS`):
     the stored scope (``''`` for the shared one), the times and access count as they
@@ -233,15 +271,24 @@ def export_lines(store: Any, filters: Filters = Filters(),
 
     with transaction(store.conn, write=False):
         for row in store.conn.execute(
-                f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY rowid", params):
+            f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY rowid", params
+        ):
             (eid, content, scope, kind, importance, md, created, accessed, count, emb) = row
             vec = None
             if embeddings and isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
                 vec = np.frombuffer(emb, "<f4").tolist()
-            line = {"id": eid, "content": content, "scope": scope, "kind": kind,
-                    "importance": importance, "metadata": _metadata(md),
-                    "created_at": created, "accessed_at": accessed, "access_count": count,
-                    "embedding": vec}
+            line = {
+                "id": eid,
+                "content": content,
+                "scope": scope,
+                "kind": kind,
+                "importance": importance,
+                "metadata": _metadata(md),
+                "created_at": created,
+                "accessed_at": accessed,
+                "access_count": count,
+                "embedding": vec,
+            }
             yield json.dumps(line, ensure_ascii=False) + "\n"
 
 
@@ -285,8 +332,9 @@ def vacuum(store: Any) -> Dict[str, Any]:
 
     path = store.path
     if store.readonly:
-        raise UserError(f"vacuum: {path} is read-only (read-only media or permissions): "
-                        "nothing was changed")
+        raise UserError(
+            f"vacuum: {path} is read-only (read-only media or permissions): nothing was changed"
+        )
     before = file_size(path)
     conn = store.conn
     try:
@@ -296,12 +344,19 @@ def vacuum(store: Any) -> Dict[str, Any]:
         with patience(conn, VACUUM_CHECKPOINT_PATIENCE_MS, store.busy_timeout_ms):
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
     except (apsw.BusyError, apsw.LockedError):
-        raise UserError(f"vacuum: {path}: another process held the write lock past the "
-                        "busy timeout; the episodes are as they were; run it again "
-                        "later") from None
+        raise UserError(
+            f"vacuum: {path}: another process held the write lock past the "
+            "busy timeout; the episodes are as they were; run it again "
+            "later"
+        ) from None
     wal = file_size(path) - file_size_main(path)
-    return {"path": path, "size_before": before, "size_after": file_size(path),
-            "wal_emptied": not busy, "wal_bytes": wal}
+    return {
+        "path": path,
+        "size_before": before,
+        "size_after": file_size(path),
+        "wal_emptied": not busy,
+        "wal_bytes": wal,
+    }
 
 
 def file_size_main(path: str) -> int:
@@ -318,7 +373,8 @@ def stats(store: Any) -> Dict[str, Any]:
     st = store.stats()
     by_scope: Dict[str, int] = {}
     for scope, n in store.conn.execute(
-            "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"):
+        "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"
+    ):
         name = scope_name(scope)
         by_scope[name] = by_scope.get(name, 0) + n
     out: Dict[str, Any] = {}

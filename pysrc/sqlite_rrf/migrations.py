@@ -120,8 +120,12 @@ def applied(conn: Any) -> dict:
     ).fetchall()
     if not exists:
         return {}
-    return {v: (n, c) for v, n, c in conn.execute(
-        "SELECT version, name, checksum FROM schema_migrations ORDER BY version")}
+    return {
+        v: (n, c)
+        for v, n, c in conn.execute(
+            "SELECT version, name, checksum FROM schema_migrations ORDER BY version"
+        )
+    }
 
 
 def current_version(conn: Any) -> int:
@@ -140,8 +144,10 @@ def _check(done: dict, migrations: List[Migration]) -> None:
             )
         m = known.get(version)
         if m is None:
-            raise MigrationError(f"the database records migration {version} ({name}), "
-                                 "which this sqlite-rrf does not have")
+            raise MigrationError(
+                f"the database records migration {version} ({name}), "
+                "which this sqlite-rrf does not have"
+            )
         if m.checksum != checksum:
             raise MigrationError(
                 f"migration {version:04d}_{m.name}.sql was changed after it was applied to this "
@@ -151,8 +157,11 @@ def _check(done: dict, migrations: List[Migration]) -> None:
 
 
 def _has_knn(conn: Any) -> bool:
-    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                             (_KNN_TABLE,)).fetchall())
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_KNN_TABLE,)
+        ).fetchall()
+    )
 
 
 def _apply_knn_part(conn: Any, m: Migration) -> None:
@@ -198,8 +207,11 @@ def _progress(conn: Any, m: Migration) -> Iterator[None]:
         now = time.monotonic()
         if now - last[0] >= PROGRESS_EVERY_S:
             last[0] = now
-            print(f"sqlite-rrf: migration {m.version:04d}_{m.name}: {now - t0:.0f} s so far",
-                  file=sys.stderr, flush=True)
+            print(
+                f"sqlite-rrf: migration {m.version:04d}_{m.name}: {now - t0:.0f} s so far",
+                file=sys.stderr,
+                flush=True,
+            )
         return False  # never interrupt
 
     conn.set_progress_handler(tick, 100_000)
@@ -208,8 +220,12 @@ def _progress(conn: Any, m: Migration) -> Iterator[None]:
     finally:
         conn.set_progress_handler(None)
         if last[0] != t0:
-            print(f"sqlite-rrf: migration {m.version:04d}_{m.name}: done in "
-                  f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"sqlite-rrf: migration {m.version:04d}_{m.name}: done in "
+                f"{time.monotonic() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def migrate(conn: Any, migrations: Optional[List[Migration]] = None) -> List[int]:

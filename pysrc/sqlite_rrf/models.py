@@ -51,7 +51,9 @@ __all__ = [
 
 #: The default embedding model: all-MiniLM-L6-v2 (384 dimensions, trained with a 256-token
 #: window), the f16 GGUF build published on the Hugging Face Hub.
-DEFAULT_MODEL = "hf:second-state/All-MiniLM-L6-v2-Embedding-GGUF/all-MiniLM-L6-v2-ggml-model-f16.gguf"  # noqa: E501 (one name, kept whole to be found)
+DEFAULT_MODEL = (
+    "hf:second-state/All-MiniLM-L6-v2-Embedding-GGUF/all-MiniLM-L6-v2-ggml-model-f16.gguf"
+)
 
 #: The context (in tokens) the default model was trained with, and the embedder's default.
 DEFAULT_N_CTX = 256
@@ -104,22 +106,22 @@ def parse_spec(spec: str) -> ModelSpec:
     spec = spec.strip()
     if not spec.startswith(_HF_PREFIX):
         return ModelSpec(text=spec, path=os.path.expanduser(spec))
-    parts = spec[len(_HF_PREFIX):].split("/")
+    parts = spec[len(_HF_PREFIX) :].split("/")
     if len(parts) < 3 or not all(parts):
         raise ValueError(
-            f"model {spec!r}: an hf: model is hf:ORG/REPO/FILE.gguf (for example "
-            f"{DEFAULT_MODEL})")
+            f"model {spec!r}: an hf: model is hf:ORG/REPO/FILE.gguf (for example {DEFAULT_MODEL})"
+        )
     repo, revision = parts[1], None
     if "@" in repo:
         repo, revision = repo.split("@", 1)
         if not repo or not revision:
             raise ValueError(f"model {spec!r}: write a revision as hf:ORG/REPO@REVISION/FILE")
-    return ModelSpec(text=spec, repo_id=f"{parts[0]}/{repo}", filename="/".join(parts[2:]),
-                     revision=revision)
+    return ModelSpec(
+        text=spec, repo_id=f"{parts[0]}/{repo}", filename="/".join(parts[2:]), revision=revision
+    )
 
 
-def model_candidates(asked: Optional[str] = None,
-                     remembered: Optional[str] = None) -> List[str]:
+def model_candidates(asked: Optional[str] = None, remembered: Optional[str] = None) -> List[str]:
     """The specs to try, in order: ``[asked]`` or ``[$SQLITE_RRF_MODEL]`` when given (a
     model named by the user is the only candidate), else ``[DEFAULT_MODEL]``. The
     database's ``remembered`` model is never a candidate of its own (see the module
@@ -159,9 +161,11 @@ def foreign_model(asked: Optional[str], remembered: Optional[str]) -> Optional[s
 
 def foreign_hint(remembered: str) -> str:
     """What to say about a database's model that is not loaded (:func:`foreign_model`)."""
-    return (f"this database's embeddings were made with the model {remembered!r}, which is "
-            f"loaded only when you name it: pass --model {remembered!r} (or set "
-            f"{MODEL_ENV}) if you trust it")
+    return (
+        f"this database's embeddings were made with the model {remembered!r}, which is "
+        f"loaded only when you name it: pass --model {remembered!r} (or set "
+        f"{MODEL_ENV}) if you trust it"
+    )
 
 
 def _offline() -> bool:
@@ -180,9 +184,11 @@ def _hub_reachable() -> bool:
 
 
 def _fetch_hint(spec: ModelSpec) -> str:
-    return (f"on a machine with network, run once `sqlite-rrf model {spec.text}` (it downloads "
-            f"{spec.name} into the Hugging Face cache, which can be copied here), or pass "
-            f"--model PATH (or set {MODEL_ENV}) to a GGUF embedding model you have")
+    return (
+        f"on a machine with network, run once `sqlite-rrf model {spec.text}` (it downloads "
+        f"{spec.name} into the Hugging Face cache, which can be copied here), or pass "
+        f"--model PATH (or set {MODEL_ENV}) to a GGUF embedding model you have"
+    )
 
 
 def resolve_model(spec: str, *, download: bool = True) -> str:
@@ -204,7 +210,8 @@ def resolve_model(spec: str, *, download: bool = True) -> str:
         if not os.path.exists(path):
             raise ModelNotFoundError(
                 f"embedding model not found: '{path}' does not exist; pass --model PATH (or "
-                f"set {MODEL_ENV}) to a GGUF embedding model, or hf:ORG/REPO/FILE.gguf")
+                f"set {MODEL_ENV}) to a GGUF embedding model, or hf:ORG/REPO/FILE.gguf"
+            )
         if not os.path.isfile(path):
             raise ModelNotFoundError(f"embedding model path '{path}' is not a file")
         return path
@@ -220,7 +227,8 @@ def resolve_model(spec: str, *, download: bool = True) -> str:
     except ImportError:
         raise ModelNotFoundError(
             f"the model {parsed.text} comes from the Hugging Face Hub, which needs "
-            f"huggingface_hub: {INSTALL_HINT}") from None
+            f"huggingface_hub: {INSTALL_HINT}"
+        ) from None
     cached = huggingface_hub.try_to_load_from_cache(repo_id, filename, revision=parsed.revision)
     if isinstance(cached, str) and os.path.isfile(cached):
         return cached
@@ -228,17 +236,20 @@ def resolve_model(spec: str, *, download: bool = True) -> str:
         why = "HF_HUB_OFFLINE is set" if _offline() else "downloads are off"
         raise ModelNotFoundError(
             f"the model {parsed.text} is not in the Hugging Face cache and {why}; "
-            + _fetch_hint(parsed))
+            + _fetch_hint(parsed)
+        )
     if not _hub_reachable():
         raise ModelNotFoundError(
             f"the model {parsed.text} is not in the Hugging Face cache and the Hub cannot be "
-            "reached (no network); " + _fetch_hint(parsed))
+            "reached (no network); " + _fetch_hint(parsed)
+        )
     try:
         return str(huggingface_hub.hf_hub_download(repo_id, filename, revision=parsed.revision))
     except LocalEntryNotFoundError:
         raise ModelNotFoundError(
             f"the model {parsed.text} is not in the Hugging Face cache and could not be "
-            "downloaded (the Hub did not answer); " + _fetch_hint(parsed)) from None
+            "downloaded (the Hub did not answer); " + _fetch_hint(parsed)
+        ) from None
     except (EntryNotFoundError, HfHubHTTPError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelNotFoundError(
@@ -266,8 +277,7 @@ def fingerprint(embedder: EmbedderLike) -> bytes:
     """The embeddings of :data:`FINGERPRINT_TEXTS` as concatenated float32 bytes."""
     import numpy as np
 
-    vecs = np.asarray(embedder.embed_many(list(FINGERPRINT_TEXTS), progress=False),
-                      dtype="<f4")
+    vecs = np.asarray(embedder.embed_many(list(FINGERPRINT_TEXTS), progress=False), dtype="<f4")
     return vecs.tobytes()
 
 

@@ -79,8 +79,7 @@ def _rows(conn: Any) -> int:
     """N, the episodes in the index: the count the BM25 stopwords were computed at when
     the store keeps one (it is refreshed as the memory grows; an IDF changes slowly with
     N), else a count."""
-    got = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords_rows'"
-                       ).fetchall()
+    got = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords_rows'").fetchall()
     if got and isinstance(got[0][0], int) and got[0][0] > 0:
         return int(got[0][0])
     return int(conn.execute("SELECT count(*) FROM episodes").fetchall()[0][0])
@@ -93,8 +92,10 @@ def query_idf_mass(conn: Any, query: str) -> QueryEvidence:
     (``rrf_bm25_idf``), or :func:`absent_idf` for a term no episode holds. Words the BM25
     stopwords hint names count 1e-6 (``bm25()``'s floor for a word in half the rows)
     without being counted."""
-    terms = json.loads(conn.execute("SELECT fts5_query(?, 'terms', NULL, ?)",
-                                    (query, _TOKENIZE)).fetchall()[0][0] or "[]")
+    terms = json.loads(
+        conn.execute("SELECT fts5_query(?, 'terms', NULL, ?)", (query, _TOKENIZE)).fetchall()[0][0]
+        or "[]"
+    )
     if not terms:
         return QueryEvidence(0.0, 0, 0, 0)
     hint = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()
@@ -108,8 +109,11 @@ def query_idf_mass(conn: Any, query: str) -> QueryEvidence:
         if term in stop:
             mass += 1e-6
             continue
-        got = conn.execute("SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts "
-                           "WHERE episodes_fts MATCH ? LIMIT 1", (phrase,)).fetchall()
+        got = conn.execute(
+            "SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts "
+            "WHERE episodes_fts MATCH ? LIMIT 1",
+            (phrase,),
+        ).fetchall()
         if got:
             mass += float(got[0][0])
         else:
@@ -135,8 +139,9 @@ def _sigmoid(x: float) -> float:
     return e / (1.0 + e)
 
 
-def relevance(similarity: Optional[float], bm25_score: Optional[float],
-              idf_mass: float, terms: int) -> float:
+def relevance(
+    similarity: Optional[float], bm25_score: Optional[float], idf_mass: float, terms: int
+) -> float:
     """The absolute relevance of one hit, in ``[0, 1]``: the logistic model of the module
     docstring over its cosine (``similarity``; None: no vector evidence, the BM25-only
     model) and its BM25 evidence (:func:`bm25_evidence`; ``idf_mass`` and ``terms`` are
@@ -153,8 +158,7 @@ def check_min_relevance(value: Any, name: str = "min_relevance") -> Optional[flo
     """``value`` as a floor (a number in ``[0, 1]``) or None; a clear error otherwise."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            0 <= value <= 1):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value <= 1):
         from .checks import StoreError
 
         raise StoreError(f"{name}: must be a number from 0 to 1, got {value!r}")
@@ -167,12 +171,15 @@ def with_relevance(conn: Any, query: str, hits: Sequence[Any]) -> List[Any]:
     if not hits:
         return []
     ev = query_idf_mass(conn, query)
-    return [replace(h, relevance=relevance(h.similarity, h.bm25_score, ev.idf_mass, ev.terms))
-            for h in hits]
+    return [
+        replace(h, relevance=relevance(h.similarity, h.bm25_score, ev.idf_mass, ev.terms))
+        for h in hits
+    ]
 
 
-def above_floor(hits: Sequence[Any], min_relevance: Optional[float]
-                ) -> Tuple[List[Any], Optional[str]]:
+def above_floor(
+    hits: Sequence[Any], min_relevance: Optional[float]
+) -> Tuple[List[Any], Optional[str]]:
     """The floor, applied after the ranking: ``hits`` as they are when one of them has a
     relevance of at least ``min_relevance`` (or it is None), else no hit and why.
 
@@ -187,8 +194,10 @@ def above_floor(hits: Sequence[Any], min_relevance: Optional[float]
     if any(h.relevance is not None and h.relevance >= min_relevance for h in hits):
         return list(hits), None
     best = max((h.relevance for h in hits if h.relevance is not None), default=0.0)
-    return [], (f"nothing relevant enough: {len(hits)} hit(s) below min_relevance "
-                f"{min_relevance:g} (the best {best:.3f})")
+    return [], (
+        f"nothing relevant enough: {len(hits)} hit(s) below min_relevance "
+        f"{min_relevance:g} (the best {best:.3f})"
+    )
 
 
 def relevance_sql(statement: str) -> str:
@@ -209,16 +218,22 @@ def relevance_sql(statement: str) -> str:
     final = read_sql("recall/select.sql")
     head, sep, order = final.partition("\nORDER BY ")
     if not statement.endswith(final) or not sep or "\nFROM explain AS t" not in head:
-        raise ValueError("relevance_sql: not a recall statement (its final SELECT is not "
-                         "sql/recall/select.sql's)")
-    ctes = statement[:-len(final)].rstrip().rstrip(",")
+        raise ValueError(
+            "relevance_sql: not a recall statement (its final SELECT is not "
+            "sql/recall/select.sql's)"
+        )
+    ctes = statement[: -len(final)].rstrip().rstrip(",")
     c0, cc, cb = WITH_VECTOR
     d0, db = BM25_ONLY
-    b = (f"CASE WHEN t.bm25_score IS NULL OR m.mass <= 0 THEN 0.0 ELSE "
-         f"min(max(-t.bm25_score / m.mass * m.terms / (m.terms + {TERMS_PRIOR!r}), 0.0), "
-         f"{BM25_CAP!r}) END")
-    rel = (f"1.0 / (1.0 + exp(-(CASE WHEN t.similarity IS NULL THEN {d0!r} + {db!r} * ({b})\n"
-           f"       ELSE {c0!r} + {cc!r} * t.similarity + {cb!r} * ({b}) END)))")
+    b = (
+        f"CASE WHEN t.bm25_score IS NULL OR m.mass <= 0 THEN 0.0 ELSE "
+        f"min(max(-t.bm25_score / m.mass * m.terms / (m.terms + {TERMS_PRIOR!r}), 0.0), "
+        f"{BM25_CAP!r}) END"
+    )
+    rel = (
+        f"1.0 / (1.0 + exp(-(CASE WHEN t.similarity IS NULL THEN {d0!r} + {db!r} * ({b})\n"
+        f"       ELSE {c0!r} + {cc!r} * t.similarity + {cb!r} * ({b}) END)))"
+    )
     select, frm = head.split("\nFROM explain AS t", 1)
     return f"""{ctes},
 -- The query's IDF mass (sqlite_rrf.relevance.query_idf_mass): its distinct terms' IDFs,

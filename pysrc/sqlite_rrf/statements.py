@@ -104,25 +104,29 @@ def params_cte(pool: str, profile: str) -> str:
             rows.append((f"coalesce(:{param}, {_literal(value)})", column))
         if column == "profile":
             rows.append((f"coalesce(:k, {_literal(_k(profile))})", "k"))
-    rows += [(":time_from", "time_from"), (":time_to", "time_to"),
-             (":min_similarity", "min_similarity"),
-             ("coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
-              "now_ms")]
+    rows += [
+        (":time_from", "time_from"),
+        (":time_to", "time_to"),
+        (":min_similarity", "min_similarity"),
+        ("coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))", "now_ms"),
+    ]
     width = max(len(e) for e, _ in rows[:-1]) + 1
     lines = [f"{e:<{width}} AS {c}" for e, c in rows]
-    return (_PARAMS_NOTE + "params AS (\n  SELECT " + ",\n         ".join(lines) + "\n)")
+    return _PARAMS_NOTE + "params AS (\n  SELECT " + ",\n         ".join(lines) + "\n)"
 
 
 def _strip_comments(text: str) -> str:
-    return "\n".join(line for line in text.splitlines()
-                     if not line.lstrip().startswith("--")).strip()
+    return "\n".join(
+        line for line in text.splitlines() if not line.lstrip().startswith("--")
+    ).strip()
 
 
 def _splice(text: str) -> str:
     """``text`` with ``{filter}`` and ``{no_filter}`` replaced by the filter fragments
     (their lines after the first indented as the marker is)."""
-    parts = {name: _strip_comments(read_sql(f"recall/{name}.sql"))
-             for name in ("filter", "no_filter")}
+    parts = {
+        name: _strip_comments(read_sql(f"recall/{name}.sql")) for name in ("filter", "no_filter")
+    }
 
     def put(m: "re.Match[str]") -> str:
         indent = " " * (m.start() - (text.rfind("\n", 0, m.start()) + 1))
@@ -147,14 +151,26 @@ def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) 
     :func:`recall_defaults`). ``'knn'`` prepares only where sqlite-vec and its index
     are (``sql/knn.sql``). ``ValueError`` for a pool or profile that is not one."""
     pool, profile = _names(pool, profile)
-    ctes: List[str] = [params_cte(pool, profile), _fragment("bm25"), _fragment(f"pool_{pool}"),
-                       f"pool AS (SELECT rowid FROM pool_{pool})", _fragment("candidates"),
-                       _fragment(f"profile_{profile}"),
-                       f"scores AS (SELECT * FROM score_{profile})", _fragment("top"),
-                       f"explain AS (SELECT * FROM explain_{profile})"]
+    ctes: List[str] = [
+        params_cte(pool, profile),
+        _fragment("bm25"),
+        _fragment(f"pool_{pool}"),
+        f"pool AS (SELECT rowid FROM pool_{pool})",
+        _fragment("candidates"),
+        _fragment(f"profile_{profile}"),
+        f"scores AS (SELECT * FROM score_{profile})",
+        _fragment("top"),
+        f"explain AS (SELECT * FROM explain_{profile})",
+    ]
     this = f"-- This statement: pool '{pool}', profile '{profile}'.\n"
-    return (read_sql(_HEADER) + this + "WITH\n" + ",\n".join(ctes) + "\n"
-            + read_sql("recall/select.sql"))
+    return (
+        read_sql(_HEADER)
+        + this
+        + "WITH\n"
+        + ",\n".join(ctes)
+        + "\n"
+        + read_sql("recall/select.sql")
+    )
 
 
 def recall_defaults(profile: Optional[str] = None) -> Dict[str, Any]:
@@ -171,8 +187,10 @@ def recall_defaults(profile: Optional[str] = None) -> Dict[str, Any]:
 def _write() -> None:
     """Rewrite ``sql/recall/params.sql`` and ``sql/recall.sql`` (a checkout only)."""
     pool, profile = _names(None, None)
-    files = {os.path.join(sql_dir(), "recall", "params.sql"): params_cte(pool, profile) + "\n",
-             os.path.join(sql_dir(), "recall.sql"): recall_statement()}
+    files = {
+        os.path.join(sql_dir(), "recall", "params.sql"): params_cte(pool, profile) + "\n",
+        os.path.join(sql_dir(), "recall.sql"): recall_statement(),
+    }
     for path, text in files.items():
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
@@ -185,9 +203,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sqlite_rrf.statements")
     ap.add_argument("--pool", choices=POOL_MODES)
     ap.add_argument("--profile", choices=PROFILES)
-    ap.add_argument("--write", action="store_true",
-                    help="write sql/recall/params.sql and sql/recall.sql (the statement "
-                         "of the default pool and profile)")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="write sql/recall/params.sql and sql/recall.sql (the statement "
+        "of the default pool and profile)",
+    )
     args = ap.parse_args(argv)
     if args.write:
         _write()

@@ -54,7 +54,8 @@ def stale(count: int, computed_at: Any, drift: float = STOPWORDS_DRIFT) -> bool:
     if computed_at is None:
         return count >= MIN_ROWS
     return isinstance(computed_at, int) and abs(count - computed_at) >= drift * max(
-        computed_at, MIN_ROWS)
+        computed_at, MIN_ROWS
+    )
 
 
 class StopwordsRefresh:
@@ -64,15 +65,20 @@ class StopwordsRefresh:
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
-        self.writes = 0      # episodes written since the stopwords were checked
-        self.check_due = 0   # check at the first write
+        self.writes = 0  # episodes written since the stopwords were checked
+        self.check_due = 0  # check at the first write
 
     def refreshed(self) -> None:
         """The stopwords were just recomputed: count from zero again."""
         self.writes = 0
 
-    def wrote(self, n: int, count: Callable[[], int], refresh: Callable[[], Any],
-              drift: float = STOPWORDS_DRIFT) -> None:
+    def wrote(
+        self,
+        n: int,
+        count: Callable[[], int],
+        refresh: Callable[[], Any],
+        drift: float = STOPWORDS_DRIFT,
+    ) -> None:
         """Count ``n`` written or deleted episodes; when enough have been, compare the
         episode count (``count()``) with the one the stopwords were computed at, and
         refresh them (``refresh()``, which calls :meth:`refreshed`) if :func:`stale`."""

@@ -48,20 +48,59 @@ __all__ = ["DAY_MS", "TimeWindow", "resolve"]
 DAY_MS = 86_400_000
 
 _NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
-    "eighteen": 18, "nineteen": 19, "twenty": 20, "a couple of": 2, "a couple": 2,
-    "couple of": 2, "a few": 3, "few": 3, "several": 4,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "a couple of": 2,
+    "a couple": 2,
+    "couple of": 2,
+    "a few": 3,
+    "few": 3,
+    "several": 4,
 }
-_NUM = (r"(\d{1,3}|a couple of|a couple|couple of|a few|few|several|an|a|one|two|three|four|"
-        r"five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
-        r"seventeen|eighteen|nineteen|twenty)")
+_NUM = (
+    r"(\d{1,3}|a couple of|a couple|couple of|a few|few|several|an|a|one|two|three|four|"
+    r"five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+    r"seventeen|eighteen|nineteen|twenty)"
+)
 _UNIT = r"(day|week|month|year)s?"
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december"]
-_MON_RE = (r"(january|february|march|april|may|june|july|august|september|october|"
-           r"november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)")
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MON_RE = (
+    r"(january|february|march|april|may|june|july|august|september|october|"
+    r"november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
+)
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _WD_RE = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 
@@ -107,8 +146,7 @@ def _ago(n: int, unit: str, now: int, text: str) -> TimeWindow:
     span = n * _UNIT_DAYS[unit]
     tol = max(_MIN_TOL_DAYS[unit], span / 4)
     centre = now - span * DAY_MS
-    return TimeWindow(int(centre - tol * DAY_MS), int(min(now, centre + tol * DAY_MS)) + 1,
-                      text)
+    return TimeWindow(int(centre - tol * DAY_MS), int(min(now, centre + tol * DAY_MS)) + 1, text)
 
 
 def _candidates(q: str, now: int) -> List[Tuple[int, TimeWindow]]:
@@ -121,20 +159,22 @@ def _candidates(q: str, now: int) -> List[Tuple[int, TimeWindow]]:
     def add(m: "re.Match[str]", start: int, end: int) -> None:
         out.append((m.start(), TimeWindow(int(start), int(end), m.group(0).strip())))
 
-    for m in re.finditer(r"\b(today|this morning|this afternoon|this evening|tonight|"
-                         r"earlier today)\b", q):
-        if re.search(r"\b(before|until|till|up to)\s+$", q[:m.start()]):
+    for m in re.finditer(
+        r"\b(today|this morning|this afternoon|this evening|tonight|"
+        r"earlier today)\b",
+        q,
+    ):
+        if re.search(r"\b(before|until|till|up to)\s+$", q[: m.start()]):
             continue  # "before today": all of the past
         add(m, t0, now + 1)
     for m in re.finditer(r"\b(yesterday|last night)\b", q):
         add(m, t0 - DAY_MS, t0)
     for m in re.finditer(rf"\b{_NUM}\s+{_UNIT}\s+ago\b", q):
-        if re.search(r"how\s+(many|much)\s+$", q[:m.start()]):
+        if re.search(r"how\s+(many|much)\s+$", q[: m.start()]):
             continue  # "how many days ago" asks for a time
         w = _ago(_num(m.group(1)), m.group(2), now, m.group(0))
         out.append((m.start(), w))
-    for m in re.finditer(rf"\b(?:in\s+)?(?:the\s+)?(?:past|last|previous)\s+{_NUM}\s+{_UNIT}\b",
-                         q):
+    for m in re.finditer(rf"\b(?:in\s+)?(?:the\s+)?(?:past|last|previous)\s+{_NUM}\s+{_UNIT}\b", q):
         n = _num(m.group(1))
         add(m, now - int(n * _UNIT_DAYS[m.group(2)] * DAY_MS), now + 1)
     for m in re.finditer(r"\b(?:last|past|previous)\s+week\b", q):
@@ -142,15 +182,21 @@ def _candidates(q: str, now: int) -> List[Tuple[int, TimeWindow]]:
     for m in re.finditer(r"\bthis\s+week\b", q):
         add(m, t0 - today.weekday() * DAY_MS, now + 1)
     for m in re.finditer(r"\b(?:last|previous)\s+month\b", q):
-        add(m, _ms(_month_start(today.year, today.month - 1)),
-            _ms(_month_start(today.year, today.month)))
+        add(
+            m,
+            _ms(_month_start(today.year, today.month - 1)),
+            _ms(_month_start(today.year, today.month)),
+        )
     for m in re.finditer(r"\bpast\s+month\b", q):
         add(m, now - 30 * DAY_MS, now + 1)
     for m in re.finditer(r"\bthis\s+month\b", q):
         add(m, _ms(_month_start(today.year, today.month)), now + 1)
     for m in re.finditer(r"\b(?:last|previous)\s+year\b", q):
-        add(m, _ms(datetime(today.year - 1, 1, 1, tzinfo=timezone.utc)),
-            _ms(datetime(today.year, 1, 1, tzinfo=timezone.utc)))
+        add(
+            m,
+            _ms(datetime(today.year - 1, 1, 1, tzinfo=timezone.utc)),
+            _ms(datetime(today.year, 1, 1, tzinfo=timezone.utc)),
+        )
     for m in re.finditer(r"\bpast\s+year\b", q):
         add(m, now - 365 * DAY_MS, now + 1)
     for m in re.finditer(r"\bthis\s+year\b", q):
@@ -168,13 +214,19 @@ def _candidates(q: str, now: int) -> List[Tuple[int, TimeWindow]]:
         day_m = _day_window(_month(m.group(1)), int(m.group(2)), m.group(3), today)
         if day_m is not None:
             add(m, day_m[0], day_m[1])
-    for m in re.finditer(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?"
-                         rf"{_MON_RE}\b(?:,?\s+(\d{{4}}))?", q):
+    for m in re.finditer(
+        rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?"
+        rf"{_MON_RE}\b(?:,?\s+(\d{{4}}))?",
+        q,
+    ):
         day_m = _day_window(_month(m.group(2)), int(m.group(1)), m.group(3), today)
         if day_m is not None:
             add(m, day_m[0], day_m[1])
-    for m in re.finditer(rf"\b(?:in|during|of|since|last)\s+(?:early\s+|late\s+|mid-?)?"
-                         rf"{_MON_RE}\b(?:,?\s+(\d{{4}}))?", q):
+    for m in re.finditer(
+        rf"\b(?:in|during|of|since|last)\s+(?:early\s+|late\s+|mid-?)?"
+        rf"{_MON_RE}\b(?:,?\s+(\d{{4}}))?",
+        q,
+    ):
         mon = _month(m.group(1))
         if m.group(1) == "may" and not m.group(0).startswith(("in", "during", "last")):
             continue  # "of may" / "since may" is too often the verb
@@ -188,8 +240,9 @@ def _candidates(q: str, now: int) -> List[Tuple[int, TimeWindow]]:
     return out
 
 
-def _day_window(mon: int, day: int, year: Optional[str], today: datetime
-                ) -> Optional[Tuple[int, int]]:
+def _day_window(
+    mon: int, day: int, year: Optional[str], today: datetime
+) -> Optional[Tuple[int, int]]:
     y = int(year) if year else today.year
     try:
         d = datetime(y, mon, day, tzinfo=timezone.utc)

@@ -125,7 +125,7 @@ def _statement_bm25_sql() -> str:
     from sqlite_rrf.resources import read_sql
 
     sql = read_sql("recall.sql")
-    head = sql[:sql.index("\n-- 2. ") + 1].rstrip()
+    head = sql[: sql.index("\n-- 2. ") + 1].rstrip()
     assert head.endswith("),") and "rrf_bm25_or_top(" in head
     return head[:-1] + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
 
@@ -133,14 +133,22 @@ def _statement_bm25_sql() -> str:
 NEW_BM25_SQL = _statement_bm25_sql()
 
 COUNT_SQL = "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH fts5_query(:query)"
-COUNT_OR_SQL = ("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
-                "coalesce(fts5_query(:query, 'or', (SELECT value FROM rrf_meta "
-                "WHERE key = 'bm25_stopwords'), 'porter unicode61'), '\"\"')")
-BM25_SQL = ("SELECT rowid, bm25(episodes_fts) AS s FROM episodes_fts "
-            "WHERE episodes_fts MATCH fts5_query(:query) ORDER BY s, rowid LIMIT :bm25_limit")
-METHODS: List[Tuple[str, str]] = [("count", COUNT_SQL), ("count_or", COUNT_OR_SQL),
-                                  ("bm25", BM25_SQL), ("list_old", OLD_BM25_SQL),
-                                  ("list_new", NEW_BM25_SQL)]
+COUNT_OR_SQL = (
+    "SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH "
+    "coalesce(fts5_query(:query, 'or', (SELECT value FROM rrf_meta "
+    "WHERE key = 'bm25_stopwords'), 'porter unicode61'), '\"\"')"
+)
+BM25_SQL = (
+    "SELECT rowid, bm25(episodes_fts) AS s FROM episodes_fts "
+    "WHERE episodes_fts MATCH fts5_query(:query) ORDER BY s, rowid LIMIT :bm25_limit"
+)
+METHODS: List[Tuple[str, str]] = [
+    ("count", COUNT_SQL),
+    ("count_or", COUNT_OR_SQL),
+    ("bm25", BM25_SQL),
+    ("list_old", OLD_BM25_SQL),
+    ("list_new", NEW_BM25_SQL),
+]
 CHECKED = ("list_old", "list_new")
 
 
@@ -149,8 +157,10 @@ def db_for(n: int) -> str:
     os.makedirs(DB_DIR, exist_ok=True)
     path = os.path.join(DB_DIR, f"bm25_{n}.db")
     if not os.path.exists(path):
-        code = ("import sys; sys.path.insert(0, %r); import bench_recall as b; "
-                "b.build_db(%r, %d, %d)" % (HERE, path, n, SEED))
+        code = (
+            "import sys; sys.path.insert(0, %r); import bench_recall as b; "
+            "b.build_db(%r, %d, %d)" % (HERE, path, n, SEED)
+        )
         subprocess.run([sys.executable, "-c", code], check=True)
     return path
 
@@ -196,9 +206,15 @@ def run_size(n: int, queries: List[str], rounds: int, extension: str) -> dict:
                 if m in res and res[m] != res["bm25"]:
                     bad.append(f"{n}: {m} differs from bm25() on claim {qi} ({q[:40]!r})")
     conn.close()
-    out = {"n": n, "queries": len(queries), "rounds": rounds, "median_matches": statistics.median(hits),
-           "wall_ms": {m: statistics.median(v) for m, v in wall.items()},
-           "cpu_ms": {m: statistics.median(v) for m, v in cpu.items()}, "mismatches": bad}
+    out = {
+        "n": n,
+        "queries": len(queries),
+        "rounds": rounds,
+        "median_matches": statistics.median(hits),
+        "wall_ms": {m: statistics.median(v) for m, v in wall.items()},
+        "cpu_ms": {m: statistics.median(v) for m, v in cpu.items()},
+        "mismatches": bad,
+    }
     for kind in ("wall_ms", "cpu_ms"):
         base = out[kind]["count"]
         out[kind.replace("_ms", "_ratio")] = {m: v / base for m, v in out[kind].items()}
@@ -215,16 +231,27 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     queries = [text for _, text, _ in br.load_queries(a.queries)]
     results = [run_size(int(s), queries, a.rounds, a.extension) for s in a.sizes.split(",")]
-    print(f"median ms over {a.queries} claims x {a.rounds} rounds (interleaved); "
-          "x = ratio to count (FTS5's bare match of the whole OR query)")
+    print(
+        f"median ms over {a.queries} claims x {a.rounds} rounds (interleaved); "
+        "x = ratio to count (FTS5's bare match of the whole OR query)"
+    )
     print(f"{'N':>9} {'method':10} {'wall ms':>9} {'x':>6} {'cpu ms':>9} {'x':>6}")
     for res in results:
         for m in res["wall_ms"]:
-            print(f"{res['n']:>9,} {m:10} {res['wall_ms'][m]:9.2f} {res['wall_ratio'][m]:6.2f} "
-                  f"{res['cpu_ms'][m]:9.2f} {res['cpu_ratio'][m]:6.2f}")
+            print(
+                f"{res['n']:>9,} {m:10} {res['wall_ms'][m]:9.2f} {res['wall_ratio'][m]:6.2f} "
+                f"{res['cpu_ms'][m]:9.2f} {res['cpu_ratio'][m]:6.2f}"
+            )
     with open(a.out, "w", encoding="utf-8") as f:
-        json.dump({"extension": a.extension or sqlite_rrf.loadable_path(),
-                   "loadavg": os.getloadavg(), "results": results}, f, indent=2)
+        json.dump(
+            {
+                "extension": a.extension or sqlite_rrf.loadable_path(),
+                "loadavg": os.getloadavg(),
+                "results": results,
+            },
+            f,
+            indent=2,
+        )
     bad = [b for res in results for b in res["mismatches"]]
     for b in bad[:20]:
         print("MISMATCH", b, file=sys.stderr)

@@ -65,10 +65,12 @@ def make_set(n: int = 50, seed: int = 22) -> dict:
     """Memories and queries per script from Faker's locale data (needs ``faker``)."""
     from faker import Faker
 
-    out: dict = {"source": "Faker (PyPI faker, MIT licence): names, jobs, companies, places "
-                           "and lorem words of ja_JP, zh_CN, ko_KR, th_TH, in sentences "
-                           "written for this benchmark (tests/bench/bench_cjk.py make-set)",
-                 "scripts": {}}
+    out: dict = {
+        "source": "Faker (PyPI faker, MIT licence): names, jobs, companies, places "
+        "and lorem words of ja_JP, zh_CN, ko_KR, th_TH, in sentences "
+        "written for this benchmark (tests/bench/bench_cjk.py make-set)",
+        "scripts": {},
+    }
     for lang, loc in LOCALES.items():
         f = Faker(loc)
         f.seed_instance(seed)
@@ -81,23 +83,37 @@ def make_set(n: int = 50, seed: int = 22) -> dict:
             city = f.city()
             if lang == "ja":
                 word = f.word()
-                text = (f"{name}さんは{city}に住んでいて、{company}で{job}として働いている。"
-                        f"{f.sentence()}最近は{word}に興味があるらしい。")
+                text = (
+                    f"{name}さんは{city}に住んでいて、{company}で{job}として働いている。"
+                    f"{f.sentence()}最近は{word}に興味があるらしい。"
+                )
             elif lang == "zh":
                 word = f.word()
                 text = f"{name}住在{city}，在{company}担任{job}。{f.sentence()}最近他对{word}很感兴趣。"
             elif lang == "ko":
                 word = f.catch_phrase().split()[-1]
-                text = (f"{name}씨는 {city}에 살고 있으며 {company}에서 {job}(으)로 일하고 "
-                        f"있습니다. 요즘은 {word}에 관심이 많다고 합니다.")
+                text = (
+                    f"{name}씨는 {city}에 살고 있으며 {company}에서 {job}(으)로 일하고 "
+                    f"있습니다. 요즘은 {word}에 관심이 많다고 합니다."
+                )
             else:
                 word = f.word()
-                text = (f"{name}อาศัยอยู่ที่{city}และทำงานเป็น{job}ที่{company} "
-                        f"{f.sentence()}ช่วงนี้สนใจเรื่อง{word}")
+                text = (
+                    f"{name}อาศัยอยู่ที่{city}และทำงานเป็น{job}ที่{company} "
+                    f"{f.sentence()}ช่วงนี้สนใจเรื่อง{word}"
+                )
             mems.append(text)
-            fields.append({"name": name, "job": job, "city": city, "word": word,
-                           "company": re.sub(r"^\(주\)\s*|株式会社|有限会社|有限公司|บริษัท\s*|จำกัด", "",
-                                             company).strip()})
+            fields.append(
+                {
+                    "name": name,
+                    "job": job,
+                    "city": city,
+                    "word": word,
+                    "company": re.sub(
+                        r"^\(주\)\s*|株式会社|有限会社|有限公司|บริษัท\s*|จำกัด", "", company
+                    ).strip(),
+                }
+            )
         queries = []
         kinds = ["job", "company", "city", "word", "name", "two"]
         for i, fl in enumerate(fields):
@@ -106,12 +122,10 @@ def make_set(n: int = 50, seed: int = 22) -> dict:
                 if kind == "two":
                     a, b = fl["city"].split()[0], fl["job"].split()[0]
                     q = a + b  # typed together, without a space
-                    target_ok = all(
-                        (a in m and b in m) == (j == i) for j, m in enumerate(mems))
+                    target_ok = all((a in m and b in m) == (j == i) for j, m in enumerate(mems))
                 else:
                     q = fl[kind]
-                    target_ok = len(q) >= 2 and q in mems[i] and \
-                        sum(q in m for m in mems) == 1
+                    target_ok = len(q) >= 2 and q in mems[i] and sum(q in m for m in mems) == 1
                 if target_ok:
                     queries.append({"query": q, "kind": kind, "target": i})
                     break
@@ -155,20 +169,32 @@ def multilingual() -> dict:
                     ranks_new.append(hits.index(t) + 1 if t in hits else None)
             old = apsw.Connection(":memory:")
             old.execute("CREATE VIRTUAL TABLE f USING fts5(c, tokenize = 'porter unicode61')")
-            old.executemany("INSERT INTO f(rowid, c) VALUES (?, ?)",
-                            [(i, m) for i, m in enumerate(mems)])
+            old.executemany(
+                "INSERT INTO f(rowid, c) VALUES (?, ?)", [(i, m) for i, m in enumerate(mems)]
+            )
             for q in queries:
-                rows = [r for (r,) in old.execute(
-                    "SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f), rowid LIMIT 10",
-                    (_old_expression(q["query"]),))]
+                rows = [
+                    r
+                    for (r,) in old.execute(
+                        "SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f), rowid LIMIT 10",
+                        (_old_expression(q["query"]),),
+                    )
+                ]
                 ranks_old.append(rows.index(q["target"]) + 1 if q["target"] in rows else None)
 
         def summary(ranks):
-            return {"hit@1": sum(r == 1 for r in ranks) / len(ranks),
-                    "hit@5": sum(r is not None and r <= 5 for r in ranks) / len(ranks),
-                    "mrr@10": sum(1 / r for r in ranks if r) / len(ranks)}
-        table[lang] = {"memories": len(mems), "queries": len(queries),
-                       "before": summary(ranks_old), "after": summary(ranks_new)}
+            return {
+                "hit@1": sum(r == 1 for r in ranks) / len(ranks),
+                "hit@5": sum(r is not None and r <= 5 for r in ranks) / len(ranks),
+                "mrr@10": sum(1 / r for r in ranks if r) / len(ranks),
+            }
+
+        table[lang] = {
+            "memories": len(mems),
+            "queries": len(queries),
+            "before": summary(ranks_old),
+            "after": summary(ranks_new),
+        }
     return table
 
 
@@ -177,6 +203,7 @@ def multilingual() -> dict:
 
 def _before_migrations():
     from sqlite_rrf.migrations import available
+
     return [m for m in available() if m.version < 11]
 
 
@@ -191,6 +218,7 @@ def _progress(conn, label: str):
             last[0] = now
             print(f"  {label}: {now - t0:.0f} s", file=sys.stderr, flush=True)
         return False
+
     conn.set_progress_handler(tick, 100_000)
     return t0
 
@@ -215,8 +243,11 @@ def migrate_timed(path: str) -> float:
 
 
 def fts_bytes(conn) -> Dict[str, int]:
-    return dict(conn.execute(
-        "SELECT name, sum(pgsize) FROM dbstat WHERE name LIKE 'episodes_fts%' GROUP BY name"))
+    return dict(
+        conn.execute(
+            "SELECT name, sum(pgsize) FROM dbstat WHERE name LIKE 'episodes_fts%' GROUP BY name"
+        )
+    )
 
 
 def english(n: int, queries: int, repeat: int) -> dict:
@@ -230,6 +261,7 @@ def english(n: int, queries: int, repeat: int) -> dict:
     after = os.path.join(OUT, f"english_{n}_v11.db")
     if not os.path.exists(before):
         from sqlite_rrf.migrations import migrate
+
         br.migrate = lambda conn: migrate(conn, _before_migrations())  # schema 10
         br.build_db(before, n, 1)
     shutil.copyfile(before, after)
@@ -239,10 +271,12 @@ def english(n: int, queries: int, repeat: int) -> dict:
         c = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
         sqlite_rrf.load(c)
         conns[name] = c
-    out: dict = {"n": n, "migration_s": mig_s,
-                 "file_bytes": {k: os.path.getsize(p) for k, p in (("before", before),
-                                                                   ("after", after))},
-                 "fts_bytes": {k: fts_bytes(c) for k, c in conns.items()}}
+    out: dict = {
+        "n": n,
+        "migration_s": mig_s,
+        "file_bytes": {k: os.path.getsize(p) for k, p in (("before", before), ("after", after))},
+        "fts_bytes": {k: fts_bytes(c) for k, c in conns.items()},
+    }
     qs = br.load_queries(queries)
     full = br.store_sql("recent", None)
     bm25 = br.BM25_SQL
@@ -285,8 +319,9 @@ def migrate_big(n: int) -> dict:
         for lo in range(0, n, 50_000):
             rows = br.make_chunk(corpus, n, lo, min(n, lo + 50_000), 1)
             conn.execute("BEGIN")
-            conn.executemany("INSERT INTO episodes(id, content) VALUES (?, ?)",
-                             [(r[0], r[1]) for r in rows])
+            conn.executemany(
+                "INSERT INTO episodes(id, content) VALUES (?, ?)", [(r[0], r[1]) for r in rows]
+            )
             conn.execute("COMMIT")
             print(f"  build {n:,}: {lo + len(rows):,} rows", file=sys.stderr, flush=True)
         conn.execute("PRAGMA journal_mode = WAL")
@@ -315,9 +350,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         print("script  memories queries | before hit@1 hit@5 mrr | after hit@1 hit@5 mrr")
         for lang, r in res.items():
             b, f = r["before"], r["after"]
-            print(f"{lang:6} {r['memories']:9} {r['queries']:7} | "
-                  f"{b['hit@1']:.2f} {b['hit@5']:.2f} {b['mrr@10']:.3f} | "
-                  f"{f['hit@1']:.2f} {f['hit@5']:.2f} {f['mrr@10']:.3f}")
+            print(
+                f"{lang:6} {r['memories']:9} {r['queries']:7} | "
+                f"{b['hit@1']:.2f} {b['hit@5']:.2f} {b['mrr@10']:.3f} | "
+                f"{f['hit@1']:.2f} {f['hit@5']:.2f} {f['mrr@10']:.3f}"
+            )
     elif a.what == "english":
         res = english(a.n or 100_000, a.queries, a.repeat)
     else:

@@ -61,9 +61,11 @@ def prepare(size: int) -> str:
         shutil.copyfile(src, path)
         with Store(path) as s:  # migrates: scope column and its indexes
             s.conn.execute("BEGIN IMMEDIATE")
-            s.conn.execute("UPDATE episodes SET scope = CASE WHEN rowid % 100 = 7 THEN 'tiny' "
-                           "WHEN rowid % 10 = 3 THEN 'tenth' WHEN rowid % 2 = 1 THEN 'half' "
-                           "ELSE '' END, kind = CASE WHEN rowid % 5 = 0 THEN 'fact' END")
+            s.conn.execute(
+                "UPDATE episodes SET scope = CASE WHEN rowid % 100 = 7 THEN 'tiny' "
+                "WHEN rowid % 10 = 3 THEN 'tenth' WHEN rowid % 2 = 1 THEN 'half' "
+                "ELSE '' END, kind = CASE WHEN rowid % 5 = 0 THEN 'fact' END"
+            )
             s.conn.execute("COMMIT")
             s.conn.execute("ANALYZE")
     return path
@@ -80,12 +82,14 @@ def main(argv=None) -> int:
     names = recall_parameters()
     queries = br.load_queries(20)
     passes = {
-        "scope": lambda r, v: r[0] == v, "kind": lambda r, v: r[1] == v,
+        "scope": lambda r, v: r[0] == v,
+        "kind": lambda r, v: r[1] == v,
         "since": lambda r, v: r[2] >= v,
     }
     scopes = lambda f: {f[k] for k in ("scope", "scope2") if k in f}  # noqa: E731
-    facts = {row[0]: row[1:] for row in conn.execute(
-        "SELECT id, scope, kind, created_at FROM episodes")}
+    facts = {
+        row[0]: row[1:] for row in conn.execute("SELECT id, scope, kind, created_at FROM episodes")
+    }
     times = {name: [] for name in CASES}
     for _ in range(args.rounds):
         for _, text, qvec in queries:
@@ -103,8 +107,10 @@ def main(argv=None) -> int:
                         assert facts[row[0]][0] in scopes(filters), (name, row[0])
     base = statistics.median(times["no filter"])
     out = {}
-    print(f"recall statement at {args.size:,} episodes, {len(queries)} queries x "
-          f"{args.rounds} rounds, median ms (ratio to no filter, same run)")
+    print(
+        f"recall statement at {args.size:,} episodes, {len(queries)} queries x "
+        f"{args.rounds} rounds, median ms (ratio to no filter, same run)"
+    )
     for name, ts in times.items():
         med = statistics.median(ts)
         out[name] = {"p50_ms": med * 1000, "ratio": med / base}

@@ -76,8 +76,9 @@ class Child:
         return dt
 
 
-def timed(argv: List[str], stdin: bytes, env: Dict[str, str],
-          clock: Child) -> Tuple[float, float, bytes]:
+def timed(
+    argv: List[str], stdin: bytes, env: Dict[str, str], clock: Child
+) -> Tuple[float, float, bytes]:
     clock.lap()
     t = time.perf_counter()
     p = subprocess.run(argv, input=stdin, capture_output=True, env=env)
@@ -91,9 +92,18 @@ def timed(argv: List[str], stdin: bytes, env: Dict[str, str],
 def start_server(db: str, sock: str, env: Dict[str, str]) -> subprocess.Popen:
     from sqlite_rrf.hook import ask_server
 
-    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "sqlite-rrf"),
-                             "serve", db, "--socket", sock], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            os.path.join(os.path.dirname(sys.executable), "sqlite-rrf"),
+            "serve",
+            db,
+            "--socket",
+            sock,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 300
     while ask_server(sock, {"v": 1, "op": "ping"}, timeout=2) is None:
         if proc.poll() is not None:
@@ -118,12 +128,14 @@ def stop(proc: subprocess.Popen) -> None:
 def lock_holder(db: str) -> subprocess.Popen:
     """Another process holding the write lock: BEGIN IMMEDIATE and a row written, never
     committed, until it is killed."""
-    code = ("import apsw, sys, time\n"
-            f"c = apsw.Connection({db!r})\n"
-            "c.execute('BEGIN IMMEDIATE')\n"
-            "c.execute(\"INSERT OR REPLACE INTO rrf_meta VALUES ('bench_hook_lock', 1)\")\n"
-            "print('held', flush=True)\n"
-            "time.sleep(3600)\n")
+    code = (
+        "import apsw, sys, time\n"
+        f"c = apsw.Connection({db!r})\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "c.execute(\"INSERT OR REPLACE INTO rrf_meta VALUES ('bench_hook_lock', 1)\")\n"
+        "print('held', flush=True)\n"
+        "time.sleep(3600)\n"
+    )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == b"held"
     return p
@@ -184,12 +196,15 @@ def bench_size(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> 
             try:
                 for i in range(args.runs):
                     text = texts[(i + (args.runs if locked else 0)) % len(texts)]
-                    payload = json.dumps({"prompt": text, "cwd": tmp,
-                                          "session_id": f"bench-{time.time_ns()}"}).encode()
+                    payload = json.dumps(
+                        {"prompt": text, "cwd": tmp, "session_id": f"bench-{time.time_ns()}"}
+                    ).encode()
                     order = (["python3 -c pass"] if not locked else []) + (
-                        ["cold", "server"] if not locked else
-                        ["cold, lock held", "server, lock held"])
-                    order = order[i % len(order):] + order[:i % len(order)]
+                        ["cold", "server"]
+                        if not locked
+                        else ["cold, lock held", "server, lock held"]
+                    )
+                    order = order[i % len(order) :] + order[: i % len(order)]
                     outs = {}
                     for case in order:
                         if case == "python3 -c pass":
@@ -211,12 +226,18 @@ def bench_size(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> 
     finally:
         stop(server)
     base = statistics_p50(times["python3 -c pass"])
-    rows = {c: {"p50_ms": statistics_p50(times[c]) * 1000, "p90_ms": pct(times[c], 0.9) * 1000,
-                "ratio": statistics_p50(times[c]) / base,
-                "cpu_ms": sum(cpus[c]) / len(cpus[c]) * 1000} for c in CASES if times[c]}
+    rows = {
+        c: {
+            "p50_ms": statistics_p50(times[c]) * 1000,
+            "p90_ms": pct(times[c], 0.9) * 1000,
+            "ratio": statistics_p50(times[c]) / base,
+            "cpu_ms": sum(cpus[c]) / len(cpus[c]) * 1000,
+        }
+        for c in CASES
+        if times[c]
+    }
     bs.remove_db(db)
-    return {"n": n, "source": how, "runs": args.runs, "cases": rows,
-            "same_output": same}
+    return {"n": n, "source": how, "runs": args.runs, "cases": rows, "same_output": same}
 
 
 def statistics_p50(xs: List[float]) -> float:
@@ -225,8 +246,7 @@ def statistics_p50(xs: List[float]) -> float:
     return statistics.median(xs)
 
 
-def bench_server_recall(n: int, args: argparse.Namespace, tmp: str,
-                        texts: List[str]) -> dict:
+def bench_server_recall(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> dict:
     """The warm server's recall alone: a running client's socket round trip."""
     from sqlite_rrf.hook import ask_server
 
@@ -238,8 +258,16 @@ def bench_server_recall(n: int, args: argparse.Namespace, tmp: str,
     server = start_server(db, sock, env)
     walls = []
     try:
-        req = {"v": 1, "op": "hook", "db": os.path.realpath(db), "scope": None,
-               "max_chars": 400, "max_total": 6000, "format": "markdown", "topic_gate": False}
+        req = {
+            "v": 1,
+            "op": "hook",
+            "db": os.path.realpath(db),
+            "scope": None,
+            "max_chars": 400,
+            "max_total": 6000,
+            "format": "markdown",
+            "topic_gate": False,
+        }
         for i, text in enumerate(texts[:3] + texts):  # 3 warm-up prompts
             t = time.perf_counter()
             ans = ask_server(sock, dict(req, prompt=text, session=f"b{i}"), timeout=60)
@@ -251,41 +279,60 @@ def bench_server_recall(n: int, args: argparse.Namespace, tmp: str,
     finally:
         stop(server)
         bs.remove_db(db)
-    return {"n": n, "source": how, "p50_ms": statistics_p50(walls) * 1000,
-            "p90_ms": pct(walls, 0.9) * 1000, "prompts": len(walls)}
+    return {
+        "n": n,
+        "source": how,
+        "p50_ms": statistics_p50(walls) * 1000,
+        "p90_ms": pct(walls, 0.9) * 1000,
+        "prompts": len(walls),
+    }
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000")
-    ap.add_argument("--server-sizes", default=None, dest="server_sizes",
-                    help="sizes for the warm server's recall alone (default: --sizes and "
-                         "1000000)")
+    ap.add_argument(
+        "--server-sizes",
+        default=None,
+        dest="server_sizes",
+        help="sizes for the warm server's recall alone (default: --sizes and 1000000)",
+    )
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--model", default=os.environ.get("SQLITE_RRF_MODEL"))
     args = ap.parse_args(argv)
     if args.model and not os.path.isfile(args.model):
         raise SystemExit(f"--model: {args.model} is not a file")
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    server_sizes = ([int(s) for s in args.server_sizes.split(",") if s]
-                    if args.server_sizes is not None else sorted(set(sizes) | {1_000_000}))
+    server_sizes = (
+        [int(s) for s in args.server_sizes.split(",") if s]
+        if args.server_sizes is not None
+        else sorted(set(sizes) | {1_000_000})
+    )
     texts = prompts(max(args.runs * 2, 40))
     tmp = tempfile.mkdtemp(prefix="bench-hook-")
     model = os.path.basename(args.model) if args.model else "no model"
-    print(f"bench_hook: {model}; {args.runs} prompts per case (SciFact test claims); "
-          f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"bench_hook: {model}; {args.runs} prompts per case (SciFact test claims); "
+        f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     results = []
     try:
         for n in sizes:
             r = bench_size(n, args, tmp, texts)
             results.append(r)
-            print(f"\nN = {n:,} ({r['source']}); the server's output "
-                  f"{'equals' if r['same_output'] else 'DIFFERS FROM'} the cold hook's")
+            print(
+                f"\nN = {n:,} ({r['source']}); the server's output "
+                f"{'equals' if r['same_output'] else 'DIFFERS FROM'} the cold hook's"
+            )
             print("| case | p50 ms | p90 ms | p50 / python3 -c pass | CPU ms |")
             print("| --- | ---: | ---: | ---: | ---: |")
             for case, row in r["cases"].items():
-                print(f"| {case} | {row['p50_ms']:.0f} | {row['p90_ms']:.0f} | "
-                      f"{row['ratio']:.2f}x | {row['cpu_ms']:.0f} |", flush=True)
+                print(
+                    f"| {case} | {row['p50_ms']:.0f} | {row['p90_ms']:.0f} | "
+                    f"{row['ratio']:.2f}x | {row['cpu_ms']:.0f} |",
+                    flush=True,
+                )
         warm = []
         for n in server_sizes:
             r = bench_server_recall(n, args, tmp, texts)
@@ -301,13 +348,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("\ntargets (issue 21):")
         for r in results:
             c = r["cases"]
-            print(f"  N={r['n']:,}: server p50 {c['server']['ratio']:.2f}x python3 -c pass "
-                  f"(<= 2.5x: {'met' if c['server']['ratio'] <= 2.5 else 'missed'}); cold CPU "
-                  f"{c['cold']['cpu_ms']:.0f} ms (<= 240 ms: "
-                  f"{'met' if c['cold']['cpu_ms'] <= 240 else 'missed'}); lock held: cold "
-                  f"{c['cold, lock held']['p50_ms'] / c['cold']['p50_ms']:.2f}x, server "
-                  f"{c['server, lock held']['p50_ms'] / c['server']['p50_ms']:.2f}x of "
-                  "without")
+            print(
+                f"  N={r['n']:,}: server p50 {c['server']['ratio']:.2f}x python3 -c pass "
+                f"(<= 2.5x: {'met' if c['server']['ratio'] <= 2.5 else 'missed'}); cold CPU "
+                f"{c['cold']['cpu_ms']:.0f} ms (<= 240 ms: "
+                f"{'met' if c['cold']['cpu_ms'] <= 240 else 'missed'}); lock held: cold "
+                f"{c['cold, lock held']['p50_ms'] / c['cold']['p50_ms']:.2f}x, server "
+                f"{c['server, lock held']['p50_ms'] / c['server']['p50_ms']:.2f}x of "
+                "without"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -70,6 +70,7 @@ def fts_or(text: str) -> str:
 
 # ---------------------------------------------------------------------------------------
 
+
 def adhara_runner(data: Any, workdir: str) -> Callable[[int, int], List[str]]:
     """Build the litesearch-layout store; return ``search(query_index, k) -> doc ids``."""
     import adhara
@@ -77,22 +78,28 @@ def adhara_runner(data: Any, workdir: str) -> Callable[[int, int], List[str]]:
 
     db = adhara.load(apsw.Connection(os.path.join(workdir, "adhara.db")))
     db.execute("CREATE TABLE store(id INTEGER PRIMARY KEY, content TEXT, embedding BLOB)")
-    db.execute("CREATE VIRTUAL TABLE store_fts USING fts5(content, content='store', "
-               f"content_rowid='id', tokenize='{adhara.TOKENIZE}')")
+    db.execute(
+        "CREATE VIRTUAL TABLE store_fts USING fts5(content, content='store', "
+        f"content_rowid='id', tokenize='{adhara.TOKENIZE}')"
+    )
     vecs = data.corpus_embeddings.astype(np.float16)
     with db:
-        db.executemany("INSERT INTO store(id, content, embedding) VALUES (?, ?, ?)",
-                       ((i + 1, t, vecs[i].tobytes())
-                        for i, t in enumerate(data.corpus_texts) if t.strip()))
+        db.executemany(
+            "INSERT INTO store(id, content, embedding) VALUES (?, ?, ?)",
+            ((i + 1, t, vecs[i].tobytes()) for i, t in enumerate(data.corpus_texts) if t.strip()),
+        )
         db.execute("INSERT INTO store_fts(store_fts) VALUES ('rebuild')")
     qv = data.query_embeddings.astype(np.float16)
     ids = data.corpus_ids
 
     def search(qi: int, k: int) -> List[str]:
-        rows = db.execute("SELECT id, score FROM adhara_hybrid('store', ?, ?, ?)",
-                          (fts_or(data.query_texts[qi]), qv[qi].tobytes(), k)).fetchall()
+        rows = db.execute(
+            "SELECT id, score FROM adhara_hybrid('store', ?, ?, ?)",
+            (fts_or(data.query_texts[qi]), qv[qi].tobytes(), k),
+        ).fetchall()
         rows.sort(key=lambda r: -r[1])  # the function returns them in this order already
         return [ids[r[0] - 1] for r in rows]
+
     return search
 
 
@@ -106,17 +113,20 @@ def shs_runner(data: Any, workdir: str) -> Callable[[int, int], List[str]]:
             docs.append({"id": data.corpus_ids[i], "text": t})
             embs.append(data.corpus_embeddings[i].astype(np.float32).tolist())
     for s in range(0, len(docs), 1000):
-        eng.add(documents=docs[s:s + 1000], embeddings=embs[s:s + 1000])
+        eng.add(documents=docs[s : s + 1000], embeddings=embs[s : s + 1000])
     qv = data.query_embeddings.astype(np.float32)
 
     def search(qi: int, k: int) -> List[str]:
         hits = eng.search_hybrid(data.query_texts[qi], qv[qi].tolist(), top_k=k)
         return [h["document_id"] for h in hits]
+
     return search
 
 
-RUNNERS = {"adhara": (adhara_runner, "adhara"),
-           "sqlite-hybrid-search": (shs_runner, "sqlite_hybrid_search")}
+RUNNERS = {
+    "adhara": (adhara_runner, "adhara"),
+    "sqlite-hybrid-search": (shs_runner, "sqlite_hybrid_search"),
+}
 DEPTHS = {"adhara": (10, 100), "sqlite-hybrid-search": (10, 100)}
 
 
@@ -129,28 +139,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     data = load_beir(args.data, args.split)
     if data.corpus_embeddings is None or data.query_embeddings is None or data.needs_embedder():
-        print("bench_peers: the collection needs its embedding caches (corpus.minilm.npy, "
-              "queries.minilm.npy) for every document and query", file=sys.stderr)
+        print(
+            "bench_peers: the collection needs its embedding caches (corpus.minilm.npy, "
+            "queries.minilm.npy) for every document and query",
+            file=sys.stderr,
+        )
         return 1
-    results: Dict[str, Any] = {"collection": data.name, "split": args.split,
-                               "queries": len(data.query_ids), "peers": {}}
+    results: Dict[str, Any] = {
+        "collection": data.name,
+        "split": args.split,
+        "queries": len(data.query_ids),
+        "peers": {},
+    }
     rows = []
     for peer, (make, module) in RUNNERS.items():
         ver = _version(peer)
         if ver is None:
-            msg = (f"{peer} is not installed: skipped (pip install {peer}=={PEERS[peer]})")
+            msg = f"{peer} is not installed: skipped (pip install {peer}=={PEERS[peer]})"
             print(msg)
             results["peers"][peer] = {"skipped": msg}
             continue
         if ver != PEERS[peer]:
-            print(f"note: {peer} {ver} is installed; these figures were defined for "
-                  f"{PEERS[peer]}")
+            print(f"note: {peer} {ver} is installed; these figures were defined for {PEERS[peer]}")
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as wd:
             t0 = time.perf_counter()
             search = make(data, wd)
             t_build = time.perf_counter() - t0
-            entry: Dict[str, Any] = {"version": ver, "build_seconds": round(t_build, 2),
-                                     "runs": {}}
+            entry: Dict[str, Any] = {"version": ver, "build_seconds": round(t_build, 2), "runs": {}}
             for depth in DEPTHS[peer]:
                 t0 = time.perf_counter()
                 nd = r100 = mrr = 0.0
@@ -164,22 +179,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     r100 += recall_at_k(ids, rel, 100)
                     mrr += mrr_at_k(ids, rel, 10)
                 n = len(data.query_ids)
-                run = {"ndcg@10": nd / n, "recall@100": r100 / n, "mrr@10": mrr / n,
-                       "ms_per_query_median": round(1000 * float(np.median(lat)), 3)}
+                run = {
+                    "ndcg@10": nd / n,
+                    "recall@100": r100 / n,
+                    "mrr@10": mrr / n,
+                    "ms_per_query_median": round(1000 * float(np.median(lat)), 3),
+                }
                 name = f"{peer} {ver}, lists {depth} deep" + (" (default)" if depth == 10 else "")
                 entry["runs"][str(depth)] = run
                 rows.append((name, run))
             results["peers"][peer] = entry
     if rows:
         w = max(len(r[0]) for r in rows)
-        print(f"\n{data.name} ({args.split}, {len(data.query_ids)} queries), "
-              "the collection's MiniLM vectors for every peer\n")
+        print(
+            f"\n{data.name} ({args.split}, {len(data.query_ids)} queries), "
+            "the collection's MiniLM vectors for every peer\n"
+        )
         print(f"{'peer / run':<{w}}  nDCG@10   R@100  MRR@10  ms/query")
         for name, m in rows:
-            print(f"{name:<{w}}  {m['ndcg@10']:7.4f}  {m['recall@100']:6.4f}  {m['mrr@10']:6.4f}"
-                  f"  {m['ms_per_query_median']:8.2f}")
-        print("\n(a run returns at most as many results as its lists are deep: recall@100 "
-              "of a 10-deep run counts only its 10)")
+            print(
+                f"{name:<{w}}  {m['ndcg@10']:7.4f}  {m['recall@100']:6.4f}  {m['mrr@10']:6.4f}"
+                f"  {m['ms_per_query_median']:8.2f}"
+            )
+        print(
+            "\n(a run returns at most as many results as its lists are deep: recall@100 "
+            "of a 10-deep run counts only its 10)"
+        )
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)

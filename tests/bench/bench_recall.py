@@ -102,9 +102,10 @@ from sqlite_rrf.resources import read_sql, sql_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "out")
-SCIFACT = os.environ.get("SQLITE_RRF_SCIFACT",
-                         os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "data",
-                                                       "scifact")))
+SCIFACT = os.environ.get(
+    "SQLITE_RRF_SCIFACT",
+    os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "data", "scifact")),
+)
 #: Bump when the generated data changes: cached databases are keyed by it.
 DATA_VERSION = 1
 DIM = 384
@@ -125,26 +126,36 @@ CHILD_FLAG = "--_child"
 K, W_BM25, W_VEC, W_RECENCY, W_ACCESS = 60.0, 1.0, 1.0, 0.6, 0.4
 BM25_LIMIT, POOL_SIZE, LIMIT = 50, 200, 3
 
+
 #: The product's BM25 list: the statement's own CTEs up to ``bm25`` (bm25()'s exact top
 #: :bm25_limit over every word, the stopword hint only a speed-up), read alone.
 def _bm25_list_sql() -> str:
     from sqlite_rrf.resources import read_sql
 
     text = read_sql("recall.sql")
-    head = text[:text.index("\n-- 2. ")]
-    return head.rstrip().rstrip(",") + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
+    head = text[: text.index("\n-- 2. ")]
+    return (
+        head.rstrip().rstrip(",")
+        + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
+    )
 
 
 BM25_SQL = _bm25_list_sql()
 #: The old way's BM25 query, as an application writes it with FTS5 alone: every word
 #: of the query, FTS5's bm25() on every matching row.
-BM25_OLD_SQL = ("SELECT rowid, bm25(episodes_fts) AS bm25_score FROM episodes_fts "
-                "WHERE episodes_fts MATCH coalesce(fts5_query(:query), '\"\"') "
-                "ORDER BY bm25_score, rowid LIMIT :bm25_limit")
-POOL_SQL = ("SELECT rowid, embedding, created_at, access_count, importance FROM episodes "
-            "WHERE embedding IS NOT NULL ORDER BY accessed_at DESC, rowid LIMIT :pool_size")
-ROWS_SQL = ("SELECT rowid, embedding, created_at, access_count, importance FROM episodes "
-            "WHERE rowid IN ({})")
+BM25_OLD_SQL = (
+    "SELECT rowid, bm25(episodes_fts) AS bm25_score FROM episodes_fts "
+    "WHERE episodes_fts MATCH coalesce(fts5_query(:query), '\"\"') "
+    "ORDER BY bm25_score, rowid LIMIT :bm25_limit"
+)
+POOL_SQL = (
+    "SELECT rowid, embedding, created_at, access_count, importance FROM episodes "
+    "WHERE embedding IS NOT NULL ORDER BY accessed_at DESC, rowid LIMIT :pool_size"
+)
+ROWS_SQL = (
+    "SELECT rowid, embedding, created_at, access_count, importance FROM episodes "
+    "WHERE rowid IN ({})"
+)
 WINNERS_SQL = "SELECT rowid, id, content FROM episodes WHERE rowid IN ({})"
 
 
@@ -171,9 +182,14 @@ def store_sql(pool: str = "recent", profile: Optional[str] = PROFILE) -> str:
 def old_statement() -> Optional[str]:
     """``sql/recall.sql`` as of OLD_STATEMENT_COMMIT (None when git cannot show it)."""
     try:
-        proc = subprocess.run(["git", "show", f"{OLD_STATEMENT_COMMIT}:sql/recall.sql"],
-                              cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, timeout=30)
+        proc = subprocess.run(
+            ["git", "show", f"{OLD_STATEMENT_COMMIT}:sql/recall.sql"],
+            cwd=HERE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout if proc.returncode == 0 and proc.stdout.strip() else None
@@ -313,11 +329,12 @@ def make_chunk(corpus: Corpus, n_total: int, lo: int, hi: int, seed: int):
     created = (NOW_MS - SPAN_MS + (idx + rng.random(n)) / n_total * SPAN_MS).astype(np.int64)
     access = np.minimum(rng.zipf(2.0, n) - 1, 100_000).astype(np.int64)
     u = rng.random(n) ** (1.0 / (1.0 + access))  # more accesses -> last access more recent
-    accessed = np.where(access == 0, created,
-                        created + ((NOW_MS - created) * u).astype(np.int64))
+    accessed = np.where(access == 0, created, created + ((NOW_MS - created) * u).astype(np.int64))
     importance = np.array(["low", "normal", "high"])[rng.choice(3, n, p=[0.10, 0.85, 0.05])]
     kinds = np.array(["observation", "decision", "conversation", "task"])[rng.integers(0, 4, n)]
-    length = np.clip(np.rint(rng.lognormal(math.log(55), 0.45, n)), MIN_WORDS, MAX_WORDS).astype(int)
+    length = np.clip(np.rint(rng.lognormal(math.log(55), 0.45, n)), MIN_WORDS, MAX_WORDS).astype(
+        int
+    )
     doc = rng.integers(0, corpus.ndocs, n)
     doc2 = rng.integers(0, corpus.ndocs, n)
     mixed = rng.random(n) < 0.25
@@ -344,9 +361,19 @@ def make_chunk(corpus: Corpus, n_total: int, lo: int, hi: int, seed: int):
                 got += _take(corpus, int(doc2[i]), int(first2[i]), want - got, parts)
         text = " ".join(parts)
         if got > MAX_WORDS or got > want + 40:
-            text = " ".join(text.split()[:max(want, MIN_WORDS)])
-        rows.append((f"ep{lo + i:07d}", text, emb[i].tobytes(), int(created[i]),
-                     int(accessed[i]), int(access[i]), str(importance[i]), str(kinds[i])))
+            text = " ".join(text.split()[: max(want, MIN_WORDS)])
+        rows.append(
+            (
+                f"ep{lo + i:07d}",
+                text,
+                emb[i].tobytes(),
+                int(created[i]),
+                int(accessed[i]),
+                int(access[i]),
+                str(importance[i]),
+                str(kinds[i]),
+            )
+        )
     return rows
 
 
@@ -367,10 +394,14 @@ def build_db(path: str, n: int, seed: int, key: Optional[str] = None) -> dict:
     conn.execute("PRAGMA cache_size = -262144")  # 256 MiB for the build
     sqlite_rrf.load(conn)
     migrate(conn)
-    conn.execute("INSERT INTO rrf_meta VALUES ('embedding_dim', ?), ('embedding_model', ?)",
-                 (DIM, "all-MiniLM-L6-v2 (SciFact rows + noise; bench_recall synthetic)"))
-    insert = ("INSERT INTO episodes(id, content, embedding, created_at, accessed_at, access_count, "
-              "importance, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    conn.execute(
+        "INSERT INTO rrf_meta VALUES ('embedding_dim', ?), ('embedding_model', ?)",
+        (DIM, "all-MiniLM-L6-v2 (SciFact rows + noise; bench_recall synthetic)"),
+    )
+    insert = (
+        "INSERT INTO episodes(id, content, embedding, created_at, accessed_at, access_count, "
+        "importance, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    )
     words = 0
     t_gen = t_ins = 0.0
     for lo in range(0, n, BUILD_TXN_ROWS):
@@ -385,16 +416,21 @@ def build_db(path: str, n: int, seed: int, key: Optional[str] = None) -> dict:
         conn.execute("COMMIT")
         t_ins += time.perf_counter() - ti
         if n >= 200_000:
-            print(f"  build {n:,}: {hi:,} rows, {time.perf_counter() - t0:.0f} s", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  build {n:,}: {hi:,} rows, {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     # the BM25 stopwords, as Store computes them after an import
     conn.execute(read_sql("stopwords.sql"), {"min_rows": None})
     conn.execute("PRAGMA journal_mode = WAL")
     stats = conn.execute(
         "SELECT count(*), avg(length(content)), min(created_at), max(created_at), "
-        "avg(access_count), max(access_count), sum(importance = 'high') FROM episodes").fetchall()[0]
-    stopwords = conn.execute(
-        "SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()[0][0]
+        "avg(access_count), max(access_count), sum(importance = 'high') FROM episodes"
+    ).fetchall()[0]
+    stopwords = conn.execute("SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'").fetchall()[
+        0
+    ][0]
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     os.replace(tmp, path)
@@ -402,13 +438,22 @@ def build_db(path: str, n: int, seed: int, key: Optional[str] = None) -> dict:
         if os.path.exists(tmp + suffix):
             os.remove(tmp + suffix)
     info = {
-        "n": n, "seed": seed, "data_version": DATA_VERSION, "schema_key": schema_key(),
-        "build_s": time.perf_counter() - t0, "generate_s": t_gen, "insert_s": t_ins,
-        "build_peak_rss_mb": maxrss_mb(), "db_bytes": os.path.getsize(path),
-        "rows": stats[0], "avg_content_chars": stats[1],
+        "n": n,
+        "seed": seed,
+        "data_version": DATA_VERSION,
+        "schema_key": schema_key(),
+        "build_s": time.perf_counter() - t0,
+        "generate_s": t_gen,
+        "insert_s": t_ins,
+        "build_peak_rss_mb": maxrss_mb(),
+        "db_bytes": os.path.getsize(path),
+        "rows": stats[0],
+        "avg_content_chars": stats[1],
         "avg_words_first_chunk": words / min(n, BUILD_TXN_ROWS),
-        "created_span_days": (stats[3] - stats[2]) / 86_400_000, "avg_access_count": stats[4],
-        "max_access_count": stats[5], "high_importance": stats[6],
+        "created_span_days": (stats[3] - stats[2]) / 86_400_000,
+        "avg_access_count": stats[4],
+        "max_access_count": stats[5],
+        "high_importance": stats[6],
         "bm25_stopwords": stopwords,
     }
     with open(path + ".json", "w", encoding="utf-8") as f:
@@ -423,8 +468,10 @@ def ensure_db(cache_dir: str, n: int, seed: int, rebuild: bool) -> Tuple[str, di
     if not rebuild and os.path.exists(path) and os.path.exists(path + ".json"):
         with open(path + ".json", encoding="utf-8") as f:
             return path, json.load(f), False
-    info = run_child(["build", json.dumps({"path": path, "n": n, "seed": seed,
-                                            "schema_key": schema_key()})], timeout=7200)
+    info = run_child(
+        ["build", json.dumps({"path": path, "n": n, "seed": seed, "schema_key": schema_key()})],
+        timeout=7200,
+    )
     return path, info, True
 
 
@@ -454,7 +501,6 @@ def load_queries(n: int) -> List[Tuple[str, str, bytes]]:
 # ---------------------------------------------------------------- the three methods
 
 
-
 @functools.lru_cache(maxsize=64)
 def statement_params(sql: str) -> Tuple[str, ...]:
     """The named parameters of ``sql`` (``:name``), in order of first use. Cached: the
@@ -466,21 +512,36 @@ def statement_params(sql: str) -> Tuple[str, ...]:
     return tuple(names)
 
 
-def recall_bindings(query: str, qvec: bytes, *, names: Sequence[str] = (),
-                    profile: Optional[str] = PROFILE) -> Dict[str, Any]:
+def recall_bindings(
+    query: str, qvec: bytes, *, names: Sequence[str] = (), profile: Optional[str] = PROFILE
+) -> Dict[str, Any]:
     """(a)'s parameters: pool 'recent', profile ``profile`` (when the statement has one),
     everything else NULL = the statement's default. ``names``: every parameter of the
     statement (apsw wants a value for each; unknown keys are ignored)."""
     b: Dict[str, Any] = dict.fromkeys(names)
-    b.update({"query": query, "qvec": qvec, "pool": "recent", "k": None, "w_bm25": None,
-              "w_vec": None, "w_recency": None, "w_access": None, "bm25_limit": None,
-              "pool_size": None, "limit": None, "profile": profile})
+    b.update(
+        {
+            "query": query,
+            "qvec": qvec,
+            "pool": "recent",
+            "k": None,
+            "w_bm25": None,
+            "w_vec": None,
+            "w_recency": None,
+            "w_access": None,
+            "bm25_limit": None,
+            "pool_size": None,
+            "limit": None,
+            "profile": profile,
+        }
+    )
     return b
 
 
 def method_a(conn, sql: str, query: str, qvec: bytes, profile: Optional[str] = PROFILE) -> list:
-    return conn.execute(sql, recall_bindings(query, qvec, names=statement_params(sql),
-                                             profile=profile)).fetchall()
+    return conn.execute(
+        sql, recall_bindings(query, qvec, names=statement_params(sql), profile=profile)
+    ).fetchall()
 
 
 def bm25_bindings(sql: str, query: str) -> Dict[str, Any]:
@@ -512,8 +573,9 @@ def bm25_rank_is_dense(sql: str) -> bool:
     raise ValueError("cannot tell how recall.sql ranks the bm25 list; update method_b")
 
 
-def method_b(conn, query: str, qvec: bytes, bm25_sql: str = BM25_OLD_SQL,
-             dense_bm25: bool = True) -> List[dict]:
+def method_b(
+    conn, query: str, qvec: bytes, bm25_sql: str = BM25_OLD_SQL, dense_bm25: bool = True
+) -> List[dict]:
     """The old design in application code: the fusion of sql/recall.sql (pool 'recent',
     default parameters). With ``bm25_sql=BM25_SQL`` (the product's BM25 query) its results
     are checked against (a); with the old way's FTS5 query (the default) their agreement
@@ -553,10 +615,17 @@ def method_b(conn, query: str, qvec: bytes, bm25_sql: str = BM25_OLD_SQL,
         scored = []
         for r, sim in zip(rows, sims):
             rid = r[0]
-            ranks = (bm25_rank.get(rid), None if sim is None else vec_of[sim],
-                     rec_of[r[2]], acc_of[r[3]])
-            terms = [w / (K + rk) for w, rk in zip((W_BM25, W_VEC, W_RECENCY, W_ACCESS), ranks)
-                     if w > 0 and rk is not None]
+            ranks = (
+                bm25_rank.get(rid),
+                None if sim is None else vec_of[sim],
+                rec_of[r[2]],
+                acc_of[r[3]],
+            )
+            terms = [
+                w / (K + rk)
+                for w, rk in zip((W_BM25, W_VEC, W_RECENCY, W_ACCESS), ranks)
+                if w > 0 and rk is not None
+            ]
             score = math.fsum(terms) if terms else 0.0
             if r[4] == "high":
                 score += hi_boost
@@ -566,22 +635,47 @@ def method_b(conn, query: str, qvec: bytes, bm25_sql: str = BM25_OLD_SQL,
         top = scored[:LIMIT]
         text = {}
         if top:
-            text = {rid: (eid, content) for rid, eid, content in conn.execute(
-                WINNERS_SQL.format(",".join("?" * len(top))), [t[2] for t in top]).fetchall()}
+            text = {
+                rid: (eid, content)
+                for rid, eid, content in conn.execute(
+                    WINNERS_SQL.format(",".join("?" * len(top))), [t[2] for t in top]
+                ).fetchall()
+            }
     finally:
         conn.execute("COMMIT")
-    return [{"id": text[rid][0], "content": text[rid][1], "score": score, "bm25_rank": rk[0],
-             "vec_rank": rk[1], "recency_rank": rk[2], "access_rank": rk[3], "similarity": sim,
-             "bm25_score": bm25_score.get(rid), "rowid": rid}
-            for score, sim, rid, rk in top]
+    return [
+        {
+            "id": text[rid][0],
+            "content": text[rid][1],
+            "score": score,
+            "bm25_rank": rk[0],
+            "vec_rank": rk[1],
+            "recency_rank": rk[2],
+            "access_rank": rk[3],
+            "similarity": sim,
+            "bm25_score": bm25_score.get(rid),
+            "rowid": rid,
+        }
+        for score, sim, rid, rk in top
+    ]
 
 
 def a_as_dicts(rows: list) -> List[dict]:
     """(a)'s rows (the statement's column order) as dicts."""
-    keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank", "access_rank",
-            "similarity", "bm25_score")
-    return [dict(zip(keys, r[:9]), explain=json.loads(r[9]) if r[9] else {}, rowid=r[-1])
-            for r in rows]
+    keys = (
+        "id",
+        "content",
+        "score",
+        "bm25_rank",
+        "vec_rank",
+        "recency_rank",
+        "access_rank",
+        "similarity",
+        "bm25_score",
+    )
+    return [
+        dict(zip(keys, r[:9]), explain=json.loads(r[9]) if r[9] else {}, rowid=r[-1]) for r in rows
+    ]
 
 
 def _explain_diff(a: dict, b: dict) -> Optional[str]:
@@ -605,8 +699,10 @@ def _explain_diff(a: dict, b: dict) -> Optional[str]:
 def compare(ref: List[dict], got: List[dict], explain: bool = True) -> List[str]:
     """Differences between two results ([] when they agree within TOLERANCE)."""
     if [r["id"] for r in ref] != [g["id"] for g in got]:
-        return [f"ids {[r['id'] for r in ref]} vs {[g['id'] for g in got]} (scores "
-                f"{[round(r['score'], 12) for r in ref]} vs {[round(g['score'], 12) for g in got]})"]
+        return [
+            f"ids {[r['id'] for r in ref]} vs {[g['id'] for g in got]} (scores "
+            f"{[round(r['score'], 12) for r in ref]} vs {[round(g['score'], 12) for g in got]})"
+        ]
     out = []
     for r, g in zip(ref, got):
         for key in ("score", "similarity", "bm25_score"):
@@ -636,7 +732,7 @@ def strip_comments(sql: str) -> str:
             j = sql.index("'", i + 1)
             while j + 1 < n and sql[j + 1] == "'":
                 j = sql.index("'", j + 2)
-            buf.append(sql[i:j + 1])
+            buf.append(sql[i : j + 1])
             i = j + 1
         elif sql.startswith("--", i):
             i = sql.find("\n", i)
@@ -672,7 +768,7 @@ def split_ctes(sql: str) -> Tuple[List[Tuple[str, str]], str]:
             elif c == ")":
                 depth -= 1
             j += 1
-        out.append((m.group(1), text[m.start():j].strip()))
+        out.append((m.group(1), text[m.start() : j].strip()))
         pos = j
         m2 = re.compile(r"\s*,").match(text, pos)
         if not m2:
@@ -689,7 +785,7 @@ def stage_sqls(sql: str) -> List[Tuple[str, str]]:
     for i, (name, _) in enumerate(ctes):
         if name == "params":
             continue
-        body = ",\n".join(c for _, c in ctes[:i + 1])
+        body = ",\n".join(c for _, c in ctes[: i + 1])
         out.append((name, f"WITH {body}\nSELECT count(*) FROM {name}"))
     out.append(("(whole statement)", sql))
     return out
@@ -739,24 +835,38 @@ POOL_LIMIT_CTE = """pool AS (
 
 
 class Variant:
-    def __init__(self, doc: str, pool_cte: Optional[str] = None, match_fn: Optional[str] = None,
-                 no_explain: bool = False):
-        self.doc, self.pool_cte, self.match_fn, self.no_explain = doc, pool_cte, match_fn, no_explain
+    def __init__(
+        self,
+        doc: str,
+        pool_cte: Optional[str] = None,
+        match_fn: Optional[str] = None,
+        no_explain: bool = False,
+    ):
+        self.doc, self.pool_cte, self.match_fn, self.no_explain = (
+            doc,
+            pool_cte,
+            match_fn,
+            no_explain,
+        )
 
 
 VARIANTS: Dict[str, Variant] = {
     "pool-7eb951d": Variant(
         "the pool CTE as of 7eb951d (its 'all' branch gated by a scalar subquery: every "
         "'recent' recall also stepped through all of episodes) -- what the b72888d fix is worth",
-        POOL_7EB951D_CTE),
+        POOL_7EB951D_CTE,
+    ),
     "pool-limit": Variant(
         "another pool fix: each branch's LIMIT is 0 when its mode is off (SQLite skips a "
         "LIMIT-0 loop; no reliance on join order); the defaults stay in params",
-        POOL_LIMIT_CTE),
+        POOL_LIMIT_CTE,
+    ),
     "no-explain": Variant(
         "ablation, not a proposal: every rrf_explain(...) replaced by NULL -- what explaining "
         "every candidate (not just the :limit returned) costs; checked except for the "
-        "explain column", no_explain=True),
+        "explain column",
+        no_explain=True,
+    ),
 }
 
 
@@ -783,7 +893,7 @@ def _null_calls(sql: str, fn: str) -> str:
                 j = sql.index("'", j + 1)
             depth += (c == "(") - (c == ")")
             j += 1
-        out += [sql[pos:m.start()], "NULL"]
+        out += [sql[pos : m.start()], "NULL"]
         pos = j
     if not out:
         raise ValueError(f"the statement has no {fn}(...) call")
@@ -813,8 +923,11 @@ def child_time(cfg: dict) -> dict:
     conn = open_db(cfg["db"])
     so = sqlite_rrf.loadable_path()
     so = next((so + sfx for sfx in (".so", ".dylib", ".dll", "") if os.path.exists(so + sfx)), so)
-    ext = {"path": so, "mtime": os.path.getmtime(so) if os.path.exists(so) else None,
-           "rrf_debug": conn.execute("SELECT rrf_debug()").fetchall()[0][0]}
+    ext = {
+        "path": so,
+        "mtime": os.path.getmtime(so) if os.path.exists(so) else None,
+        "rrf_debug": conn.execute("SELECT rrf_debug()").fetchall()[0][0],
+    }
     queries = load_queries(cfg["queries"])
     sql_a = cfg["sql"]
     pnames = statement_params(sql_a)
@@ -837,8 +950,11 @@ def child_time(cfg: dict) -> dict:
     # the fusion alone: an empty query matches nothing, so no full-text work (pool only)
     methods["a@empty"] = lambda q, v: method_a(conn, sql_a, "", v)
     methods["b@empty"] = lambda q, v: method_b(conn, "", v, dense_bm25=bm25_dense)
-    checks: List[Tuple[str, str]] = [("b:ours", "a"), ("b@empty", "a@empty"),
-                                     ("a:shipped", "a")]  # must agree
+    checks: List[Tuple[str, str]] = [
+        ("b:ours", "a"),
+        ("b@empty", "a@empty"),
+        ("a:shipped", "a"),
+    ]  # must agree
     # (variant, original): how often they agree
     agreement: List[Tuple[str, str]] = [("b", "a"), ("c:old", "c")]
     variant_sqls: Dict[str, str] = {}
@@ -873,15 +989,25 @@ def child_time(cfg: dict) -> dict:
     agree: Dict[str, dict] = {}
     for name, ref in agreement:
         if name.startswith(("a", "b")):
-            same3 = sum([r["id"] for r in results[name][q]] == [r["id"] for r in results[ref][q]]
-                        for q, _, _ in queries)
-            same_set = sum({r["id"] for r in results[name][q]} == {r["id"] for r in results[ref][q]}
-                           for q, _, _ in queries)
-            agree[name] = {"top3_identical": same3 / len(queries),
-                           "top3_same_set": same_set / len(queries), "vs": ref}
+            same3 = sum(
+                [r["id"] for r in results[name][q]] == [r["id"] for r in results[ref][q]]
+                for q, _, _ in queries
+            )
+            same_set = sum(
+                {r["id"] for r in results[name][q]} == {r["id"] for r in results[ref][q]}
+                for q, _, _ in queries
+            )
+            agree[name] = {
+                "top3_identical": same3 / len(queries),
+                "top3_same_set": same_set / len(queries),
+                "vs": ref,
+            }
         else:
-            ov = [len({r[0] for r in results[name][q]} & {r[0] for r in results[ref][q]})
-                  / max(1, len(results[ref][q])) for q, _, _ in queries]
+            ov = [
+                len({r[0] for r in results[name][q]} & {r[0] for r in results[ref][q]})
+                / max(1, len(results[ref][q]))
+                for q, _, _ in queries
+            ]
             agree[name] = {"bm25_top50_overlap": statistics.fmean(ov), "vs": ref}
 
     # timing: R rounds x Q queries, methods interleaved (order rotated per query);
@@ -907,8 +1033,11 @@ def child_time(cfg: dict) -> dict:
                 per_query_cpu[name].setdefault(qid, []).append((c1 - c0) * 1e3)
 
     # the prepare of each statement (uncached)
-    prepare = {label: prepare_ms(conn, text, cfg["prepare_rounds"])
-               for label, text in cfg["statements"]["prepare"].items() if text}
+    prepare = {
+        label: prepare_ms(conn, text, cfg["prepare_rounds"])
+        for label, text in cfg["statements"]["prepare"].items()
+        if text
+    }
 
     # per-CTE cumulative timings of (a) (and of the first variant's statement)
     stages: Dict[str, List[dict]] = {}
@@ -918,7 +1047,9 @@ def child_time(cfg: dict) -> dict:
         for label, ssql_full in targets_:
             stages[label] = []
             for stage, ssql in stage_sqls(ssql_full):
-                conn.execute(ssql, recall_bindings(queries[0][1], queries[0][2], names=pnames)).fetchall()
+                conn.execute(
+                    ssql, recall_bindings(queries[0][1], queries[0][2], names=pnames)
+                ).fetchall()
                 st, sc = [], []
                 for _ in range(srounds):
                     for qid, text, qvec in queries:
@@ -927,8 +1058,13 @@ def child_time(cfg: dict) -> dict:
                         conn.execute(ssql, recall_bindings(text, qvec, names=pnames)).fetchall()
                         st.append((time.perf_counter() - t0) * 1e3)
                         sc.append((time.thread_time() - c0) * 1e3)
-                stages[label].append({"stage": stage, "median_ms": statistics.median(st),
-                                      "median_cpu_ms": statistics.median(sc)})
+                stages[label].append(
+                    {
+                        "stage": stage,
+                        "median_ms": statistics.median(st),
+                        "median_cpu_ms": statistics.median(sc),
+                    }
+                )
     plans = {"a": explain_plan(conn, sql_a, queries[0])}
     for v in cfg["variants"]:
         plans["a:" + v] = explain_plan(conn, variant_sqls[v], queries[0])
@@ -936,22 +1072,35 @@ def child_time(cfg: dict) -> dict:
     # how many rows the fusion works on, and how many rows the MATCH scores
     ctes = split_ctes(sql_a)[0]
     upto = [n for n, _ in ctes].index("candidates") + 1
-    cand_sql = ("WITH " + ",\n".join(b for _, b in ctes[:upto])
-                + "\nSELECT (SELECT count(*) FROM candidates), (SELECT count(*) FROM bm25)")
-    counts = [conn.execute(cand_sql, recall_bindings(t, v, names=pnames)).fetchall()[0]
-              for _, t, v in queries]
+    cand_sql = (
+        "WITH "
+        + ",\n".join(b for _, b in ctes[:upto])
+        + "\nSELECT (SELECT count(*) FROM candidates), (SELECT count(*) FROM bm25)"
+    )
+    counts = [
+        conn.execute(cand_sql, recall_bindings(t, v, names=pnames)).fetchall()[0]
+        for _, t, v in queries
+    ]
     matching: Dict[str, List[int]] = {"c": [], "c:old": []}
     for v in cfg["variants"]:
         if VARIANTS[v].match_fn:
             matching["c:" + v] = []
     for _, text, _ in queries:
         for key in matching:
-            fn = ("fts5_query(?, 'or', (SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'), "
-                  "'porter unicode61')" if key == "c" else "fts5_query(?)" if key == "c:old"
-                  else f"{VARIANTS[key[2:]].match_fn}(fts5_query(?))")
-            matching[key].append(conn.execute(
-                f"SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH coalesce({fn}, '\"\"')",
-                (text,)).fetchall()[0][0])
+            fn = (
+                "fts5_query(?, 'or', (SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'), "
+                "'porter unicode61')"
+                if key == "c"
+                else "fts5_query(?)"
+                if key == "c:old"
+                else f"{VARIANTS[key[2:]].match_fn}(fts5_query(?))"
+            )
+            matching[key].append(
+                conn.execute(
+                    f"SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH coalesce({fn}, '\"\"')",
+                    (text,),
+                ).fetchall()[0][0]
+            )
 
     # memory of (a), (b), (c): SQLite heap high water and Python (tracemalloc) peak
     memory = {}
@@ -960,8 +1109,10 @@ def child_time(cfg: dict) -> dict:
         apsw.memory_high_water(True)
         for _, text, qvec in queries:
             methods[name](text, qvec)
-        memory[name] = {"sqlite_heap_peak_mb": apsw.memory_high_water(True) / (1 << 20),
-                        "sqlite_heap_base_mb": base_used / (1 << 20)}
+        memory[name] = {
+            "sqlite_heap_peak_mb": apsw.memory_high_water(True) / (1 << 20),
+            "sqlite_heap_base_mb": base_used / (1 << 20),
+        }
     tracemalloc.start()
     for name in ("a", "b", "c"):
         tracemalloc.reset_peak()
@@ -973,28 +1124,42 @@ def child_time(cfg: dict) -> dict:
     conn.close()
 
     def summary(w: List[float], c: List[float]) -> dict:
-        return {"median_ms": statistics.median(w), "mean_ms": statistics.fmean(w),
-                "p10_ms": pct(w, 10), "p90_ms": pct(w, 90), "min_ms": min(w),
-                "median_cpu_ms": statistics.median(c), "p10_cpu_ms": pct(c, 10),
-                "p90_cpu_ms": pct(c, 90), "samples": len(w)}
+        return {
+            "median_ms": statistics.median(w),
+            "mean_ms": statistics.fmean(w),
+            "p10_ms": pct(w, 10),
+            "p90_ms": pct(w, 90),
+            "min_ms": min(w),
+            "median_cpu_ms": statistics.median(c),
+            "p10_cpu_ms": pct(c, 10),
+            "p90_cpu_ms": pct(c, 90),
+            "samples": len(w),
+        }
 
     return {
         "methods": {m: summary(wall[m], cpu[m]) for m in names},
-        "per_query_median_ms": {m: {q: statistics.median(v) for q, v in per_query[m].items()}
-                                for m in names},
-        "per_query_median_cpu_ms": {m: {q: statistics.median(v)
-                                        for q, v in per_query_cpu[m].items()} for m in names},
+        "per_query_median_ms": {
+            m: {q: statistics.median(v) for q, v in per_query[m].items()} for m in names
+        },
+        "per_query_median_cpu_ms": {
+            m: {q: statistics.median(v) for q, v in per_query_cpu[m].items()} for m in names
+        },
         "mismatches": mismatches,
         "prepare": prepare,
         "checks": [f"{m} vs {r}" for m, r in checks],
         "agreement": agree,
         "stages": stages,
         "plans": plans,
-        "candidates": {"median": statistics.median(c for c, _ in counts),
-                       "min": min(c for c, _ in counts), "max": max(c for c, _ in counts)},
+        "candidates": {
+            "median": statistics.median(c for c, _ in counts),
+            "min": min(c for c, _ in counts),
+            "max": max(c for c, _ in counts),
+        },
         "bm25_hits_returned_median": statistics.median(b for _, b in counts),
-        "bm25_matching_rows": {k: {"median": statistics.median(v), "min": min(v), "max": max(v)}
-                               for k, v in matching.items()},
+        "bm25_matching_rows": {
+            k: {"median": statistics.median(v), "min": min(v), "max": max(v)}
+            for k, v in matching.items()
+        },
         "memory": memory,
         "child_rss_start_mb": rss0,
         "child_peak_rss_mb": maxrss_mb(),
@@ -1005,8 +1170,10 @@ def child_time(cfg: dict) -> dict:
 
 def explain_plan(conn, sql: str, query: Tuple[str, str, bytes]) -> List[str]:
     """EXPLAIN QUERY PLAN of ``sql`` as indented lines."""
-    rows = conn.execute("EXPLAIN QUERY PLAN " + sql,
-                        recall_bindings(query[1], query[2], names=statement_params(sql))).fetchall()
+    rows = conn.execute(
+        "EXPLAIN QUERY PLAN " + sql,
+        recall_bindings(query[1], query[2], names=statement_params(sql)),
+    ).fetchall()
     depth: Dict[int, int] = {0: -1}
     lines = []
     for node, parent, _, detail in rows:
@@ -1025,17 +1192,24 @@ def child_rss(cfg: dict) -> dict:
     sql_a = cfg["sql"]
     dense = bm25_rank_is_dense(sql_a)
     m = cfg["method"]
-    fn = {"a": lambda t, v: method_a(conn, sql_a, t, v),
-          "b": lambda t, v: method_b(conn, t, v, dense_bm25=dense),
-          "c": lambda t, v: method_c(conn, t)}[m]
+    fn = {
+        "a": lambda t, v: method_a(conn, sql_a, t, v),
+        "b": lambda t, v: method_b(conn, t, v, dense_bm25=dense),
+        "c": lambda t, v: method_c(conn, t),
+    }[m]
     before = maxrss_mb()
     now_before = rss_now_mb()
     for _ in range(2):
         for _, text, qvec in queries:
             fn(text, qvec)
     conn.close()
-    return {"method": m, "peak_rss_mb": maxrss_mb(), "rss_before_mb": now_before,
-            "peak_before_mb": before, "delta_mb": maxrss_mb() - before}
+    return {
+        "method": m,
+        "peak_rss_mb": maxrss_mb(),
+        "rss_before_mb": now_before,
+        "peak_before_mb": before,
+        "delta_mb": maxrss_mb() - before,
+    }
 
 
 # ---------------------------------------------------------------- main
@@ -1043,24 +1217,42 @@ def child_rss(cfg: dict) -> dict:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="10000,100000,1000000",
-                    help="comma-separated episode counts (default 10000,100000,1000000)")
+    ap.add_argument(
+        "--sizes",
+        default="10000,100000,1000000",
+        help="comma-separated episode counts (default 10000,100000,1000000)",
+    )
     ap.add_argument("--queries", type=int, default=20, help="SciFact test claims (default 20)")
-    ap.add_argument("--repeat", type=int, default=5, help="timed rounds over the queries (default 5)")
+    ap.add_argument(
+        "--repeat", type=int, default=5, help="timed rounds over the queries (default 5)"
+    )
     ap.add_argument("--seed", type=int, default=20240607)
-    ap.add_argument("--variant", default="",
-                    help="comma-separated prototype rewrites of recall.sql to time too "
-                         f"({', '.join(VARIANTS)}), or 'all'")
+    ap.add_argument(
+        "--variant",
+        default="",
+        help="comma-separated prototype rewrites of recall.sql to time too "
+        f"({', '.join(VARIANTS)}), or 'all'",
+    )
     ap.add_argument("--no-stages", action="store_true", help="skip the per-CTE timings")
-    ap.add_argument("--stages-max-n", type=int, default=200_000,
-                    help="per-CTE timings only up to this size (default 200000: slow and noisy "
-                         "beyond)")
+    ap.add_argument(
+        "--stages-max-n",
+        type=int,
+        default=200_000,
+        help="per-CTE timings only up to this size (default 200000: slow and noisy beyond)",
+    )
     ap.add_argument("--no-rss", action="store_true", help="skip the per-method RSS children")
-    ap.add_argument("--prepare-rounds", type=int, default=50,
-                    help="uncached prepares per statement (default 50)")
+    ap.add_argument(
+        "--prepare-rounds",
+        type=int,
+        default=50,
+        help="uncached prepares per statement (default 50)",
+    )
     ap.add_argument("--rebuild", action="store_true", help="rebuild the cached databases")
-    ap.add_argument("--cache-dir", default=os.path.join(OUT_DIR, "cache"),
-                    help="where the built databases are kept (default tests/bench/out/cache)")
+    ap.add_argument(
+        "--cache-dir",
+        default=os.path.join(OUT_DIR, "cache"),
+        help="where the built databases are kept (default tests/bench/out/cache)",
+    )
     ap.add_argument("--out", default=OUT_DIR, help="directory for recall.json / recall.png")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
@@ -1068,7 +1260,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
         ap.error(f"--sizes: not a list of integers: {args.sizes!r}")
-    variants = list(VARIANTS) if args.variant == "all" else [v for v in args.variant.split(",") if v]
+    variants = (
+        list(VARIANTS) if args.variant == "all" else [v for v in args.variant.split(",") if v]
+    )
     for v in variants:
         if v not in VARIANTS:
             ap.error(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
@@ -1079,8 +1273,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     sql_a = store_sql()  # the statement Store runs: pool 'recent', profile 'rrf'
     # every statement read once, here: the children read them from this file (argv is
     # too small for them), so a change of the SQL files during the run changes nothing
-    statements = {"a": sql_a, "shipped": recall_sql(), "default": store_sql("recent", None),
-                  "bm25": BM25_SQL, "prepare": prepare_statements(sql_a)}
+    statements = {
+        "a": sql_a,
+        "shipped": recall_sql(),
+        "default": store_sql("recent", None),
+        "bm25": BM25_SQL,
+        "prepare": prepare_statements(sql_a),
+    }
     os.makedirs(args.out, exist_ok=True)
     statements_file = os.path.join(args.out, "recall_statements.json")
     with open(statements_file, "w", encoding="utf-8") as f:
@@ -1095,32 +1294,49 @@ def main(argv: Optional[List[str]] = None) -> int:
             variants.remove(v)
             print(f"variant {v}: not applicable to this recall.sql ({e}); skipped")
     info = {
-        "sizes": sizes, "queries": args.queries, "repeat": args.repeat, "seed": args.seed,
-        "variants": {v: VARIANTS[v].doc for v in variants}, "variants_skipped": skipped,
+        "sizes": sizes,
+        "queries": args.queries,
+        "repeat": args.repeat,
+        "seed": args.seed,
+        "variants": {v: VARIANTS[v].doc for v in variants},
+        "variants_skipped": skipped,
         "profile": PROFILE if "profile" in statement_params(sql_a) else None,
         "bm25_rank": "dense_rank" if bm25_rank_is_dense(sql_a) else "row_number",
         "data_version": DATA_VERSION,
-        "python": platform.python_version(), "machine": platform.machine(), "cpu": _cpu_name(),
-        "cpus": os.cpu_count(), "sqlite": apsw.sqlite_lib_version(), "apsw": apsw.apsw_version(),
-        "numpy": np.__version__, "sqlite_rrf": sqlite_rrf.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu": _cpu_name(),
+        "cpus": os.cpu_count(),
+        "sqlite": apsw.sqlite_lib_version(),
+        "apsw": apsw.apsw_version(),
+        "numpy": np.__version__,
+        "sqlite_rrf": sqlite_rrf.__version__,
         "recall_sql_sha256": hashlib.sha256(sql_a.encode()).hexdigest(),
-        "statements_sha256": {k: hashlib.sha256(v.encode()).hexdigest()[:16]
-                              for k, v in statements.items() if isinstance(v, str)},
+        "statements_sha256": {
+            k: hashlib.sha256(v.encode()).hexdigest()[:16]
+            for k, v in statements.items()
+            if isinstance(v, str)
+        },
         "loadavg_start": _loadavg(),
     }
     probe = apsw.Connection(":memory:")
     sqlite_rrf.load(probe)
     info["rrf_version"], info["rrf_debug"] = probe.execute(
-        "SELECT rrf_version(), rrf_debug()").fetchall()[0]
+        "SELECT rrf_version(), rrf_debug()"
+    ).fetchall()[0]
     probe.close()
-    print(f"sqlite-rrf {info['sqlite_rrf']}, SQLite {info['sqlite']}, apsw {info['apsw']}, "
-          f"numpy {info['numpy']}, Python {info['python']}")
+    print(
+        f"sqlite-rrf {info['sqlite_rrf']}, SQLite {info['sqlite']}, apsw {info['apsw']}, "
+        f"numpy {info['numpy']}, Python {info['python']}"
+    )
     print(f"CPU: {info['cpu']} ({info['cpus']} cpus); load average {info['loadavg_start']}")
-    print(f"{args.queries} SciFact test claims x {args.repeat} rounds per method and size "
-          f"(median of {args.queries * args.repeat} samples, after a warm-up round); "
-          f"(a): pool 'recent', "
-          + (f"profile '{info['profile']}', " if info["profile"] else "")
-          + "other parameters their defaults")
+    print(
+        f"{args.queries} SciFact test claims x {args.repeat} rounds per method and size "
+        f"(median of {args.queries * args.repeat} samples, after a warm-up round); "
+        f"(a): pool 'recent', "
+        + (f"profile '{info['profile']}', " if info["profile"] else "")
+        + "other parameters their defaults"
+    )
     for v in variants:
         print(f"variant {v}: {VARIANTS[v].doc}")
     print()
@@ -1129,49 +1345,85 @@ def main(argv: Optional[List[str]] = None) -> int:
     failures: List[str] = []
     for n in sizes:
         path, build, built = ensure_db(args.cache_dir, n, args.seed, args.rebuild)
-        print(f"N={n:,}: {'built' if built else 'cached'} {os.path.relpath(path)} "
-              f"({build['db_bytes'] / 1e6:.0f} MB; build {build['build_s']:.1f} s, "
-              f"peak RSS {build['build_peak_rss_mb']:.0f} MB)", flush=True)
-        cfg = {"db": path, "queries": args.queries, "repeat": args.repeat, "variants": variants,
-               "stages": not args.no_stages and n <= args.stages_max_n, "sql": sql_a,
-               "prepare_rounds": max(1, args.prepare_rounds),
-               "statements_file": statements_file}
+        print(
+            f"N={n:,}: {'built' if built else 'cached'} {os.path.relpath(path)} "
+            f"({build['db_bytes'] / 1e6:.0f} MB; build {build['build_s']:.1f} s, "
+            f"peak RSS {build['build_peak_rss_mb']:.0f} MB)",
+            flush=True,
+        )
+        cfg = {
+            "db": path,
+            "queries": args.queries,
+            "repeat": args.repeat,
+            "variants": variants,
+            "stages": not args.no_stages and n <= args.stages_max_n,
+            "sql": sql_a,
+            "prepare_rounds": max(1, args.prepare_rounds),
+            "statements_file": statements_file,
+        }
         timeout = 1800 + 0.05 * n * args.repeat * (1 + len(variants))
         res = run_child(["time", json.dumps(cfg)], timeout=timeout)
         rss = {}
         if not args.no_rss:
             for m in ("a", "b", "c"):
                 rss[m] = run_child(["rss", json.dumps(dict(cfg, method=m))], timeout=timeout)
-        res.update({"n": n, "db": path, "build": build, "built_now": built, "rss": rss,
-                    "loadavg_end": _loadavg()})
-        res["ratios"] = {"wall": ratios(res, "a", "b", "c", "median_ms"),
-                         "cpu": ratios(res, "a", "b", "c", "median_cpu_ms")}
-        res["paired"] = {"wall": paired(res, "a", "b", "c", "per_query_median_ms"),
-                         "cpu": paired(res, "a", "b", "c", "per_query_median_cpu_ms")}
+        res.update(
+            {
+                "n": n,
+                "db": path,
+                "build": build,
+                "built_now": built,
+                "rss": rss,
+                "loadavg_end": _loadavg(),
+            }
+        )
+        res["ratios"] = {
+            "wall": ratios(res, "a", "b", "c", "median_ms"),
+            "cpu": ratios(res, "a", "b", "c", "median_cpu_ms"),
+        }
+        res["paired"] = {
+            "wall": paired(res, "a", "b", "c", "per_query_median_ms"),
+            "cpu": paired(res, "a", "b", "c", "per_query_median_cpu_ms"),
+        }
         m = res["methods"]
-        res["fusion_only"] = {k: {"a_ms": m["a@empty"][k], "b_ms": m["b@empty"][k],
-                                  "b_over_a": m["b@empty"][k] / m["a@empty"][k]}
-                              for k in ("median_ms", "median_cpu_ms")}
+        res["fusion_only"] = {
+            k: {
+                "a_ms": m["a@empty"][k],
+                "b_ms": m["b@empty"][k],
+                "b_over_a": m["b@empty"][k] / m["a@empty"][k],
+            }
+            for k in ("median_ms", "median_cpu_ms")
+        }
         for v in variants:
             bk, ck = ("b:" + v, "c:" + v) if VARIANTS[v].match_fn else ("b", "c")
-            res["ratios"]["a:" + v] = {"wall": ratios(res, "a:" + v, bk, ck, "median_ms"),
-                                       "cpu": ratios(res, "a:" + v, bk, ck, "median_cpu_ms")}
+            res["ratios"]["a:" + v] = {
+                "wall": ratios(res, "a:" + v, bk, ck, "median_ms"),
+                "cpu": ratios(res, "a:" + v, bk, ck, "median_cpu_ms"),
+            }
             res["paired"]["a:" + v] = {
                 "wall": paired(res, "a:" + v, bk, ck, "per_query_median_ms"),
-                "cpu": paired(res, "a:" + v, bk, ck, "per_query_median_cpu_ms")}
+                "cpu": paired(res, "a:" + v, bk, ck, "per_query_median_cpu_ms"),
+            }
         for name, lines in res["mismatches"].items():
             failures.extend(f"N={n:,} ({name}) {ln}" for ln in lines)
         results.append(res)
         ra = res["ratios"]["wall"]
-        print(f"  (a) {res['methods']['a']['median_ms']:.2f} ms  (b) "
-              f"{res['methods']['b']['median_ms']:.2f} ms  (c) {res['methods']['c']['median_ms']:.2f} ms"
-              f"  a/b {ra['a_over_b']:.2f}  a/c {ra['a_over_c']:.2f}  "
-              f"checks: {'ok' if not res['mismatches'] else 'MISMATCH'}", flush=True)
+        print(
+            f"  (a) {res['methods']['a']['median_ms']:.2f} ms  (b) "
+            f"{res['methods']['b']['median_ms']:.2f} ms  (c) {res['methods']['c']['median_ms']:.2f} ms"
+            f"  a/b {ra['a_over_b']:.2f}  a/c {ra['a_over_c']:.2f}  "
+            f"checks: {'ok' if not res['mismatches'] else 'MISMATCH'}",
+            flush=True,
+        )
 
     info["total_s"] = time.perf_counter() - t_start
     info["loadavg_end"] = _loadavg()
-    result = {"info": info, "results": results, "failures": failures,
-              "targets": targets(results, variants)}
+    result = {
+        "info": info,
+        "results": results,
+        "failures": failures,
+        "targets": targets(results, variants),
+    }
     report(result, variants)
     print(f"(whole run {info['total_s']:.0f} s; load average at the end {info['loadavg_end']})")
 
@@ -1194,9 +1446,14 @@ def ratios(res: dict, a: str, b: str, c: str, key: str) -> dict:
     """a/b, b/a, a/c, a-c and the fusion-only speed-up (b-c)/(a-c) for one metric."""
     m = res["methods"]
     ta, tb, tc = m[a][key], m[b][key], m[c][key]
-    return {"a_over_b": ta / tb, "b_over_a": tb / ta, "a_over_c": ta / tc, "a_minus_c_ms": ta - tc,
-            "b_minus_c_ms": tb - tc,
-            "fusion_speedup": (tb - tc) / (ta - tc) if ta - tc > 1e-9 else float("inf")}
+    return {
+        "a_over_b": ta / tb,
+        "b_over_a": tb / ta,
+        "a_over_c": ta / tc,
+        "a_minus_c_ms": ta - tc,
+        "b_minus_c_ms": tb - tc,
+        "fusion_speedup": (tb - tc) / (ta - tc) if ta - tc > 1e-9 else float("inf"),
+    }
 
 
 def paired(res: dict, a: str, b: str, c: str, key: str) -> dict:
@@ -1205,8 +1462,12 @@ def paired(res: dict, a: str, b: str, c: str, key: str) -> dict:
     pa, pb, pc = res[key][a], res[key][b], res[key][c]
     qs = list(pa)
     med = lambda f: statistics.median(f(q) for q in qs)  # noqa: E731
-    return {"a_over_c": med(lambda q: pa[q] / pc[q]), "b_over_a": med(lambda q: pb[q] / pa[q]),
-            "a_minus_c_ms": med(lambda q: pa[q] - pc[q]), "b_minus_c_ms": med(lambda q: pb[q] - pc[q])}
+    return {
+        "a_over_c": med(lambda q: pa[q] / pc[q]),
+        "b_over_a": med(lambda q: pb[q] / pa[q]),
+        "a_minus_c_ms": med(lambda q: pa[q] - pc[q]),
+        "b_minus_c_ms": med(lambda q: pb[q] - pc[q]),
+    }
 
 
 def targets(results: List[dict], variants: Sequence[str]) -> dict:
@@ -1215,30 +1476,47 @@ def targets(results: List[dict], variants: Sequence[str]) -> dict:
         return {"evaluated": False, "note": f"size {TARGET_SIZE:,} not run"}
 
     def judge(rat: dict) -> dict:
-        return {"speedup_b_over_a": rat["b_over_a"], "speedup_met": rat["b_over_a"] >= TARGET_SPEEDUP,
-                "a_over_c": rat["a_over_c"], "a_over_c_met": rat["a_over_c"] <= TARGET_OVER_BM25}
+        return {
+            "speedup_b_over_a": rat["b_over_a"],
+            "speedup_met": rat["b_over_a"] >= TARGET_SPEEDUP,
+            "a_over_c": rat["a_over_c"],
+            "a_over_c_met": rat["a_over_c"] <= TARGET_OVER_BM25,
+        }
 
-    out = {"evaluated": True, "n": TARGET_SIZE, "speedup_target": TARGET_SPEEDUP,
-           "a_over_c_target": TARGET_OVER_BM25,
-           "recall.sql": {"wall": judge(r["ratios"]["wall"]), "cpu": judge(r["ratios"]["cpu"]),
-                          "paired_cpu": judge(r["paired"]["cpu"])}}
+    out = {
+        "evaluated": True,
+        "n": TARGET_SIZE,
+        "speedup_target": TARGET_SPEEDUP,
+        "a_over_c_target": TARGET_OVER_BM25,
+        "recall.sql": {
+            "wall": judge(r["ratios"]["wall"]),
+            "cpu": judge(r["ratios"]["cpu"]),
+            "paired_cpu": judge(r["paired"]["cpu"]),
+        },
+    }
     for v in variants:
         rv = r["ratios"]["a:" + v]
-        out["variant " + v] = {"wall": judge(rv["wall"]), "cpu": judge(rv["cpu"]),
-                               "paired_cpu": judge(r["paired"]["a:" + v]["cpu"])}
+        out["variant " + v] = {
+            "wall": judge(rv["wall"]),
+            "cpu": judge(rv["cpu"]),
+            "paired_cpu": judge(r["paired"]["a:" + v]["cpu"]),
+        }
     return out
 
 
 def report(result: dict, variants: List[str]) -> None:
     results = result["results"]
     for metric, key, title in (
-            ("wall", "median_ms", "Wall-clock latency per query, median ms [p10-p90]"),
-            ("cpu", "median_cpu_ms", "CPU time per query (this thread), median ms [p10-p90]")):
+        ("wall", "median_ms", "Wall-clock latency per query, median ms [p10-p90]"),
+        ("cpu", "median_cpu_ms", "CPU time per query (this thread), median ms [p10-p90]"),
+    ):
         pk = "_cpu_ms" if metric == "cpu" else "_ms"
         print()
         print(f"{title}.  (a) recall.sql  (b) old way in application code  (c) BM25 query alone")
-        hdr = (f"{'N':>9} {'(a) recall':>21} {'(b) app code':>21} {'(c) BM25':>21} "
-               f"{'a/b':>5} {'b/a':>5} {'a/c':>5} {'a-c':>7} {'b-c':>6} {'fusion':>6}  check")
+        hdr = (
+            f"{'N':>9} {'(a) recall':>21} {'(b) app code':>21} {'(c) BM25':>21} "
+            f"{'a/b':>5} {'b/a':>5} {'a/c':>5} {'a-c':>7} {'b-c':>6} {'fusion':>6}  check"
+        )
         print(hdr)
         print("-" * len(hdr))
         for r in results:
@@ -1248,67 +1526,114 @@ def report(result: dict, variants: List[str]) -> None:
                 return f"{m[k][key]:.2f} [{m[k]['p10' + pk]:.1f}-{m[k]['p90' + pk]:.1f}]"
 
             ra = r["ratios"][metric]
-            print(f"{r['n']:>9,} {cell('a'):>21} {cell('b'):>21} {cell('c'):>21} "
-                  f"{ra['a_over_b']:>5.2f} {ra['b_over_a']:>5.2f} {ra['a_over_c']:>5.2f} "
-                  f"{ra['a_minus_c_ms']:>7.2f} {ra['b_minus_c_ms']:>6.2f} {ra['fusion_speedup']:>6.2f}  "
-                  f"{'ok' if 'b:ours' not in r['mismatches'] else 'MISMATCH'}")
-    print("(a-c, b-c: ms each adds to the product's BM25 query; fusion = (b-c)/(a-c); "
-          "check: (b:ours) = (a) on every query)")
+            print(
+                f"{r['n']:>9,} {cell('a'):>21} {cell('b'):>21} {cell('c'):>21} "
+                f"{ra['a_over_b']:>5.2f} {ra['b_over_a']:>5.2f} {ra['a_over_c']:>5.2f} "
+                f"{ra['a_minus_c_ms']:>7.2f} {ra['b_minus_c_ms']:>6.2f} {ra['fusion_speedup']:>6.2f}  "
+                f"{'ok' if 'b:ours' not in r['mismatches'] else 'MISMATCH'}"
+            )
+    print(
+        "(a-c, b-c: ms each adds to the product's BM25 query; fusion = (b-c)/(a-c); "
+        "check: (b:ours) = (a) on every query)"
+    )
     print()
-    print("The BM25 query: the product's (the statement's bm25 CTEs: bm25()'s exact top, the stopword hint a speed-up) vs the old way's "
-          "(every word, FTS5's bm25() on every match); median ms, wall")
-    hdr = (f"{'N':>9} {'(c) ours':>9} {'(c:old)':>9} {'old/ours':>8} {'rows ours':>10} "
-           f"{'rows old':>9} {'(b:ours)':>9} {'b:ours/a':>8}  agreement of (b) with (a)")
+    print(
+        "The BM25 query: the product's (the statement's bm25 CTEs: bm25()'s exact top, the stopword hint a speed-up) vs the old way's "
+        "(every word, FTS5's bm25() on every match); median ms, wall"
+    )
+    hdr = (
+        f"{'N':>9} {'(c) ours':>9} {'(c:old)':>9} {'old/ours':>8} {'rows ours':>10} "
+        f"{'rows old':>9} {'(b:ours)':>9} {'b:ours/a':>8}  agreement of (b) with (a)"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in results:
         m, mr, g = r["methods"], r["bm25_matching_rows"], r["agreement"]
         gb, gc = g.get("b", {}), g.get("c:old", {})
-        print(f"{r['n']:>9,} {m['c']['median_ms']:>9.2f} {m['c:old']['median_ms']:>9.2f} "
-              f"{m['c:old']['median_ms'] / m['c']['median_ms']:>8.2f} {mr['c']['median']:>10,.0f} "
-              f"{mr['c:old']['median']:>9,.0f} {m['b:ours']['median_ms']:>9.2f} "
-              f"{m['b:ours']['median_ms'] / m['a']['median_ms']:>8.2f}  "
-              f"top-3 identical {100 * gb.get('top3_identical', float('nan')):.0f}%, same set "
-              f"{100 * gb.get('top3_same_set', float('nan')):.0f}%; BM25 top-50 overlap "
-              f"{100 * gc.get('bm25_top50_overlap', float('nan')):.0f}%")
-    print("(rows: how many rows the MATCH expression matches, median over the queries; "
-          "stopwords: " + "; ".join(f"N={r['n']:,} '{r['build'].get('bm25_stopwords', '?')}'"
-                                   for r in results) + ")")
+        print(
+            f"{r['n']:>9,} {m['c']['median_ms']:>9.2f} {m['c:old']['median_ms']:>9.2f} "
+            f"{m['c:old']['median_ms'] / m['c']['median_ms']:>8.2f} {mr['c']['median']:>10,.0f} "
+            f"{mr['c:old']['median']:>9,.0f} {m['b:ours']['median_ms']:>9.2f} "
+            f"{m['b:ours']['median_ms'] / m['a']['median_ms']:>8.2f}  "
+            f"top-3 identical {100 * gb.get('top3_identical', float('nan')):.0f}%, same set "
+            f"{100 * gb.get('top3_same_set', float('nan')):.0f}%; BM25 top-50 overlap "
+            f"{100 * gc.get('bm25_top50_overlap', float('nan')):.0f}%"
+        )
+    print(
+        "(rows: how many rows the MATCH expression matches, median over the queries; "
+        "stopwords: "
+        + "; ".join(f"N={r['n']:,} '{r['build'].get('bm25_stopwords', '?')}'" for r in results)
+        + ")"
+    )
     print()
-    print("Per query, paired: each query's median over the rounds, then the median over the "
-          "queries of the ratios and differences")
-    hdr = (f"{'N':>9} {'wall a/c':>9} {'b/a':>6} {'a-c ms':>8} {'b-c ms':>7}   "
-           f"{'cpu a/c':>8} {'b/a':>6} {'a-c ms':>8} {'b-c ms':>7}")
+    print(
+        "Per query, paired: each query's median over the rounds, then the median over the "
+        "queries of the ratios and differences"
+    )
+    hdr = (
+        f"{'N':>9} {'wall a/c':>9} {'b/a':>6} {'a-c ms':>8} {'b-c ms':>7}   "
+        f"{'cpu a/c':>8} {'b/a':>6} {'a-c ms':>8} {'b-c ms':>7}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in results:
         w, c = r["paired"]["wall"], r["paired"]["cpu"]
-        print(f"{r['n']:>9,} {w['a_over_c']:>9.2f} {w['b_over_a']:>6.2f} {w['a_minus_c_ms']:>8.2f} "
-              f"{w['b_minus_c_ms']:>7.2f}   {c['a_over_c']:>8.2f} {c['b_over_a']:>6.2f} "
-              f"{c['a_minus_c_ms']:>8.2f} {c['b_minus_c_ms']:>7.2f}")
+        print(
+            f"{r['n']:>9,} {w['a_over_c']:>9.2f} {w['b_over_a']:>6.2f} {w['a_minus_c_ms']:>8.2f} "
+            f"{w['b_minus_c_ms']:>7.2f}   {c['a_over_c']:>8.2f} {c['b_over_a']:>6.2f} "
+            f"{c['a_minus_c_ms']:>8.2f} {c['b_minus_c_ms']:>7.2f}"
+        )
     print()
-    print("The fusion alone: query '' (matches nothing: no full-text work), so the candidates are "
-          "the 200-episode pool; median ms")
+    print(
+        "The fusion alone: query '' (matches nothing: no full-text work), so the candidates are "
+        "the 200-episode pool; median ms"
+    )
     for r in results:
         fw, fc = r["fusion_only"]["median_ms"], r["fusion_only"]["median_cpu_ms"]
-        print(f"{r['n']:>9,}  (a) {fw['a_ms']:.2f} wall / {fc['a_ms']:.2f} cpu   (b) {fw['b_ms']:.2f} / "
-              f"{fc['b_ms']:.2f}   b/a {fw['b_over_a']:.2f} / {fc['b_over_a']:.2f}   check "
-              f"{'ok' if 'b@empty' not in r['mismatches'] else 'MISMATCH'}")
+        print(
+            f"{r['n']:>9,}  (a) {fw['a_ms']:.2f} wall / {fc['a_ms']:.2f} cpu   (b) {fw['b_ms']:.2f} / "
+            f"{fc['b_ms']:.2f}   b/a {fw['b_over_a']:.2f} / {fc['b_over_a']:.2f}   check "
+            f"{'ok' if 'b@empty' not in r['mismatches'] else 'MISMATCH'}"
+        )
     if any("a:default-profile" in r["methods"] for r in results):
-        print(f"(a) runs with profile '{PROFILE}' (the fusion (b) reproduces); with the statement's "
-              "default profile it takes (median ms, wall / cpu): " + ", ".join(
-                  f"N={r['n']:,} {r['methods']['a:default-profile']['median_ms']:.2f} / "
-                  f"{r['methods']['a:default-profile']['median_cpu_ms']:.2f}"
-                  for r in results if "a:default-profile" in r["methods"]))
+        print(
+            f"(a) runs with profile '{PROFILE}' (the fusion (b) reproduces); with the statement's "
+            "default profile it takes (median ms, wall / cpu): "
+            + ", ".join(
+                f"N={r['n']:,} {r['methods']['a:default-profile']['median_ms']:.2f} / "
+                f"{r['methods']['a:default-profile']['median_cpu_ms']:.2f}"
+                for r in results
+                if "a:default-profile" in r["methods"]
+            )
+        )
 
     if variants:
         print()
-        print("Prototype rewrites of the statement, (a') = the variant; for MATCH variants (b') and "
-              "(c') use the variant's MATCH expression too (else (b') = (b), (c') = (c)).")
-        cols = ("N", "variant", "(a) ms", "(a') ms", "cpu", "(b')", "(c')", "b'/a'", "a'/c'", "a'/c",
-                "cpu b'/a'", "cpu a'/c'", "paired cpu a'/c'", "a'-c' ms")
-        hdr = ("{:>9}  {:<13} {:>8} {:>8} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>10} {:>10} "
-               "{:>16} {:>8}".format(*cols) + "  check  agreement with (a)")
+        print(
+            "Prototype rewrites of the statement, (a') = the variant; for MATCH variants (b') and "
+            "(c') use the variant's MATCH expression too (else (b') = (b), (c') = (c))."
+        )
+        cols = (
+            "N",
+            "variant",
+            "(a) ms",
+            "(a') ms",
+            "cpu",
+            "(b')",
+            "(c')",
+            "b'/a'",
+            "a'/c'",
+            "a'/c",
+            "cpu b'/a'",
+            "cpu a'/c'",
+            "paired cpu a'/c'",
+            "a'-c' ms",
+        )
+        hdr = (
+            "{:>9}  {:<13} {:>8} {:>8} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>10} {:>10} "
+            "{:>16} {:>8}".format(*cols)
+            + "  check  agreement with (a)"
+        )
         print(hdr)
         print("-" * len(hdr))
         for r in results:
@@ -1321,25 +1646,33 @@ def report(result: dict, variants: List[str]) -> None:
                 ag = ""
                 if a2 in r["agreement"]:
                     g = r["agreement"][a2]
-                    ag = (f"top-3 identical {100 * g['top3_identical']:.0f}%, same set "
-                          f"{100 * g['top3_same_set']:.0f}%, BM25 top-50 overlap "
-                          f"{100 * r['agreement'][c2]['bm25_top50_overlap']:.0f}%")
-                print(f"{r['n']:>9,}  {v:<13} {m['a']['median_ms']:>8.2f} {m[a2]['median_ms']:>8.2f} "
-                      f"{m[a2]['median_cpu_ms']:>7.2f} {m[b2]['median_ms']:>8.2f} {m[c2]['median_ms']:>8.2f} "
-                      f"{rw['b_over_a']:>6.2f} {rw['a_over_c']:>6.2f} "
-                      f"{m[a2]['median_ms'] / m['c']['median_ms']:>6.2f} {rc['b_over_a']:>10.2f} "
-                      f"{rc['a_over_c']:>10.2f} {r['paired'][a2]['cpu']['a_over_c']:>16.2f} "
-                      f"{r['paired'][a2]['cpu']['a_minus_c_ms']:>8.2f}  {'MISMATCH' if bad else 'ok':<5}  {ag}")
+                    ag = (
+                        f"top-3 identical {100 * g['top3_identical']:.0f}%, same set "
+                        f"{100 * g['top3_same_set']:.0f}%, BM25 top-50 overlap "
+                        f"{100 * r['agreement'][c2]['bm25_top50_overlap']:.0f}%"
+                    )
+                print(
+                    f"{r['n']:>9,}  {v:<13} {m['a']['median_ms']:>8.2f} {m[a2]['median_ms']:>8.2f} "
+                    f"{m[a2]['median_cpu_ms']:>7.2f} {m[b2]['median_ms']:>8.2f} {m[c2]['median_ms']:>8.2f} "
+                    f"{rw['b_over_a']:>6.2f} {rw['a_over_c']:>6.2f} "
+                    f"{m[a2]['median_ms'] / m['c']['median_ms']:>6.2f} {rc['b_over_a']:>10.2f} "
+                    f"{rc['a_over_c']:>10.2f} {r['paired'][a2]['cpu']['a_over_c']:>16.2f} "
+                    f"{r['paired'][a2]['cpu']['a_minus_c_ms']:>8.2f}  {'MISMATCH' if bad else 'ok':<5}  {ag}"
+                )
         for r in results:
             mr = r["bm25_matching_rows"]
-            print(f"  N={r['n']:,}: rows the MATCH scores (median over queries): "
-                  + ", ".join(f"{k} {v['median']:,.0f}" for k, v in mr.items()))
+            print(
+                f"  N={r['n']:,}: rows the MATCH scores (median over queries): "
+                + ", ".join(f"{k} {v['median']:,.0f}" for k, v in mr.items())
+            )
 
     print()
     print("Build and memory")
-    hdr = (f"{'N':>9} {'DB MB':>7} {'build s':>8} {'build RSS':>9} "
-           f"{'RSS a':>6} {'RSS b':>6} {'RSS c':>6} {'SQLite heap a/b/c MB':>21} "
-           f"{'py peak KB a/b/c':>17} {'timing child RSS':>16}")
+    hdr = (
+        f"{'N':>9} {'DB MB':>7} {'build s':>8} {'build RSS':>9} "
+        f"{'RSS a':>6} {'RSS b':>6} {'RSS c':>6} {'SQLite heap a/b/c MB':>21} "
+        f"{'py peak KB a/b/c':>17} {'timing child RSS':>16}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in results:
@@ -1351,52 +1684,75 @@ def report(result: dict, variants: List[str]) -> None:
         mem = r["memory"]
         heap = "/".join(f"{mem[k]['sqlite_heap_peak_mb']:.1f}" for k in "abc")
         py = "/".join(f"{mem[k]['python_peak_kb']:.0f}" for k in "abc")
-        print(f"{r['n']:>9,} {b['db_bytes'] / 1e6:>7.0f} {b['build_s']:>8.1f} "
-              f"{b['build_peak_rss_mb']:>7.0f}MB {rs('a'):>6} {rs('b'):>6} {rs('c'):>6} "
-              f"{heap:>21} {py:>17} {r['child_peak_rss_mb']:>14.0f}MB")
-    print("(RSS x: peak RSS, MB, of a process that opened the database and ran only x over the "
-          "queries twice;\n SQLite heap: sqlite3_memory_highwater over one round, page cache "
-          "included; py peak: tracemalloc peak over one round)")
+        print(
+            f"{r['n']:>9,} {b['db_bytes'] / 1e6:>7.0f} {b['build_s']:>8.1f} "
+            f"{b['build_peak_rss_mb']:>7.0f}MB {rs('a'):>6} {rs('b'):>6} {rs('c'):>6} "
+            f"{heap:>21} {py:>17} {r['child_peak_rss_mb']:>14.0f}MB"
+        )
+    print(
+        "(RSS x: peak RSS, MB, of a process that opened the database and ran only x over the "
+        "queries twice;\n SQLite heap: sqlite3_memory_highwater over one round, page cache "
+        "included; py peak: tracemalloc peak over one round)"
+    )
 
     if any(r["stages"] for r in results):
         print()
-        print("Where the statement's time goes: median ms (wall / cpu) of "
-              "WITH <CTEs up to X> SELECT count(*) FROM X")
+        print(
+            "Where the statement's time goes: median ms (wall / cpu) of "
+            "WITH <CTEs up to X> SELECT count(*) FROM X"
+        )
         for r in results:
             for label, stages in r["stages"].items():
-                print(f"  N={r['n']:,} {label}: " + ", ".join(
-                    f"{s['stage']} {s['median_ms']:.1f}/{s['median_cpu_ms']:.1f}" for s in stages))
-            print(f"  N={r['n']:,}: candidates per query median {r['candidates']['median']:.0f} "
-                  f"({r['candidates']['min']}-{r['candidates']['max']}); rows matching the BM25 "
-                  f"query median {r['bm25_matching_rows']['c']['median']:,.0f} of {r['n']:,}")
+                print(
+                    f"  N={r['n']:,} {label}: "
+                    + ", ".join(
+                        f"{s['stage']} {s['median_ms']:.1f}/{s['median_cpu_ms']:.1f}"
+                        for s in stages
+                    )
+                )
+            print(
+                f"  N={r['n']:,}: candidates per query median {r['candidates']['median']:.0f} "
+                f"({r['candidates']['min']}-{r['candidates']['max']}); rows matching the BM25 "
+                f"query median {r['bm25_matching_rows']['c']['median']:,.0f} of {r['n']:,}"
+            )
 
     print()
-    print(f"Issue 13, target 4 (every size): (a) <= {TARGET_OVER_B_OURS:g}x (b:ours); preparing "
-          f"(a) <= {TARGET_PREPARE_MS:g} ms (uncached, median)")
+    print(
+        f"Issue 13, target 4 (every size): (a) <= {TARGET_OVER_B_OURS:g}x (b:ours); preparing "
+        f"(a) <= {TARGET_PREPARE_MS:g} ms (uncached, median)"
+    )
     for line in fusion_target_lines(results):
         print("  " + line)
     if results and results[0].get("prepare"):
         print("  prepare (uncached, median / min ms, statement chars), per size: ")
         for r in results:
-            print(f"    N={r['n']:,}: " + "; ".join(
-                f"{k} {v['median_ms']:.2f} / {v['min_ms']:.2f} ({v['chars']:,})"
-                for k, v in r["prepare"].items()))
+            print(
+                f"    N={r['n']:,}: "
+                + "; ".join(
+                    f"{k} {v['median_ms']:.2f} / {v['min_ms']:.2f} ({v['chars']:,})"
+                    for k, v in r["prepare"].items()
+                )
+            )
 
     t = result["targets"]
     print()
     if not t["evaluated"]:
         print(f"Targets: not evaluated ({t['note']})")
         return
-    print(f"Targets at N={TARGET_SIZE:,}, pool 'recent': (a) >= {TARGET_SPEEDUP:g}x faster than (b); "
-          f"(a) <= {TARGET_OVER_BM25:g}x (c)")
+    print(
+        f"Targets at N={TARGET_SIZE:,}, pool 'recent': (a) >= {TARGET_SPEEDUP:g}x faster than (b); "
+        f"(a) <= {TARGET_OVER_BM25:g}x (c)"
+    )
     for label, j in t.items():
         if not isinstance(j, dict) or "wall" not in j:
             continue
         w, c, pc = j["wall"], j["cpu"], j["paired_cpu"]
-        print(f"  {label:<20} b/a {w['speedup_b_over_a']:.2f}x{'' if w['speedup_met'] else ' NOT MET'}"
-              f" (cpu {c['speedup_b_over_a']:.2f}x, paired cpu {pc['speedup_b_over_a']:.2f}x);  "
-              f"a/c {w['a_over_c']:.2f}x{'' if w['a_over_c_met'] else ' NOT MET'} "
-              f"(cpu {c['a_over_c']:.2f}x, paired cpu {pc['a_over_c']:.2f}x)")
+        print(
+            f"  {label:<20} b/a {w['speedup_b_over_a']:.2f}x{'' if w['speedup_met'] else ' NOT MET'}"
+            f" (cpu {c['speedup_b_over_a']:.2f}x, paired cpu {pc['speedup_b_over_a']:.2f}x);  "
+            f"a/c {w['a_over_c']:.2f}x{'' if w['a_over_c_met'] else ' NOT MET'} "
+            f"(cpu {c['a_over_c']:.2f}x, paired cpu {pc['a_over_c']:.2f}x)"
+        )
 
 
 def fusion_target_lines(results: List[dict]) -> List[str]:
@@ -1408,13 +1764,17 @@ def fusion_target_lines(results: List[dict]) -> List[str]:
         c = m["a"]["median_cpu_ms"] / m["b:ours"]["median_cpu_ms"]
         pa, pb = r["per_query_median_cpu_ms"]["a"], r["per_query_median_cpu_ms"]["b:ours"]
         pc = statistics.median(pa[q] / pb[q] for q in pa)
-        line = (f"N={r['n']:,}: (a) {m['a']['median_ms']:.2f} ms = {w:.2f}x (b:ours) "
-                f"{m['b:ours']['median_ms']:.2f} ms (cpu {c:.2f}x, paired cpu {pc:.2f}x) -- "
-                f"{'met' if w <= TARGET_OVER_B_OURS else 'NOT MET'}")
+        line = (
+            f"N={r['n']:,}: (a) {m['a']['median_ms']:.2f} ms = {w:.2f}x (b:ours) "
+            f"{m['b:ours']['median_ms']:.2f} ms (cpu {c:.2f}x, paired cpu {pc:.2f}x) -- "
+            f"{'met' if w <= TARGET_OVER_B_OURS else 'NOT MET'}"
+        )
         prep = r.get("prepare", {}).get("a: recent/rrf")
         if prep:
-            line += (f"; prepare (a) {prep['median_ms']:.2f} ms -- "
-                     f"{'met' if prep['median_ms'] <= TARGET_PREPARE_MS else 'NOT MET'}")
+            line += (
+                f"; prepare (a) {prep['median_ms']:.2f} ms -- "
+                f"{'met' if prep['median_ms'] <= TARGET_PREPARE_MS else 'NOT MET'}"
+            )
         out.append(line)
     return out
 
@@ -1431,23 +1791,35 @@ def plot(result: dict, path: str) -> Optional[str]:
     res = result["results"]
     ns = [r["n"] for r in res]
     fig, ax = plt.subplots(figsize=(8, 5.2))
-    labels = {"a": "(a) recall.sql, one statement", "b": "(b) old way, application code",
-              "c": "(c) BM25 query alone"}
+    labels = {
+        "a": "(a) recall.sql, one statement",
+        "b": "(b) old way, application code",
+        "c": "(c) BM25 query alone",
+    }
     for key, style in (("a", "o-"), ("b", "s--"), ("c", "^:")):
         med = [r["methods"][key]["median_ms"] for r in res]
         lo = [r["methods"][key]["median_ms"] - r["methods"][key]["p10_ms"] for r in res]
         hi = [r["methods"][key]["p90_ms"] - r["methods"][key]["median_ms"] for r in res]
         ax.errorbar(ns, med, yerr=[lo, hi], fmt=style, capsize=3, label=labels[key])
     for v in result["info"]["variants"]:
-        ax.plot(ns, [r["methods"]["a:" + v]["median_ms"] for r in res], "x-.", lw=0.8, ms=4,
-                alpha=0.7, label=f"(a') variant {v}")
+        ax.plot(
+            ns,
+            [r["methods"]["a:" + v]["median_ms"] for r in res],
+            "x-.",
+            lw=0.8,
+            ms=4,
+            alpha=0.7,
+            label=f"(a') variant {v}",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("episodes (N)")
     ax.set_ylabel("median wall-clock ms per query (bars: p10-p90)")
     info = result["info"]
-    ax.set_title(f"recall latency vs N: {info['queries']} SciFact claims x {info['repeat']}, "
-                 "pool 'recent'", fontsize=10)
+    ax.set_title(
+        f"recall latency vs N: {info['queries']} SciFact claims x {info['repeat']}, pool 'recent'",
+        fontsize=10,
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

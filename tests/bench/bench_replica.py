@@ -85,8 +85,13 @@ def fresh_copy(n: int, seed: int) -> Dict[str, Any]:
     copy_s = time.monotonic() - t
     t = time.monotonic()
     Store(db).close()
-    return {"work": work, "db": db, "copy_s": copy_s, "open_s": time.monotonic() - t,
-            "db_bytes": os.path.getsize(db)}
+    return {
+        "work": work,
+        "db": db,
+        "copy_s": copy_s,
+        "open_s": time.monotonic() - t,
+        "db_bytes": os.path.getsize(db),
+    }
 
 
 def bench_restore(n: int, seed: int, check: bool, keep: bool) -> Dict[str, Any]:
@@ -94,8 +99,11 @@ def bench_restore(n: int, seed: int, check: bool, keep: bool) -> Dict[str, Any]:
     work, db = c["work"], c["db"]
     rep = os.path.join(work, "replica")
     t = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "sqlite_rrf", "replicate", db, "--to", rep,
-                        "--once"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "replicate", db, "--to", rep, "--once"],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise SystemExit(f"replicate --once failed: {r.stderr[-2000:]}")
     snap_s = time.monotonic() - t
@@ -103,9 +111,15 @@ def bench_restore(n: int, seed: int, check: bool, keep: bool) -> Dict[str, Any]:
     t = time.monotonic()
     replicate.restore(rep, out, check=False)
     restore_s = time.monotonic() - t
-    res = {"n": n, "db_bytes": c["db_bytes"], "copy_s": round(c["copy_s"], 2),
-           "first_sync_s": round(snap_s, 2), "replica_bytes": du(rep),
-           "restore_s": round(restore_s, 2), "restored_bytes": os.path.getsize(out)}
+    res = {
+        "n": n,
+        "db_bytes": c["db_bytes"],
+        "copy_s": round(c["copy_s"], 2),
+        "first_sync_s": round(snap_s, 2),
+        "replica_bytes": du(rep),
+        "restore_s": round(restore_s, 2),
+        "restored_bytes": os.path.getsize(out),
+    }
     if check:
         from sqlite_rrf.doctor import check_path
 
@@ -209,9 +223,17 @@ def pct(xs: List[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
-                   repeat: int, keep: bool, settle: float = 75.0,
-                   refresh: float = 5.0) -> Dict[str, Any]:
+def bench_replicas(
+    n: int,
+    seed: int,
+    seconds: float,
+    interval: float,
+    nq: int,
+    repeat: int,
+    keep: bool,
+    settle: float = 75.0,
+    refresh: float = 5.0,
+) -> Dict[str, Any]:
     c = fresh_copy(n, seed)
     work, db = c["work"], c["db"]
     rep_dir = os.path.join(work, "replica")
@@ -219,9 +241,12 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
     copy = os.path.join(work, "followed.db")
     stop = os.path.join(work, "stop")
     rlog = open(os.path.join(work, "replicate.log"), "wb")
-    rep = subprocess.Popen([sys.executable, "-m", "sqlite_rrf", "replicate", db, "--to",
-                            rep_dir], stdout=rlog, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    rep = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_rrf", "replicate", db, "--to", rep_dir],
+        stdout=rlog,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     procs: Dict[str, subprocess.Popen] = {}
     follower = None
     refresher = None
@@ -231,8 +256,7 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
             if time.monotonic() > deadline or rep.poll() is not None:
                 raise SystemExit("the replicator did not start")
             time.sleep(0.1)
-        while "snapshot complete" not in open(rlog.name, encoding="utf-8",
-                                              errors="replace").read():
+        while "snapshot complete" not in open(rlog.name, encoding="utf-8", errors="replace").read():
             if time.monotonic() > deadline or rep.poll() is not None:
                 raise SystemExit("the replicator took no snapshot")
             time.sleep(0.2)
@@ -243,28 +267,50 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
                 raise SystemExit("litestream restore -f failed")
             time.sleep(0.05)
         refreshed = os.path.join(work, "refreshed.db")
-        refresher = subprocess.Popen([sys.executable, "-m", "sqlite_rrf", "restore", "--from",
-                                      url, "-o", refreshed, "--refresh", f"{refresh:g}s"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        refresher = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sqlite_rrf",
+                "restore",
+                "--from",
+                url,
+                "-o",
+                refreshed,
+                "--refresh",
+                f"{refresh:g}s",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while not os.path.exists(refreshed):
             if refresher.poll() is not None:
                 raise SystemExit("restore --refresh failed")
             time.sleep(0.05)
         code = READER % {"here": HERE}
-        for mode, target in (("primary", db), ("vfs", url), ("copy", copy),
-                             ("refreshed", refreshed)):
+        for mode, target in (
+            ("primary", db),
+            ("vfs", url),
+            ("copy", copy),
+            ("refreshed", refreshed),
+        ):
             env = dict(os.environ, LITESTREAM_REPLICA_URL=url)
             procs[mode] = subprocess.Popen(
                 [sys.executable, "-c", code, mode, target, stop, str(nq), str(repeat)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
         for mode, p in procs.items():
             line = p.stdout.readline()
             if not line:
                 raise SystemExit(f"reader {mode} failed: {p.stderr.read()[-3000:]}")
         first_copy_s = time.monotonic() - t
         log = os.path.join(work, "writes.log")
-        subprocess.run([sys.executable, "-c", WRITER, db, str(seconds), str(interval), log],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-c", WRITER, db, str(seconds), str(interval), log], check=True
+        )
         time.sleep(settle)  # the last write reaches every replica (the followed copy
         # waits for Litestream's 30 s compaction of the new LTX files: see docs/scaling.md)
         open(stop, "w").close()
@@ -285,15 +331,24 @@ def bench_replicas(n: int, seed: int, seconds: float, interval: float, nq: int,
             lags = [(r["seen"][e] - ts) * 1000 for e, ts in commits.items() if e in r["seen"]]
             table[mode] = {
                 "open_s": round(r["open_s"], 3),
-                "seen": len(lags), "written": len(commits),
-                "lag_ms_p50": round(pct(lags, 50), 1), "lag_ms_p95": round(pct(lags, 95), 1),
+                "seen": len(lags),
+                "written": len(commits),
+                "lag_ms_p50": round(pct(lags, 50), 1),
+                "lag_ms_p95": round(pct(lags, 95), 1),
                 "lag_ms_max": round(max(lags), 1) if lags else None,
                 "recall_ms_p50": round(statistics.median(r["lat_ms"]), 2) if r["lat_ms"] else None,
                 "recall_ms_p95": round(pct(r["lat_ms"], 95), 2),
-                "recall_errors": len(r["errors"]), "poll_errors": len(r["poll_errors"]),
-                "first_error": (r["errors"] + r["poll_errors"] + [None])[0]}
-        return {"n": n, "db_bytes": c["db_bytes"], "replica_bytes": du(rep_dir),
-                "followed_first_copy_s": round(first_copy_s, 2), "modes": table}
+                "recall_errors": len(r["errors"]),
+                "poll_errors": len(r["poll_errors"]),
+                "first_error": (r["errors"] + r["poll_errors"] + [None])[0],
+            }
+        return {
+            "n": n,
+            "db_bytes": c["db_bytes"],
+            "replica_bytes": du(rep_dir),
+            "followed_first_copy_s": round(first_copy_s, 2),
+            "modes": table,
+        }
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -332,8 +387,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)
-    sizes = [int(s) for s in (args.sizes or ("100000" if args.part == "restore"
-                                              else "10000,100000")).split(",")]
+    sizes = [
+        int(s)
+        for s in (args.sizes or ("100000" if args.part == "restore" else "10000,100000")).split(",")
+    ]
     os.makedirs(WORK, exist_ok=True)
     path = os.path.join(OUT_DIR, "replica.json")
     try:
@@ -346,35 +403,47 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.part == "restore":
             r = bench_restore(n, args.seed, args.check, args.keep)
         else:
-            r = bench_replicas(n, args.seed, args.seconds, args.interval, args.queries,
-                               args.repeat, args.keep)
+            r = bench_replicas(
+                n, args.seed, args.seconds, args.interval, args.queries, args.repeat, args.keep
+            )
         rows.append(r)
         print(json.dumps(r), flush=True)
         saved.setdefault(args.part, {})[str(n)] = r
         with open(path, "w", encoding="utf-8") as f:
             json.dump(saved, f, indent=1)
     if args.part == "restore":
-        print("\n| memories | database | replica on disk | first sync (snapshot) | restore | "
-              "full check |")
+        print(
+            "\n| memories | database | replica on disk | first sync (snapshot) | restore | "
+            "full check |"
+        )
         print("| ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in rows:
-            chk = (f"{r['check_s']:.1f} s ({'ok' if r['check_ok'] else 'FAILED'})"
-                   if "check_s" in r else "not run")
-            print(f"| {r['n']:,} | {r['db_bytes'] / 1e6:,.0f} MB | "
-                  f"{r['replica_bytes'] / 1e6:,.0f} MB | {r['first_sync_s']:.1f} s | "
-                  f"{r['restore_s']:.1f} s | {chk} |")
+            chk = (
+                f"{r['check_s']:.1f} s ({'ok' if r['check_ok'] else 'FAILED'})"
+                if "check_s" in r
+                else "not run"
+            )
+            print(
+                f"| {r['n']:,} | {r['db_bytes'] / 1e6:,.0f} MB | "
+                f"{r['replica_bytes'] / 1e6:,.0f} MB | {r['first_sync_s']:.1f} s | "
+                f"{r['restore_s']:.1f} s | {chk} |"
+            )
     else:
-        print("\n| memories | reader | seen / written | lag p50 | lag p95 | lag max | "
-              "recall p50 | recall p95 | failed recalls / polls |")
+        print(
+            "\n| memories | reader | seen / written | lag p50 | lag p95 | lag max | "
+            "recall p50 | recall p95 | failed recalls / polls |"
+        )
         print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in rows:
             for mode, m in r["modes"].items():
-                print(f"| {r['n']:,} | {mode} | {m['seen']}/{m['written']} | "
-                      f"{m['lag_ms_p50']:.0f} ms | {m['lag_ms_p95']:.0f} ms | "
-                      f"{m['lag_ms_max'] or float('nan'):.0f} ms | "
-                      f"{m['recall_ms_p50'] or float('nan'):.1f} ms | "
-                      f"{m['recall_ms_p95']:.1f} ms | {m['recall_errors']} / "
-                      f"{m['poll_errors']} |")
+                print(
+                    f"| {r['n']:,} | {mode} | {m['seen']}/{m['written']} | "
+                    f"{m['lag_ms_p50']:.0f} ms | {m['lag_ms_p95']:.0f} ms | "
+                    f"{m['lag_ms_max'] or float('nan'):.0f} ms | "
+                    f"{m['recall_ms_p50'] or float('nan'):.1f} ms | "
+                    f"{m['recall_ms_p95']:.1f} ms | {m['recall_errors']} / "
+                    f"{m['poll_errors']} |"
+                )
     return 0
 
 

@@ -48,8 +48,9 @@ from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SCIFACT = os.environ.get("SQLITE_RRF_SCIFACT",
-                         os.path.join(os.path.dirname(ROOT), "shared", "data", "scifact"))
+SCIFACT = os.environ.get(
+    "SQLITE_RRF_SCIFACT", os.path.join(os.path.dirname(ROOT), "shared", "data", "scifact")
+)
 OUT = os.path.join(HERE, "out")
 OPEN_POINTS = (0, 1, 10, 25, 50, 100)
 
@@ -97,8 +98,9 @@ def build(directory: str, tenants: int, model: str) -> int:
         for t in range(tenants):
             with Store(os.path.join(directory, f"tenant-{t:03d}.db")) as s:
                 s.attach_embedder(emb)
-                s.add_many([dict(id=i, content=c, embedding=v, scope="")
-                            for i, c, v in docs[t::tenants]])
+                s.add_many(
+                    [dict(id=i, content=c, embedding=v, scope="") for i, c, v in docs[t::tenants]]
+                )
                 s.attach_embedder(None)
     finally:
         emb.close()
@@ -117,14 +119,25 @@ class Server:
     def __init__(self, directory: str, env: Dict[str, str], max_open: Optional[int]) -> None:
         self.port = free_port()
         self.directory = directory
-        argv = [sys.executable, "-m", "sqlite_rrf", "serve", "--dir", directory, "--http",
-                str(self.port)] + (["--max-open", str(max_open)] if max_open else [])
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+        argv = [
+            sys.executable,
+            "-m",
+            "sqlite_rrf",
+            "serve",
+            "--dir",
+            directory,
+            "--http",
+            str(self.port),
+        ] + (["--max-open", str(max_open)] if max_open else [])
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.time() + 120
         while True:
-            with contextlib.suppress(OSError), socket.create_connection(
-                    ("127.0.0.1", self.port), timeout=1):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=1),
+            ):
                 break
             if self.proc.poll() is not None or time.time() > deadline:
                 raise SystemExit(f"the server did not start: {self.proc.stderr.read()!r}")
@@ -185,8 +198,7 @@ async def first_answers(srv: Server, tenants: int, queries: List[str]) -> Dict[s
     """Phase 1: cold, warm and call latencies per tenant; RSS and files by open stores."""
     _client_imports()
     cold, warm, call, points = [], [], [], []
-    points.append({"open": 0, "rss_mb": srv.rss_mb(), "files": srv.files(),
-                   "fds": srv.fds()})
+    points.append({"open": 0, "rss_mb": srv.rss_mb(), "files": srv.files(), "fds": srv.fds()})
     for t in range(tenants):
         url = f"http://127.0.0.1:{srv.port}/t/tenant-{t:03d}/mcp"
         q = queries[t % len(queries)]
@@ -202,8 +214,9 @@ async def first_answers(srv: Server, tenants: int, queries: List[str]) -> Dict[s
             await recall(s, queries[(t + 2) % len(queries)])
             call.append(time.perf_counter() - t0)
         if t + 1 in OPEN_POINTS:
-            points.append({"open": t + 1, "rss_mb": srv.rss_mb(), "files": srv.files(),
-                           "fds": srv.fds()})
+            points.append(
+                {"open": t + 1, "rss_mb": srv.rss_mb(), "files": srv.files(), "fds": srv.fds()}
+            )
     ms = lambda xs: {"p50": 1000 * pct(xs, 0.5), "p90": 1000 * pct(xs, 0.9)}  # noqa: E731
     return {"cold": ms(cold), "warm": ms(warm), "call": ms(call), "by_open": points}
 
@@ -223,8 +236,9 @@ def client_main(argv: List[str]) -> None:
             sessions: Dict[int, Any] = {}
             for t, _ in plan:  # initialized before the start: only recalls are timed
                 if t not in sessions:
-                    sessions[t] = await stack.enter_async_context(session(
-                        f"http://127.0.0.1:{port}/t/tenant-{t:03d}/mcp"))
+                    sessions[t] = await stack.enter_async_context(
+                        session(f"http://127.0.0.1:{port}/t/tenant-{t:03d}/mcp")
+                    )
             open(os.path.join(barrier, name), "w").close()
             while not os.path.exists(os.path.join(barrier, "go")):
                 await asyncio.sleep(0.01)
@@ -239,25 +253,46 @@ def client_main(argv: List[str]) -> None:
     print(json.dumps(asyncio.run(main())))
 
 
-def throughput(srv: Server, tenants: int, clients: int, requests: int,
-               env: Dict[str, str]) -> Dict[str, Any]:
+def throughput(
+    srv: Server, tenants: int, clients: int, requests: int, env: Dict[str, str]
+) -> Dict[str, Any]:
     """Phase 2: ``clients`` processes at once, ``requests`` recalls each."""
     with tempfile.TemporaryDirectory() as barrier:
-        procs = [subprocess.Popen([sys.executable, __file__, "client", str(srv.port),
-                                   str(tenants), str(requests), str(1000 * clients + c),
-                                   barrier, f"c{c}"], env=env, stdout=subprocess.PIPE)
-                 for c in range(clients)]
-        while not all(os.path.exists(os.path.join(barrier, f"c{c}"))
-                      for c in range(clients)):
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "client",
+                    str(srv.port),
+                    str(tenants),
+                    str(requests),
+                    str(1000 * clients + c),
+                    barrier,
+                    f"c{c}",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+            )
+            for c in range(clients)
+        ]
+        while not all(os.path.exists(os.path.join(barrier, f"c{c}")) for c in range(clients)):
             time.sleep(0.05)
         go = time.time()
         open(os.path.join(barrier, "go"), "w").close()
         outs = [json.loads(p.communicate()[0]) for p in procs]
     end = max(o["end"] for o in outs)
     lat = [x for o in outs for x in o["lat"]]
-    return {"clients": clients, "requests": len(lat), "seconds": end - go,
-            "per_s": len(lat) / (end - go), "p50_ms": 1000 * pct(lat, 0.5),
-            "p90_ms": 1000 * pct(lat, 0.9), "rss_mb": srv.rss_mb(), "files": srv.files()}
+    return {
+        "clients": clients,
+        "requests": len(lat),
+        "seconds": end - go,
+        "per_s": len(lat) / (end - go),
+        "p50_ms": 1000 * pct(lat, 0.5),
+        "p90_ms": 1000 * pct(lat, 0.9),
+        "rss_mb": srv.rss_mb(),
+        "files": srv.files(),
+    }
 
 
 def main() -> int:
@@ -279,46 +314,60 @@ def main() -> int:
         t0 = time.time()
         result["episodes"] = build(directory, args.tenants, args.model)
         result["build_s"] = time.time() - t0
-        print(f"{args.tenants} tenants, {result['episodes']} SciFact abstracts "
-              f"(~{result['episodes'] // args.tenants} each), built in "
-              f"{result['build_s']:.1f} s; load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{args.tenants} tenants, {result['episodes']} SciFact abstracts "
+            f"(~{result['episodes'] // args.tenants} each), built in "
+            f"{result['build_s']:.1f} s; load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
         srv = Server(directory, env, max_open=args.tenants)
         try:
             result["first"] = asyncio.run(first_answers(srv, args.tenants, queries))
-            result["all_open"] = [throughput(srv, args.tenants, c, args.requests, env)
-                                  for c in clients]
+            result["all_open"] = [
+                throughput(srv, args.tenants, c, args.requests, env) for c in clients
+            ]
         finally:
             srv.stop()
         srv = Server(directory, env, max_open=None)
         try:
             result["default_max_open"] = MAX_OPEN_STORES
-            result["lru"] = [throughput(srv, args.tenants, c, args.requests, env)
-                             for c in clients]
+            result["lru"] = [throughput(srv, args.tenants, c, args.requests, env) for c in clients]
         finally:
             srv.stop()
     result["load_after"] = os.getloadavg()
     first = result["first"]
-    print("\ntime to first answer (new session: initialize + recall), ms over "
-          f"{args.tenants} tenants")
+    print(
+        f"\ntime to first answer (new session: initialize + recall), ms over {args.tenants} tenants"
+    )
     print("| case | p50 | p90 |\n| --- | ---: | ---: |")
-    for case, what in (("cold", "cold: endpoint built, store opened"),
-                       ("warm", "warm: endpoint and store open"),
-                       ("call", "a recall in an open session")):
+    for case, what in (
+        ("cold", "cold: endpoint built, store opened"),
+        ("warm", "warm: endpoint and store open"),
+        ("call", "a recall in an open session"),
+    ):
         print(f"| {what} | {first[case]['p50']:.1f} | {first[case]['p90']:.1f} |")
     print("\nthe server by open stores (model loaded once)")
     print("| open stores | RSS MB | files under DIR | fds |\n| ---: | ---: | ---: | ---: |")
     for p in first["by_open"]:
         print(f"| {p['open']} | {p['rss_mb']:.1f} | {p['files']} | {p['fds']} |")
     print(f"\nrequests/s, {args.requests} recalls a client on uniformly random tenants")
-    print("| clients | stores kept open | recalls/s | p50 ms | p90 ms | RSS MB |\n"
-          "| ---: | --- | ---: | ---: | ---: | ---: |")
-    for label, rows in ((f"all {args.tenants}", result["all_open"]),
-                        (f"--max-open {MAX_OPEN_STORES} (default)", result["lru"])):
+    print(
+        "| clients | stores kept open | recalls/s | p50 ms | p90 ms | RSS MB |\n"
+        "| ---: | --- | ---: | ---: | ---: | ---: |"
+    )
+    for label, rows in (
+        (f"all {args.tenants}", result["all_open"]),
+        (f"--max-open {MAX_OPEN_STORES} (default)", result["lru"]),
+    ):
         for r in rows:
-            print(f"| {r['clients']} | {label} | {r['per_s']:.1f} | {r['p50_ms']:.1f} | "
-                  f"{r['p90_ms']:.1f} | {r['rss_mb']:.1f} |")
-    print(f"\nload average before {result['load_before'][0]:.1f}, after "
-          f"{result['load_after'][0]:.1f} ({os.cpu_count()} cores)")
+            print(
+                f"| {r['clients']} | {label} | {r['per_s']:.1f} | {r['p50_ms']:.1f} | "
+                f"{r['p90_ms']:.1f} | {r['rss_mb']:.1f} |"
+            )
+    print(
+        f"\nload average before {result['load_before'][0]:.1f}, after "
+        f"{result['load_after'][0]:.1f} ({os.cpu_count()} cores)"
+    )
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "tenants.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)

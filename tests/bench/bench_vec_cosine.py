@@ -74,7 +74,9 @@ CHILD_FLAG = "--_child-scalar-scan"
 # ---------------------------------------------------------------- helpers
 
 
-def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 1) -> "tuple[float, List[float], object]":
+def median_ms(
+    fn: Callable[[], object], repeat: int, warmup: int = 1
+) -> "tuple[float, List[float], object]":
     """Run fn `warmup` times untimed, then `repeat` times; (median ms, all ms, last result)."""
     result = None
     for _ in range(warmup):
@@ -152,8 +154,11 @@ def memory_read_bandwidth(repeat: int) -> Dict[str, float]:
     dst = np.zeros_like(src)
     ms_c, _, _ = median_ms(lambda: np.copyto(dst, src), max(3, repeat // 2))
     gib = float(1 << 30)
-    res = {"read_sum_gbs": gib / (ms_sum / 1e3) / 1e9, "read_max_gbs": gib / (ms_max / 1e3) / 1e9,
-           "copy_gbs": gib / (ms_c / 1e3) / 1e9}
+    res = {
+        "read_sum_gbs": gib / (ms_sum / 1e3) / 1e9,
+        "read_max_gbs": gib / (ms_max / 1e3) / 1e9,
+        "copy_gbs": gib / (ms_c / 1e3) / 1e9,
+    }
     res["read_gbs"] = max(res["read_sum_gbs"], res["read_max_gbs"])
     return res
 
@@ -189,8 +194,9 @@ class ScalarChild:
         env = dict(os.environ, SQLITE_RRF_SIMD="scalar")
         cmd = [sys.executable, os.path.abspath(__file__), CHILD_FLAG, db, q.tobytes().hex()]
         try:
-            self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         text=True, bufsize=1)
+            self.proc = subprocess.Popen(
+                cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+            )
             hello = json.loads(self.proc.stdout.readline())
         except (OSError, ValueError) as e:
             self.note = f"child process failed: {e}"
@@ -259,11 +265,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         sqlite_vec = None
         info["sqlite_vec"] = None
 
-    print(f"sqlite-rrf {info['sqlite_rrf']}, SQLite {info['sqlite']}, sqlite-vec {info['sqlite_vec']}, "
-          f"numpy {np.__version__}, Python {info['python']}")
-    print(f"CPU: {info['cpu']} ({info['cpus']} cpus); kernel paths {info['simd_paths']}, default {info['simd_default']}")
-    print(f"data: {args.rows:,} rows x {args.dim}-d float32 (L2-normalised, seed {args.seed}); "
-          f"median of {args.repeat} runs\n")
+    print(
+        f"sqlite-rrf {info['sqlite_rrf']}, SQLite {info['sqlite']}, sqlite-vec {info['sqlite_vec']}, "
+        f"numpy {np.__version__}, Python {info['python']}"
+    )
+    print(
+        f"CPU: {info['cpu']} ({info['cpus']} cpus); kernel paths {info['simd_paths']}, default {info['simd_default']}"
+    )
+    print(
+        f"data: {args.rows:,} rows x {args.dim}-d float32 (L2-normalised, seed {args.seed}); "
+        f"median of {args.repeat} runs\n"
+    )
 
     m, q = make_data(args.rows, args.dim, args.seed)
     ref = (m.astype(np.float64) @ q.astype(np.float64)) / (
@@ -304,10 +316,19 @@ def main(argv: Optional[List[str]] = None) -> int:
             ("vec_cosine (JSON query)", "SELECT max(vec_cosine(embedding, ?)) FROM t", (qjson,)),
         ]
         if sqlite_vec is not None:
-            scans.append(("sqlite-vec 1 - vec_distance_cosine",
-                          "SELECT max(1 - vec_distance_cosine(embedding, ?)) FROM t", (qblob,)))
+            scans.append(
+                (
+                    "sqlite-vec 1 - vec_distance_cosine",
+                    "SELECT max(1 - vec_distance_cosine(embedding, ?)) FROM t",
+                    (qblob,),
+                )
+            )
         scans += [
-            ("Python UDF py_cosine (numpy)", "SELECT max(py_cosine(embedding, ?)) FROM t", (qblob,)),
+            (
+                "Python UDF py_cosine (numpy)",
+                "SELECT max(py_cosine(embedding, ?)) FROM t",
+                (qblob,),
+            ),
             ("baseline max(length(embedding))", "SELECT max(length(embedding)) FROM t", ()),
             # length() reads only the record header; max(embedding) also makes SQLite copy
             # every blob out of its page (OP_Column does that for any BLOB/TEXT argument),
@@ -348,17 +369,32 @@ def main(argv: Optional[List[str]] = None) -> int:
             child.close()
         for name, sql, _ in scans:
             ms = statistics.median(times[name])
-            sql_rows.append({"method": name, "sql": sql, "median_ms": ms, "times_ms": times[name],
-                             "max": results[name], "runs": len(times[name])})
+            sql_rows.append(
+                {
+                    "method": name,
+                    "sql": sql,
+                    "median_ms": ms,
+                    "times_ms": times[name],
+                    "max": results[name],
+                    "runs": len(times[name]),
+                }
+            )
             print(f"  timed {name}: {ms:.1f} ms")
         conn.close()
 
         if child_times:
             ms = statistics.median(child_times)
-            sql_rows.insert(2, {"method": "vec_cosine (BLOB, scalar kernel)",
-                                "sql": SCALAR_SQL + "  -- child process, SQLITE_RRF_SIMD=scalar",
-                                "median_ms": ms, "times_ms": child_times, "max": child_max,
-                                "runs": len(child_times)})
+            sql_rows.insert(
+                2,
+                {
+                    "method": "vec_cosine (BLOB, scalar kernel)",
+                    "sql": SCALAR_SQL + "  -- child process, SQLITE_RRF_SIMD=scalar",
+                    "median_ms": ms,
+                    "times_ms": child_times,
+                    "max": child_max,
+                    "runs": len(child_times),
+                },
+            )
             print(f"  timed vec_cosine (BLOB, scalar kernel; child process): {ms:.1f} ms")
 
     # ---- agreement of the SQL methods (3)
@@ -378,16 +414,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     # ---- memory bandwidth, then the cffi kernel vs numpy (4)
     bw = memory_read_bandwidth(max(5, args.repeat))
     info["memory"] = bw
-    print(f"  memory, one thread, 1 GiB float32: a.sum() {bw['read_sum_gbs']:.1f} GB/s, "
-          f"a.max() {bw['read_max_gbs']:.1f} GB/s (read); np.copyto {bw['copy_gbs']:.1f} GB/s (read+write)")
+    print(
+        f"  memory, one thread, 1 GiB float32: a.sum() {bw['read_sum_gbs']:.1f} GB/s, "
+        f"a.max() {bw['read_max_gbs']:.1f} GB/s (read); np.copyto {bw['copy_gbs']:.1f} GB/s (read+write)"
+    )
     mem_bw = bw["read_gbs"]
 
     m_bytes = m.nbytes
     kcases = [
         (f"cffi cosine_many ({kernels.simd_current()})", lambda: kernels.cosine_many(q, m)),
         ("cffi cosine_many (scalar)", lambda: kernels.cosine_many(q, m, simd="scalar")),
-        ("numpy M@q / (norm(M,1)*norm(q))",
-         lambda: (m @ q) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q))),
+        (
+            "numpy M@q / (norm(M,1)*norm(q))",
+            lambda: (m @ q) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q)),
+        ),
         ("numpy M@q (pre-normalised M, q)", lambda: m @ q),
     ]
     ktimes: Dict[str, List[float]] = {name: [] for name, _ in kcases}
@@ -402,15 +442,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         err = float(np.max(np.abs(np.asarray(kres[name], dtype=np.float64) - ref)))
         gbs = m_bytes / (ms / 1e3) / 1e9
         ok = err <= TOLERANCE
-        kern_rows.append({"method": name, "median_ms": ms, "times_ms": ktimes[name], "max_abs_err": err,
-                          "gbs": gbs, "frac_of_read_bw": gbs / mem_bw, "agrees": ok})
+        kern_rows.append(
+            {
+                "method": name,
+                "median_ms": ms,
+                "times_ms": ktimes[name],
+                "max_abs_err": err,
+                "gbs": gbs,
+                "frac_of_read_bw": gbs / mem_bw,
+                "agrees": ok,
+            }
+        )
         if not ok:
             failures.append(f"{name}: max |err| {err:.3g} vs float64 reference")
         print(f"  timed {name}: {ms:.1f} ms")
 
     # ---- report (5)
     base = next(r for r in sql_rows if r["method"] == "vec_cosine (BLOB query)")["median_ms"]
-    scan = next(r for r in sql_rows if r["method"] == "baseline max(length(embedding))")["median_ms"]
+    scan = next(r for r in sql_rows if r["method"] == "baseline max(length(embedding))")[
+        "median_ms"
+    ]
     copy = next(r for r in sql_rows if r["method"] == "baseline max(embedding)")["median_ms"]
     for r in sql_rows:
         r["ratio_vs_vec_cosine"] = r["median_ms"] / base
@@ -419,34 +470,50 @@ def main(argv: Optional[List[str]] = None) -> int:
         r["per_row_ns"] = r["median_ms"] * 1e6 / args.rows
 
     print()
-    print(f"Full-table scan SELECT max(f(embedding, :q)) FROM t, {args.rows:,} rows x {args.dim}-d, "
-          f"median of {args.repeat} runs")
-    print("  x vec_cosine = time / time of vec_cosine (BLOB query); "
-          "net = time minus baseline max(length(embedding)) (row scan, blob not read);")
-    print("  net2 = time minus baseline max(embedding) (row scan + SQLite copying each blob out of its page)")
-    hdr = (f"{'method':<36} {'median ms':>10} {'x vec_cosine':>12} {'net ms':>7} {'net2 ms':>8} "
-           f"{'ns/row':>7}  {'max':>16}  agrees")
+    print(
+        f"Full-table scan SELECT max(f(embedding, :q)) FROM t, {args.rows:,} rows x {args.dim}-d, "
+        f"median of {args.repeat} runs"
+    )
+    print(
+        "  x vec_cosine = time / time of vec_cosine (BLOB query); "
+        "net = time minus baseline max(length(embedding)) (row scan, blob not read);"
+    )
+    print(
+        "  net2 = time minus baseline max(embedding) (row scan + SQLite copying each blob out of its page)"
+    )
+    hdr = (
+        f"{'method':<36} {'median ms':>10} {'x vec_cosine':>12} {'net ms':>7} {'net2 ms':>8} "
+        f"{'ns/row':>7}  {'max':>16}  agrees"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in sql_rows:
         mx = f"{r['max']:.6f}" if isinstance(r["max"], float) else str(r["max"])
-        print(f"{r['method']:<36} {r['median_ms']:>10.1f} {r['ratio_vs_vec_cosine']:>11.2f}x "
-              f"{r['net_of_scan_ms']:>7.1f} {r['net_of_blob_copy_ms']:>8.1f} {r['per_row_ns']:>7.0f}  "
-              f"{mx:>16}  {'yes' if r['agrees'] else 'NO'}")
+        print(
+            f"{r['method']:<36} {r['median_ms']:>10.1f} {r['ratio_vs_vec_cosine']:>11.2f}x "
+            f"{r['net_of_scan_ms']:>7.1f} {r['net_of_blob_copy_ms']:>8.1f} {r['per_row_ns']:>7.0f}  "
+            f"{mx:>16}  {'yes' if r['agrees'] else 'NO'}"
+        )
     print(f"(float64 numpy reference max: {ref_max:.6f}; agreement tolerance {TOLERANCE:g})")
 
     print()
-    print(f"In memory: one query vs the {args.rows:,}x{args.dim} float32 matrix M "
-          f"({m_bytes / 1e6:.0f} MB), median of {args.repeat} runs;")
-    print(f"  GB/s = bytes of M / time; machine read bandwidth {mem_bw:.1f} GB/s "
-          f"(best of a.sum()/a.max() over 1 GiB float32, one thread); "
-          f"BLAS threads: {info['blas_threads']}")
+    print(
+        f"In memory: one query vs the {args.rows:,}x{args.dim} float32 matrix M "
+        f"({m_bytes / 1e6:.0f} MB), median of {args.repeat} runs;"
+    )
+    print(
+        f"  GB/s = bytes of M / time; machine read bandwidth {mem_bw:.1f} GB/s "
+        f"(best of a.sum()/a.max() over 1 GiB float32, one thread); "
+        f"BLAS threads: {info['blas_threads']}"
+    )
     hdr2 = f"{'method':<36} {'median ms':>10} {'GB/s':>7} {'% of mem bw':>11} {'max |err|':>10}  agrees"
     print(hdr2)
     print("-" * len(hdr2))
     for r in kern_rows:
-        print(f"{r['method']:<36} {r['median_ms']:>10.2f} {r['gbs']:>7.1f} {100 * r['frac_of_read_bw']:>10.0f}% "
-              f"{r['max_abs_err']:>10.1e}  {'yes' if r['agrees'] else 'NO'}")
+        print(
+            f"{r['method']:<36} {r['median_ms']:>10.2f} {r['gbs']:>7.1f} {100 * r['frac_of_read_bw']:>10.0f}% "
+            f"{r['max_abs_err']:>10.1e}  {'yes' if r['agrees'] else 'NO'}"
+        )
 
     print()
     summary = {}
@@ -455,27 +522,43 @@ def main(argv: Optional[List[str]] = None) -> int:
         speedup = vd["median_ms"] / base
         net = (vd["median_ms"] - scan) / (base - scan) if base > scan else None
         net2 = (vd["median_ms"] - copy) / (base - copy) if base > copy else None
-        summary = {"speedup_vs_sqlite_vec": speedup, "speedup_vs_sqlite_vec_net_of_scan": net,
-                   "speedup_vs_sqlite_vec_net_of_blob_copy": net2,
-                   "target": TARGET, "target_met": speedup >= TARGET}
-        print(f"vec_cosine vs sqlite-vec vec_distance_cosine: {speedup:.2f}\u00d7 (target \u2265 {TARGET}\u00d7)"
-              f"{'' if speedup >= TARGET else '  -- NOT MET'}")
+        summary = {
+            "speedup_vs_sqlite_vec": speedup,
+            "speedup_vs_sqlite_vec_net_of_scan": net,
+            "speedup_vs_sqlite_vec_net_of_blob_copy": net2,
+            "target": TARGET,
+            "target_met": speedup >= TARGET,
+        }
+        print(
+            f"vec_cosine vs sqlite-vec vec_distance_cosine: {speedup:.2f}\u00d7 (target \u2265 {TARGET}\u00d7)"
+            f"{'' if speedup >= TARGET else '  -- NOT MET'}"
+        )
         fmt = lambda x: "n/a" if x is None else f"{x:.2f}\u00d7"  # noqa: E731
-        print(f"  the function calls alone: {fmt(net)} net of max(length(embedding)), "
-              f"{fmt(net2)} net of max(embedding)")
+        print(
+            f"  the function calls alone: {fmt(net)} net of max(length(embedding)), "
+            f"{fmt(net2)} net of max(embedding)"
+        )
     else:
         print("vec_cosine vs sqlite-vec vec_distance_cosine: n/a (sqlite-vec not installed)")
     dflt = kern_rows[0]
     summary["kernel_fraction_of_memory_bandwidth"] = dflt["frac_of_read_bw"]
-    print(f"cffi cosine_many ({kernels.simd_current()}) reaches {dflt['gbs']:.1f} GB/s = "
-          f"{100 * dflt['frac_of_read_bw']:.0f}% of the measured memory read bandwidth")
+    print(
+        f"cffi cosine_many ({kernels.simd_current()}) reaches {dflt['gbs']:.1f} GB/s = "
+        f"{100 * dflt['frac_of_read_bw']:.0f}% of the measured memory read bandwidth"
+    )
 
     info["total_s"] = time.perf_counter() - t_start
     print(f"(whole run {info['total_s']:.0f} s)")
 
     os.makedirs(args.out, exist_ok=True)
-    result = {"info": info, "reference_max": ref_max, "sql_scans": sql_rows, "kernels": kern_rows,
-              "summary": summary, "failures": failures}
+    result = {
+        "info": info,
+        "reference_max": ref_max,
+        "sql_scans": sql_rows,
+        "kernels": kern_rows,
+        "summary": summary,
+        "failures": failures,
+    }
     json_path = os.path.join(args.out, "vec_cosine.json")
     with open(json_path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
@@ -505,8 +588,16 @@ def plot(result: dict, path: str) -> Optional[str]:
     rows = result["sql_scans"]
     names = [r["method"] for r in rows][::-1]
     vals = [r["median_ms"] for r in rows][::-1]
-    colors = ["#1f77b4" if n.startswith("vec_cosine") else "#ff7f0e" if n.startswith("sqlite-vec")
-              else "#7f7f7f" if n.startswith("baseline") else "#2ca02c" for n in names]
+    colors = [
+        "#1f77b4"
+        if n.startswith("vec_cosine")
+        else "#ff7f0e"
+        if n.startswith("sqlite-vec")
+        else "#7f7f7f"
+        if n.startswith("baseline")
+        else "#2ca02c"
+        for n in names
+    ]
     # Linear scale, cut at 1.35x the slowest C method: the Python UDF runs off the
     # chart and is labelled with its time.
     cmax = max(v for n, v in zip(names, vals) if "Python UDF" not in n)
@@ -514,15 +605,27 @@ def plot(result: dict, path: str) -> Optional[str]:
     ax1.barh(names, [min(v, xmax) for v in vals], color=colors)
     ax1.set_xlim(0, xmax)
     ax1.set_xlabel("median ms (lower is better)")
-    ax1.set_title(f"SELECT max(f(embedding, :q)) FROM t \u2014 {info['rows']:,} x {info['dim']}-d",
-                  fontsize=10)
+    ax1.set_title(
+        f"SELECT max(f(embedding, :q)) FROM t \u2014 {info['rows']:,} x {info['dim']}-d",
+        fontsize=10,
+    )
     for y, v in enumerate(vals):
         if v > xmax:
-            ax1.text(xmax * 0.98, y, f"{v:.0f} ms \u2192", va="center", ha="right", fontsize=8,
-                     color="white", fontweight="bold")
+            ax1.text(
+                xmax * 0.98,
+                y,
+                f"{v:.0f} ms \u2192",
+                va="center",
+                ha="right",
+                fontsize=8,
+                color="white",
+                fontweight="bold",
+            )
         else:
             ax1.text(v, y, f" {v:.1f}", va="center", fontsize=8)
-    scan = next((r["median_ms"] for r in rows if r["method"].startswith("baseline max(length")), None)
+    scan = next(
+        (r["median_ms"] for r in rows if r["method"].startswith("baseline max(length")), None
+    )
     if scan:
         ax1.axvline(scan, color="#7f7f7f", ls=":", lw=1)
     k = result["kernels"]

@@ -51,8 +51,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 DIM = 32
 SLOW_ROWS = 200_000  # crash_slow's rows (the test suite uses fewer)
-WORDS = ("memory agent database sqlite vector index recall episode token vault deploy "
-         "server latency cache kernel journal checkpoint writer reader lock").split()
+WORDS = (
+    "memory agent database sqlite vector index recall episode token vault deploy "
+    "server latency cache kernel journal checkpoint writer reader lock"
+).split()
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -65,13 +67,17 @@ def slow_migration(rows: int = SLOW_ROWS) -> Any:
     """The extra, slow migration that follows the shipped ones."""
     from sqlite_rrf.migrations import Migration, available
 
-    return Migration(max(m.version for m in available()) + 1, "crash_slow", f"""
+    return Migration(
+        max(m.version for m in available()) + 1,
+        "crash_slow",
+        f"""
 CREATE TABLE crash_slow(x INTEGER PRIMARY KEY, pad BLOB NOT NULL);
 WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {int(rows)})
 INSERT INTO crash_slow SELECT x, randomblob(48) FROM c;
 CREATE INDEX crash_slow_pad ON crash_slow(pad);
 UPDATE episodes SET kind = 'slow-migrated';
-""")
+""",
+    )
 
 
 @contextlib.contextmanager
@@ -102,9 +108,13 @@ def child_migrate(db: str, rows: int) -> int:
 
 def episode(tag: str, i: int, rng: random.Random) -> Dict[str, Any]:
     content = f"{tag} {tag}x{i} " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 25)))
-    return {"id": f"{tag}-{i:05d}", "content": content,
-            "embedding": [round(rng.gauss(0, 1), 6) for _ in range(DIM)],
-            "created_at": 1_700_000_000_000 + i, "importance": rng.choice(("low", "normal", "high"))}
+    return {
+        "id": f"{tag}-{i:05d}",
+        "content": content,
+        "embedding": [round(rng.gauss(0, 1), 6) for _ in range(DIM)],
+        "created_at": 1_700_000_000_000 + i,
+        "importance": rng.choice(("low", "normal", "high")),
+    }
 
 
 def write_jsonl(path: str, tag: str, n: int, rng: random.Random) -> Dict[str, str]:
@@ -132,8 +142,10 @@ def integrity(conn: Any) -> List[str]:
     rows = conn.execute("PRAGMA integrity_check").fetchall()
     if rows != [("ok",)]:
         bad.append(f"integrity_check: {rows[:5]}")
-    for sql in ("INSERT INTO episodes_fts(episodes_fts) VALUES('integrity-check')",
-                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-check', 1)"):
+    for sql in (
+        "INSERT INTO episodes_fts(episodes_fts) VALUES('integrity-check')",
+        "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-check', 1)",
+    ):
         try:
             conn.execute(sql)
         except Exception as e:
@@ -141,8 +153,9 @@ def integrity(conn: Any) -> List[str]:
     return bad
 
 
-def content_checks(conn: Any, expected: Dict[str, str], tags: Dict[str, int],
-                   rng: random.Random) -> List[str]:
+def content_checks(
+    conn: Any, expected: Dict[str, str], tags: Dict[str, int], rng: random.Random
+) -> List[str]:
     """The episodes are exactly ``expected`` (id -> content hash); the FTS index's
     tag terms are exactly ``tags`` (term -> rows); sampled unique tokens MATCH their row."""
     bad = []
@@ -159,18 +172,31 @@ def content_checks(conn: Any, expected: Dict[str, str], tags: Dict[str, int],
         bad.append(f"{len(extra)} episodes that were never committed, e.g. {extra[:3]}")
     if wrong:
         bad.append(f"{len(wrong)} episodes with other content, e.g. {wrong[:3]}")
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.crash_vocab "
-                 "USING fts5vocab(main, episodes_fts, row)")
-    vocab = dict(conn.execute("SELECT term, doc FROM temp.crash_vocab "
-                              "WHERE term >= 'crash' AND term < 'crasi' AND term NOT GLOB '*x*'"))
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.crash_vocab "
+        "USING fts5vocab(main, episodes_fts, row)"
+    )
+    vocab = dict(
+        conn.execute(
+            "SELECT term, doc FROM temp.crash_vocab "
+            "WHERE term >= 'crash' AND term < 'crasi' AND term NOT GLOB '*x*'"
+        )
+    )
     if vocab != tags:
-        diff = {k: (vocab.get(k), tags.get(k)) for k in set(vocab) | set(tags)
-                if vocab.get(k) != tags.get(k)}
+        diff = {
+            k: (vocab.get(k), tags.get(k))
+            for k in set(vocab) | set(tags)
+            if vocab.get(k) != tags.get(k)
+        }
         bad.append(f"FTS tag terms (index, expected) differ: {dict(list(diff.items())[:5])}")
     for rowid, _eid, content in rng.sample(rows, min(25, len(rows))):
         tok = content.split()[1]
-        hit = [r[0] for r in conn.execute(
-            "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (f'"{tok}"',))]
+        hit = [
+            r[0]
+            for r in conn.execute(
+                "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (f'"{tok}"',)
+            )
+        ]
         if hit != [rowid]:
             bad.append(f"MATCH {tok!r} gave rows {hit}, expected [{rowid}]")
             break
@@ -180,8 +206,12 @@ def content_checks(conn: Any, expected: Dict[str, str], tags: Dict[str, int],
 
 def recall_works(store: Any, rng: random.Random) -> List[str]:
     try:
-        store.recall("crash memory vault", qvec=[rng.gauss(0, 1) for _ in range(DIM)],
-                     touch=False, force=True)
+        store.recall(
+            "crash memory vault",
+            qvec=[rng.gauss(0, 1) for _ in range(DIM)],
+            touch=False,
+            force=True,
+        )
     except Exception as e:
         return [f"recall failed: {type(e).__name__}: {e}"]
     return []
@@ -190,8 +220,15 @@ def recall_works(store: Any, rng: random.Random) -> List[str]:
 # ------------------------------------------------------------------ killing
 
 
-def spawn_and_kill(cmd: List[str], db: str, strategy: str, t_total: float, t_wal: float,
-                   rng: random.Random, log: str) -> Dict[str, Any]:
+def spawn_and_kill(
+    cmd: List[str],
+    db: str,
+    strategy: str,
+    t_total: float,
+    t_wal: float,
+    rng: random.Random,
+    log: str,
+) -> Dict[str, Any]:
     """Start ``cmd``, SIGKILL it at a point chosen by ``strategy``; returns what
     happened (killed or not, when, the WAL size left)."""
     wal = db + "-wal"
@@ -225,10 +262,14 @@ def spawn_and_kill(cmd: List[str], db: str, strategy: str, t_total: float, t_wal
         rc = p.wait()
     t_end = time.perf_counter() - t0
     errf.close()
-    return {"killed": killed and rc == -signal.SIGKILL, "rc": rc, "at": round(at, 4),
-            "t_end": round(t_end, 4),
-            "wal_left": os.path.getsize(wal) if os.path.exists(wal) else 0,
-            "stderr": open(log).read()[-1500:]}
+    return {
+        "killed": killed and rc == -signal.SIGKILL,
+        "rc": rc,
+        "at": round(at, 4),
+        "t_end": round(t_end, 4),
+        "wal_left": os.path.getsize(wal) if os.path.exists(wal) else 0,
+        "stderr": open(log).read()[-1500:],
+    }
 
 
 def timed_run(cmd: List[str], db: str, log: str) -> Tuple[float, float, int]:
@@ -282,11 +323,14 @@ class ImportScenario:
 
     def calibrate(self) -> None:
         tag, path, eps = self._file()
-        self.t_total, self.t_wal, rc = timed_run(self._cmd(path), self.db,
-                                                 os.path.join(self.dir, "stderr.txt"))
+        self.t_total, self.t_wal, rc = timed_run(
+            self._cmd(path), self.db, os.path.join(self.dir, "stderr.txt")
+        )
         if rc != 0:
-            raise SystemExit(f"calibration import failed with status {rc}: "
-                             + open(os.path.join(self.dir, "stderr.txt")).read()[-1500:])
+            raise SystemExit(
+                f"calibration import failed with status {rc}: "
+                + open(os.path.join(self.dir, "stderr.txt")).read()[-1500:]
+            )
         self.expected.update(eps)
         self.tags[tag] = self.n
 
@@ -294,8 +338,15 @@ class ImportScenario:
         from sqlite_rrf.store import Store
 
         tag, path, eps = self._file()
-        r = spawn_and_kill(self._cmd(path), self.db, strategy, self.t_total, self.t_wal,
-                           self.rng, os.path.join(self.dir, "stderr.txt"))
+        r = spawn_and_kill(
+            self._cmd(path),
+            self.db,
+            strategy,
+            self.t_total,
+            self.t_wal,
+            self.rng,
+            os.path.join(self.dir, "stderr.txt"),
+        )
         failures = []
         if not r["killed"]:
             if r["rc"] != 0:
@@ -307,8 +358,9 @@ class ImportScenario:
         except Exception as e:
             return dict(r, outcome="does not open", failures=[f"Store() failed: {e!r}"])
         try:
-            present = store.conn.execute("SELECT count(*) FROM episodes WHERE id >= ? AND id < ?",
-                                         (f"{tag}-", f"{tag}."))
+            present = store.conn.execute(
+                "SELECT count(*) FROM episodes WHERE id >= ? AND id < ?", (f"{tag}-", f"{tag}.")
+            )
             present = present.fetchall()[0][0]
             if present == self.n:
                 outcome = "import committed" if r["killed"] else "finished before the kill"
@@ -330,8 +382,9 @@ class ImportScenario:
 
 
 class MigrationScenario:
-    def __init__(self, workdir: str, n: int, rng: random.Random,
-                 slow_rows: int = SLOW_ROWS) -> None:
+    def __init__(
+        self, workdir: str, n: int, rng: random.Random, slow_rows: int = SLOW_ROWS
+    ) -> None:
         import apsw
         import numpy as np
 
@@ -354,8 +407,18 @@ class MigrationScenario:
             conn.executemany(
                 "INSERT INTO episodes(id, content, embedding, created_at, accessed_at, importance)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                [(e["id"], e["content"], np.asarray(e["embedding"], "<f4").tobytes(),
-                  e["created_at"], e["created_at"], e["importance"]) for e in eps])
+                [
+                    (
+                        e["id"],
+                        e["content"],
+                        np.asarray(e["embedding"], "<f4").tobytes(),
+                        e["created_at"],
+                        e["created_at"],
+                        e["importance"],
+                    )
+                    for e in eps
+                ],
+            )
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
         self.expected = {e["id"]: chash(e["content"]) for e in eps}
@@ -370,43 +433,53 @@ class MigrationScenario:
         shutil.copyfile(self.template, self.db)
 
     def _cmd(self) -> List[str]:
-        return [sys.executable, os.path.abspath(__file__), "_migrate", self.db,
-                str(self.slow_rows)]
+        return [sys.executable, os.path.abspath(__file__), "_migrate", self.db, str(self.slow_rows)]
 
     def calibrate(self) -> None:
         self._fresh()
-        self.t_total, self.t_wal, rc = timed_run(self._cmd(), self.db,
-                                                 os.path.join(self.dir, "stderr.txt"))
+        self.t_total, self.t_wal, rc = timed_run(
+            self._cmd(), self.db, os.path.join(self.dir, "stderr.txt")
+        )
         if rc != 0:
-            raise SystemExit(f"calibration migration failed with status {rc}: "
-                             + open(os.path.join(self.dir, "stderr.txt")).read()[-1500:])
+            raise SystemExit(
+                f"calibration migration failed with status {rc}: "
+                + open(os.path.join(self.dir, "stderr.txt")).read()[-1500:]
+            )
 
     def schema_failures(self, conn: Any, version: int) -> List[str]:
         bad = []
-        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations "
-                                               "ORDER BY version")]
+        versions = [
+            r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")
+        ]
         if versions != list(range(1, version + 1)):
             bad.append(f"schema_migrations holds {versions}")
         cols = {r[1] for r in conn.execute("PRAGMA table_info(episodes)")}
         lifecycle = {"strength", "depth", "session_spread", "stability"}
-        has_slow = bool(conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'crash_slow'").fetchall())
+        has_slow = bool(
+            conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'crash_slow'").fetchall()
+        )
         migrated = conn.execute(
-            "SELECT count(*) FROM episodes WHERE kind = 'slow-migrated'").fetchall()[0][0]
+            "SELECT count(*) FROM episodes WHERE kind = 'slow-migrated'"
+        ).fetchall()[0][0]
         if version >= 2 and not lifecycle <= cols:
             bad.append(f"version {version} without the lifecycle columns: {sorted(cols)}")
         if version < 2 and lifecycle & cols:
             bad.append(f"version {version} with lifecycle columns {sorted(lifecycle & cols)}")
         if version == self.v_new:
             n = conn.execute("SELECT count(*) FROM crash_slow").fetchall()[0][0]
-            idx = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'crash_slow_pad'"
-                               ).fetchall()
+            idx = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'crash_slow_pad'"
+            ).fetchall()
             if n != self.slow_rows or not idx or migrated != len(self.expected):
-                bad.append(f"version {version}: crash_slow has {n} rows, index {bool(idx)}, "
-                           f"{migrated} episodes migrated")
+                bad.append(
+                    f"version {version}: crash_slow has {n} rows, index {bool(idx)}, "
+                    f"{migrated} episodes migrated"
+                )
         elif has_slow or migrated:
-            bad.append(f"version {version} with crash_slow's work: table {has_slow}, "
-                       f"{migrated} episodes migrated")
+            bad.append(
+                f"version {version} with crash_slow's work: table {has_slow}, "
+                f"{migrated} episodes migrated"
+            )
         return bad
 
     def once(self, strategy: str) -> Dict[str, Any]:
@@ -415,8 +488,15 @@ class MigrationScenario:
         from sqlite_rrf.store import Store
 
         self._fresh()
-        r = spawn_and_kill(self._cmd(), self.db, strategy, self.t_total, self.t_wal,
-                           self.rng, os.path.join(self.dir, "stderr.txt"))
+        r = spawn_and_kill(
+            self._cmd(),
+            self.db,
+            strategy,
+            self.t_total,
+            self.t_wal,
+            self.rng,
+            os.path.join(self.dir, "stderr.txt"),
+        )
         failures: List[str] = []
         if not r["killed"]:
             if r["rc"] != 0:
@@ -439,8 +519,12 @@ class MigrationScenario:
             conn.close()
         if r["killed"]:
             outcome = f"killed at version {version}" + (
-                " (old)" if version == self.v_old else " (new)" if version == self.v_new
-                else " (between)")
+                " (old)"
+                if version == self.v_old
+                else " (new)"
+                if version == self.v_new
+                else " (between)"
+            )
         else:
             outcome = "finished before the kill"
             if version != self.v_new:
@@ -452,8 +536,10 @@ class MigrationScenario:
         except Exception as e:
             return dict(r, outcome=outcome, failures=failures + [f"Store() failed: {e!r}"])
         try:
-            failures += [f"after Store(): {f}" for f in
-                         integrity(store.conn) + self.schema_failures(store.conn, self.v_new)]
+            failures += [
+                f"after Store(): {f}"
+                for f in integrity(store.conn) + self.schema_failures(store.conn, self.v_new)
+            ]
             failures += recall_works(store, self.rng)
         finally:
             store.close()
@@ -463,9 +549,15 @@ class MigrationScenario:
 # ------------------------------------------------------------------ driver
 
 
-def run(kills: int = 50, workdir: str = "build/crash", seed: int = 0, import_n: int = 3000,
-        migrate_n: int = 2000, slow_rows: int = SLOW_ROWS,
-        quiet: bool = False) -> Dict[str, Any]:
+def run(
+    kills: int = 50,
+    workdir: str = "build/crash",
+    seed: int = 0,
+    import_n: int = 3000,
+    migrate_n: int = 2000,
+    slow_rows: int = SLOW_ROWS,
+    quiet: bool = False,
+) -> Dict[str, Any]:
     """Kill ``kills`` writers (half imports, half migrations); returns the report."""
     workdir = os.path.abspath(workdir)
     if os.path.isdir(workdir):
@@ -474,16 +566,21 @@ def run(kills: int = 50, workdir: str = "build/crash", seed: int = 0, import_n: 
     seed = seed or random.randrange(1, 2**31)
     rng = random.Random(seed)
     t_start = time.time()
-    scenarios = {"import": ImportScenario(workdir, import_n, rng),
-                 "migration": MigrationScenario(workdir, migrate_n, rng, slow_rows)}
+    scenarios = {
+        "import": ImportScenario(workdir, import_n, rng),
+        "migration": MigrationScenario(workdir, migrate_n, rng, slow_rows),
+    }
     for sc in scenarios.values():
         sc.calibrate()
     if not quiet:
-        print(f"crash: {kills} kills, seed {seed}; calibrated: import "
-              f"{scenarios['import'].t_total:.2f} s (WAL from "
-              f"{scenarios['import'].t_wal:.2f} s), migration "
-              f"{scenarios['migration'].t_total:.2f} s (WAL from "
-              f"{scenarios['migration'].t_wal:.2f} s)", flush=True)
+        print(
+            f"crash: {kills} kills, seed {seed}; calibrated: import "
+            f"{scenarios['import'].t_total:.2f} s (WAL from "
+            f"{scenarios['import'].t_wal:.2f} s), migration "
+            f"{scenarios['migration'].t_total:.2f} s (WAL from "
+            f"{scenarios['migration'].t_wal:.2f} s)",
+            flush=True,
+        )
     want = {"import": (kills + 1) // 2, "migration": kills // 2}
     done: Counter = Counter()
     outcomes: Counter = Counter()
@@ -509,20 +606,29 @@ def run(kills: int = 50, workdir: str = "build/crash", seed: int = 0, import_n: 
             for f in r["failures"]:
                 failures.append(f"{name} run {len(runs)} ({strategy}, kill at {r['at']} s): {f}")
             if not quiet:
-                print(f"  {len(runs):3d} {name:9s} {strategy:7s} "
-                      f"{'kill at %.3f s' % r['at'] if r['killed'] else 'no kill':16s} "
-                      f"WAL left {r['wal_left']:>9d}  {r['outcome']}"
-                      + ("  FAILED: " + "; ".join(r["failures"]) if r["failures"] else ""),
-                      flush=True)
+                print(
+                    f"  {len(runs):3d} {name:9s} {strategy:7s} "
+                    f"{'kill at %.3f s' % r['at'] if r['killed'] else 'no kill':16s} "
+                    f"WAL left {r['wal_left']:>9d}  {r['outcome']}"
+                    + ("  FAILED: " + "; ".join(r["failures"]) if r["failures"] else ""),
+                    flush=True,
+                )
     total_kills = sum(done.values())
     if total_kills < kills:
         failures.append(f"only {total_kills} kills in {attempts} attempts")
     report = {
-        "kills": total_kills, "kills_by_scenario": dict(done), "attempts": attempts,
-        "kills_by_strategy": dict(by_strategy), "kills_leaving_a_hot_wal": hot_wal,
-        "outcomes": dict(sorted(outcomes.items())), "failures": failures,
-        "ok": not failures, "seconds": round(time.time() - t_start, 1), "seed": seed,
-        "import_episodes": import_n, "slow_migration_rows": slow_rows,
+        "kills": total_kills,
+        "kills_by_scenario": dict(done),
+        "attempts": attempts,
+        "kills_by_strategy": dict(by_strategy),
+        "kills_leaving_a_hot_wal": hot_wal,
+        "outcomes": dict(sorted(outcomes.items())),
+        "failures": failures,
+        "ok": not failures,
+        "seconds": round(time.time() - t_start, 1),
+        "seed": seed,
+        "import_episodes": import_n,
+        "slow_migration_rows": slow_rows,
         "import_db_episodes": len(scenarios["import"].expected),
     }
     if not quiet:
@@ -531,15 +637,19 @@ def run(kills: int = 50, workdir: str = "build/crash", seed: int = 0, import_n: 
 
 
 def print_report(r: Dict[str, Any]) -> None:
-    print(f"kills: {r['kills']} ({', '.join(f'{k} {v}' for k, v in r['kills_by_scenario'].items())}"
-          f"; {', '.join(f'{k} {v}' for k, v in r['kills_by_strategy'].items())}) in "
-          f"{r['attempts']} runs, {r['seconds']} s; {r['kills_leaving_a_hot_wal']} kills left a "
-          "non-empty WAL")
+    print(
+        f"kills: {r['kills']} ({', '.join(f'{k} {v}' for k, v in r['kills_by_scenario'].items())}"
+        f"; {', '.join(f'{k} {v}' for k, v in r['kills_by_strategy'].items())}) in "
+        f"{r['attempts']} runs, {r['seconds']} s; {r['kills_leaving_a_hot_wal']} kills left a "
+        "non-empty WAL"
+    )
     for k, v in r["outcomes"].items():
         print(f"  {k}: {v}")
     if r["ok"]:
-        print("CRASH OK: every database opened, passed the integrity checks and held exactly "
-              "the committed episodes")
+        print(
+            "CRASH OK: every database opened, passed the integrity checks and held exactly "
+            "the committed episodes"
+        )
     else:
         print("CRASH FAILED:")
         for f in r["failures"]:
@@ -555,8 +665,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--workdir", default="build/crash")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--import-episodes", type=int, default=3000, dest="import_n")
-    p.add_argument("--slow-rows", type=int, default=SLOW_ROWS, dest="slow_rows",
-                   help=f"rows the slow extra migration writes (default {SLOW_ROWS})")
+    p.add_argument(
+        "--slow-rows",
+        type=int,
+        default=SLOW_ROWS,
+        dest="slow_rows",
+        help=f"rows the slow extra migration writes (default {SLOW_ROWS})",
+    )
     p.add_argument("--json", help="also write the report to this file")
     args = p.parse_args(argv)
     report = run(args.kills, args.workdir, args.seed, args.import_n, slow_rows=args.slow_rows)

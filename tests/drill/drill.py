@@ -50,10 +50,17 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 DIM = 16
-WORDS = ("postgres backup deploy staging token rotate cache invoice latency replica "
-         "schema migration alert pager retry queue tenant quota bucket region").split()
-QUERIES = ["postgres backup replica", "rotate token cache", "tenant quota bucket",
-           "deploy staging alert", "latency retry queue migration"]
+WORDS = (
+    "postgres backup deploy staging token rotate cache invoice latency replica "
+    "schema migration alert pager retry queue tenant quota bucket region"
+).split()
+QUERIES = [
+    "postgres backup replica",
+    "rotate token cache",
+    "tenant quota bucket",
+    "deploy staging alert",
+    "latency retry queue migration",
+]
 #: The recall's time, fixed so that the restored and the rebuilt copy are asked the same.
 NOW = 1_900_000_000_000
 
@@ -83,20 +90,24 @@ def _vec(rng: np.random.Generator) -> np.ndarray:
     return rng.standard_normal(DIM).astype("float32")
 
 
-def _spawn_writer(py: str, db: str, name: str, gen: int, log: str,
-                  pause: float) -> subprocess.Popen:
+def _spawn_writer(
+    py: str, db: str, name: str, gen: int, log: str, pause: float
+) -> subprocess.Popen:
     code = WRITER % {"words": WORDS, "dim": DIM, "pause": pause}
-    return subprocess.Popen([py, "-c", code, db, name, str(gen), log],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [py, "-c", code, db, name, str(gen), log], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
-def _spawn_replicator(py: str, db: str, replica: str, config: str,
-                      log: Any) -> subprocess.Popen:
+def _spawn_replicator(py: str, db: str, replica: str, config: str, log: Any) -> subprocess.Popen:
     # A group of its own: SIGKILL to the group kills the wrapper and Litestream at once,
     # as a lost machine does.
-    return subprocess.Popen([py, "-m", "sqlite_rrf", "replicate", db, "--to", replica,
-                             "--config", config], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [py, "-m", "sqlite_rrf", "replicate", db, "--to", replica, "--config", config],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -123,13 +134,25 @@ def _read_logs(paths: List[str]) -> Dict[str, float]:
 def _rows(db: str) -> List[Dict[str, Any]]:
     import apsw
 
-    conn = apsw.Connection(f"file:{db}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY
-                           | apsw.SQLITE_OPEN_URI)
+    conn = apsw.Connection(
+        f"file:{db}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
     try:
-        cols = ("id", "content", "embedding", "created_at", "accessed_at", "access_count",
-                "importance", "kind", "scope")
-        return [dict(zip(cols, r)) for r in conn.execute(
-            f"SELECT {', '.join(cols)} FROM episodes ORDER BY rowid")]
+        cols = (
+            "id",
+            "content",
+            "embedding",
+            "created_at",
+            "accessed_at",
+            "access_count",
+            "importance",
+            "kind",
+            "scope",
+        )
+        return [
+            dict(zip(cols, r))
+            for r in conn.execute(f"SELECT {', '.join(cols)} FROM episodes ORDER BY rowid")
+        ]
     finally:
         conn.close()
 
@@ -140,8 +163,10 @@ def rebuilt_copy(restored: str, path: str) -> int:
 
     rows = _rows(restored)
     with Store(path) as store:
-        store.add_many([dict(r, embedding=np.frombuffer(r["embedding"], dtype="<f4"))
-                        for r in rows], dedupe=False)
+        store.add_many(
+            [dict(r, embedding=np.frombuffer(r["embedding"], dtype="<f4")) for r in rows],
+            dedupe=False,
+        )
     return len(rows)
 
 
@@ -154,16 +179,31 @@ def recall_table(db: str) -> List[List[Tuple[str, float]]]:
     with Store(db, readonly=True) as store:
         for i, q in enumerate(QUERIES):
             qvec = np.random.default_rng(1000 + i).standard_normal(DIM).astype("float32")
-            res = store.recall(q, limit=10, qvec=qvec, now=NOW, touch=False, scope=None,
-                               collapse=False, time_expressions=False)
+            res = store.recall(
+                q,
+                limit=10,
+                qvec=qvec,
+                now=NOW,
+                touch=False,
+                scope=None,
+                collapse=False,
+                time_expressions=False,
+            )
             out.append([(h.id, h.score) for h in res.hits])
     return out
 
 
-def run(seconds: float = 20.0, writers: int = 3, workdir: Optional[str] = None,
-        seed: int = 0, seed_rows: int = 200, pause: float = 0.01,
-        sync_interval: float = 1.0, restart_replicator: bool = True,
-        quiet: bool = True) -> Dict[str, Any]:
+def run(
+    seconds: float = 20.0,
+    writers: int = 3,
+    workdir: Optional[str] = None,
+    seed: int = 0,
+    seed_rows: int = 200,
+    pause: float = 0.01,
+    sync_interval: float = 1.0,
+    restart_replicator: bool = True,
+    quiet: bool = True,
+) -> Dict[str, Any]:
     """One drill; returns its report (see the module's docstring). The first random event
     kills the replicator; ``restart_replicator=False`` leaves it dead from then on (the
     drill's control: writes after that are lost, however old)."""
@@ -183,9 +223,18 @@ def run(seconds: float = 20.0, writers: int = 3, workdir: Optional[str] = None,
 
     rng = np.random.default_rng(seed)
     with Store(db) as store:
-        store.add_many([dict(id=f"seed-{i}", content=" ".join(rng.choice(WORDS, 6)) + f" seed {i}",
-                             embedding=_vec(rng), created_at=1_700_000_000_000 + i * 1000)
-                        for i in range(seed_rows)], dedupe=False)
+        store.add_many(
+            [
+                dict(
+                    id=f"seed-{i}",
+                    content=" ".join(rng.choice(WORDS, 6)) + f" seed {i}",
+                    embedding=_vec(rng),
+                    created_at=1_700_000_000_000 + i * 1000,
+                )
+                for i in range(seed_rows)
+            ],
+            dedupe=False,
+        )
 
     events: List[Tuple[float, str]] = []
     t0 = time.time()
@@ -212,8 +261,11 @@ def run(seconds: float = 20.0, writers: int = 3, workdir: Optional[str] = None,
         time.sleep(min(left, rnd.uniform(0.5, 2.0)))
         if time.monotonic() >= end:
             break
-        if rep is not None and time.monotonic() < last_rep_kill and (
-                replicator_kills == 0 or rnd.random() < 0.35):
+        if (
+            rep is not None
+            and time.monotonic() < last_rep_kill
+            and (replicator_kills == 0 or rnd.random() < 0.35)
+        ):
             _kill_group(rep)
             replicator_kills += 1
             events.append((time.time() - t0, "replicator killed"))
@@ -261,26 +313,40 @@ def run(seconds: float = 20.0, writers: int = 3, workdir: Optional[str] = None,
     rebuilt_rows = rebuilt_copy(restored, rebuilt)
     a, b = recall_table(restored), recall_table(rebuilt)
     out = {
-        "seconds": seconds, "writers": writers, "sync_interval_s": sync_interval,
-        "committed": len(committed), "restored_rows": len(present),
-        "lost": len(lost), "lost_max_age_s": max(lost.values(), default=0.0),
+        "seconds": seconds,
+        "writers": writers,
+        "sync_interval_s": sync_interval,
+        "committed": len(committed),
+        "restored_rows": len(present),
+        "lost": len(lost),
+        "lost_max_age_s": max(lost.values(), default=0.0),
         "lost_min_age_s": min(lost.values(), default=0.0),
         "committed_last_2s": sum(1 for ts in committed.values() if t_kill - ts <= 2.0),
-        "unlogged_restored": len(unknown), "seeds_missing": seeds_missing,
-        "writer_kills": writer_kills, "replicator_kills": replicator_kills,
-        "restore_s": round(restore_s, 3), "check_ok": report.ok,
+        "unlogged_restored": len(unknown),
+        "seeds_missing": seeds_missing,
+        "writer_kills": writer_kills,
+        "replicator_kills": replicator_kills,
+        "restore_s": round(restore_s, 3),
+        "check_ok": report.ok,
         "check_findings": [f"{f.part}: {f.message}" for f in report.findings],
-        "rebuilt_rows": rebuilt_rows, "recall_equal": a == b,
-        "recall_restored": a, "recall_rebuilt": b,
-        "replica_bytes": _du(replica), "workdir": work,
+        "rebuilt_rows": rebuilt_rows,
+        "recall_equal": a == b,
+        "recall_restored": a,
+        "recall_rebuilt": b,
+        "replica_bytes": _du(replica),
+        "workdir": work,
         # full snapshots Litestream took: 1 at the start, more when it lost track of the
         # WAL (a checkpoint it did not make, a restart after SIGKILL)
         "snapshots": _count(os.path.join(work, "replicator.log"), "snapshot complete"),
         "events": [(round(ts, 2), e) for ts, e in events],
     }
     if not quiet:
-        print(json.dumps({k: v for k, v in out.items()
-                          if k not in ("recall_restored", "recall_rebuilt")}, indent=1))
+        print(
+            json.dumps(
+                {k: v for k, v in out.items() if k not in ("recall_restored", "recall_rebuilt")},
+                indent=1,
+            )
+        )
     return out
 
 
@@ -306,27 +372,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--writers", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--pause", type=float, default=0.01,
-                    help="seconds each writer sleeps between two commits")
+    ap.add_argument(
+        "--pause", type=float, default=0.01, help="seconds each writer sleeps between two commits"
+    )
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
     rows = []
     for r in range(args.rounds):
         work = os.path.join(args.workdir, f"round{r}") if args.workdir else None
-        rep = run(seconds=args.seconds, writers=args.writers, workdir=work,
-                  seed=args.seed + r, pause=args.pause)
+        rep = run(
+            seconds=args.seconds,
+            writers=args.writers,
+            workdir=work,
+            seed=args.seed + r,
+            pause=args.pause,
+        )
         rows.append(rep)
         if not args.workdir:
             shutil.rmtree(rep["workdir"], ignore_errors=True)
-    print("| round | s | committed | lost | oldest lost (s before the loss) | committed in "
-          "the last 2 s | writer kills | replicator kills | snapshots | restore s | check | "
-          "recall = rebuilt |")
+    print(
+        "| round | s | committed | lost | oldest lost (s before the loss) | committed in "
+        "the last 2 s | writer kills | replicator kills | snapshots | restore s | check | "
+        "recall = rebuilt |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for i, r in enumerate(rows):
-        print(f"| {i} | {r['seconds']:g} | {r['committed']} | {r['lost']} | "
-              f"{r['lost_max_age_s']:.2f} | {r['committed_last_2s']} | {r['writer_kills']} | "
-              f"{r['replicator_kills']} | {r['snapshots']} | {r['restore_s']:.2f} | "
-              f"{'ok' if r['check_ok'] else r['check_findings']} | {r['recall_equal']} |")
+        print(
+            f"| {i} | {r['seconds']:g} | {r['committed']} | {r['lost']} | "
+            f"{r['lost_max_age_s']:.2f} | {r['committed_last_2s']} | {r['writer_kills']} | "
+            f"{r['replicator_kills']} | {r['snapshots']} | {r['restore_s']:.2f} | "
+            f"{'ok' if r['check_ok'] else r['check_findings']} | {r['recall_equal']} |"
+        )
     return 0
 
 

@@ -98,28 +98,48 @@ SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.whi
 #: --texts scifact reads the BEIR SciFact corpus and claims (../shared/data/scifact).
 SCIFACT = os.path.join(os.path.dirname(os.path.dirname(TESTS)), "shared", "data", "scifact")
 #: Two SciFact titles for which issue 19 saw a BM25 list that was not bm25()'s top 20.
-ISSUE19 = ("Cryo-EM structure of a herpesvirus capsid at 3.1 \u00c5",
-           "The Evolution of Dominance in Sporophytic Self-Incompatibility Systems. II. "
-           "Mate Availability and Recombination")
+ISSUE19 = (
+    "Cryo-EM structure of a herpesvirus capsid at 3.1 \u00c5",
+    "The Evolution of Dominance in Sporophytic Self-Incompatibility Systems. II. "
+    "Mate Availability and Recombination",
+)
 DIM = 16
 NWORDS = 3000
 WORDS = [f"z{i}" for i in range(NWORDS)]
 ZIPF = [1.0 / (i + 1) for i in range(NWORDS)]
 STORY = "kubernetes"
-STORY_TERM = "kubernet"   # its porter stem, as the index holds it
-RARE = "orange"           # in a handful of episodes
-ABSENT = "xylophonist"    # in no episode
+STORY_TERM = "kubernet"  # its porter stem, as the index holds it
+RARE = "orange"  # in a handful of episodes
+ABSENT = "xylophonist"  # in no episode
 EXTRA = ("café", "naïve", "日本語", "it's", "x-ray", "Straße", "data-base")
 #: the phases: (name, end as a share of the operations, episode count at the end as a
 #: share of --episodes, chance that a new text mentions STORY)
 PHASES = (("rise", 0.35, 1.12, 0.85), ("fall", 0.65, 1.12, 0.0), ("after", 1.0, 1.0, 0.002))
 
-STORE_KINDS = ("add", "add_many", "upsert", "upsert_new", "delete", "delete_missing",
-               "recall_touch")
+STORE_KINDS = (
+    "add",
+    "add_many",
+    "upsert",
+    "upsert_new",
+    "delete",
+    "delete_missing",
+    "recall_touch",
+)
 STORE_WEIGHTS = (18, 7, 24, 4, 18, 1, 8)
-SHELL_KINDS = ("insert", "insert_or_replace_id", "insert_or_replace_rowid", "replace_into",
-               "upsert", "upsert_new", "update_content", "update_rowid",
-               "update_or_replace_rowid", "update_embedding", "delete", "delete_many")
+SHELL_KINDS = (
+    "insert",
+    "insert_or_replace_id",
+    "insert_or_replace_rowid",
+    "replace_into",
+    "upsert",
+    "upsert_new",
+    "update_content",
+    "update_rowid",
+    "update_or_replace_rowid",
+    "update_embedding",
+    "delete",
+    "delete_many",
+)
 SHELL_WEIGHTS = (12, 9, 4, 3, 10, 2, 15, 6, 2, 8, 15, 3)
 ADDS = {"add", "add_many", "upsert_new", "insert", "replace_into"}
 DELETES = {"delete", "delete_many"}
@@ -130,33 +150,45 @@ FTS_CHECK = "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-chec
 
 #: FTS5's own list, the reference of every check of the BM25 list: bm25() of the OR query
 #: of every word (fts5_query(query)), best first, ties by rowid.
-BM25_REF = ("SELECT rowid, bm25({t}) AS s FROM {t} WHERE {t} MATCH "
-            "coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2")
+BM25_REF = (
+    "SELECT rowid, bm25({t}) AS s FROM {t} WHERE {t} MATCH "
+    "coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2"
+)
 #: The second index of (b'): built at each checkpoint from the rows the live index reads
 #: its text from (a scan of the external-content table episodes_fts reads its content
 #: source), as a new index is built (one segment, no delete ever written to it).
 FRESH = "episodes_fts_fresh"
-FRESH_BUILD = (f"DROP TABLE IF EXISTS temp.{FRESH}; CREATE VIRTUAL TABLE temp.{FRESH} USING "
-               f"fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.{FRESH}(rowid, "
-               "content) SELECT rowid, content FROM main.episodes_fts;")
+FRESH_BUILD = (
+    f"DROP TABLE IF EXISTS temp.{FRESH}; CREATE VIRTUAL TABLE temp.{FRESH} USING "
+    f"fts5(content, tokenize = 'porter unicode61'); INSERT INTO temp.{FRESH}(rowid, "
+    "content) SELECT rowid, content FROM main.episodes_fts;"
+)
 #: The terms in at least half of the rows now: the words FTS5 gives its IDF floor.
-STOP_NOW = ("SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
-            "WHERE 2 * doc >= (SELECT count(*) FROM episodes)")
+STOP_NOW = (
+    "SELECT coalesce(group_concat(term, ' '), '') FROM episodes_fts_vocab "
+    "WHERE 2 * doc >= (SELECT count(*) FROM episodes)"
+)
 #: The functions of csrc/bm25*.c called directly (c''): the one-call top (B16), the
 #: per-row scan of the query without its stopwords (B10..B13) and of the whole query (B3).
-FN_TOP = ("SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM "
-          "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
-          "LIMIT 1")
-FN_OR = ("SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM "
-         "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
-         "ORDER BY s, rowid LIMIT ?2")
-FN_FULL = ("SELECT rowid, rrf_bm25(episodes_fts, ?2) AS s FROM episodes_fts WHERE episodes_fts "
-           "MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2")
+FN_TOP = (
+    "SELECT rrf_bm25_or_top(episodes_fts, ?2, ?1, ?3, 'porter unicode61') FROM "
+    "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
+    "LIMIT 1"
+)
+FN_OR = (
+    "SELECT rowid, rrf_bm25_or(episodes_fts, ?2, ?1, ?3, 'porter unicode61') AS s FROM "
+    "episodes_fts WHERE episodes_fts MATCH fts5_query(?1, 'or', ?3, 'porter unicode61') "
+    "ORDER BY s, rowid LIMIT ?2"
+)
+FN_FULL = (
+    "SELECT rowid, rrf_bm25(episodes_fts, ?2) AS s FROM episodes_fts WHERE episodes_fts "
+    "MATCH coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2"
+)
 #: The most a dropped word adds to a row's score, with B12's margin (sql/recall/bm25.sql 1c).
 DROP_BOUND = 2.2000022e-6
 #: since = this: a filter every row passes, so the statement takes its per-row scan (1b's
 #: second branch) instead of rrf_bm25_or_top.
-SINCE_ALL = -(2 ** 62)
+SINCE_ALL = -(2**62)
 
 
 def bm25_cte() -> Tuple[str, List[str]]:
@@ -165,7 +197,7 @@ def bm25_cte() -> Tuple[str, List[str]]:
     from sqlite_rrf.resources import read_sql, statement_params
 
     sql = read_sql("recall.sql")
-    head = sql[:sql.index("\n-- 2. ") + 1].rstrip()
+    head = sql[: sql.index("\n-- 2. ") + 1].rstrip()
     if not head.endswith("),"):
         raise AssertionError("sql/recall.sql: the BM25 CTEs no longer end before '-- 2.'")
     cte = head[:-1] + "\nSELECT rowid, bm25_score FROM bm25 ORDER BY bm25_score, rowid"
@@ -211,7 +243,7 @@ class Model:
         self.content: Dict[str, str] = {}
         self.emb: Dict[str, Optional[bytes]] = {}
         self.ids = IdSet()
-        self.story = IdSet()      # ids whose content mentions STORY
+        self.story = IdSet()  # ids whose content mentions STORY
         self.rowid_of: Dict[str, int] = {}
         self.id_at: Dict[int, str] = {}
 
@@ -277,15 +309,15 @@ class Churn:
                 os.remove(self.db + suffix)
         self.store = Store(self.db)
         self.model = Model()
-        self.docs: List[str] = []     # --texts scifact: the texts (title and abstract)
-        self.claims: List[str] = []   # and the queries (titles and claims)
+        self.docs: List[str] = []  # --texts scifact: the texts (title and abstract)
+        self.claims: List[str] = []  # and the queries (titles and claims)
         if args.texts == "scifact":
             self.docs, self.claims = load_scifact(args.scifact)
         self.cte, self.cte_params = bm25_cte()
-        self.stop_now = ""            # per checkpoint: the terms in half of the rows or more
-        self.fresh_ready = False      # the fresh index of this moment is built
-        self.ops: Counter = Counter()       # "client:kind" -> operations
-        self.rows: Counter = Counter()      # "client:kind" -> episodes written or removed
+        self.stop_now = ""  # per checkpoint: the terms in half of the rows or more
+        self.fresh_ready = False  # the fresh index of this moment is built
+        self.ops: Counter = Counter()  # "client:kind" -> operations
+        self.rows: Counter = Counter()  # "client:kind" -> episodes written or removed
         self.failures: List[str] = []
         self.failure_count = 0
         self.mismatch: Counter = Counter()
@@ -395,9 +427,11 @@ class Churn:
             self.store.add_many(batch)
         if self.args.store_merges:
             self.store.conn.execute(
-                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('automerge', 0)")
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('automerge', 0)"
+            )
             self.store.conn.execute(
-                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('crisismerge', 100000)")
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('crisismerge', 100000)"
+            )
         if self.args.knn:
             import sqlite_vec
 
@@ -440,9 +474,15 @@ class Churn:
         elif kind == "recall_touch":
             q = self.query()
             qvec = self.nrng.standard_normal(DIM).astype("<f4") if rng.random() < 0.8 else None
-            res = s.recall(q, limit=rng.randint(1, 10), qvec=qvec, force=True, touch=True,
-                           pool=rng.choice(("recent", "recent", "recent", "all")),
-                           profile=rng.choice(PROFILES))
+            res = s.recall(
+                q,
+                limit=rng.randint(1, 10),
+                qvec=qvec,
+                force=True,
+                touch=True,
+                pool=rng.choice(("recent", "recent", "recent", "all")),
+                profile=rng.choice(PROFILES),
+            )
             self.recall_hits += len(res)
             if len(res) and not res.touched:
                 self.touch_failed += 1
@@ -465,8 +505,9 @@ class Churn:
                 self.store_op(kind, name, story_p)
             except Exception as e:
                 self.ops["store:" + kind] += 1
-                self.fail(f"Store {kind}: {type(e).__name__}: {e}\n"
-                          + traceback.format_exc(limit=3))
+                self.fail(
+                    f"Store {kind}: {type(e).__name__}: {e}\n" + traceback.format_exc(limit=3)
+                )
             if self.args.paranoid:
                 self.paranoid_check(f"Store {kind} (op {done + i})")
         self.store_s += time.perf_counter() - t
@@ -481,28 +522,44 @@ class Churn:
         if kind in ("insert", "replace_into", "upsert_new"):
             eid, c = self.new_id("shell"), self.text(story_p)
             e = self.vec() if rng.random() < 0.9 else None
-            verb = {"insert": "INSERT INTO", "replace_into": "REPLACE INTO",
-                    "upsert_new": "INSERT INTO"}[kind]
-            tail = (" ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
-                    "embedding = excluded.embedding" if kind == "upsert_new" else "")
+            verb = {
+                "insert": "INSERT INTO",
+                "replace_into": "REPLACE INTO",
+                "upsert_new": "INSERT INTO",
+            }[kind]
+            tail = (
+                " ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
+                "embedding = excluded.embedding"
+                if kind == "upsert_new"
+                else ""
+            )
             m.put(eid, c, e)
-            self.hi += 1          # an automatic rowid is at most the largest + 1
-            return (f"{verb} episodes(id, content, embedding, metadata) VALUES "
-                    f"({sql_text(eid)}, {sql_text(c)}, {sql_blob(e)}, {md}){tail};", 1)
+            self.hi += 1  # an automatic rowid is at most the largest + 1
+            return (
+                f"{verb} episodes(id, content, embedding, metadata) VALUES "
+                f"({sql_text(eid)}, {sql_text(c)}, {sql_blob(e)}, {md}){tail};",
+                1,
+            )
         eid = self.target("delete" if kind in DELETES else "rewrite", phase)
         if kind == "insert_or_replace_id":
             c, e = self.text(story_p), self.vec()
             m.put(eid, c, e)
-            m.forget_rowid(eid)   # a new automatic rowid
+            m.forget_rowid(eid)  # a new automatic rowid
             self.hi += 1
-            return (f"INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES "
-                    f"({sql_text(eid)}, {sql_text(c)}, {sql_blob(e)});", 1)
+            return (
+                f"INSERT OR REPLACE INTO episodes(id, content, embedding) VALUES "
+                f"({sql_text(eid)}, {sql_text(c)}, {sql_blob(e)});",
+                1,
+            )
         if kind == "upsert":
             c, e = self.text(story_p), self.vec()
             m.put(eid, c, e)
-            return (f"INSERT INTO episodes(id, content, embedding) VALUES ({sql_text(eid)}, "
-                    f"{sql_text(c)}, {sql_blob(e)}) ON CONFLICT(id) DO UPDATE SET "
-                    "content = excluded.content, embedding = excluded.embedding;", 1)
+            return (
+                f"INSERT INTO episodes(id, content, embedding) VALUES ({sql_text(eid)}, "
+                f"{sql_text(c)}, {sql_blob(e)}) ON CONFLICT(id) DO UPDATE SET "
+                "content = excluded.content, embedding = excluded.embedding;",
+                1,
+            )
         if kind in ("insert_or_replace_rowid", "update_or_replace_rowid"):
             # another row, whose rowid is known, is the victim: both rows go, one comes
             victim = None
@@ -519,8 +576,11 @@ class Churn:
                 c, e = self.text(story_p), self.vec()
                 m.put(eid, c, e)
                 m.set_rowid(eid, r)
-                return (f"INSERT OR REPLACE INTO episodes(rowid, id, content, embedding) VALUES "
-                        f"({r}, {sql_text(eid)}, {sql_text(c)}, {sql_blob(e)});", 2)
+                return (
+                    f"INSERT OR REPLACE INTO episodes(rowid, id, content, embedding) VALUES "
+                    f"({r}, {sql_text(eid)}, {sql_text(c)}, {sql_blob(e)});",
+                    2,
+                )
             m.set_rowid(eid, r)
             return f"UPDATE OR REPLACE episodes SET rowid = {r} WHERE id = {sql_text(eid)};", 2
         if kind == "update_content":
@@ -539,8 +599,7 @@ class Churn:
         if kind == "update_embedding":
             e = self.vec() if rng.random() < 0.85 else None
             m.put(eid, m.content[eid], e)
-            return (f"UPDATE episodes SET embedding = {sql_blob(e)} "
-                    f"WHERE id = {sql_text(eid)};", 1)
+            return (f"UPDATE episodes SET embedding = {sql_blob(e)} WHERE id = {sql_text(eid)};", 1)
         if kind == "delete":
             m.drop(eid)
             return f"DELETE FROM episodes WHERE id = {sql_text(eid)};", 1
@@ -551,8 +610,12 @@ class Churn:
                     ids.add(self.target("delete", phase))
             for x in sorted(ids):  # a fixed order: the run is the same for a seed
                 m.drop(x)
-            return ("DELETE FROM episodes WHERE id IN ("
-                    + ", ".join(sql_text(x) for x in sorted(ids)) + ");", len(ids))
+            return (
+                "DELETE FROM episodes WHERE id IN ("
+                + ", ".join(sql_text(x) for x in sorted(ids))
+                + ");",
+                len(ids),
+            )
         raise AssertionError(kind)
 
     def shell_segment(self, n: int, done: int) -> int:
@@ -562,8 +625,13 @@ class Churn:
         self.hi = max(self.model.id_at, default=0)
         self.lo = min(0, min(self.model.id_at, default=0))
         in_txn = self.rng.random() < 0.5
-        head = [".bail off", "PRAGMA recursive_triggers;", ".output /dev/null",
-                "PRAGMA busy_timeout = 10000;", ".output stdout"]
+        head = [
+            ".bail off",
+            "PRAGMA recursive_triggers;",
+            ".output /dev/null",
+            "PRAGMA busy_timeout = 10000;",
+            ".output stdout",
+        ]
         if self.vec_path:
             head.append(f".load {self.vec_path}")
         if not in_txn:
@@ -588,8 +656,13 @@ class Churn:
         if self.args.paranoid:  # keep the database as it was before this script
             self.backup(os.path.join(self.args.workdir, "paranoid-before.db"))
         if self.args.client == "shell":
-            out = subprocess.run([SHELL, "-batch", self.db], input=script, capture_output=True,
-                                 text=True, timeout=600)
+            out = subprocess.run(
+                [SHELL, "-batch", self.db],
+                input=script,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         else:
             out = self.run_in_apsw(script)
         self.shell_batches += 1
@@ -598,19 +671,28 @@ class Churn:
         for k, v in rows.items():
             self.rows["shell:" + k] += v
         if out.stdout.splitlines()[:1] != ["0"]:
-            self.fail(f"shell batch {self.shell_batches}: recursive_triggers is not OFF, or "
-                      f"the shell said {out.stdout[:200]!r}")
+            self.fail(
+                f"shell batch {self.shell_batches}: recursive_triggers is not OFF, or "
+                f"the shell said {out.stdout[:200]!r}"
+            )
         if self.args.paranoid:
             path = os.path.join(self.args.workdir, "paranoid-batch.sql")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(script)
-            self.paranoid_check(f"shell batch {self.shell_batches} ({path}, the database "
-                                "before it: paranoid-before.db)")
+            self.paranoid_check(
+                f"shell batch {self.shell_batches} ({path}, the database "
+                "before it: paranoid-before.db)"
+            )
         if out.returncode != 0 or out.stderr.strip():
-            self.fail(f"shell batch {self.shell_batches} (rc {out.returncode}): "
-                      f"{out.stderr.strip()[:500]}")
-            with open(os.path.join(self.args.workdir, f"failed-batch-{self.shell_batches}.sql"),
-                      "w", encoding="utf-8") as f:
+            self.fail(
+                f"shell batch {self.shell_batches} (rc {out.returncode}): "
+                f"{out.stderr.strip()[:500]}"
+            )
+            with open(
+                os.path.join(self.args.workdir, f"failed-batch-{self.shell_batches}.sql"),
+                "w",
+                encoding="utf-8",
+            ) as f:
                 f.write(script)
         self.shell_s += time.perf_counter() - t
         return n
@@ -634,8 +716,9 @@ class Churn:
             except apsw.Error as e:
                 stderr.append(f"{line[:80]}: {e}")
         conn.close()
-        return argparse.Namespace(stdout="\n".join(stdout) + "\n", stderr="\n".join(stderr),
-                                  returncode=0)
+        return argparse.Namespace(
+            stdout="\n".join(stdout) + "\n", stderr="\n".join(stderr), returncode=0
+        )
 
     # ---- checkpoints ----
 
@@ -688,31 +771,50 @@ class Churn:
         return " ".join(words)
 
     def bm25_queries(self) -> List[str]:
-        fixed = [f"{STORY} {RARE}", STORY, f"the {ABSENT}", "the of", f"of {STORY} the",
-                 f"the {RARE}"]
+        fixed = [
+            f"{STORY} {RARE}",
+            STORY,
+            f"the {ABSENT}",
+            "the of",
+            f"of {STORY} the",
+            f"the {RARE}",
+        ]
         if self.docs:
             fixed[4:] = ISSUE19
         return fixed + [self.query() for _ in range(self.args.queries)]
 
     def check_bm25(self, q: str, n: int) -> None:
         conn = self.store.conn
-        res = self.store.recall(q, limit=max(n, 1), weights=(1.0, 0.0, 0.0, 0.0), pool_size=0,
-                                bm25_limit=n, profile="rrf", touch=False, force=True,
-                                collapse=False)
+        res = self.store.recall(
+            q,
+            limit=max(n, 1),
+            weights=(1.0, 0.0, 0.0, 0.0),
+            pool_size=0,
+            bm25_limit=n,
+            profile="rrf",
+            touch=False,
+            force=True,
+            collapse=False,
+        )
         got = sorted((h.bm25_score, h.rowid) for h in res if h.bm25_rank is not None)
         if len(got) != len(res):
             self.miss("bm25_list", f"{q!r}: {len(res) - len(got)} hits without a BM25 rank")
         want = conn.execute(
             "SELECT bm25(episodes_fts) AS s, rowid FROM episodes_fts WHERE episodes_fts MATCH "
-            "fts5_query(?, 'or') ORDER BY s, rowid LIMIT ?", (q, n)).fetchall()
+            "fts5_query(?, 'or') ORDER BY s, rowid LIMIT ?",
+            (q, n),
+        ).fetchall()
         self.checked["bm25_queries"] += 1
         self.checked["bm25_rows"] += len(want)
         self.check_paths(q, n)
         if [r for _s, r in got] != [r for _s, r in want]:
             gs, ws = {r for _s, r in got}, {r for _s, r in want}
-            self.miss("bm25_list", f"{q!r} top {n}: statement {len(got)} rows, bm25() "
-                      f"{len(want)}; {len(ws - gs)} missing, {len(gs - ws)} extra, first "
-                      f"differences {[(g, w) for g, w in zip(got, want) if g[1] != w[1]][:2]}")
+            self.miss(
+                "bm25_list",
+                f"{q!r} top {n}: statement {len(got)} rows, bm25() "
+                f"{len(want)}; {len(ws - gs)} missing, {len(gs - ws)} extra, first "
+                f"differences {[(g, w) for g, w in zip(got, want) if g[1] != w[1]][:2]}",
+            )
             return
         worst = max((abs(g[0] - w[0]) for g, w in zip(got, want)), default=0.0)
         if worst > 1e-9:
@@ -720,8 +822,9 @@ class Churn:
         elif worst:
             self.checked["bm25_scores_not_bit_identical"] += 1
 
-    def cte_list(self, q: str, n: int, since: Optional[int] = None,
-                 hint: Any = "stored") -> List[Tuple[int, float]]:
+    def cte_list(
+        self, q: str, n: int, since: Optional[int] = None, hint: Any = "stored"
+    ) -> List[Tuple[int, float]]:
         """The statement's own BM25 list (sql/recall.sql's bm25 CTE), with the stored
         stopword hint or, in a savepoint rolled back at once, another (None: none)."""
         conn = self.store.conn
@@ -734,8 +837,10 @@ class Churn:
             if hint is None:
                 conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
             else:
-                conn.execute("INSERT OR REPLACE INTO rrf_meta(key, value) "
-                             "VALUES ('bm25_stopwords', ?)", (hint,))
+                conn.execute(
+                    "INSERT OR REPLACE INTO rrf_meta(key, value) VALUES ('bm25_stopwords', ?)",
+                    (hint,),
+                )
             return [tuple(r) for r in conn.execute(self.cte, b).fetchall()]
         finally:
             conn.execute("ROLLBACK TO churn_hint")
@@ -759,10 +864,19 @@ class Churn:
         fresh = [tuple(r) for r in conn.execute(BM25_REF.format(t=FRESH), (q, n))]
         self.checked["bm25_fresh_queries"] += 1
         if fresh != want:
-            self.miss("bm25_fresh", f"{q[:60]!r} top {n}: bm25() of the live index and of a "
-                      f"fresh one differ: {self.difference(fresh, want)}")
-        words = [t for _p, t in json.loads(conn.execute(
-            "SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (q,)).fetchone()[0])]
+            self.miss(
+                "bm25_fresh",
+                f"{q[:60]!r} top {n}: bm25() of the live index and of a "
+                f"fresh one differ: {self.difference(fresh, want)}",
+            )
+        words = [
+            t
+            for _p, t in json.loads(
+                conn.execute(
+                    "SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (q,)
+                ).fetchone()[0]
+            )
+        ]
         stop = self.stop_now
         common = " ".join(w for w in words if w in set(stop.split()))
         paths = {
@@ -770,17 +884,23 @@ class Churn:
             "statement, rrf_bm25_or_top, no hint": self.cte_list(q, n, hint=None),
             "statement, rrf_bm25_or_top, hint of this moment": self.cte_list(q, n, hint=stop),
             "statement, rrf_bm25_or_top, hint of every word": self.cte_list(
-                q, n, hint=" ".join(words + [STORY_TERM])),
+                q, n, hint=" ".join(words + [STORY_TERM])
+            ),
             "statement, filtered scan, stored hint": self.cte_list(q, n, since=SINCE_ALL),
             "statement, filtered scan, hint of this moment": self.cte_list(
-                q, n, since=SINCE_ALL, hint=stop),
+                q, n, since=SINCE_ALL, hint=stop
+            ),
             "rrf_bm25 (whole query)": [tuple(r) for r in conn.execute(FN_FULL, (q, n))],
         }
         top = conn.execute(FN_TOP, (q, n, common)).fetchall()
-        scan = {"rrf_bm25_or_top (common words dropped)":
-                [tuple(r) for r in json.loads(top[0][0])] if top else [],
-                "rrf_bm25_or (common words dropped)":
-                [tuple(r) for r in conn.execute(FN_OR, (q, n, common))]}
+        scan = {
+            "rrf_bm25_or_top (common words dropped)": [tuple(r) for r in json.loads(top[0][0])]
+            if top
+            else [],
+            "rrf_bm25_or (common words dropped)": [
+                tuple(r) for r in conn.execute(FN_OR, (q, n, common))
+            ],
+        }
         expect = dict.fromkeys(paths, want)
         for path, got in scan.items():
             # B13: the top m rows are bm25()'s when m rows of the scan score below what
@@ -794,8 +914,9 @@ class Churn:
             self.checked["bm25_paths"] += 1
             self.checked["bm25_path_rows"] += len(expect[path])
             if got != expect[path]:
-                self.miss("bm25_path", f"{q[:60]!r} top {n}, {path}: "
-                          f"{self.difference(got, expect[path])}")
+                self.miss(
+                    "bm25_path", f"{q[:60]!r} top {n}, {path}: {self.difference(got, expect[path])}"
+                )
 
     def check_crossing(self) -> None:
         """(b'') STORY in half of the rows less one, exactly half (FTS5's IDF floor starts
@@ -809,12 +930,18 @@ class Churn:
             try:
                 held = conn.execute(f"SELECT count(*) FROM ({has})").fetchone()[0]
                 if held < target:
-                    conn.execute(f"UPDATE episodes SET content = content || ' {STORY}' WHERE "
-                                 f"rowid IN (SELECT rowid FROM episodes WHERE rowid NOT IN "
-                                 f"({has}) LIMIT ?)", (target - held,))
+                    conn.execute(
+                        f"UPDATE episodes SET content = content || ' {STORY}' WHERE "
+                        f"rowid IN (SELECT rowid FROM episodes WHERE rowid NOT IN "
+                        f"({has}) LIMIT ?)",
+                        (target - held,),
+                    )
                 elif held > target:
-                    conn.execute(f"UPDATE episodes SET content = replace(content, '{STORY}', "
-                                 f"'{RARE}') WHERE rowid IN ({has} LIMIT ?)", (held - target,))
+                    conn.execute(
+                        f"UPDATE episodes SET content = replace(content, '{STORY}', "
+                        f"'{RARE}') WHERE rowid IN ({has} LIMIT ?)",
+                        (held - target,),
+                    )
                 doc = conn.execute(f"SELECT count(*) FROM ({has})").fetchone()[0]
                 if doc != target:
                     self.fail(f"the crossing probe put {STORY} in {doc} rows, not {target}")
@@ -833,21 +960,33 @@ class Churn:
         """Where two BM25 lists part (for the report)."""
         gr, wr = {r for r, _ in got}, {r for r, _ in want}
         first = next(((i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w), None)
-        return (f"{len(got)} rows vs {len(want)}, {len(wr - gr)} missing {sorted(wr - gr)[:3]}, "
-                f"{len(gr - wr)} extra {sorted(gr - wr)[:3]}, first difference {first}")
+        return (
+            f"{len(got)} rows vs {len(want)}, {len(wr - gr)} missing {sorted(wr - gr)[:3]}, "
+            f"{len(gr - wr)} extra {sorted(gr - wr)[:3]}, first difference {first}"
+        )
 
     def check_reference(self, q: str, qvec: Any, pool: str) -> None:
         from test_recall import NOW, assert_same, reference_recall
 
-        res = self.store.recall(q, limit=20, qvec=qvec, pool=pool, profile="rrf", now=NOW,
-                                touch=False, force=True, collapse=False)
+        res = self.store.recall(
+            q,
+            limit=20,
+            qvec=qvec,
+            pool=pool,
+            profile="rrf",
+            now=NOW,
+            touch=False,
+            force=True,
+            collapse=False,
+        )
         got = []
         for h in res:
             d = h.as_dict()
             d["explain"] = json.dumps(h.explain)
             got.append(d)
-        want = reference_recall(self.store.conn, q, qvec, pool=pool, limit=20, profile="rrf",
-                                now=NOW)
+        want = reference_recall(
+            self.store.conn, q, qvec, pool=pool, limit=20, profile="rrf", now=NOW
+        )
         self.checked["reference_recalls"] += 1
         try:
             assert_same(got, want)
@@ -861,50 +1000,69 @@ class Churn:
         wi = {h["id"]: h for h in want}
         for i, (g, w) in enumerate(zip(got, want)):
             for key in ("id", "bm25_rank", "vec_rank", "recency_rank", "access_rank", "score"):
-                if g[key] != w[key] and not (key == "score"
-                                             and abs(g[key] - w[key]) <= 1e-12 * abs(w[key])):
+                if g[key] != w[key] and not (
+                    key == "score" and abs(g[key] - w[key]) <= 1e-12 * abs(w[key])
+                ):
                     other = gi.get(w["id"]) or {}
-                    return (f"hit {i}: {key} {g[key]!r} != reference {w[key]!r} (statement "
-                            f"{g['id']}: bm25_rank {g['bm25_rank']}, score {g['score']:.6g}; "
-                            f"reference {w['id']}: bm25_rank {w['bm25_rank']}, score "
-                            f"{w['score']:.6g}, statement's bm25_rank for it "
-                            f"{other.get('bm25_rank', 'not returned')})")
+                    return (
+                        f"hit {i}: {key} {g[key]!r} != reference {w[key]!r} (statement "
+                        f"{g['id']}: bm25_rank {g['bm25_rank']}, score {g['score']:.6g}; "
+                        f"reference {w['id']}: bm25_rank {w['bm25_rank']}, score "
+                        f"{w['score']:.6g}, statement's bm25_rank for it "
+                        f"{other.get('bm25_rank', 'not returned')})"
+                    )
         if len(got) != len(want):
             return f"{len(got)} hits, reference {len(want)}"
-        return ("explain or similarity differ: " + str([(g["id"], g["explain"]) for g in got
-                                                        if g["id"] in wi][:1])[:200])
+        return (
+            "explain or similarity differ: "
+            + str([(g["id"], g["explain"]) for g in got if g["id"] in wi][:1])[:200]
+        )
 
     def check_model(self) -> None:
         conn = self.store.conn
-        db = {eid: (c, e) for eid, c, e in conn.execute(
-            "SELECT id, content, embedding FROM episodes")}
+        db = {
+            eid: (c, e) for eid, c, e in conn.execute("SELECT id, content, embedding FROM episodes")
+        }
         m = self.model
         missing = [x for x in m.content if x not in db]
         extra = [x for x in db if x not in m.content]
         wrong = [x for x in m.content if x in db and db[x] != (m.content[x], m.emb[x])]
         self.checked["model_checks"] += 1
         if missing or extra or wrong:
-            self.miss("model", f"{len(missing)} episodes missing ({missing[:3]}), "
-                      f"{len(extra)} unexpected ({extra[:3]}), {len(wrong)} with other "
-                      f"content or embedding ({wrong[:3]})")
+            self.miss(
+                "model",
+                f"{len(missing)} episodes missing ({missing[:3]}), "
+                f"{len(extra)} unexpected ({extra[:3]}), {len(wrong)} with other "
+                f"content or embedding ({wrong[:3]})",
+            )
         if self.args.knn:
-            emb = {r: e for r, e in conn.execute(
-                "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL")}
+            emb = {
+                r: e
+                for r, e in conn.execute(
+                    "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"
+                )
+            }
             vec = {r: e for r, e in conn.execute("SELECT rowid, embedding FROM episodes_vec")}
             self.checked["knn_checks"] += 1
             if emb != vec:
-                self.miss("episodes_vec", f"{len(set(vec) - set(emb))} vectors of no embedded "
-                          f"episode, {len(set(emb) - set(vec))} embedded episodes without one, "
-                          f"{sum(1 for r in emb if r in vec and vec[r] != emb[r])} different")
+                self.miss(
+                    "episodes_vec",
+                    f"{len(set(vec) - set(emb))} vectors of no embedded "
+                    f"episode, {len(set(emb) - set(vec))} embedded episodes without one, "
+                    f"{sum(1 for r in emb if r in vec and vec[r] != emb[r])} different",
+                )
 
     def checkpoint(self, done: int) -> None:
         t = time.perf_counter()
         conn = self.store.conn
         self.checked["checkpoints"] += 1
-        for name, sql in (("fts_integrity", "INSERT INTO episodes_fts(episodes_fts) "
-                           "VALUES('integrity-check')"),
-                          ("fts_integrity_rank1", "INSERT INTO episodes_fts(episodes_fts, rank) "
-                           "VALUES('integrity-check', 1)")):
+        for name, sql in (
+            ("fts_integrity", "INSERT INTO episodes_fts(episodes_fts) VALUES('integrity-check')"),
+            (
+                "fts_integrity_rank1",
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-check', 1)",
+            ),
+        ):
             self.checked[name] += 1
             try:
                 conn.execute(sql)
@@ -924,14 +1082,14 @@ class Churn:
                 self.check_bm25(q, n)
             except Exception as e:
                 self.checked["bm25_queries"] += 1
-                self.miss("bm25_error", f"after {done} ops, {q!r} top {n}: "
-                          f"{type(e).__name__}: {e}")
+                self.miss("bm25_error", f"after {done} ops, {q!r} top {n}: {type(e).__name__}: {e}")
         conn.execute(f"DROP TABLE temp.{FRESH}")
         try:
             self.check_crossing()
         except Exception as e:
-            self.miss("bm25_error", f"after {done} ops, the crossing probe: "
-                      f"{type(e).__name__}: {e}")
+            self.miss(
+                "bm25_error", f"after {done} ops, the crossing probe: {type(e).__name__}: {e}"
+            )
         conn.execute(f"DROP TABLE IF EXISTS temp.{FRESH}")
         self.fresh_ready = False
         for i in range(self.args.ref_queries):
@@ -941,18 +1099,29 @@ class Churn:
                 self.check_reference(q, qvec, pool)
             except Exception as e:
                 self.checked["reference_recalls"] += 1
-                self.miss("reference_error", f"after {done} ops, {q!r} pool {pool}: "
-                          f"{type(e).__name__}: {e}")
+                self.miss(
+                    "reference_error",
+                    f"after {done} ops, {q!r} pool {pool}: {type(e).__name__}: {e}",
+                )
         n = len(self.model.ids)
-        doc = dict(conn.execute(
-            "SELECT term, doc FROM episodes_fts_vocab WHERE term IN (?, 'the', 'of')",
-            (STORY_TERM,)).fetchall())
+        doc = dict(
+            conn.execute(
+                "SELECT term, doc FROM episodes_fts_vocab WHERE term IN (?, 'the', 'of')",
+                (STORY_TERM,),
+            ).fetchall()
+        )
         stop = self.store.stopwords if hasattr(self.store, "stopwords") else None
-        self.timeline.append({
-            "ops": done, "phase": self.phase(min(done, self.args.ops - 1))[0], "episodes": n,
-            f"{STORY}_share": round(doc.get(STORY_TERM, 0) / max(n, 1), 3),
-            "the_share": round(doc.get("the", 0) / max(n, 1), 3),
-            "stored_stopwords": stop, "mismatches_so_far": sum(self.mismatch.values())})
+        self.timeline.append(
+            {
+                "ops": done,
+                "phase": self.phase(min(done, self.args.ops - 1))[0],
+                "episodes": n,
+                f"{STORY}_share": round(doc.get(STORY_TERM, 0) / max(n, 1), 3),
+                "the_share": round(doc.get("the", 0) / max(n, 1), 3),
+                "stored_stopwords": stop,
+                "mismatches_so_far": sum(self.mismatch.values()),
+            }
+        )
         self.check_s += time.perf_counter() - t
 
     # ---- the run ----
@@ -976,8 +1145,11 @@ class Churn:
                 n = min(self.rng.randint(a.segment, a.segment * 3), nxt - done)
                 done += self.shell_segment(n, done)
             store_turn = not store_turn
-            if (not peak_refreshed and self.phase(done)[0] == "fall"
-                    and hasattr(self.store, "refresh_stopwords")):
+            if (
+                not peak_refreshed
+                and self.phase(done)[0] == "fall"
+                and hasattr(self.store, "refresh_stopwords")
+            ):
                 # the issue's story: the stored stopwords are computed while STORY is common
                 self.store.refresh_stopwords()
                 self.refreshes += 1
@@ -986,31 +1158,47 @@ class Churn:
                 self.checkpoint(done)
                 if not a.quiet:
                     tl = self.timeline[-1]
-                    print(f"  {done:>7} ops  {tl['phase']:<5} {tl['episodes']:>6} episodes, "
-                          f"{STORY} in {tl[f'{STORY}_share']:.0%}, stopwords "
-                          f"{tl['stored_stopwords']}, mismatches {tl['mismatches_so_far']}, "
-                          f"{time.time() - t0:.0f} s", flush=True)
+                    print(
+                        f"  {done:>7} ops  {tl['phase']:<5} {tl['episodes']:>6} episodes, "
+                        f"{STORY} in {tl[f'{STORY}_share']:.0%}, stopwords "
+                        f"{tl['stored_stopwords']}, mismatches {tl['mismatches_so_far']}, "
+                        f"{time.time() - t0:.0f} s",
+                        flush=True,
+                    )
         self.store.close()
         by_client: Counter = Counter()
         for k, v in self.ops.items():
             by_client[k.split(":")[0]] += v
         story_peak = max(t[f"{STORY}_share"] for t in self.timeline)
         report = {
-            "seed": a.seed, "episodes_start": a.episodes, "episodes_end": len(self.model.ids),
-            "knn": a.knn, "client": a.client, "store_merges": a.store_merges, "texts": a.texts,
-            "ops": sum(self.ops.values()), "ops_by_client": dict(by_client),
+            "seed": a.seed,
+            "episodes_start": a.episodes,
+            "episodes_end": len(self.model.ids),
+            "knn": a.knn,
+            "client": a.client,
+            "store_merges": a.store_merges,
+            "texts": a.texts,
+            "ops": sum(self.ops.values()),
+            "ops_by_client": dict(by_client),
             "ops_by_kind": dict(sorted(self.ops.items())),
             "rows_by_kind": dict(sorted(self.rows.items())),
-            "shell_batches": self.shell_batches, "recall_hits_touched": self.recall_hits,
+            "shell_batches": self.shell_batches,
+            "recall_hits_touched": self.recall_hits,
             "checked": dict(sorted(self.checked.items())),
             "mismatches": dict(sorted(self.mismatch.items())),
-            "mismatch_examples": self.examples, f"{STORY}_peak_share": story_peak,
+            "mismatch_examples": self.examples,
+            f"{STORY}_peak_share": story_peak,
             "stopword_refreshes_forced": self.refreshes,
-            "failures": self.failures[:50], "failure_count": self.failure_count,
+            "failures": self.failures[:50],
+            "failure_count": self.failure_count,
             "timeline": self.timeline,
-            "seconds": {"total": round(time.time() - t0, 1), "populate": round(populate_s, 1),
-                        "store": round(self.store_s, 1), "shell": round(self.shell_s, 1),
-                        "checks": round(self.check_s, 1)},
+            "seconds": {
+                "total": round(time.time() - t0, 1),
+                "populate": round(populate_s, 1),
+                "store": round(self.store_s, 1),
+                "shell": round(self.shell_s, 1),
+                "checks": round(self.check_s, 1),
+            },
         }
         if report["ops"] < a.ops:
             self.fail(f"only {report['ops']} operations ran")
@@ -1034,19 +1222,20 @@ def load_scifact(folder: str) -> Tuple[List[str], List[str]]:
 
 
 def print_report(r: Dict[str, Any]) -> None:
-    print(f"churn: {r['episodes_start']} -> {r['episodes_end']} episodes, {r['ops']} operations "
-          f"({', '.join(f'{k} {v}' for k, v in r['ops_by_client'].items())}), "
-          f"{r['shell_batches']} scripts run by the {r['client']}, knn index "
-          f"{'on' if r['knn'] else 'off'}, "
-          f"{'only the Store merges FTS5 segments, ' if r['store_merges'] else ''}"
-          f"texts {r['texts']}, seed {r['seed']}")
+    print(
+        f"churn: {r['episodes_start']} -> {r['episodes_end']} episodes, {r['ops']} operations "
+        f"({', '.join(f'{k} {v}' for k, v in r['ops_by_client'].items())}), "
+        f"{r['shell_batches']} scripts run by the {r['client']}, knn index "
+        f"{'on' if r['knn'] else 'off'}, "
+        f"{'only the Store merges FTS5 segments, ' if r['store_merges'] else ''}"
+        f"texts {r['texts']}, seed {r['seed']}"
+    )
     print("operations by kind (rows written or removed):")
     for k, v in r["ops_by_kind"].items():
         print(f"  {k:>32}: {v:7d}  ({r['rows_by_kind'].get(k, 0)} rows)")
     print(f"{STORY} peaked in {r[f'{STORY}_peak_share']:.0%} of the episodes")
     print("checked: " + ", ".join(f"{k} {v}" for k, v in r["checked"].items()))
-    print("mismatches: " + (", ".join(f"{k} {v}" for k, v in r["mismatches"].items())
-                            or "none"))
+    print("mismatches: " + (", ".join(f"{k} {v}" for k, v in r["mismatches"].items()) or "none"))
     for e in r["mismatch_examples"][:10]:
         print("  - " + e)
     print(f"time: {r['seconds']}")
@@ -1060,9 +1249,23 @@ def print_report(r: Dict[str, Any]) -> None:
 
 def make_args(**kw: Any) -> argparse.Namespace:
     """The churn's settings: the command line's defaults, updated with ``kw``."""
-    a = dict(episodes=20_000, ops=100_000, checkpoints=25, workdir="build/churn", seed=0,
-             knn=False, segment=200, queries=6, ref_queries=4, quiet=False, paranoid=False,
-             client="shell", store_merges=False, texts="zipf", scifact=SCIFACT)
+    a = dict(
+        episodes=20_000,
+        ops=100_000,
+        checkpoints=25,
+        workdir="build/churn",
+        seed=0,
+        knn=False,
+        segment=200,
+        queries=6,
+        ref_queries=4,
+        quiet=False,
+        paranoid=False,
+        client="shell",
+        store_merges=False,
+        texts="zipf",
+        scifact=SCIFACT,
+    )
     unknown = set(kw) - set(a)
     if unknown:
         raise TypeError(f"unknown churn settings {sorted(unknown)}")
@@ -1078,8 +1281,11 @@ def run(**kw: Any) -> Dict[str, Any]:
     if SHELL is None and args.client == "shell":
         raise SystemExit("churn needs the sqlite3 shell (apt-get install sqlite3)")
     if not args.quiet:
-        print(f"churn: {args.episodes} episodes, {args.ops} operations, {args.checkpoints} "
-              f"checkpoints, seed {args.seed}, {args.workdir}", flush=True)
+        print(
+            f"churn: {args.episodes} episodes, {args.ops} operations, {args.checkpoints} "
+            f"checkpoints, seed {args.seed}, {args.workdir}",
+            flush=True,
+        )
     return Churn(args).run()
 
 
@@ -1090,32 +1296,64 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--checkpoints", type=int, default=25)
     p.add_argument("--workdir", default="build/churn")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--knn", action="store_true",
-                   help="with the vec0 index (the shell then loads sqlite-vec, never rrf)")
-    p.add_argument("--segment", type=int, default=200,
-                   help="mean Store segment length; shell scripts are 1-3 times it")
-    p.add_argument("--queries", type=int, default=6,
-                   help="random BM25 queries per checkpoint, besides the 6 fixed ones")
-    p.add_argument("--ref-queries", type=int, default=4,
-                   help="recalls compared with the Python reference per checkpoint")
-    p.add_argument("--client", choices=("shell", "apsw"), default="shell",
-                   help="who runs the scripts: the sqlite3 shell (default), or a plain apsw "
-                        "connection of this process's SQLite (a control)")
-    p.add_argument("--store-merges", action="store_true",
-                   help="a product change under test, not the product: FTS5 automerge 0 and "
-                        "crisismerge 100000 (stored in the index's config, so no client "
-                        "merges), and the Store merges ('merge', 500) after each write")
-    p.add_argument("--paranoid", action="store_true",
-                   help="FTS5's integrity-check and PRAGMA quick_check after every Store "
-                        "operation and shell script (with --segment 1, scripts of 1-3 "
-                        "statements); stop at the first fault and keep the script and the "
-                        "database before it (for finding a fault)")
-    p.add_argument("--texts", choices=("zipf", "scifact"), default="zipf",
-                   help="the episodes' texts: short ones over a Zipf vocabulary (default), or "
-                        "BEIR SciFact's abstracts, the same one again now and then, queried by "
-                        "SciFact titles and claims (issue 19's data)")
-    p.add_argument("--scifact", default=SCIFACT, help="the SciFact folder (corpus.jsonl, "
-                   "queries.jsonl) for --texts scifact")
+    p.add_argument(
+        "--knn",
+        action="store_true",
+        help="with the vec0 index (the shell then loads sqlite-vec, never rrf)",
+    )
+    p.add_argument(
+        "--segment",
+        type=int,
+        default=200,
+        help="mean Store segment length; shell scripts are 1-3 times it",
+    )
+    p.add_argument(
+        "--queries",
+        type=int,
+        default=6,
+        help="random BM25 queries per checkpoint, besides the 6 fixed ones",
+    )
+    p.add_argument(
+        "--ref-queries",
+        type=int,
+        default=4,
+        help="recalls compared with the Python reference per checkpoint",
+    )
+    p.add_argument(
+        "--client",
+        choices=("shell", "apsw"),
+        default="shell",
+        help="who runs the scripts: the sqlite3 shell (default), or a plain apsw "
+        "connection of this process's SQLite (a control)",
+    )
+    p.add_argument(
+        "--store-merges",
+        action="store_true",
+        help="a product change under test, not the product: FTS5 automerge 0 and "
+        "crisismerge 100000 (stored in the index's config, so no client "
+        "merges), and the Store merges ('merge', 500) after each write",
+    )
+    p.add_argument(
+        "--paranoid",
+        action="store_true",
+        help="FTS5's integrity-check and PRAGMA quick_check after every Store "
+        "operation and shell script (with --segment 1, scripts of 1-3 "
+        "statements); stop at the first fault and keep the script and the "
+        "database before it (for finding a fault)",
+    )
+    p.add_argument(
+        "--texts",
+        choices=("zipf", "scifact"),
+        default="zipf",
+        help="the episodes' texts: short ones over a Zipf vocabulary (default), or "
+        "BEIR SciFact's abstracts, the same one again now and then, queried by "
+        "SciFact titles and claims (issue 19's data)",
+    )
+    p.add_argument(
+        "--scifact",
+        default=SCIFACT,
+        help="the SciFact folder (corpus.jsonl, queries.jsonl) for --texts scifact",
+    )
     p.add_argument("--json", help="also write the report to this file")
     a = p.parse_args(argv)
     kw = vars(a)

@@ -80,7 +80,7 @@ class BusyMeter:
 
     def __init__(self, timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.timeout_ms = timeout_ms
-        self.slept = 0.0    # seconds, since the last reset()
+        self.slept = 0.0  # seconds, since the last reset()
         self.calls = 0
 
     def reset(self) -> None:
@@ -139,8 +139,12 @@ def build(path: str, episodes: int, dim: int, seed: int, key: Dict[str, Any]) ->
         for b in range(0, episodes, 2000):
             n = min(2000, episodes - b)
             vecs = nrng.standard_normal((n, dim)).astype("<f4")
-            s.add_many([dict(id=f"base-{b + i}", content=_text(rng, f"base{b + i}"),
-                             embedding=vecs[i]) for i in range(n)])
+            s.add_many(
+                [
+                    dict(id=f"base-{b + i}", content=_text(rng, f"base{b + i}"), embedding=vecs[i])
+                    for i in range(n)
+                ]
+            )
         s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     os.replace(tmp, path)
     for suffix in ("-wal", "-shm"):
@@ -188,7 +192,7 @@ def writer(args: argparse.Namespace) -> int:
     nrng = np.random.default_rng(args.seed)
     _wait_go(args)
     store, meter = _open(args)
-    ops: List[List[Any]] = []   # [kind, latency ms, lock wait ms]
+    ops: List[List[Any]] = []  # [kind, latency ms, lock wait ms]
     busy = 0
     unexpected: List[str] = []
     live: List[str] = []
@@ -244,8 +248,8 @@ def reader(args: argparse.Namespace) -> int:
     nrng = np.random.default_rng(args.seed)
     _wait_go(args)
     store, meter = _open(args)
-    recalls: List[List[float]] = []   # [latency ms, lock wait ms, hits]
-    touches: List[List[float]] = []   # [ms in Store._touch, lock wait ms in it]
+    recalls: List[List[float]] = []  # [latency ms, lock wait ms, hits]
+    touches: List[List[float]] = []  # [ms in Store._touch, lock wait ms in it]
     touch = store._touch
 
     def timed_touch(*a: Any, **kw: Any) -> Any:
@@ -281,7 +285,9 @@ def reader(args: argparse.Namespace) -> int:
                     rows = store.conn.execute(recall_statement(args.pool), b).fetchall()
                     store.conn.executemany(
                         "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
-                        "WHERE rowid = ?", [(int(time.time() * 1000), r[-1]) for r in rows])
+                        "WHERE rowid = ?",
+                        [(int(time.time() * 1000), r[-1]) for r in rows],
+                    )
                     store.conn.execute("COMMIT")
                 except BaseException:
                     if not store.conn.getautocommit():
@@ -289,8 +295,14 @@ def reader(args: argparse.Namespace) -> int:
                     raise
                 hits, ok, why = len(rows), True, None
             else:
-                res = store.recall(query, limit=10, qvec=qvec, pool=args.pool, force=True,
-                                   touch=args.how != "notouch")
+                res = store.recall(
+                    query,
+                    limit=10,
+                    qvec=qvec,
+                    pool=args.pool,
+                    force=True,
+                    touch=args.how != "notouch",
+                )
                 hits, ok, why = len(res), res.touched, res.touch_error
                 if args.how == "notouch":
                     ok = False  # counted as neither touched nor a failed touch
@@ -299,8 +311,9 @@ def reader(args: argparse.Namespace) -> int:
             busy += 1
             unexpected.append(f"recall {args.pool}: {type(e).__name__}: {e}")
         except Exception as e:
-            unexpected.append(f"recall {args.pool}: {type(e).__name__}: {e}\n"
-                              + traceback.format_exc(limit=3))
+            unexpected.append(
+                f"recall {args.pool}: {type(e).__name__}: {e}\n" + traceback.format_exc(limit=3)
+            )
         else:
             recalls.append([(time.perf_counter() - t) * 1000.0, meter.slept * 1000.0, hits])
             if ok:
@@ -312,10 +325,19 @@ def reader(args: argparse.Namespace) -> int:
         if len(unexpected) > 20:
             break
     store.close()
-    _summary(args, role="reader", pool=args.pool, how=args.how, recalls=recalls,
-             touches=touches, busy=busy,
-             touched=touched, not_touched=not_touched, touch_errors=touch_errors,
-             unexpected=unexpected)
+    _summary(
+        args,
+        role="reader",
+        pool=args.pool,
+        how=args.how,
+        recalls=recalls,
+        touches=touches,
+        busy=busy,
+        touched=touched,
+        not_touched=not_touched,
+        touch_errors=touch_errors,
+        unexpected=unexpected,
+    )
     return 0
 
 
@@ -327,10 +349,20 @@ def _summary(args: argparse.Namespace, **kw: Any) -> None:
 # ------------------------------------------------------------------ orchestrator
 
 
-def run_config(name: str, readers: List[List[str]], base: str, workdir: str, *,
-               seconds: float, writers: int, rate: float, dim: int, seed: int,
-               synchronous: Optional[str] = None,
-               touch_synchronous: Optional[str] = None) -> Dict[str, Any]:
+def run_config(
+    name: str,
+    readers: List[List[str]],
+    base: str,
+    workdir: str,
+    *,
+    seconds: float,
+    writers: int,
+    rate: float,
+    dim: int,
+    seed: int,
+    synchronous: Optional[str] = None,
+    touch_synchronous: Optional[str] = None,
+) -> Dict[str, Any]:
     """One configuration on a fresh copy of ``base``; its figures and failures."""
     cdir = os.path.join(workdir, name)
     if os.path.isdir(cdir):
@@ -341,14 +373,30 @@ def run_config(name: str, readers: List[List[str]], base: str, workdir: str, *,
     go = os.path.join(cdir, "go.json")
     me = os.path.abspath(__file__)
     procs = []
-    roles = [("_writer", i, None) for i in range(writers)] + \
-            [("_reader", i, r) for i, r in enumerate(readers)]
+    roles = [("_writer", i, None) for i in range(writers)] + [
+        ("_reader", i, r) for i, r in enumerate(readers)
+    ]
     for role, i, r in roles:
         pname = f"{role[1:]}-{i}"
-        cmd = [sys.executable, me, role, "--db", db, "--index", str(i), "--go", go,
-               "--seed", str(seed * 1000 + i + (100 if role == "_reader" else 0)),
-               "--dim", str(dim), "--rate", str(rate),
-               "--summary", os.path.join(cdir, pname + ".json")]
+        cmd = [
+            sys.executable,
+            me,
+            role,
+            "--db",
+            db,
+            "--index",
+            str(i),
+            "--go",
+            go,
+            "--seed",
+            str(seed * 1000 + i + (100 if role == "_reader" else 0)),
+            "--dim",
+            str(dim),
+            "--rate",
+            str(rate),
+            "--summary",
+            os.path.join(cdir, pname + ".json"),
+        ]
         if r:
             cmd += ["--pool", r[0], "--how", r[1]]
         if synchronous:
@@ -359,8 +407,11 @@ def run_config(name: str, readers: List[List[str]], base: str, workdir: str, *,
         procs.append((pname, subprocess.Popen(cmd, stderr=err), err))
     failures: List[str] = []
     t_end = time.time() + 120
-    while (sum(f.startswith("go.json.ready-") for f in os.listdir(cdir)) < len(procs)
-           and time.time() < t_end and all(p.poll() is None for _n, p, _e in procs)):
+    while (
+        sum(f.startswith("go.json.ready-") for f in os.listdir(cdir)) < len(procs)
+        and time.time() < t_end
+        and all(p.poll() is None for _n, p, _e in procs)
+    ):
         time.sleep(0.05)
     start_at = time.time() + 0.5
     deadline = start_at + seconds
@@ -397,8 +448,9 @@ def run_config(name: str, readers: List[List[str]], base: str, workdir: str, *,
         if s["role"] == "writer":
             wops += s["ops"]
         else:
-            recalls.setdefault(s['pool'] + ("" if s["how"] == "store" else "-" + s["how"]),
-                               []).extend(s["recalls"])
+            recalls.setdefault(
+                s["pool"] + ("" if s["how"] == "store" else "-" + s["how"]), []
+            ).extend(s["recalls"])
             touched += s["touched"]
             touches += s["touches"]
             not_touched += s["not_touched"]
@@ -406,8 +458,9 @@ def run_config(name: str, readers: List[List[str]], base: str, workdir: str, *,
     if busy:
         failures.append(f"{name}: {busy} BusyError/LockedError reached a caller")
     if unexpected:
-        failures.append(f"{name}: {len(unexpected)} unexpected exceptions: "
-                        + " | ".join(unexpected[:3]))
+        failures.append(
+            f"{name}: {len(unexpected)} unexpected exceptions: " + " | ".join(unexpected[:3])
+        )
     import apsw
 
     conn = apsw.Connection(db)
@@ -418,9 +471,16 @@ def run_config(name: str, readers: List[List[str]], base: str, workdir: str, *,
     for k, v in checks.items():
         if v != "ok":
             failures.append(f"{name}: {k}: {v}")
-    raw = {"wops": wops, "recalls": recalls, "touches": touches, "busy": busy,
-           "unexpected": len(unexpected), "touched": touched, "not_touched": not_touched,
-           "touch_errors": touch_errors}
+    raw = {
+        "wops": wops,
+        "recalls": recalls,
+        "touches": touches,
+        "busy": busy,
+        "unexpected": len(unexpected),
+        "touched": touched,
+        "not_touched": not_touched,
+        "touch_errors": touch_errors,
+    }
     return {"raw": raw, "checks": checks, "episodes_after": episodes, "failures": failures}
 
 
@@ -433,13 +493,16 @@ def merge_raw(a: Optional[Dict[str, Any]], b: Dict[str, Any]) -> Dict[str, Any]:
         out[k] = a[k] + b[k]
     for k in ("busy", "unexpected", "touched", "not_touched"):
         out[k] = a[k] + b[k]
-    out["recalls"] = {k: a["recalls"].get(k, []) + b["recalls"].get(k, [])
-                      for k in set(a["recalls"]) | set(b["recalls"])}
+    out["recalls"] = {
+        k: a["recalls"].get(k, []) + b["recalls"].get(k, [])
+        for k in set(a["recalls"]) | set(b["recalls"])
+    }
     return out
 
 
-def figures(raw: Dict[str, Any], readers: List[List[str]], checks: Dict[str, str],
-            episodes: int) -> Dict[str, Any]:
+def figures(
+    raw: Dict[str, Any], readers: List[List[str]], checks: Dict[str, str], episodes: int
+) -> Dict[str, Any]:
     """The figures of one configuration from its raw measurements."""
     wops, recalls, touches = raw["wops"], raw["recalls"], raw["touches"]
     lat = [o[1] for o in wops]
@@ -448,33 +511,61 @@ def figures(raw: Dict[str, Any], readers: List[List[str]], checks: Dict[str, str
     fig: Dict[str, Any] = {
         "readers": [p + ("" if h == "store" else "-" + h) for p, h in readers],
         "writer_ops": len(wops),
-        "writer_ops_by_kind": {k: sum(1 for o in wops if o[0] == k)
-                               for k in ("add", "upsert", "delete")},
-        "writer_ms": {"p50": r2(pct(lat, 50)), "p90": r2(pct(lat, 90)),
-                      "p99": r2(pct(lat, 99)), "max": r2(max(lat, default=None))},
+        "writer_ops_by_kind": {
+            k: sum(1 for o in wops if o[0] == k) for k in ("add", "upsert", "delete")
+        },
+        "writer_ms": {
+            "p50": r2(pct(lat, 50)),
+            "p90": r2(pct(lat, 90)),
+            "p99": r2(pct(lat, 99)),
+            "max": r2(max(lat, default=None)),
+        },
         "writer_ops_that_waited_for_a_lock": len(waited),
-        "lock_wait_ms": {"p99": r2(pct(waits, 99)), "max": r2(max(waits, default=None)),
-                         "total": r2(sum(waits))},
-        "recalls": {k: {"n": len(v), "p50_ms": r2(pct([x[0] for x in v], 50)),
-                        "p99_ms": r2(pct([x[0] for x in v], 99)),
-                        "lock_wait_total_ms": r2(sum(x[1] for x in v))}
-                    for k, v in sorted(recalls.items())},
-        "touch_ms": {"n": len(touches), "p50": r2(pct([x[0] for x in touches], 50)),
-                     "p99": r2(pct([x[0] for x in touches], 99)),
-                     "lock_wait_p99": r2(pct([x[1] for x in touches], 99))},
-        "touched": raw["touched"], "not_touched": raw["not_touched"],
+        "lock_wait_ms": {
+            "p99": r2(pct(waits, 99)),
+            "max": r2(max(waits, default=None)),
+            "total": r2(sum(waits)),
+        },
+        "recalls": {
+            k: {
+                "n": len(v),
+                "p50_ms": r2(pct([x[0] for x in v], 50)),
+                "p99_ms": r2(pct([x[0] for x in v], 99)),
+                "lock_wait_total_ms": r2(sum(x[1] for x in v)),
+            }
+            for k, v in sorted(recalls.items())
+        },
+        "touch_ms": {
+            "n": len(touches),
+            "p50": r2(pct([x[0] for x in touches], 50)),
+            "p99": r2(pct([x[0] for x in touches], 99)),
+            "lock_wait_p99": r2(pct([x[1] for x in touches], 99)),
+        },
+        "touched": raw["touched"],
+        "not_touched": raw["not_touched"],
         "touch_errors": raw["touch_errors"][:3],
-        "busy_escaped": raw["busy"], "unexpected_exceptions": raw["unexpected"],
-        "checks": checks, "episodes_after": episodes,
+        "busy_escaped": raw["busy"],
+        "unexpected_exceptions": raw["unexpected"],
+        "checks": checks,
+        "episodes_after": episodes,
     }
     return fig
 
 
-def run(episodes: int = 30_000, dim: int = 384, seconds: float = 20.0, writers: int = 2,
-        rate: float = 25.0, configs: Optional[List[str]] = None, workdir: str = "build/latency",
-        seed: int = 1, quiet: bool = False, rounds: int = 1,
-        synchronous: Optional[str] = None,
-        touch_synchronous: Optional[str] = None) -> Dict[str, Any]:
+def run(
+    episodes: int = 30_000,
+    dim: int = 384,
+    seconds: float = 20.0,
+    writers: int = 2,
+    rate: float = 25.0,
+    configs: Optional[List[str]] = None,
+    workdir: str = "build/latency",
+    seed: int = 1,
+    quiet: bool = False,
+    rounds: int = 1,
+    synchronous: Optional[str] = None,
+    touch_synchronous: Optional[str] = None,
+) -> Dict[str, Any]:
     """Build (or reuse) the base database, run each configuration; the report."""
     configs = configs or list(DEFAULT_CONFIGS)
     for c in configs:
@@ -485,8 +576,12 @@ def run(episodes: int = 30_000, dim: int = 384, seconds: float = 20.0, writers: 
     from sqlite_rrf.migrations import available
 
     # rebuilt when the schema's migrations change
-    want = {"episodes": episodes, "dim": dim, "seed": seed,
-            "migrations": [m.checksum for m in available()]}
+    want = {
+        "episodes": episodes,
+        "dim": dim,
+        "seed": seed,
+        "migrations": [m.checksum for m in available()],
+    }
     have = None
     if os.path.exists(base + ".json") and os.path.exists(base):
         with open(base + ".json", encoding="utf-8") as f:
@@ -497,9 +592,17 @@ def run(episodes: int = 30_000, dim: int = 384, seconds: float = 20.0, writers: 
             print(f"latency: building {episodes} episodes x {dim}-d in {base}", flush=True)
         build_s = round(build(base, episodes, dim, seed, want), 1)
     report: Dict[str, Any] = {
-        "episodes": episodes, "dim": dim, "seconds": seconds, "rounds": rounds,
-        "writers": writers, "writer_rate_per_s": rate, "seed": seed, "build_s": build_s,
-        "configs": {}, "failures": [], "cpus": os.cpu_count(),
+        "episodes": episodes,
+        "dim": dim,
+        "seconds": seconds,
+        "rounds": rounds,
+        "writers": writers,
+        "writer_rate_per_s": rate,
+        "seed": seed,
+        "build_s": build_s,
+        "configs": {},
+        "failures": [],
+        "cpus": os.cpu_count(),
         "synchronous": synchronous or "Store default",
         "touch_synchronous": touch_synchronous or "as the connection",
     }
@@ -510,25 +613,38 @@ def run(episodes: int = 30_000, dim: int = 384, seconds: float = 20.0, writers: 
         for c in configs:
             if not quiet:
                 print(f"latency: {c} ({seconds:g} s, round {rnd + 1} of {rounds})", flush=True)
-            out = run_config(c, CONFIGS[c], base, workdir, seconds=seconds, writers=writers,
-                             rate=rate, dim=dim, seed=seed + 7919 * rnd,
-                             synchronous=synchronous, touch_synchronous=touch_synchronous)
+            out = run_config(
+                c,
+                CONFIGS[c],
+                base,
+                workdir,
+                seconds=seconds,
+                writers=writers,
+                rate=rate,
+                dim=dim,
+                seed=seed + 7919 * rnd,
+                synchronous=synchronous,
+                touch_synchronous=touch_synchronous,
+            )
             raws[c] = merge_raw(raws.get(c), out["raw"])
             fig = figures(raws[c], CONFIGS[c], out["checks"], out["episodes_after"])
             if any(how == "locked" for _p, how in CONFIGS[c]):
                 # the control emulates the old Store: its BusyErrors are what it is there
                 # to show, not a failure of the product (its other failures still count)
                 found = [f for f in out["failures"] if "BusyError" in f or "unexpected" in f]
-                fig["control_findings"] = report["configs"].get(c, {}).get(
-                    "control_findings", []) + found
+                fig["control_findings"] = (
+                    report["configs"].get(c, {}).get("control_findings", []) + found
+                )
                 report["failures"] += [f for f in out["failures"] if f not in found]
             else:
                 report["failures"] += out["failures"]
             report["configs"][c] = fig
-    report["busy_escaped"] = sum(f["busy_escaped"] for c, f in report["configs"].items()
-                                 if "control_findings" not in f)
-    report["control_busy_escaped"] = sum(f["busy_escaped"] for f in report["configs"].values()
-                                         if "control_findings" in f)
+    report["busy_escaped"] = sum(
+        f["busy_escaped"] for c, f in report["configs"].items() if "control_findings" not in f
+    )
+    report["control_busy_escaped"] = sum(
+        f["busy_escaped"] for f in report["configs"].values() if "control_findings" in f
+    )
     report["ok"] = not report["failures"]
     if not quiet:
         print_report(report)
@@ -537,39 +653,52 @@ def run(episodes: int = 30_000, dim: int = 384, seconds: float = 20.0, writers: 
 
 def table(report: Dict[str, Any]) -> str:
     """The figures as a Markdown table (docs/benchmarks.md)."""
+
     def v(x: Any) -> str:
         return "—" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
 
-    lines = ["| configuration | writer ops | writer p50 / p90 / p99 / max (ms) | ops that waited "
-             "for a lock | lock wait p99 / max (ms) | recalls: n, p50 / p99 (ms) | touch "
-             "p50 / p99 (ms) | touches made / not made | BusyError to a caller |",
-             "| --- | ---: | --- | ---: | --- | --- | --- | --- | ---: |"]
+    lines = [
+        "| configuration | writer ops | writer p50 / p90 / p99 / max (ms) | ops that waited "
+        "for a lock | lock wait p99 / max (ms) | recalls: n, p50 / p99 (ms) | touch "
+        "p50 / p99 (ms) | touches made / not made | BusyError to a caller |",
+        "| --- | ---: | --- | ---: | --- | --- | --- | --- | ---: |",
+    ]
     for name, f in report["configs"].items():
         w = f["writer_ms"]
-        rec = "; ".join(f"{k} {r['n']}, {v(r['p50_ms'])} / {v(r['p99_ms'])}"
-                        for k, r in f["recalls"].items()) or "—"
+        rec = (
+            "; ".join(
+                f"{k} {r['n']}, {v(r['p50_ms'])} / {v(r['p99_ms'])}"
+                for k, r in f["recalls"].items()
+            )
+            or "—"
+        )
         lines.append(
             f"| {name} | {f['writer_ops']} | {v(w['p50'])} / {v(w['p90'])} / {v(w['p99'])} / "
             f"{v(w['max'])} | {f['writer_ops_that_waited_for_a_lock']} | "
             f"{v(f['lock_wait_ms']['p99'])} / {v(f['lock_wait_ms']['max'])} | {rec} | "
             f"{v(f['touch_ms']['p50'])} / {v(f['touch_ms']['p99'])} | {f['touched']} / "
-            f"{f['not_touched']} | {f['busy_escaped']} |")
+            f"{f['not_touched']} | {f['busy_escaped']} |"
+        )
     return "\n".join(lines)
 
 
 def print_report(r: Dict[str, Any]) -> None:
-    print(f"{r['episodes']} episodes x {r['dim']}-d, {r['writers']} writers at "
-          f"{r['writer_rate_per_s']:g} ops/s each, {r['rounds']} x {r['seconds']:g} s per "
-          "configuration, "
-          f"{r['cpus']} CPUs, synchronous: {r['synchronous']}, touches: "
-          f"{r['touch_synchronous']}")
+    print(
+        f"{r['episodes']} episodes x {r['dim']}-d, {r['writers']} writers at "
+        f"{r['writer_rate_per_s']:g} ops/s each, {r['rounds']} x {r['seconds']:g} s per "
+        "configuration, "
+        f"{r['cpus']} CPUs, synchronous: {r['synchronous']}, touches: "
+        f"{r['touch_synchronous']}"
+    )
     print(table(r))
     for name, f in r["configs"].items():
         bad = {k: v for k, v in f["checks"].items() if v != "ok"}
         if bad or f["touch_errors"]:
             print(f"  {name}: checks {bad or 'ok'}; touch errors {f['touch_errors']}")
-    print(f"BusyError reaching a caller: {r['busy_escaped']} (the control, which emulates "
-          f"the old Store.recall: {r['control_busy_escaped']})")
+    print(
+        f"BusyError reaching a caller: {r['busy_escaped']} (the control, which emulates "
+        f"the old Store.recall: {r['control_busy_escaped']})"
+    )
     if r["ok"]:
         print("LATENCY SOAK OK")
     else:
@@ -584,21 +713,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--episodes", type=int, default=30_000)
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--seconds", type=float, default=20.0, help="per configuration and round")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run every configuration this many times, interleaved (default 1)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every configuration this many times, interleaved (default 1)",
+    )
     p.add_argument("--writers", type=int, default=2)
-    p.add_argument("--rate", type=float, default=25.0,
-                   help="operations per second each writer starts (default 25)")
-    p.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
-                   help=f"comma-separated, from {', '.join(CONFIGS)} (default: "
-                        f"{', '.join(DEFAULT_CONFIGS)})")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=25.0,
+        help="operations per second each writer starts (default 25)",
+    )
+    p.add_argument(
+        "--configs",
+        default=",".join(DEFAULT_CONFIGS),
+        help=f"comma-separated, from {', '.join(CONFIGS)} (default: {', '.join(DEFAULT_CONFIGS)})",
+    )
     p.add_argument("--workdir", default="build/latency")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--synchronous", choices=("OFF", "NORMAL", "FULL", "EXTRA"),
-                   help="PRAGMA synchronous on every connection (default: the Store's own)")
-    p.add_argument("--touch-synchronous", choices=("OFF", "NORMAL", "FULL", "EXTRA"),
-                   help="PRAGMA synchronous for the touches' write transactions only "
-                        "(default: the connection's)")
+    p.add_argument(
+        "--synchronous",
+        choices=("OFF", "NORMAL", "FULL", "EXTRA"),
+        help="PRAGMA synchronous on every connection (default: the Store's own)",
+    )
+    p.add_argument(
+        "--touch-synchronous",
+        choices=("OFF", "NORMAL", "FULL", "EXTRA"),
+        help="PRAGMA synchronous for the touches' write transactions only "
+        "(default: the connection's)",
+    )
     p.add_argument("--json", help="also write the report to this file")
     # children
     p.add_argument("--db")
@@ -612,10 +757,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         return writer(args)
     if args.role == "_reader":
         return reader(args)
-    report = run(args.episodes, args.dim, args.seconds, args.writers, args.rate,
-                 [c for c in args.configs.split(",") if c], args.workdir, args.seed,
-                 rounds=args.rounds, synchronous=args.synchronous,
-                 touch_synchronous=args.touch_synchronous)
+    report = run(
+        args.episodes,
+        args.dim,
+        args.seconds,
+        args.writers,
+        args.rate,
+        [c for c in args.configs.split(",") if c],
+        args.workdir,
+        args.seed,
+        rounds=args.rounds,
+        synchronous=args.synchronous,
+        touch_synchronous=args.touch_synchronous,
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)

@@ -56,21 +56,73 @@ from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional, Tuple
 
 DIM = 16
-VOCAB = ("memory agent database sqlite postgres vector index recall episode token "
-         "credentials vault deploy server latency cache kernel python rust query rank "
-         "fusion window journal checkpoint writer reader lock busy timeout crash").split()
+VOCAB = (
+    "memory agent database sqlite postgres vector index recall episode token "
+    "credentials vault deploy server latency cache kernel python rust query rank "
+    "fusion window journal checkpoint writer reader lock busy timeout crash"
+).split()
 UNICODE_WORDS = ("naïve", "Straße", "日本語", "данные", "café", "ελληνικά", "🙂", "عربى")
 HOSTILE_QUERIES = [
-    "", " ", "\t\n", '"', '""', "'", "''", "*", "-", "^", ":", "(", ")", "((((", "))))",
-    "AND", "OR", "NOT", "NEAR", "AND OR NOT NEAR", "NEAR(memory agent, 2)",
-    "memory AND", "OR recall", "NOT vector", "memory*", "^memory", "-memory", "content:memory",
-    "episodes_fts:vault", "{content}: memory", "'; DROP TABLE episodes; --",
-    "\" OR 1=1 --", "memory\x00agent", "\x00", "\x00\x00\x00", "🙂🙂🙂", "\ufeffmemory",
-    "\u202eevil\u202c", "a" * 10_000, ("memory " * 3000).strip(), "tokw0s1n0", "tokw1s*",
-    "x" * 7000 + " memory", "%_%", "\\", "NEAR/3", "memory + agent", "a-b-c d/e/f",
+    "",
+    " ",
+    "\t\n",
+    '"',
+    '""',
+    "'",
+    "''",
+    "*",
+    "-",
+    "^",
+    ":",
+    "(",
+    ")",
+    "((((",
+    "))))",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    "AND OR NOT NEAR",
+    "NEAR(memory agent, 2)",
+    "memory AND",
+    "OR recall",
+    "NOT vector",
+    "memory*",
+    "^memory",
+    "-memory",
+    "content:memory",
+    "episodes_fts:vault",
+    "{content}: memory",
+    "'; DROP TABLE episodes; --",
+    '" OR 1=1 --',
+    "memory\x00agent",
+    "\x00",
+    "\x00\x00\x00",
+    "🙂🙂🙂",
+    "\ufeffmemory",
+    "\u202eevil\u202c",
+    "a" * 10_000,
+    ("memory " * 3000).strip(),
+    "tokw0s1n0",
+    "tokw1s*",
+    "x" * 7000 + " memory",
+    "%_%",
+    "\\",
+    "NEAR/3",
+    "memory + agent",
+    "a-b-c d/e/f",
 ]
-KINDS = ("add", "add_many", "upsert", "upsert_new", "delete", "delete_missing", "add_dup",
-         "contested", "interrupted")
+KINDS = (
+    "add",
+    "add_many",
+    "upsert",
+    "upsert_new",
+    "delete",
+    "delete_missing",
+    "add_dup",
+    "contested",
+    "interrupted",
+)
 WEIGHTS = (30, 8, 25, 5, 15, 2, 3, 8, 6)
 #: Writers race for the ids ``c-<bucket>`` (one bucket per CONTEST_S seconds): each
 #: adds one inside a batch of its own new ids; exactly one batch may win, the others
@@ -85,6 +137,7 @@ def chash(content: str) -> str:
 
 def _busy_errors() -> Tuple[type, ...]:
     import apsw
+
     return (apsw.BusyError, apsw.LockedError)
 
 
@@ -140,8 +193,8 @@ def writer(args: argparse.Namespace) -> int:
     except _busy_errors() as e:
         _summary(args, role="writer", busy=1, unexpected=[f"open: {e!r}"], counts={}, t0=t0)
         return 0
-    live: Dict[str, str] = {}   # own id -> hash (acknowledged state)
-    op_s = 0.01                 # running mean of an operation's duration
+    live: Dict[str, str] = {}  # own id -> hash (acknowledged state)
+    op_s = 0.01  # running mean of an operation's duration
     next_id = 0
     seq = 0
 
@@ -164,7 +217,7 @@ def writer(args: argparse.Namespace) -> int:
         kind = rng.choices(KINDS, WEIGHTS)[0]
         if kind in ("upsert", "delete", "add_dup") and not live:
             kind = "add"
-        eps: List[List[Any]] = []      # [id, hash or None (delete), token or None]
+        eps: List[List[Any]] = []  # [id, hash or None (delete), token or None]
         call = None
         if kind in ("add", "upsert_new"):
             eid = f"w{w}-{next_id}"
@@ -173,8 +226,12 @@ def writer(args: argparse.Namespace) -> int:
             eps.append([eid, chash(content), tok])
             vec = emb()
             if kind == "add":
-                call = lambda: store.add(content, id=eid, embedding=vec,  # noqa: E731
-                                         importance=rng.choice(("low", "normal", "high")))
+                call = lambda: store.add(  # noqa: E731
+                    content,
+                    id=eid,
+                    embedding=vec,
+                    importance=rng.choice(("low", "normal", "high")),
+                )
             else:
                 call = lambda: store.upsert(content, id=eid, embedding=vec)  # noqa: E731
         elif kind in ("add_many", "interrupted"):
@@ -192,8 +249,14 @@ def writer(args: argparse.Namespace) -> int:
                     next_id += 1
                     content, tok = new_content(seq, j)
                     eps.append([eid, chash(content), tok])
-                    batch.append(dict(id=eid, content=content, embedding=emb(),
-                                      metadata={"w": w, "seq": seq, "j": j}))
+                    batch.append(
+                        dict(
+                            id=eid,
+                            content=content,
+                            embedding=emb(),
+                            metadata={"w": w, "seq": seq, "j": j},
+                        )
+                    )
                 call = lambda: store.add_many(batch)  # noqa: E731
         elif kind == "contested":
             batch = []
@@ -243,18 +306,24 @@ def writer(args: argparse.Namespace) -> int:
             outcome[f"{kind}:busy"] += 1
         except (StoreError, apsw.InterruptError) as e:
             emit({"t": "err", "s": seq, "op": kind, "exc": f"{type(e).__name__}: {e}"})
-            expected = (kind in ("add_dup", "contested") and isinstance(e, StoreError)
-                        and "already exists" in str(e)) or (
-                kind == "interrupted" and isinstance(e, apsw.InterruptError))
+            expected = (
+                kind in ("add_dup", "contested")
+                and isinstance(e, StoreError)
+                and "already exists" in str(e)
+            ) or (kind == "interrupted" and isinstance(e, apsw.InterruptError))
             if not expected:
                 unexpected.append(f"{kind} seq {seq}: {type(e).__name__}: {e}")
-            where = ("in_txn" if "UNIQUE constraint" in str(e) else "before_txn"
-                     ) if kind == "contested" else ""
+            where = (
+                ("in_txn" if "UNIQUE constraint" in str(e) else "before_txn")
+                if kind == "contested"
+                else ""
+            )
             outcome[f"{kind}:raised{'_' + where if where else ''}"] += 1
         except Exception as e:
             emit({"t": "err", "s": seq, "op": kind, "exc": f"{type(e).__name__}: {e}"})
-            unexpected.append(f"{kind} seq {seq}: {type(e).__name__}: {e}\n"
-                              + traceback.format_exc(limit=4))
+            unexpected.append(
+                f"{kind} seq {seq}: {type(e).__name__}: {e}\n" + traceback.format_exc(limit=4)
+            )
             outcome[f"{kind}:raised"] += 1
         else:
             emit({"t": "ack", "s": seq, "op": kind, "ret": ret if isinstance(ret, bool) else None})
@@ -266,8 +335,9 @@ def writer(args: argparse.Namespace) -> int:
                     existed = eid in live
                     live.pop(eid, None)
                     if ret is not existed:
-                        unexpected.append(f"delete {eid} seq {seq}: returned {ret}, "
-                                          f"expected {existed}")
+                        unexpected.append(
+                            f"delete {eid} seq {seq}: returned {ret}, expected {existed}"
+                        )
                 elif not eid.startswith("c-"):
                     live[eid] = h
         finally:
@@ -280,8 +350,15 @@ def writer(args: argparse.Namespace) -> int:
             break
     store.close()
     log.close()
-    _summary(args, role="writer", busy=busy, unexpected=unexpected, counts=dict(counts), t0=t0,
-             outcome=dict(outcome))
+    _summary(
+        args,
+        role="writer",
+        busy=busy,
+        unexpected=unexpected,
+        counts=dict(counts),
+        t0=t0,
+        outcome=dict(outcome),
+    )
     return 0
 
 
@@ -311,10 +388,14 @@ def reader(args: argparse.Namespace) -> int:
             query = " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 6)))
         touch = rng.random() < args.touch
         qvec = nrng.standard_normal(DIM) if rng.random() < 0.7 else None
-        kw: Dict[str, Any] = dict(limit=rng.randint(1, 10), touch=touch, qvec=qvec,
-                                  force=rng.random() < 0.7,
-                                  pool=rng.choice((None, None, "recent", "all")),
-                                  profile=rng.choice((None,) + tuple(PROFILES)))
+        kw: Dict[str, Any] = dict(
+            limit=rng.randint(1, 10),
+            touch=touch,
+            qvec=qvec,
+            force=rng.random() < 0.7,
+            pool=rng.choice((None, None, "recent", "all")),
+            profile=rng.choice((None,) + tuple(PROFILES)),
+        )
         kind = "recall_touch" if touch else "recall"
         try:
             res = store.recall(query, **kw)
@@ -322,8 +403,10 @@ def reader(args: argparse.Namespace) -> int:
             busy += 1
             unexpected.append(f"{kind} {query[:40]!r}: {type(e).__name__}: {e}")
         except Exception as e:
-            unexpected.append(f"{kind} {query[:40]!r} {kw.get('pool')} {kw.get('profile')}: "
-                              f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=4))
+            unexpected.append(
+                f"{kind} {query[:40]!r} {kw.get('pool')} {kw.get('profile')}: "
+                f"{type(e).__name__}: {e}\n" + traceback.format_exc(limit=4)
+            )
         else:
             if res.skipped:
                 counts["recall_skipped"] += 1
@@ -335,8 +418,16 @@ def reader(args: argparse.Namespace) -> int:
         if len(unexpected) > 50:
             break
     store.close()
-    _summary(args, role="reader", busy=busy, unexpected=unexpected, counts=dict(counts), t0=t0,
-             seen={k: sorted(v) for k, v in seen.items()}, touched_hits=touched_hits)
+    _summary(
+        args,
+        role="reader",
+        busy=busy,
+        unexpected=unexpected,
+        counts=dict(counts),
+        t0=t0,
+        seen={k: sorted(v) for k, v in seen.items()},
+        touched_hits=touched_hits,
+    )
     return 0
 
 
@@ -355,10 +446,13 @@ def fts_checks(conn: Any) -> Dict[str, str]:
     out = {}
     rows = conn.execute("PRAGMA integrity_check").fetchall()
     out["integrity_check"] = "ok" if rows == [("ok",)] else repr(rows[:10])
-    for name, sql in (("fts_integrity_check",
-                       "INSERT INTO episodes_fts(episodes_fts) VALUES('integrity-check')"),
-                      ("fts_integrity_check_rank1",
-                       "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-check', 1)")):
+    for name, sql in (
+        ("fts_integrity_check", "INSERT INTO episodes_fts(episodes_fts) VALUES('integrity-check')"),
+        (
+            "fts_integrity_check_rank1",
+            "INSERT INTO episodes_fts(episodes_fts, rank) VALUES('integrity-check', 1)",
+        ),
+    ):
         try:
             conn.execute(sql)
             out[name] = "ok"
@@ -378,7 +472,7 @@ def verify(db: str, logs: List[str], readers: List[Dict[str, Any]]) -> Dict[str,
     checks: Dict[str, Any] = {}
     failures: List[str] = []
 
-    expected: Dict[str, Tuple[str, str]] = {}   # id -> (hash, token) acknowledged last
+    expected: Dict[str, Tuple[str, str]] = {}  # id -> (hash, token) acknowledged last
     attempted: Dict[str, set] = defaultdict(set)  # id -> hashes of every version tried
     failed_versions: Dict[str, set] = defaultdict(set)  # id -> hashes of raised ops
     all_tokens: set = set()
@@ -430,53 +524,75 @@ def verify(db: str, logs: List[str], readers: List[Dict[str, Any]]) -> Dict[str,
 
     rows = conn.execute("SELECT rowid, id, content, access_count FROM episodes").fetchall()
     dup_ids = conn.execute(
-        "SELECT id, count(*) FROM episodes GROUP BY id HAVING count(*) > 1").fetchall()
+        "SELECT id, count(*) FROM episodes GROUP BY id HAVING count(*) > 1"
+    ).fetchall()
     if dup_ids:
         failures.append(f"duplicate ids: {dup_ids[:10]}")
     db_state = {eid: (rowid, content) for rowid, eid, content, _ in rows}
     missing = [e for e in expected if e not in db_state]
     extra = [e for e in db_state if e not in expected]
-    wrong = [e for e, (h, _) in expected.items() if e in db_state
-             and chash(db_state[e][1]) != h]
-    unacked_visible = [e for e, (_, c) in db_state.items() if chash(c) in failed_versions.get(e, ())]
-    checks.update(episodes=len(rows), expected_episodes=len(expected),
-                  missing_acknowledged=len(missing), unexpected_present=len(extra),
-                  wrong_content=len(wrong), raised_versions_visible=len(unacked_visible))
+    wrong = [e for e, (h, _) in expected.items() if e in db_state and chash(db_state[e][1]) != h]
+    unacked_visible = [
+        e for e, (_, c) in db_state.items() if chash(c) in failed_versions.get(e, ())
+    ]
+    checks.update(
+        episodes=len(rows),
+        expected_episodes=len(expected),
+        missing_acknowledged=len(missing),
+        unexpected_present=len(extra),
+        wrong_content=len(wrong),
+        raised_versions_visible=len(unacked_visible),
+    )
     if missing:
         failures.append(f"{len(missing)} acknowledged episodes missing, e.g. {missing[:5]}")
     if extra:
-        failures.append(f"{len(extra)} episodes present that no acknowledged write left, "
-                        f"e.g. {extra[:5]}")
+        failures.append(
+            f"{len(extra)} episodes present that no acknowledged write left, e.g. {extra[:5]}"
+        )
     if wrong:
-        failures.append(f"{len(wrong)} episodes hold other than their last acknowledged "
-                        f"content, e.g. {wrong[:5]}")
+        failures.append(
+            f"{len(wrong)} episodes hold other than their last acknowledged "
+            f"content, e.g. {wrong[:5]}"
+        )
     if unacked_visible:
-        failures.append(f"{len(unacked_visible)} versions from operations that raised are "
-                        f"visible, e.g. {unacked_visible[:5]}")
+        failures.append(
+            f"{len(unacked_visible)} versions from operations that raised are "
+            f"visible, e.g. {unacked_visible[:5]}"
+        )
 
     # The FTS index against the episodes: each live token finds exactly its row ...
     fts_bad = []
     for eid, (h, tok) in expected.items():
         if eid not in db_state:
             continue
-        got = [r[0] for r in conn.execute(
-            "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (f'"{tok}"',))]
+        got = [
+            r[0]
+            for r in conn.execute(
+                "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?", (f'"{tok}"',)
+            )
+        ]
         if got != [db_state[eid][0]]:
             fts_bad.append((eid, tok, got))
     # ... and the index holds no other token: not of a replaced, deleted or failed version.
     conn.execute("CREATE VIRTUAL TABLE temp.soak_vocab USING fts5vocab(main, episodes_fts, row)")
-    vocab = dict(conn.execute(
-        "SELECT term, doc FROM temp.soak_vocab WHERE term >= 'tokw' AND term < 'tokx'"))
+    vocab = dict(
+        conn.execute("SELECT term, doc FROM temp.soak_vocab WHERE term >= 'tokw' AND term < 'tokx'")
+    )
     live_tokens = {tok for _h, tok in expected.values()}
     stale = sorted(set(vocab) - live_tokens)
     absent = sorted(live_tokens - set(vocab))
     multi = sorted(t for t, d in vocab.items() if d != 1)
-    checks.update(fts_match_mismatches=len(fts_bad), fts_stale_terms=len(stale),
-                  fts_missing_terms=len(absent), fts_terms_in_several_rows=len(multi),
-                  versions_written=len(all_tokens))
+    checks.update(
+        fts_match_mismatches=len(fts_bad),
+        fts_stale_terms=len(stale),
+        fts_missing_terms=len(absent),
+        fts_terms_in_several_rows=len(multi),
+        versions_written=len(all_tokens),
+    )
     if fts_bad:
-        failures.append(f"{len(fts_bad)} tokens whose MATCH is not exactly their row, "
-                        f"e.g. {fts_bad[:3]}")
+        failures.append(
+            f"{len(fts_bad)} tokens whose MATCH is not exactly their row, e.g. {fts_bad[:3]}"
+        )
     if stale:
         failures.append(f"{len(stale)} FTS terms of no live episode, e.g. {stale[:5]}")
     if absent:
@@ -502,8 +618,10 @@ def verify(db: str, logs: List[str], readers: List[Dict[str, Any]]) -> Dict[str,
     total_access = sum(r[3] for r in rows)
     checks.update(touched_hits=touched, total_access_count=total_access)
     if total_access > touched:
-        failures.append(f"access_count total {total_access} exceeds the {touched} hits "
-                        "touching recalls returned")
+        failures.append(
+            f"access_count total {total_access} exceeds the {touched} hits "
+            "touching recalls returned"
+        )
     conn.close()
     checks["failures"] = failures
     return checks
@@ -512,9 +630,15 @@ def verify(db: str, logs: List[str], readers: List[Dict[str, Any]]) -> Dict[str,
 # ------------------------------------------------------------------ orchestrator
 
 
-def run(seconds: float = 60.0, writers: int = 3, readers: int = 2,
-        workdir: str = "build/soak", seed: int = 0, quiet: bool = False,
-        touch: float = 0.8) -> Dict[str, Any]:
+def run(
+    seconds: float = 60.0,
+    writers: int = 3,
+    readers: int = 2,
+    workdir: str = "build/soak",
+    seed: int = 0,
+    quiet: bool = False,
+    touch: float = 0.8,
+) -> Dict[str, Any]:
     """Run the soak and the checks; returns the report (``report['ok']``)."""
     if os.path.isdir(workdir):
         shutil.rmtree(workdir)
@@ -527,22 +651,41 @@ def run(seconds: float = 60.0, writers: int = 3, readers: int = 2,
     for role, n in (("_writer", writers), ("_reader", readers)):
         for i in range(n):
             name = f"{role[1:]}-{i}"
-            cmd = [sys.executable, me, role, "--db", db, "--index", str(i),
-                   "--seed", str(seed * 100 + i + (50 if role == "_reader" else 0)),
-                   "--go", go, "--touch", str(touch),
-                   "--log", os.path.join(workdir, f"{name}.jsonl"),
-                   "--summary", os.path.join(workdir, f"{name}.summary.json")]
+            cmd = [
+                sys.executable,
+                me,
+                role,
+                "--db",
+                db,
+                "--index",
+                str(i),
+                "--seed",
+                str(seed * 100 + i + (50 if role == "_reader" else 0)),
+                "--go",
+                go,
+                "--touch",
+                str(touch),
+                "--log",
+                os.path.join(workdir, f"{name}.jsonl"),
+                "--summary",
+                os.path.join(workdir, f"{name}.summary.json"),
+            ]
             err = open(os.path.join(workdir, f"{name}.stderr"), "w")
             procs.append((name, subprocess.Popen(cmd, stderr=err), err))
     if not quiet:
-        print(f"soak: {writers} writers, {readers} readers, {seconds:g} s on {db} "
-              f"(seed {seed})", flush=True)
+        print(
+            f"soak: {writers} writers, {readers} readers, {seconds:g} s on {db} (seed {seed})",
+            flush=True,
+        )
     failures: List[str] = []
     # Wait until every child has imported its modules, then start them together:
     # every child opens the (new) store at the same moment.
     t_end = time.time() + 120
-    while (sum(f.startswith("go.json.ready-") for f in os.listdir(workdir)) < len(procs)
-           and time.time() < t_end and all(p.poll() is None for _n, p, _e in procs)):
+    while (
+        sum(f.startswith("go.json.ready-") for f in os.listdir(workdir)) < len(procs)
+        and time.time() < t_end
+        and all(p.poll() is None for _n, p, _e in procs)
+    ):
         time.sleep(0.05)
     start_at = time.time() + 0.3
     deadline = start_at + seconds
@@ -589,14 +732,24 @@ def run(seconds: float = 60.0, writers: int = 3, readers: int = 2,
     writes = sum(v for k, v in counts.items() if not k.startswith("recall"))
     recalls = counts["recall"] + counts["recall_touch"]
     report = {
-        "seconds": seconds, "elapsed": round(elapsed, 2), "writers": writers,
-        "readers": readers, "touch": touch, "seed": seed, "db": db,
+        "seconds": seconds,
+        "elapsed": round(elapsed, 2),
+        "writers": writers,
+        "readers": readers,
+        "touch": touch,
+        "seed": seed,
+        "db": db,
         "ops": dict(sorted(counts.items())),
         "ops_per_s": {k: round(v / elapsed, 1) for k, v in sorted(counts.items())},
-        "writes_per_s": round(writes / elapsed, 1), "recalls_per_s": round(recalls / elapsed, 1),
-        "outcomes": dict(sorted(outcomes.items())), "busy_escaped": busy,
-        "unexpected_exceptions": len(unexpected), "checks": checks,
-        "verify_s": round(verify_s, 2), "failures": failures, "ok": not failures,
+        "writes_per_s": round(writes / elapsed, 1),
+        "recalls_per_s": round(recalls / elapsed, 1),
+        "outcomes": dict(sorted(outcomes.items())),
+        "busy_escaped": busy,
+        "unexpected_exceptions": len(unexpected),
+        "checks": checks,
+        "verify_s": round(verify_s, 2),
+        "failures": failures,
+        "ok": not failures,
         "db_bytes": os.path.getsize(db) if os.path.exists(db) else 0,
     }
     if not quiet:
@@ -605,13 +758,16 @@ def run(seconds: float = 60.0, writers: int = 3, readers: int = 2,
 
 
 def print_report(r: Dict[str, Any]) -> None:
-    print(f"duration {r['elapsed']} s; writes {r['writes_per_s']}/s, recalls "
-          f"{r['recalls_per_s']}/s")
+    print(
+        f"duration {r['elapsed']} s; writes {r['writes_per_s']}/s, recalls {r['recalls_per_s']}/s"
+    )
     for k, v in r["ops"].items():
         print(f"  {k:>16}: {v:7d}  {r['ops_per_s'][k]:8.1f}/s")
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in r["outcomes"].items()))
-    print(f"busy reaching a caller: {r['busy_escaped']}; unexpected exceptions: "
-          f"{r['unexpected_exceptions']}")
+    print(
+        f"busy reaching a caller: {r['busy_escaped']}; unexpected exceptions: "
+        f"{r['unexpected_exceptions']}"
+    )
     for k, v in r["checks"].items():
         print(f"  {k}: {v}")
     print(f"verification {r['verify_s']} s; database {r['db_bytes'] / 1e6:.1f} MB")
@@ -626,14 +782,17 @@ def print_report(r: Dict[str, Any]) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("role", nargs="?", default="run", choices=("run", "_writer", "_reader"))
-    p.add_argument("--seconds", type=float,
-                   default=float(os.environ.get("SOAK_SECONDS", 60)))
+    p.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 60)))
     p.add_argument("--writers", type=int, default=3)
     p.add_argument("--readers", type=int, default=2)
     p.add_argument("--workdir", default="build/soak")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--touch", type=float, default=0.8,
-                   help="fraction of the readers' recalls that touch (write) (default 0.8)")
+    p.add_argument(
+        "--touch",
+        type=float,
+        default=0.8,
+        help="fraction of the readers' recalls that touch (write) (default 0.8)",
+    )
     p.add_argument("--json", help="also write the report to this file")
     # children
     p.add_argument("--db")
@@ -646,8 +805,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return writer(args)
     if args.role == "_reader":
         return reader(args)
-    report = run(args.seconds, args.writers, args.readers, args.workdir, args.seed,
-                 touch=args.touch)
+    report = run(
+        args.seconds, args.writers, args.readers, args.workdir, args.seed, touch=args.touch
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)

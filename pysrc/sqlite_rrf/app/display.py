@@ -11,8 +11,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-_AGE_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400),
-              ("hour", 3600), ("minute", 60))
+_AGE_UNITS = (
+    ("year", 365 * 86400),
+    ("month", 30 * 86400),
+    ("day", 86400),
+    ("hour", 3600),
+    ("minute", 60),
+)
 
 
 def iso_time(ms: Optional[int]) -> Optional[str]:

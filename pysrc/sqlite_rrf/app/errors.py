@@ -11,6 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
+
 class UserError(Exception):
     """A failure said to the user in one line (the command line's exit status 1, the
     hook's line on stderr, an MCP tool error): bad input, or a database, extension or
@@ -22,7 +23,7 @@ class UserError(Exception):
 #: (``database is locked``) so that the line says what to do.
 _SQLITE_HINTS = {
     5: "another connection held the lock longer than this one waits; nothing of "
-       "this write was kept; try again",  # SQLITE_BUSY
+    "this write was kept; try again",  # SQLITE_BUSY
     6: "another statement of this connection holds a lock; try again",  # SQLITE_LOCKED
     8: "the file, its directory or its medium is read-only",  # SQLITE_READONLY
     13: "the disk is full; nothing of this write was kept",  # SQLITE_FULL
@@ -48,11 +49,13 @@ def without_class_names(text: str) -> str:
 #: The product's own exception classes whose message is already the user's line, by the
 #: module that defines them: an error of a class exists only once its module is loaded,
 #: so none is imported to recognise it.
-_PRODUCT_ERRORS = (("sqlite_rrf.checks", "StoreError"),
-                   ("sqlite_rrf.migrations", "MigrationError"),
-                   ("sqlite_rrf.loader", "ExtensionLoadError"),
-                   ("sqlite_rrf.embed", "EmbeddingError"),
-                   ("sqlite_rrf.models", "ModelNotFoundError"))
+_PRODUCT_ERRORS = (
+    ("sqlite_rrf.checks", "StoreError"),
+    ("sqlite_rrf.migrations", "MigrationError"),
+    ("sqlite_rrf.loader", "ExtensionLoadError"),
+    ("sqlite_rrf.embed", "EmbeddingError"),
+    ("sqlite_rrf.models", "ModelNotFoundError"),
+)
 
 
 def sqlite_words(e: BaseException) -> str:
@@ -85,5 +88,7 @@ def error_message(e: BaseException) -> Optional[str]:
 
 def fault_message(e: BaseException) -> str:
     """The one line for a fault of ours: what it was, and how to report it."""
-    return (f"unexpected {type(e).__name__}: {e} (set SQLITE_RRF_DEBUG=1 for the "
-            "traceback, and please report it)")
+    return (
+        f"unexpected {type(e).__name__}: {e} (set SQLITE_RRF_DEBUG=1 for the "
+        "traceback, and please report it)"
+    )

@@ -70,8 +70,7 @@ def _said_today(db: str, text: str) -> Optional[bool]:
     tmp = None
     try:
         real = os.path.realpath(db)
-        key = hashlib.sha256(f"{real}\0{text}".encode("utf-8", "surrogateescape")
-                             ).hexdigest()[:32]
+        key = hashlib.sha256(f"{real}\0{text}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
         today = time.strftime("%Y-%m-%d")
         said: dict = {}
         try:

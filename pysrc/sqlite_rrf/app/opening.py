@@ -58,9 +58,13 @@ def _model_named(model: Optional[str]) -> bool:
     return bool(model) or bool(os.environ.get(MODEL_ENV, "").strip())
 
 
-def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
-                    remembered: Optional[str] = None, required: bool = False,
-                    db: Optional[str] = None) -> Optional[Embedder]:
+def choose_embedder(
+    model: Optional[str] = None,
+    n_ctx: Optional[int] = None,
+    remembered: Optional[str] = None,
+    required: bool = False,
+    db: Optional[str] = None,
+) -> Optional[Embedder]:
     """The Embedder of the chosen model (``model``, ``$SQLITE_RRF_MODEL``, the default), or
     None when no model is available and none was asked for by name.
 
@@ -106,8 +110,14 @@ def choose_embedder(model: Optional[str] = None, n_ctx: Optional[int] = None,
 USES = (None, "write", "recall", "serve")
 
 
-def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = None,
-               n_ctx: Optional[int] = None, must_exist: bool = True) -> Store:
+def open_store(
+    db: str,
+    use: Optional[str] = None,
+    *,
+    model: Optional[str] = None,
+    n_ctx: Optional[int] = None,
+    must_exist: bool = True,
+) -> Store:
     """Open the memory database ``db`` as a :class:`~sqlite_rrf.store.Store`.
 
     ``use``: None opens it without a model; ``'write'`` and ``'recall'`` attach the
@@ -124,8 +134,11 @@ def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = Non
         except UserError as e:
             if "read-only" not in str(e) or not os.path.exists(db):
                 raise
-        note(f"{db} is read-only: recall works (without touching); remember, update "
-             "and forget will fail", db)
+        note(
+            f"{db} is read-only: recall works (without touching); remember, update "
+            "and forget will fail",
+            db,
+        )
         return open_store(db, "recall", model=model, n_ctx=n_ctx)
 
     from ..store import Store, StoreError
@@ -136,13 +149,18 @@ def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = Non
     store = Store(db)
     try:
         if use == "write" and store.readonly:
-            raise UserError(f"{db}: the database is read-only (read-only media or "
-                            "permissions): nothing can be added")
+            raise UserError(
+                f"{db}: the database is read-only (read-only media or "
+                "permissions): nothing can be added"
+            )
         if use is not None:
             if use == "recall" and store.dim is None and not model:
                 if store.count():
-                    note("the vector list is off: this database has no embeddings yet "
-                         f"(`sqlite-rrf embed {db}` adds them)", db)
+                    note(
+                        "the vector list is off: this database has no embeddings yet "
+                        f"(`sqlite-rrf embed {db}` adds them)",
+                        db,
+                    )
                 return store
             emb = choose_embedder(model, n_ctx, remembered=store.model, db=db)
             if emb is not None:
@@ -155,11 +173,17 @@ def open_store(db: str, use: Optional[str] = None, *, model: Optional[str] = Non
                     from ..models import foreign_hint, foreign_model
 
                     foreign = foreign_model(None, store.model)
-                    note(f"the vector list is off: {e}"
-                         + (f"; {foreign_hint(foreign)}" if foreign else ""), db)
+                    note(
+                        f"the vector list is off: {e}"
+                        + (f"; {foreign_hint(foreign)}" if foreign else ""),
+                        db,
+                    )
             elif use == "write" and store.dim is not None:
-                note(f"new episodes are stored without embeddings; `sqlite-rrf embed {db}` "
-                     "adds them once a model is available", db)
+                note(
+                    f"new episodes are stored without embeddings; `sqlite-rrf embed {db}` "
+                    "adds them once a model is available",
+                    db,
+                )
     except BaseException:
         store.close()
         raise

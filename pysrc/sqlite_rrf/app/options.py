@@ -32,8 +32,10 @@ def parse_time(text: Optional[str], option: str) -> Optional[int]:
     try:
         t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UserError(f"{option}: expected milliseconds since the epoch or an ISO date such "
-                        f"as 2026-11-24 or 2026-11-24T09:30, got {text!r}") from None
+        raise UserError(
+            f"{option}: expected milliseconds since the epoch or an ISO date such "
+            f"as 2026-11-24 or 2026-11-24T09:30, got {text!r}"
+        ) from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.timezone.utc)
     return int(t.timestamp() * 1000)
@@ -64,5 +66,6 @@ def float_arg(text: str) -> float:
     except ValueError:
         import argparse
 
-        raise argparse.ArgumentTypeError(f"expected a number such as 0.5 or 60, got "
-                                         f"{text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a number such as 0.5 or 60, got {text!r}"
+        ) from None

@@ -59,8 +59,9 @@ def scope_words(scope: Any) -> str:
     return said + (" and the shared scope" if "" in names else "")
 
 
-def render(hits: List[Any], scope: Any, max_chars: int,
-           now_ms: Optional[int] = None, max_total: int = 0) -> str:
+def render(
+    hits: List[Any], scope: Any, max_chars: int, now_ms: Optional[int] = None, max_total: int = 0
+) -> str:
     """The recollection as Markdown (H4): a header and one bullet per hit, at most
     ``max_total`` characters in all (H8; 0: no cap). ``scope`` is the recall's (None, a
     scope, or a list of scopes: :func:`scope_words`)."""
@@ -77,8 +78,7 @@ def render(hits: List[Any], scope: Any, max_chars: int,
         dups = getattr(h, "duplicates", 0)
         if dups:  # issue 20: the near-duplicates collapsed into this one
             mark += f", stands for {dups} near-duplicate{'s' if dups != 1 else ''}"
-        line = (f"- {escape(text)} _(id {code(str(h.id))}, "
-                f"{_age(h.created_at, now_ms)}{mark})_")
+        line = f"- {escape(text)} _(id {code(str(h.id))}, {_age(h.created_at, now_ms)}{mark})_"
         left = len(hits) - i
         more = f"({left} more not shown: the hook's --max-total)"
         if max_total and total + len(line) + 1 + (len(more) + 1 if left > 1 else 0) > max_total:
@@ -86,8 +86,9 @@ def render(hits: List[Any], scope: Any, max_chars: int,
                 room = max_total - total - (len(line) - len(escape(text))) - len(more) - 4
                 if room >= 40:
                     cut = escape(text)[:room].rstrip() + " …"
-                    lines.append(f"- {cut} _(id {code(str(h.id))}, "
-                                 f"{_age(h.created_at, now_ms)}{mark})_")
+                    lines.append(
+                        f"- {cut} _(id {code(str(h.id))}, {_age(h.created_at, now_ms)}{mark})_"
+                    )
                     left -= 1
             if left:
                 lines.append(f"({left} more not shown: the hook's --max-total)")
@@ -102,9 +103,18 @@ def as_output(markdown: str, fmt: str = "markdown") -> str:
     Claude Code's ``hookSpecificOutput`` JSON; ``''`` when there is nothing to say."""
     if not markdown or fmt == "markdown":
         return markdown
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
-                                              "additionalContext": markdown}},
-                      ensure_ascii=False) + "\n"
+    return (
+        json.dumps(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "UserPromptSubmit",
+                    "additionalContext": markdown,
+                }
+            },
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
 
 
 def check_request(req: Dict[str, Any]) -> None:
@@ -113,10 +123,10 @@ def check_request(req: Dict[str, Any]) -> None:
     limit = req.get("limit")
     max_chars: Any = req.get("max_chars")
     max_total: Any = req.get("max_total")
-    for name, v in (("--limit", limit), ("--max-chars", max_chars),
-                    ("--max-total", max_total)):
-        if (isinstance(v, bool) or not isinstance(v, int)) and not (v is None and
-                                                                    name == "--limit"):
+    for name, v in (("--limit", limit), ("--max-chars", max_chars), ("--max-total", max_total)):
+        if (isinstance(v, bool) or not isinstance(v, int)) and not (
+            v is None and name == "--limit"
+        ):
             raise HookFault(f"{name}: expected an integer, got {v!r}")
     if limit is not None and not 1 <= limit <= 100:
         raise HookFault(f"--limit: must be from 1 to 100, got {limit}")
@@ -125,12 +135,14 @@ def check_request(req: Dict[str, Any]) -> None:
     if max_total < 0:
         raise HookFault(f"--max-total: must be 0 or more, got {max_total}")
     r = req.get("min_relevance")
-    if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float))
-                          or not 0 <= r <= 1):
+    if r is not None and (
+        isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 1
+    ):
         raise HookFault(f"--min-relevance: must be a number from 0 to 1, got {r}")
     if req.get("format") not in FORMATS:
-        raise HookFault(f"--format: expected one of {', '.join(FORMATS)}, got "
-                        f"{req.get('format')!r}")
+        raise HookFault(
+            f"--format: expected one of {', '.join(FORMATS)}, got {req.get('format')!r}"
+        )
     for name in ("prompt",):
         if not isinstance(req.get(name), str):
             raise HookFault(f"{name}: expected text")
@@ -138,9 +150,15 @@ def check_request(req: Dict[str, Any]) -> None:
         if req.get(name) is not None and not isinstance(req.get(name), str):
             raise HookFault(f"{name}: expected text or null")
     scope = req.get("scope")
-    if scope is not None and not isinstance(scope, str) and not (
-            isinstance(scope, list) and 1 <= len(scope) <= 2
-            and all(isinstance(s, str) for s in scope)):
+    if (
+        scope is not None
+        and not isinstance(scope, str)
+        and not (
+            isinstance(scope, list)
+            and 1 <= len(scope) <= 2
+            and all(isinstance(s, str) for s in scope)
+        )
+    ):
         raise HookFault("scope: expected text, a list of one or two texts, or null")
 
 
@@ -161,11 +179,14 @@ def respond(store: Store, req: Dict[str, Any]) -> Any:
     prompt = req["prompt"]
     if not prompt.strip():
         return "", None
-    result = store.recall(prompt, limit=req["limit"], scope=req.get("scope"),
-                          session=req.get("session"), touch=False,
-                          topic_gate=bool(req.get("topic_gate")),
-                          min_relevance=req.get("min_relevance"))
-    markdown = render(list(result), req.get("scope"), req["max_chars"],
-                      max_total=req["max_total"])
+    result = store.recall(
+        prompt,
+        limit=req["limit"],
+        scope=req.get("scope"),
+        session=req.get("session"),
+        touch=False,
+        topic_gate=bool(req.get("topic_gate")),
+        min_relevance=req.get("min_relevance"),
+    )
+    markdown = render(list(result), req.get("scope"), req["max_chars"], max_total=req["max_total"])
     return as_output(markdown, req["format"]), result
-

@@ -49,9 +49,11 @@ def write_scope(scope: str, option: str = "scope") -> str:
     """``scope`` as the scope an episode is written to; :data:`ALL_SCOPES` is refused
     (a :class:`UserError` naming ``option``): an episode belongs to one scope."""
     if scope == ALL_SCOPES:
-        raise UserError(f"{option}: {ALL_SCOPES!r} means every scope in a recall; an "
-                        f"episode belongs to one scope ({SHARED_SCOPE!r} is the shared "
-                        "memory)")
+        raise UserError(
+            f"{option}: {ALL_SCOPES!r} means every scope in a recall; an "
+            f"episode belongs to one scope ({SHARED_SCOPE!r} is the shared "
+            "memory)"
+        )
     return scope
 
 
@@ -63,11 +65,14 @@ _QUOTES_ONLY = re.compile(r"""\s*(?:""|'')\s*""")
 def _scope_text(scope: Any, option: str) -> str:
     """``scope`` checked to be a scope's name (a str, not quoting only)."""
     if not isinstance(scope, str):
-        raise UserError(f"{option}: expected a scope's name (text), got "
-                        f"{type(scope).__name__} {scope!r}")
+        raise UserError(
+            f"{option}: expected a scope's name (text), got {type(scope).__name__} {scope!r}"
+        )
     if _QUOTES_ONLY.fullmatch(scope):
-        raise UserError(f"{option}: {scope!r} is quotes, not a scope's name; the shared "
-                        f"scope is named {SHARED_SCOPE!r} (or pass an empty string)")
+        raise UserError(
+            f"{option}: {scope!r} is quotes, not a scope's name; the shared "
+            f"scope is named {SHARED_SCOPE!r} (or pass an empty string)"
+        )
     return scope
 
 
@@ -86,8 +91,9 @@ def stored_scope(name: str, option: str = "scope") -> str:
     return "" if name == SHARED_SCOPE else name
 
 
-def recall_scopes(scope: Optional[str], project: Optional[str],
-                  option: str = "scope") -> Optional[Tuple[str, ...]]:
+def recall_scopes(
+    scope: Optional[str], project: Optional[str], option: str = "scope"
+) -> Optional[Tuple[str, ...]]:
     """The stored scopes a recall covers, for the ``scope`` a user gave and the
     ``project``'s scope (:func:`derive_scope` of the working directory, or a server's
     ``--scope``):

@@ -43,8 +43,10 @@ def read_jsonl(path: str) -> tuple:
             try:
                 line = f.readline()
             except UnicodeDecodeError as e:
-                raise CliError(f"{path}: line {n}: not valid UTF-8 (byte {e.object[e.start]:#04x} "
-                               "cannot be decoded); nothing was imported") from None
+                raise CliError(
+                    f"{path}: line {n}: not valid UTF-8 (byte {e.object[e.start]:#04x} "
+                    "cannot be decoded); nothing was imported"
+                ) from None
             if not line:
                 break
             if not line.strip():
@@ -52,19 +54,33 @@ def read_jsonl(path: str) -> tuple:
             try:
                 ep = json.loads(line)
             except json.JSONDecodeError as e:
-                raise CliError(f"{path}: line {n}: invalid JSON ({e.msg} at column {e.colno}); "
-                               "nothing was imported") from None
+                raise CliError(
+                    f"{path}: line {n}: invalid JSON ({e.msg} at column {e.colno}); "
+                    "nothing was imported"
+                ) from None
             except (ValueError, RecursionError) as e:  # a 5,000-digit number, deep nesting
                 why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-                raise CliError(f"{path}: line {n}: invalid JSON ({why}); nothing was imported"
-                               ) from None
+                raise CliError(
+                    f"{path}: line {n}: invalid JSON ({why}); nothing was imported"
+                ) from None
             if not isinstance(ep, dict):
                 raise CliError(f"{path}: line {n}: expected a JSON object; nothing was imported")
-            unknown = set(ep) - {"id", "content", "embedding", "created_at", "accessed_at",
-                                 "access_count", "importance", "kind", "metadata", "scope"}
+            unknown = set(ep) - {
+                "id",
+                "content",
+                "embedding",
+                "created_at",
+                "accessed_at",
+                "access_count",
+                "importance",
+                "kind",
+                "metadata",
+                "scope",
+            }
             if unknown:
-                raise CliError(f"{path}: line {n}: unknown field(s) {sorted(unknown)}; "
-                               "nothing was imported")
+                raise CliError(
+                    f"{path}: line {n}: unknown field(s) {sorted(unknown)}; nothing was imported"
+                )
             if isinstance(ep.get("scope"), str):  # 'shared' is the shared scope, as stored ''
                 try:
                     ep["scope"] = stored_scope(ep["scope"], "scope")
@@ -75,15 +91,17 @@ def read_jsonl(path: str) -> tuple:
     return episodes, labels
 
 
-def import_episodes(store: Any, path: str, episodes: list, labels: list, replace: bool,
-            quiet: bool = False) -> Tuple[int, str]:
+def import_episodes(
+    store: Any, path: str, episodes: list, labels: list, replace: bool, quiet: bool = False
+) -> Tuple[int, str]:
     """Import the episodes; returns how many were stored and what to say about the
     repeated ones."""
     from ..store import StoreError
 
     try:
-        ids = store.add_many(episodes, labels=labels, replace=replace,
-                             progress=None if not quiet else False)
+        ids = store.add_many(
+            episodes, labels=labels, replace=replace, progress=None if not quiet else False
+        )
     except StoreError as e:
         raise CliError(f"{path}: {e}; nothing was imported") from None
     return len(ids) - len(ids.duplicates), _repeated(ids)
@@ -95,13 +113,17 @@ def _repeated(ids: Any) -> str:
     said = []
     if ids.duplicates:
         n = len(ids.duplicates)
-        said.append(f"{n} repeated a text already stored in {'its' if n == 1 else 'their'} "
-                    "scope (the same after normalising case and white space): no copy was "
-                    "stored; the episode with that text was refreshed")
+        said.append(
+            f"{n} repeated a text already stored in {'its' if n == 1 else 'their'} "
+            "scope (the same after normalising case and white space): no copy was "
+            "stored; the episode with that text was refreshed"
+        )
     if ids.repeats:
         n = len(ids.repeats)
-        said.append(f"{n} {'has an id of its' if n == 1 else 'have ids of their'} own and "
-                    "repeated a text of the scope: stored all the same")
+        said.append(
+            f"{n} {'has an id of its' if n == 1 else 'have ids of their'} own and "
+            "repeated a text of the scope: stored all the same"
+        )
     return "; " + "; ".join(said) if said else ""
 
 
@@ -119,14 +141,24 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     with open_db(args, model="write", must_exist=False) as store:
         try:
-            ids = store.add_many([dict(content=args.text, id=args.id,
-                                       importance=args.importance, kind=args.kind,
-                                       scope=stored_scope(args.scope, "--scope"))])
+            ids = store.add_many(
+                [
+                    dict(
+                        content=args.text,
+                        id=args.id,
+                        importance=args.importance,
+                        kind=args.kind,
+                        scope=stored_scope(args.scope, "--scope"),
+                    )
+                ]
+            )
         except StoreError as e:
             raise CliError(str(e)) from None
     if ids.duplicates:
-        note(f"the scope already had this text (the same after normalising case and white "
-             f"space): no copy was stored; episode {ids[0]} was refreshed")
+        note(
+            f"the scope already had this text (the same after normalising case and white "
+            f"space): no copy was stored; episode {ids[0]} was refreshed"
+        )
     print(ids[0])
     return 0
 
@@ -143,11 +175,15 @@ def cmd_stopwords(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"episodes": n, "bm25_stopwords": words}))
     elif words:
-        print(f"{len(words)} BM25 stopwords (terms in at least half of {n:,} episodes): "
-              + " ".join(words))
+        print(
+            f"{len(words)} BM25 stopwords (terms in at least half of {n:,} episodes): "
+            + " ".join(words)
+        )
     else:
-        print(f"no BM25 stopwords ({n:,} episodes"
-              + (f"; there are none below {MIN_ROWS:,})" if n < MIN_ROWS else ")"))
+        print(
+            f"no BM25 stopwords ({n:,} episodes"
+            + (f"; there are none below {MIN_ROWS:,})" if n < MIN_ROWS else ")")
+        )
     return 0
 
 
@@ -164,15 +200,19 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     except StoreError as e:
         raise CliError(str(e)) from None
     except apsw.BusyError:
-        raise CliError(f"{args.db}: another process held the write lock past the busy "
-                       "timeout; what was done before is kept; run it again later") from None
+        raise CliError(
+            f"{args.db}: another process held the write lock past the busy "
+            "timeout; what was done before is kept; run it again later"
+        ) from None
     if args.json:
         print(json.dumps(done))
     else:
-        print(f"{args.db}: {done['codes_filled']:,} pending codes computed, "
-              f"{done['codes_packed']:,} codes packed into blocks, stopwords "
-              f"{'refreshed' if done['stopwords_refreshed'] else 'up to date'}, "
-              f"{done['fts_merges']:,} full-text index merges")
+        print(
+            f"{args.db}: {done['codes_filled']:,} pending codes computed, "
+            f"{done['codes_packed']:,} codes packed into blocks, stopwords "
+            f"{'refreshed' if done['stopwords_refreshed'] else 'up to date'}, "
+            f"{done['fts_merges']:,} full-text index merges"
+        )
     return 0
 
 
@@ -194,8 +234,10 @@ def cmd_knn(args: argparse.Namespace) -> int:
         had = store.has_knn
         store.enable_knn()
         n = store.conn.execute("SELECT count(*) FROM episodes_vec").fetchall()[0][0]
-    print(f"{args.db}: knn index {'already present' if had else 'created'} ({n} vectors); "
-          "recall with --pool knn")
+    print(
+        f"{args.db}: knn index {'already present' if had else 'created'} ({n} vectors); "
+        "recall with --pool knn"
+    )
     return 0
 
 
@@ -211,8 +253,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         for line in report.repaired:
             print(f"repaired: {line}")
         for f in report.findings:
-            print(f"{f.part}: {f.message}" + ("" if f.repairable or not args.repair
-                                              else " (not repairable)"))
+            print(
+                f"{f.part}: {f.message}"
+                + ("" if f.repairable or not args.repair else " (not repairable)")
+            )
         if report.ok:
             print(f"ok: nothing wrong ({report.seconds:.2f} s)")
         elif not args.repair and any(f.repairable for f in report.findings):
@@ -239,8 +283,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
             raise CliError(str(e)) from None
         finally:
             emb.close()
-    print(f"{args.db}: embedded {n} episodes with {emb.model_name}"
-          + (f"; {missing - n} still have none" if n < missing else ""))
+    print(
+        f"{args.db}: embedded {n} episodes with {emb.model_name}"
+        + (f"; {missing - n} still have none" if n < missing else "")
+    )
     return 0
 
 

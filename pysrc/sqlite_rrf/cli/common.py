@@ -19,12 +19,17 @@ EXIT_ERROR = 1
 CliError = UserError
 
 
-def embedder_for(args: argparse.Namespace, remembered: Optional[str] = None,
-                 required: bool = False) -> Any:
+def embedder_for(
+    args: argparse.Namespace, remembered: Optional[str] = None, required: bool = False
+) -> Any:
     """The Embedder of the chosen model, or None (:func:`sqlite_rrf.app.choose_embedder`
     with ``--model`` and ``--n-ctx``)."""
-    return choose_embedder(getattr(args, "model", None), getattr(args, "n_ctx", None),
-                           remembered=remembered, required=required)
+    return choose_embedder(
+        getattr(args, "model", None),
+        getattr(args, "n_ctx", None),
+        remembered=remembered,
+        required=required,
+    )
 
 
 def check_model_options(args: argparse.Namespace) -> None:
@@ -32,12 +37,16 @@ def check_model_options(args: argparse.Namespace) -> None:
     check_model_args(getattr(args, "model", None), getattr(args, "n_ctx", None))
 
 
-def open_db(args: argparse.Namespace, model: Optional[str] = None,
-            must_exist: bool = True) -> Any:
+def open_db(args: argparse.Namespace, model: Optional[str] = None, must_exist: bool = True) -> Any:
     """Open ``args.db`` (:func:`sqlite_rrf.app.open_store`): ``model`` 'write' or 'recall'
     attaches the model chosen by ``--model`` and ``--n-ctx``."""
-    return open_store(args.db, model, model=getattr(args, "model", None),
-                      n_ctx=getattr(args, "n_ctx", None), must_exist=must_exist)
+    return open_store(
+        args.db,
+        model,
+        model=getattr(args, "model", None),
+        n_ctx=getattr(args, "n_ctx", None),
+        must_exist=must_exist,
+    )
 
 
 def weights_arg(text: Optional[str]) -> Optional[List[float]]:

@@ -27,12 +27,15 @@ def _check_demo_db(path: str, sample_ids: set) -> None:
     as the demo's whose episodes are all the sample's."""
     import apsw
 
-    refuse = (f"{path} exists and is not a database the demo made; the demo never replaces "
-              "a database it did not create. Give the demo another path "
-              f"(sqlite-rrf demo {DEMO_DB})")
+    refuse = (
+        f"{path} exists and is not a database the demo made; the demo never replaces "
+        "a database it did not create. Give the demo another path "
+        f"(sqlite-rrf demo {DEMO_DB})"
+    )
     try:
-        conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY
-                               | apsw.SQLITE_OPEN_URI)
+        conn = apsw.Connection(
+            f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        )
     except apsw.Error:
         raise CliError(refuse) from None
     try:
@@ -75,16 +78,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
             store.attach_embedder(embedder)
         print(f"created {args.db} (schema version {store.stats()['schema_version']})")
         n, _ = import_episodes(store, "sample", episodes, labels, replace=False, quiet=True)
-        print(f"imported {n} sample episodes"
-              + (f", embedded with {embedder.model_name}" if embedder else
-                 " without embeddings: recalling with the BM25, recency and access lists"))
-        print(f"\nrecall: {args.query!r}  (pool: the {args.pool_size} most recently accessed "
-              "episodes ∪ every BM25 hit)\n")
-        ns = argparse.Namespace(query=args.query, limit=args.limit, weights=None, k=None,
-                                pool="recent", pool_size=args.pool_size, no_touch=False,
-                                force=True, session=None, json=False, explain=True, profile=None,
-                                alpha=None, min_similarity=None, bm25_limit=None)
+        print(
+            f"imported {n} sample episodes"
+            + (
+                f", embedded with {embedder.model_name}"
+                if embedder
+                else " without embeddings: recalling with the BM25, recency and access lists"
+            )
+        )
+        print(
+            f"\nrecall: {args.query!r}  (pool: the {args.pool_size} most recently accessed "
+            "episodes ∪ every BM25 hit)\n"
+        )
+        ns = argparse.Namespace(
+            query=args.query,
+            limit=args.limit,
+            weights=None,
+            k=None,
+            pool="recent",
+            pool_size=args.pool_size,
+            no_touch=False,
+            force=True,
+            session=None,
+            json=False,
+            explain=True,
+            profile=None,
+            alpha=None,
+            min_similarity=None,
+            bm25_limit=None,
+        )
         recall_and_print(store, ns)
-    print(f"\nThe same recall in the sqlite3 shell: sqlite3 {args.db}, then "
-          f".load {loadable_path()}, .param set :query '...', and `sqlite-rrf sql`'s statement.")
+    print(
+        f"\nThe same recall in the sqlite3 shell: sqlite3 {args.db}, then "
+        f".load {loadable_path()}, .param set :query '...', and `sqlite-rrf sql`'s statement."
+    )
     return 0

@@ -31,16 +31,20 @@ VACUUM_HINT_BYTES = 1 << 20
 
 
 def _open(args: argparse.Namespace, use: Optional[str] = None) -> Any:
-    return open_store(args.db, use, model=getattr(args, "model", None),
-                      n_ctx=getattr(args, "n_ctx", None))
+    return open_store(
+        args.db, use, model=getattr(args, "model", None), n_ctx=getattr(args, "n_ctx", None)
+    )
 
 
 def _filters(args: argparse.Namespace) -> Any:
     from ..manage import Filters
 
-    return Filters(scope=args.scope, kind=args.kind,
-                   since=parse_time(args.since, "--since"),
-                   until=parse_time(args.until, "--until"))
+    return Filters(
+        scope=args.scope,
+        kind=args.kind,
+        since=parse_time(args.since, "--since"),
+        until=parse_time(args.until, "--until"),
+    )
 
 
 def size_text(n: int) -> str:
@@ -58,18 +62,23 @@ def shown(text: Any, newlines: bool = False) -> str:
     text written by any client cannot forge or hide output. Tabs stay."""
     import unicodedata
 
-    return "".join(ch if ch == "\t" or (newlines and ch == "\n")
-                   or unicodedata.category(ch) != "Cc" else f"\\x{ord(ch):02x}"
-                   for ch in str(text))
+    return "".join(
+        ch
+        if ch == "\t" or (newlines and ch == "\n") or unicodedata.category(ch) != "Cc"
+        else f"\\x{ord(ch):02x}"
+        for ch in str(text)
+    )
 
 
 def _head(rec: Dict[str, Any], now: int) -> str:
     """An episode's line in ``list``: id, created, scope, kind, importance."""
     from ..manage import when
 
-    return (f"{shown(rec['id'])}  {when(rec['created_at'], now)}  scope {shown(rec['scope'])}"
-            + (f"  kind {shown(rec['kind'])}" if rec["kind"] is not None else "")
-            + (f"  [{rec['importance']} importance]" if rec["importance"] != "normal" else ""))
+    return (
+        f"{shown(rec['id'])}  {when(rec['created_at'], now)}  scope {shown(rec['scope'])}"
+        + (f"  kind {shown(rec['kind'])}" if rec["kind"] is not None else "")
+        + (f"  [{rec['importance']} importance]" if rec["importance"] != "normal" else "")
+    )
 
 
 def _summary(rec: Dict[str, Any], lines: int = 2, width: int = 100) -> str:
@@ -77,23 +86,39 @@ def _summary(rec: Dict[str, Any], lines: int = 2, width: int = 100) -> str:
 
     from ..app import flatten
 
-    return textwrap.fill(flatten(rec["content"]), width=width, initial_indent="   ",
-                         subsequent_indent="   ", max_lines=lines, placeholder=" …")
+    return textwrap.fill(
+        flatten(rec["content"]),
+        width=width,
+        initial_indent="   ",
+        subsequent_indent="   ",
+        max_lines=lines,
+        placeholder=" …",
+    )
 
 
 def _print_episode(rec: Dict[str, Any], db: str, now: int) -> None:
     """Everything about one episode (``get``, ``update``)."""
     from ..manage import when
 
-    emb = (f"{rec['embedding_dim']} dimensions" if rec.get("embedding_dim")
-           else f"none (`sqlite-rrf embed {db}` adds it)")
-    rows = [("id", rec["id"]), ("scope", rec["scope"]),
-            ("kind", rec["kind"] if rec["kind"] is not None else "-"),
-            ("importance", rec["importance"]), ("created", when(rec["created_at"], now)),
-            ("accessed", when(rec["accessed_at"], now)),
-            ("accesses", rec["access_count"]), ("embedding", emb),
-            ("metadata", "-" if rec["metadata"] is None
-             else json.dumps(rec["metadata"], ensure_ascii=False))]
+    emb = (
+        f"{rec['embedding_dim']} dimensions"
+        if rec.get("embedding_dim")
+        else f"none (`sqlite-rrf embed {db}` adds it)"
+    )
+    rows = [
+        ("id", rec["id"]),
+        ("scope", rec["scope"]),
+        ("kind", rec["kind"] if rec["kind"] is not None else "-"),
+        ("importance", rec["importance"]),
+        ("created", when(rec["created_at"], now)),
+        ("accessed", when(rec["accessed_at"], now)),
+        ("accesses", rec["access_count"]),
+        ("embedding", emb),
+        (
+            "metadata",
+            "-" if rec["metadata"] is None else json.dumps(rec["metadata"], ensure_ascii=False),
+        ),
+    ]
     for k, v in rows:
         print(f"{k:>10}: {shown(v)}")
     print(f"{'content':>10}:")
@@ -108,6 +133,7 @@ def _now() -> int:
 
 
 # ---- commands ----
+
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``sqlite-rrf list``."""
@@ -133,8 +159,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(_head(rec, now))
         print(_summary(rec))
     if total > len(recs):
-        print(f"({len(recs)} of {total} shown, newest first; --limit N shows more, "
-              "--limit 0 all)")
+        print(f"({len(recs)} of {total} shown, newest first; --limit N shows more, --limit 0 all)")
     return 0
 
 
@@ -161,11 +186,15 @@ def _metadata_arg(text: Optional[str]) -> Any:
         md = json.loads(text)
     except (ValueError, RecursionError) as e:
         why = e.msg if isinstance(e, json.JSONDecodeError) else "not JSON"
-        raise UserError(f"--metadata: expected a JSON object such as '{{\"source\": "
-                        f"\"notes\"}}', got {text!r} ({why})") from None
+        raise UserError(
+            f'--metadata: expected a JSON object such as \'{{"source": '
+            f'"notes"}}\', got {text!r} ({why})'
+        ) from None
     if not isinstance(md, dict):
-        raise UserError(f"--metadata: expected a JSON object such as '{{\"source\": "
-                        f"\"notes\"}}', got {text!r} (--no-metadata removes it)")
+        raise UserError(
+            f'--metadata: expected a JSON object such as \'{{"source": '
+            f'"notes"}}\', got {text!r} (--no-metadata removes it)'
+        )
     return md
 
 
@@ -183,9 +212,16 @@ def cmd_update(args: argparse.Namespace) -> int:
     # only a new text is embedded: the model loads for it alone
     store = _open(args, "write" if args.text is not None else None)
     try:
-        rec = update_episode(store, args.id, content=args.text, importance=args.importance,
-                             kind=args.kind, metadata=metadata, scope=args.scope,
-                             clear_metadata=args.no_metadata)
+        rec = update_episode(
+            store,
+            args.id,
+            content=args.text,
+            importance=args.importance,
+            kind=args.kind,
+            metadata=metadata,
+            scope=args.scope,
+            clear_metadata=args.no_metadata,
+        )
     finally:
         close_store(store)
     if args.json:
@@ -202,12 +238,16 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
     filters = _filters(args)
     if args.ids and filters.given:
-        raise UserError("forget: give the ids of the episodes to forget, or filters "
-                        "(--scope, --kind, --since, --until), not both")
+        raise UserError(
+            "forget: give the ids of the episodes to forget, or filters "
+            "(--scope, --kind, --since, --until), not both"
+        )
     if not args.ids and not filters.given:
-        raise UserError("forget: give the ids of the episodes to forget, or filters "
-                        "(--scope S, --kind K, --since T, --until T; --scope '*' is every "
-                        "episode)")
+        raise UserError(
+            "forget: give the ids of the episodes to forget, or filters "
+            "(--scope S, --kind K, --since T, --until T; --scope '*' is every "
+            "episode)"
+        )
     store = _open(args)
     try:
         if args.ids:
@@ -228,14 +268,20 @@ def cmd_forget(args: argparse.Namespace) -> int:
                     print(_summary(rec, lines=1))
                 if total > len(recs):
                     print(f"… and {total - len(recs)} more")
-                raise UserError("forget: nothing was forgotten; pass --yes to forget "
-                                + (f"these {total} episodes" if total != 1 else "this episode"))
+                raise UserError(
+                    "forget: nothing was forgotten; pass --yes to forget "
+                    + (f"these {total} episodes" if total != 1 else "this episode")
+                )
         n = forget(store, ids)
         free = reclaimable_bytes(store)
     finally:
         close_store(store)
-    hint = (f"; the file keeps its size until `sqlite-rrf vacuum {args.db}` gives "
-            f"{size_text(free)} or more back" if free >= VACUUM_HINT_BYTES else "")
+    hint = (
+        f"; the file keeps its size until `sqlite-rrf vacuum {args.db}` gives "
+        f"{size_text(free)} or more back"
+        if free >= VACUUM_HINT_BYTES
+        else ""
+    )
     print(f"forgot {n} episode{'s' if n != 1 else ''}{what}{hint}")
     return 0
 
@@ -264,8 +310,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                     n += 1
             os.replace(tmp, out)
         except OSError as e:
-            raise UserError(f"-o: {args.output}: {e.strerror or e}; nothing was "
-                            "written") from None
+            raise UserError(f"-o: {args.output}: {e.strerror or e}; nothing was written") from None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -288,16 +333,20 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     finally:
         close_store(store)
     if not done["wal_emptied"]:
-        note(f"another process is reading {args.db}, so the rebuilt file waits in its -wal "
-             f"file ({size_text(done['wal_bytes'])}): the space is given back at the next "
-             "checkpoint (at the latest when the last connection closes), or by `sqlite-rrf "
-             f"vacuum {args.db}` again")
+        note(
+            f"another process is reading {args.db}, so the rebuilt file waits in its -wal "
+            f"file ({size_text(done['wal_bytes'])}): the space is given back at the next "
+            "checkpoint (at the latest when the last connection closes), or by `sqlite-rrf "
+            f"vacuum {args.db}` again"
+        )
     if args.json:
         print(json.dumps(done))
         return 0
     before, after = done["size_before"], done["size_after"]
-    print(f"{args.db}: {size_text(before)} -> {size_text(after)} "
-          f"({size_text(max(0, before - after))} given back to the disk)")
+    print(
+        f"{args.db}: {size_text(before)} -> {size_text(after)} "
+        f"({size_text(max(0, before - after))} given back to the disk)"
+    )
     return 0
 
 
@@ -332,12 +381,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 # ---- the parsers ----
 
+
 def _add_filters(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--scope", help=f"only {what} of this scope (shared or '' is the shared "
-                   "memory, '*' every scope; default: every scope)")
+    p.add_argument(
+        "--scope",
+        help=f"only {what} of this scope (shared or '' is the shared "
+        "memory, '*' every scope; default: every scope)",
+    )
     p.add_argument("--kind", help=f"only {what} of this kind")
-    p.add_argument("--since", metavar="TIME", help=f"only {what} created at or after TIME "
-                   "(ms since the epoch, or an ISO date/time, UTC)")
+    p.add_argument(
+        "--since",
+        metavar="TIME",
+        help=f"only {what} created at or after TIME (ms since the epoch, or an ISO date/time, UTC)",
+    )
     p.add_argument("--until", metavar="TIME", help=f"only {what} created before TIME")
 
 
@@ -347,14 +403,20 @@ def add_parsers(sub: Any, db_help: str, add_model: Any) -> None:
     from ..app import SHARED_SCOPE
     from ..manage import DEFAULT_LIST_LIMIT
 
-    p = sub.add_parser("list", help="the episodes, newest first, with their dates (also "
-                       "`ls`)")
+    p = sub.add_parser("list", help="the episodes, newest first, with their dates (also `ls`)")
     p.add_argument("db", help=db_help)
     _add_filters(p, "the episodes")
-    p.add_argument("--limit", type=int_arg, default=DEFAULT_LIST_LIMIT,
-                   help=f"how many (default {DEFAULT_LIST_LIMIT}; 0: all)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per line "
-                   "(times in ms since the epoch)")
+    p.add_argument(
+        "--limit",
+        type=int_arg,
+        default=DEFAULT_LIST_LIMIT,
+        help=f"how many (default {DEFAULT_LIST_LIMIT}; 0: all)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per line (times in ms since the epoch)",
+    )
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("get", help="everything about one episode")
@@ -363,41 +425,55 @@ def add_parsers(sub: Any, db_help: str, add_model: Any) -> None:
     p.add_argument("--json", action="store_true", help="print it as a JSON object")
     p.set_defaults(func=cmd_get)
 
-    p = sub.add_parser("update", help="change an episode's text, kind, importance, metadata "
-                       "or scope (also `edit`)")
+    p = sub.add_parser(
+        "update", help="change an episode's text, kind, importance, metadata or scope (also `edit`)"
+    )
     p.add_argument("db", help=db_help)
     p.add_argument("id", help="the episode's id")
-    p.add_argument("--text", "--content", dest="text",
-                   help="the new text (embedded again; the old text no longer matches)")
+    p.add_argument(
+        "--text",
+        "--content",
+        dest="text",
+        help="the new text (embedded again; the old text no longer matches)",
+    )
     p.add_argument("--importance", choices=("low", "normal", "high"))
     p.add_argument("--kind", help="the new kind ('' clears it)")
-    p.add_argument("--metadata", metavar="JSON", help="the new metadata, a JSON object "
-                   "(replaces the old)")
-    p.add_argument("--no-metadata", action="store_true", dest="no_metadata",
-                   help="remove the metadata")
-    p.add_argument("--scope", help=f"move it to this scope ({SHARED_SCOPE} or '' is the "
-                   "shared memory)")
+    p.add_argument(
+        "--metadata", metavar="JSON", help="the new metadata, a JSON object (replaces the old)"
+    )
+    p.add_argument(
+        "--no-metadata", action="store_true", dest="no_metadata", help="remove the metadata"
+    )
+    p.add_argument(
+        "--scope", help=f"move it to this scope ({SHARED_SCOPE} or '' is the shared memory)"
+    )
     p.add_argument("--json", action="store_true", help="print the episode as a JSON object")
     add_model(p)
     p.set_defaults(func=cmd_update)
 
-    p = sub.add_parser("forget", help="delete episodes by id, or those that match filters "
-                       "(with --yes) (also `rm`)")
+    p = sub.add_parser(
+        "forget", help="delete episodes by id, or those that match filters (with --yes) (also `rm`)"
+    )
     p.add_argument("db", help=db_help)
     p.add_argument("ids", nargs="*", metavar="ID", help="the ids of the episodes to delete")
     _add_filters(p, "the episodes")
-    p.add_argument("--yes", action="store_true",
-                   help="delete what the filters match (without it, they are only shown)")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="delete what the filters match (without it, they are only shown)",
+    )
     p.set_defaults(func=cmd_forget)
 
-    p = sub.add_parser("export", help="the episodes as JSONL, everything `import` reads "
-                       "back")
+    p = sub.add_parser("export", help="the episodes as JSONL, everything `import` reads back")
     p.add_argument("db", help=db_help)
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="write to FILE (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     _add_filters(p, "the episodes")
-    p.add_argument("--no-embeddings", action="store_true", dest="no_embeddings",
-                   help="leave the embeddings out (import embeds them again)")
+    p.add_argument(
+        "--no-embeddings",
+        action="store_true",
+        dest="no_embeddings",
+        help="leave the embeddings out (import embeds them again)",
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("vacuum", help="give the space of deleted episodes back to the disk")

@@ -20,27 +20,32 @@ DB_HELP_CREATED = "the memory database (an SQLite file; created if it does not e
 #: What each fusion profile does, in a line: ``--profile``'s help (the wheel ships no docs).
 PROFILE_SUMMARIES = {
     "hybrid": "the cosine and the BM25 score, each relative to this query's best, half and "
-              "half; recency, use and importance only close part of the gap to the top",
+    "half; recency, use and importance only close part of the gap to the top",
     "memory": "RRF of BM25 and vector, with recency and use only breaking near-ties",
     "rrf": "weighted RRF of all four lists (BM25, vector, recency, access)",
-    "decay": "four-list RRF boosted for recent episodes, times the episodes' lifecycle "
-             "multipliers",
+    "decay": "four-list RRF boosted for recent episodes, times the episodes' lifecycle multipliers",
     "weighted": "a blend of relevance (cosine and normalised BM25), an age decay and use",
-    "convex": "alpha times the normalised cosine plus (1 - alpha) times the normalised "
-              "BM25 score",
+    "convex": "alpha times the normalised cosine plus (1 - alpha) times the normalised BM25 score",
 }
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     from ..models import DEFAULT_MODEL, DEFAULT_N_CTX
 
-    p.add_argument("--model", metavar="MODEL",
-                   help="embedding model: a GGUF file or hf:ORG/REPO/FILE.gguf (downloaded once "
-                        "into the Hugging Face cache). Default: $SQLITE_RRF_MODEL, else "
-                        f"{DEFAULT_MODEL} (a database's own model is loaded only when named)")
-    p.add_argument("--n-ctx", type=int_arg, default=DEFAULT_N_CTX, dest="n_ctx",
-                   help=f"the model's context in tokens (default {DEFAULT_N_CTX}, right for "
-                        "all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="embedding model: a GGUF file or hf:ORG/REPO/FILE.gguf (downloaded once "
+        "into the Hugging Face cache). Default: $SQLITE_RRF_MODEL, else "
+        f"{DEFAULT_MODEL} (a database's own model is loaded only when named)",
+    )
+    p.add_argument(
+        "--n-ctx",
+        type=int_arg,
+        default=DEFAULT_N_CTX,
+        dest="n_ctx",
+        help=f"the model's context in tokens (default {DEFAULT_N_CTX}, right for all-MiniLM-L6-v2)",
+    )
 
 
 def add_recall_options(p: argparse.ArgumentParser) -> None:
@@ -50,63 +55,133 @@ def add_recall_options(p: argparse.ArgumentParser) -> None:
     # every default is the statement's own (statements.DEFAULTS), read from there
     d = recall_defaults()
     decay_k = recall_defaults("decay")["k"]
-    p.add_argument("--limit", type=int_arg, default=None,
-                   help=f"how many episodes (default {d['result_limit']})")
+    p.add_argument(
+        "--limit",
+        type=int_arg,
+        default=None,
+        help=f"how many episodes (default {d['result_limit']})",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
     p.add_argument("--explain", action="store_true", help="show each list's contribution")
-    p.add_argument("--no-touch", action="store_true",
-                   help="do not mark the returned episodes as accessed")
-    p.add_argument("--force", action="store_true", help="recall even if the topic gate (on "
-                   "with --topic-gate) says the query repeats the previous one")
-    p.add_argument("--topic-gate", action="store_true", dest="topic_gate",
-                   help="turn the topic gate on (off by default): skip the recall when the "
-                        "query's embedding has cosine > 0.85 with the --session's previous one")
-    p.add_argument("--no-collapse", action="store_true", dest="no_collapse",
-                   help="show near-duplicates as hits of their own, in score order (by "
-                        "default they fill one slot, the newest, and among near-ties about "
-                        "the same thing the newest ranks first)")
-    p.add_argument("--scope", help="only the episodes of this scope ('shared' or '' is the "
-                   "shared memory, '*' every scope); default: the working directory's "
-                   "project (the name of its git work tree's top directory, else of the "
-                   "directory) and the shared scope")
+    p.add_argument(
+        "--no-touch", action="store_true", help="do not mark the returned episodes as accessed"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="recall even if the topic gate (on "
+        "with --topic-gate) says the query repeats the previous one",
+    )
+    p.add_argument(
+        "--topic-gate",
+        action="store_true",
+        dest="topic_gate",
+        help="turn the topic gate on (off by default): skip the recall when the "
+        "query's embedding has cosine > 0.85 with the --session's previous one",
+    )
+    p.add_argument(
+        "--no-collapse",
+        action="store_true",
+        dest="no_collapse",
+        help="show near-duplicates as hits of their own, in score order (by "
+        "default they fill one slot, the newest, and among near-ties about "
+        "the same thing the newest ranks first)",
+    )
+    p.add_argument(
+        "--scope",
+        help="only the episodes of this scope ('shared' or '' is the "
+        "shared memory, '*' every scope); default: the working directory's "
+        "project (the name of its git work tree's top directory, else of the "
+        "directory) and the shared scope",
+    )
     p.add_argument("--kind", help="only the episodes of this kind")
-    p.add_argument("--since", metavar="TIME", help="only episodes created at or after TIME "
-                   "(ms since the epoch, or an ISO date/time, UTC)")
+    p.add_argument(
+        "--since",
+        metavar="TIME",
+        help="only episodes created at or after TIME "
+        "(ms since the epoch, or an ISO date/time, UTC)",
+    )
     p.add_argument("--until", metavar="TIME", help="only episodes created before TIME")
-    p.add_argument("--session", metavar="ID",
-                   help="the caller's session: with --topic-gate, the gate compares the query "
-                        "with this session's previous one (without a session, a command line "
-                        "recall is never gated)")
-    p.add_argument("--pool", choices=POOL_MODES, default=None,
-                   help=f"vector pool (default {d['pool']}): recent, the most recently "
-                        "accessed episodes; all, the nearest of all episodes (exact, one scan "
-                        "of the vectors); quantized, the same found through 1-bit codes and "
-                        "rescored exactly; knn, sqlite-vec's nearest (needs `sqlite-rrf knn DB`)")
-    p.add_argument("--pool-size", type=int_arg, default=None, dest="pool_size",
-                   help=f"how many episodes the vector pool holds (default {d['pool_size']})")
-    p.add_argument("--oversample", type=int_arg, default=None,
-                   help="quantized pool: how many times pool-size candidates the codes "
-                        f"select before the exact rescoring (default {d['oversample']})")
-    p.add_argument("--bm25-limit", type=int_arg, default=None, dest="bm25_limit",
-                   help=f"how many BM25 hits join the candidates (default {d['bm25_limit']})")
-    p.add_argument("--k", type=float_arg, default=None,
-                   help=f"RRF constant (default {d['k']:g}; {decay_k:g} for the decay profile)")
-    p.add_argument("--weights", metavar="B,V,R,A",
-                   help="weights of the bm25, vector, recency and access lists (default "
-                        f"{d['w_bm25']:g},{d['w_vec']:g},{d['w_recency']:g},{d['w_access']:g})")
-    p.add_argument("--profile", choices=PROFILES, default=None,
-                   help=f"fusion profile (default {d['profile']}): " + "; ".join(
-                       f"{name}: {what}" for name, what in PROFILE_SUMMARIES.items()))
-    p.add_argument("--alpha", type=float_arg, default=None,
-                   help="hybrid and convex profiles: weight of the cosine against BM25 "
-                        f"(default {d['alpha']:g})")
-    p.add_argument("--min-similarity", type=float_arg, default=None, dest="min_similarity",
-                   help="drop candidates with no BM25 hit and a similarity below this")
-    p.add_argument("--min-relevance", type=float_arg, default=None, dest="min_relevance",
-                   metavar="R",
-                   help="print no hit unless one's relevance (0 to 1, the same scale for every "
-                        "query) is at least R (default: no floor; the hook and MCP recall use "
-                        f"{DEFAULT_MIN_RELEVANCE:g})")
+    p.add_argument(
+        "--session",
+        metavar="ID",
+        help="the caller's session: with --topic-gate, the gate compares the query "
+        "with this session's previous one (without a session, a command line "
+        "recall is never gated)",
+    )
+    p.add_argument(
+        "--pool",
+        choices=POOL_MODES,
+        default=None,
+        help=f"vector pool (default {d['pool']}): recent, the most recently "
+        "accessed episodes; all, the nearest of all episodes (exact, one scan "
+        "of the vectors); quantized, the same found through 1-bit codes and "
+        "rescored exactly; knn, sqlite-vec's nearest (needs `sqlite-rrf knn DB`)",
+    )
+    p.add_argument(
+        "--pool-size",
+        type=int_arg,
+        default=None,
+        dest="pool_size",
+        help=f"how many episodes the vector pool holds (default {d['pool_size']})",
+    )
+    p.add_argument(
+        "--oversample",
+        type=int_arg,
+        default=None,
+        help="quantized pool: how many times pool-size candidates the codes "
+        f"select before the exact rescoring (default {d['oversample']})",
+    )
+    p.add_argument(
+        "--bm25-limit",
+        type=int_arg,
+        default=None,
+        dest="bm25_limit",
+        help=f"how many BM25 hits join the candidates (default {d['bm25_limit']})",
+    )
+    p.add_argument(
+        "--k",
+        type=float_arg,
+        default=None,
+        help=f"RRF constant (default {d['k']:g}; {decay_k:g} for the decay profile)",
+    )
+    p.add_argument(
+        "--weights",
+        metavar="B,V,R,A",
+        help="weights of the bm25, vector, recency and access lists (default "
+        f"{d['w_bm25']:g},{d['w_vec']:g},{d['w_recency']:g},{d['w_access']:g})",
+    )
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help=f"fusion profile (default {d['profile']}): "
+        + "; ".join(f"{name}: {what}" for name, what in PROFILE_SUMMARIES.items()),
+    )
+    p.add_argument(
+        "--alpha",
+        type=float_arg,
+        default=None,
+        help="hybrid and convex profiles: weight of the cosine against BM25 "
+        f"(default {d['alpha']:g})",
+    )
+    p.add_argument(
+        "--min-similarity",
+        type=float_arg,
+        default=None,
+        dest="min_similarity",
+        help="drop candidates with no BM25 hit and a similarity below this",
+    )
+    p.add_argument(
+        "--min-relevance",
+        type=float_arg,
+        default=None,
+        dest="min_relevance",
+        metavar="R",
+        help="print no hit unless one's relevance (0 to 1, the same scale for every "
+        "query) is at least R (default: no floor; the hook and MCP recall use "
+        f"{DEFAULT_MIN_RELEVANCE:g})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,21 +190,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="sqlite-rrf",
-        description="Hybrid retrieval in SQLite: an agent memory recalled by one SQL statement.")
+        description="Hybrid retrieval in SQLite: an agent memory recalled by one SQL statement.",
+    )
     parser.add_argument("--version", action="version", version=f"sqlite-rrf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
     p = sub.add_parser("init", help="create or migrate a memory database")
-    p.add_argument("db", help="the memory database to create, or to bring to the current "
-                   "schema")
+    p.add_argument("db", help="the memory database to create, or to bring to the current schema")
     p.set_defaults(func=commands.cmd_init)
 
     p = sub.add_parser("import", help="import episodes from a JSONL file (one per line)")
     p.add_argument("db", help=DB_HELP_CREATED)
-    p.add_argument("file", help="JSONL (what `export` writes): id, content, optional "
-                   "embedding (JSON array), created_at, accessed_at (ms since the epoch), "
-                   "access_count, importance, kind, metadata, scope; - for stdin")
+    p.add_argument(
+        "file",
+        help="JSONL (what `export` writes): id, content, optional "
+        "embedding (JSON array), created_at, accessed_at (ms since the epoch), "
+        "access_count, importance, kind, metadata, scope; - for stdin",
+    )
     p.add_argument("--replace", action="store_true", help="replace episodes whose id exists")
     add_model_options(p)
     p.set_defaults(func=commands.cmd_import)
@@ -140,9 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", help="the episode's id (a new one is made when not given)")
     p.add_argument("--importance", choices=("low", "normal", "high"), default="normal")
     p.add_argument("--kind", help="free text stored with the episode (recall --kind filters)")
-    p.add_argument("--scope", default="", help="the memory it belongs to: a project, a user "
-                   "(default: 'shared', stored as '', the shared memory every project's "
-                   "recall includes)")
+    p.add_argument(
+        "--scope",
+        default="",
+        help="the memory it belongs to: a project, a user "
+        "(default: 'shared', stored as '', the shared memory every project's "
+        "recall includes)",
+    )
     add_model_options(p)
     p.set_defaults(func=commands.cmd_add)
 
@@ -156,19 +238,28 @@ def build_parser() -> argparse.ArgumentParser:
     manage.add_parsers(sub, DB_HELP, add_model_options)  # list, get, update, forget, export, vacuum
     p = sub.add_parser("stats", help="counts and facts about a database, by scope")
     p.add_argument("db", help=DB_HELP)
-    p.add_argument("--json", action="store_true", help="print them as a JSON object "
-                   "(times in ms since the epoch)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print them as a JSON object (times in ms since the epoch)",
+    )
     p.set_defaults(func=manage.cmd_stats)
 
-    p = sub.add_parser("stopwords", help="recompute and print the BM25 stopwords (terms in "
-                       "at least half of the episodes, dropped from queries)")
+    p = sub.add_parser(
+        "stopwords",
+        help="recompute and print the BM25 stopwords (terms in "
+        "at least half of the episodes, dropped from queries)",
+    )
     p.add_argument("db", help=DB_HELP)
     p.add_argument("--json", action="store_true", help="print them as a JSON object")
     p.set_defaults(func=commands.cmd_stopwords)
 
-    p = sub.add_parser("maintain", help="the upkeep a read never does: compute and pack "
-                       "pending sign codes, refresh stale BM25 stopwords, merge the full-text "
-                       "index")
+    p = sub.add_parser(
+        "maintain",
+        help="the upkeep a read never does: compute and pack "
+        "pending sign codes, refresh stale BM25 stopwords, merge the full-text "
+        "index",
+    )
     p.add_argument("db", help=DB_HELP)
     p.add_argument("--json", action="store_true", help="print what was done as a JSON object")
     p.set_defaults(func=commands.cmd_maintain)
@@ -177,53 +268,93 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_path)
 
     own = recall_defaults()  # the statement's defaults (statements.DEFAULTS)
-    p = sub.add_parser("sql", help="print the recall statement of one pool and one profile "
-                       "(neither named: sql/recall.sql, the default's)")
-    p.add_argument("--pool", choices=POOL_MODES, default=None,
-                   help=f"print the statement of this pool (knn: sqlite-vec's KNN; "
-                        f"default {own['pool']})")
-    p.add_argument("--profile", choices=PROFILES, default=None,
-                   help=f"print the statement of this profile (default {own['profile']})")
+    p = sub.add_parser(
+        "sql",
+        help="print the recall statement of one pool and one profile "
+        "(neither named: sql/recall.sql, the default's)",
+    )
+    p.add_argument(
+        "--pool",
+        choices=POOL_MODES,
+        default=None,
+        help=f"print the statement of this pool (knn: sqlite-vec's KNN; default {own['pool']})",
+    )
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help=f"print the statement of this profile (default {own['profile']})",
+    )
     p.set_defaults(func=commands.cmd_sql)
 
     p = sub.add_parser("knn", help="add the sqlite-vec index for --pool knn")
     p.add_argument("db", help=DB_HELP)
     p.set_defaults(func=commands.cmd_knn)
 
-    p = sub.add_parser("check", help="check the database whole (integrity, full-text index, "
-                       "vectors, codes, blocks); --repair fixes what it finds")
+    p = sub.add_parser(
+        "check",
+        help="check the database whole (integrity, full-text index, "
+        "vectors, codes, blocks); --repair fixes what it finds",
+    )
     p.add_argument("db", help=DB_HELP)
-    p.add_argument("--repair", action="store_true",
-                   help="repair what the check finds, in one transaction")
+    p.add_argument(
+        "--repair", action="store_true", help="repair what the check finds, in one transaction"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=commands.cmd_check)
 
-    p = sub.add_parser("embed", help="embed the episodes that have no embedding (batched, "
-                       "resumable)")
+    p = sub.add_parser(
+        "embed", help="embed the episodes that have no embedding (batched, resumable)"
+    )
     p.add_argument("db", help=DB_HELP)
-    p.add_argument("--batch-size", type=int_arg, default=64, dest="batch_size",
-                   help="episodes per batch; each batch is written all or nothing (default 64)")
+    p.add_argument(
+        "--batch-size",
+        type=int_arg,
+        default=64,
+        dest="batch_size",
+        help="episodes per batch; each batch is written all or nothing (default 64)",
+    )
     add_model_options(p)
     p.set_defaults(func=commands.cmd_embed)
 
-    p = sub.add_parser("model", help="download a model into the Hugging Face cache (if it is "
-                       "not there) and print its local path")
-    p.add_argument("spec", nargs="?", metavar="MODEL",
-                   help="a GGUF file or hf:ORG/REPO/FILE.gguf (default: $SQLITE_RRF_MODEL, else "
-                        "the default model)")
+    p = sub.add_parser(
+        "model",
+        help="download a model into the Hugging Face cache (if it is "
+        "not there) and print its local path",
+    )
+    p.add_argument(
+        "spec",
+        nargs="?",
+        metavar="MODEL",
+        help="a GGUF file or hf:ORG/REPO/FILE.gguf (default: $SQLITE_RRF_MODEL, else "
+        "the default model)",
+    )
     p.set_defaults(func=commands.cmd_model)
 
-    p = sub.add_parser("demo", help="make a demo database from the packaged sample episodes "
-                       "and show one hybrid recall of it, each list's part explained")
-    p.add_argument("db", nargs="?", default=DEMO_DB,
-                   help=f"where the demo database goes (default {DEMO_DB}); an existing file "
-                        "is replaced only if the demo made it")
+    p = sub.add_parser(
+        "demo",
+        help="make a demo database from the packaged sample episodes "
+        "and show one hybrid recall of it, each list's part explained",
+    )
+    p.add_argument(
+        "db",
+        nargs="?",
+        default=DEMO_DB,
+        help=f"where the demo database goes (default {DEMO_DB}); an existing file "
+        "is replaced only if the demo made it",
+    )
     p.add_argument("--query", default=DEMO_QUERY, help="the query of the demo's recall")
-    p.add_argument("--limit", type=int_arg, default=None,
-                   help="how many episodes it shows (default: recall's)")
-    p.add_argument("--pool-size", type=int_arg, default=10, dest="pool_size",
-                   help="the recent pool (small, so the sample shows BM25 rescuing an old "
-                        "episode; default 10)")
+    p.add_argument(
+        "--limit", type=int_arg, default=None, help="how many episodes it shows (default: recall's)"
+    )
+    p.add_argument(
+        "--pool-size",
+        type=int_arg,
+        default=10,
+        dest="pool_size",
+        help="the recent pool (small, so the sample shows BM25 rescuing an old "
+        "episode; default 10)",
+    )
     add_model_options(p)
     p.set_defaults(func=cmd_demo)
 
@@ -231,21 +362,30 @@ def build_parser() -> argparse.ArgumentParser:
     # when the command runs.
     from .. import hook, mcp, server
 
-    p = sub.add_parser("serve", help="one warm process for the hook (a Unix socket) and MCP "
-                       "over streamable HTTP (--http): the model and the connection stay "
-                       "loaded")
+    p = sub.add_parser(
+        "serve",
+        help="one warm process for the hook (a Unix socket) and MCP "
+        "over streamable HTTP (--http): the model and the connection stay "
+        "loaded",
+    )
     server.add_arguments(p)
     add_model_options(p)
     p.set_defaults(func=server.run)
 
-    p = sub.add_parser("mcp", help="serve the memory to agents over the Model Context Protocol "
-                       "(stdio; needs the mcp extra)")
+    p = sub.add_parser(
+        "mcp",
+        help="serve the memory to agents over the Model Context Protocol "
+        "(stdio; needs the mcp extra)",
+    )
     mcp.add_arguments(p)
     add_model_options(p)
     p.set_defaults(func=mcp.run)
 
-    p = sub.add_parser("hook", help="an agent's prompt hook: read the hook's JSON on stdin, "
-                       "print the recollection as Markdown")
+    p = sub.add_parser(
+        "hook",
+        help="an agent's prompt hook: read the hook's JSON on stdin, "
+        "print the recollection as Markdown",
+    )
     hook.add_arguments(p)
     add_model_options(p)
     p.set_defaults(func=hook.run)

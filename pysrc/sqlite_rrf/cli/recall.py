@@ -21,16 +21,33 @@ def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
 
     sim = f" (cos {h.similarity:.3f})" if h.similarity is not None else ""
     rel = f"  relevance {h.relevance:.3f}" if h.relevance is not None else ""
-    head = (f"{i}. {h.id}  score {h.score:.5f}{rel}"
-            + ("  [high importance]" if h.importance == "high" else "")
-            + (f"  [stands for {h.duplicates} near-duplicate"
-               f"{'s' if h.duplicates != 1 else ''}]" if h.duplicates else ""))
-    ranks = "   " + " · ".join([rank("bm25", h.bm25_rank), rank("vector", h.vec_rank, sim),
-                                rank("recency", h.recency_rank), rank("access", h.access_rank)])
+    head = (
+        f"{i}. {h.id}  score {h.score:.5f}{rel}"
+        + ("  [high importance]" if h.importance == "high" else "")
+        + (
+            f"  [stands for {h.duplicates} near-duplicate{'s' if h.duplicates != 1 else ''}]"
+            if h.duplicates
+            else ""
+        )
+    )
+    ranks = "   " + " · ".join(
+        [
+            rank("bm25", h.bm25_rank),
+            rank("vector", h.vec_rank, sim),
+            rank("recency", h.recency_rank),
+            rank("access", h.access_rank),
+        ]
+    )
     import textwrap
 
-    body = textwrap.fill(h.content, width=width, initial_indent="   ", subsequent_indent="   ",
-                         max_lines=4, placeholder=" …")
+    body = textwrap.fill(
+        h.content,
+        width=width,
+        initial_indent="   ",
+        subsequent_indent="   ",
+        max_lines=4,
+        placeholder=" …",
+    )
     lines = [head, body, ranks]
     if explain and "relevance" in (h.explain or {}):  # 'hybrid'
         r = h.explain["relevance"]
@@ -39,9 +56,11 @@ def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
         # query's best (docs/profiles.md), not the hit's absolute relevance of the head line
         blend = a * r["cosine"] + (1 - a) * r["bm25"]
         g = h.explain.get("recency_access_importance", {}).get("nudge", 0.0)
-        lines.append(f"   explain: blend {a:g}·cos/best {r['cosine']:.4f} + {1 - a:g}·bm25/best "
-                     f"{r['bm25']:.4f} = {blend:.5f}; + (1 − {blend:.5f}) × nudge {g:.4f} "
-                     f"(recency/use/importance) = {h.score:.5f}")
+        lines.append(
+            f"   explain: blend {a:g}·cos/best {r['cosine']:.4f} + {1 - a:g}·bm25/best "
+            f"{r['bm25']:.4f} = {blend:.5f}; + (1 − {blend:.5f}) × nudge {g:.4f} "
+            f"(recency/use/importance) = {h.score:.5f}"
+        )
     elif explain:
         parts = []
         mult = ""
@@ -51,13 +70,15 @@ def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
             elif "multiplier" in e:
                 mult = f" × {e['multiplier']:.5f} ({name.replace('_', '/')})"
             elif "rank" in e:
-                parts.append(f"{name} {e['contribution']:.5f} = "
-                             f"{e['weight']:g}/(k+{e['rank']:g})")
+                parts.append(f"{name} {e['contribution']:.5f} = {e['weight']:g}/(k+{e['rank']:g})")
             elif "boost" in e:
                 parts.append(f"{name} {e['boost']:.5f} = boost")
         body = " + ".join(parts)
-        lines.append(f"   explain: ({body}){mult} = {h.score:.5f}" if mult
-                     else f"   explain: {body} = {h.score:.5f}")
+        lines.append(
+            f"   explain: ({body}){mult} = {h.score:.5f}"
+            if mult
+            else f"   explain: {body} = {h.score:.5f}"
+        )
     return "\n".join(lines)
 
 
@@ -76,30 +97,36 @@ def recall_scope_arg(args: argparse.Namespace) -> Any:
 
     if not hasattr(args, "scope"):
         return None
-    return recall_scopes(args.scope, derive_scope() if args.scope is None else None,
-                         "--scope")
+    return recall_scopes(args.scope, derive_scope() if args.scope is None else None, "--scope")
 
 
 def recall_and_print(store: Any, args: argparse.Namespace) -> int:
     from ..store import StoreError
 
     try:
-        result = store.recall(args.query, limit=result_limit(args),
-                              weights=weights_arg(args.weights),
-                              k=args.k, pool=args.pool, pool_size=args.pool_size,
-                              oversample=getattr(args, "oversample", None),
-                              bm25_limit=args.bm25_limit,
-                              touch=not args.no_touch, force=args.force,
-                              topic_gate=getattr(args, "topic_gate", False),
-                              collapse=not getattr(args, "no_collapse", False),
-                              session=getattr(args, "session", None),
-                              scope=recall_scope_arg(args),
-                              kind=getattr(args, "kind", None),
-                              since=parse_time(getattr(args, "since", None), "--since"),
-                              until=parse_time(getattr(args, "until", None), "--until"),
-                              profile=args.profile, alpha=args.alpha,
-                              min_similarity=args.min_similarity,
-                              min_relevance=getattr(args, "min_relevance", None))
+        result = store.recall(
+            args.query,
+            limit=result_limit(args),
+            weights=weights_arg(args.weights),
+            k=args.k,
+            pool=args.pool,
+            pool_size=args.pool_size,
+            oversample=getattr(args, "oversample", None),
+            bm25_limit=args.bm25_limit,
+            touch=not args.no_touch,
+            force=args.force,
+            topic_gate=getattr(args, "topic_gate", False),
+            collapse=not getattr(args, "no_collapse", False),
+            session=getattr(args, "session", None),
+            scope=recall_scope_arg(args),
+            kind=getattr(args, "kind", None),
+            since=parse_time(getattr(args, "since", None), "--since"),
+            until=parse_time(getattr(args, "until", None), "--until"),
+            profile=args.profile,
+            alpha=args.alpha,
+            min_similarity=args.min_similarity,
+            min_relevance=getattr(args, "min_relevance", None),
+        )
     except StoreError as e:
         raise CliError(str(e)) from None
     if result.skipped:
@@ -109,11 +136,25 @@ def recall_and_print(store: Any, args: argparse.Namespace) -> int:
     for warning in result.warnings:
         note(warning)
     if args.json:
-        keys = ("id", "content", "score", "bm25_rank", "vec_rank", "recency_rank",
-                "access_rank", "similarity", "explain", "duplicates", "duplicate_ids",
-                "relevance")
-        print(json.dumps([{k: getattr(h, k) for k in keys} for h in result], indent=2,
-                         ensure_ascii=False))
+        keys = (
+            "id",
+            "content",
+            "score",
+            "bm25_rank",
+            "vec_rank",
+            "recency_rank",
+            "access_rank",
+            "similarity",
+            "explain",
+            "duplicates",
+            "duplicate_ids",
+            "relevance",
+        )
+        print(
+            json.dumps(
+                [{k: getattr(h, k) for k in keys} for h in result], indent=2, ensure_ascii=False
+            )
+        )
         return 0
     if not result.skipped and not result.hits:
         print(result.reason or "no episodes matched")
@@ -127,9 +168,18 @@ def cmd_recall(args: argparse.Namespace) -> int:
     from ..relevance import check_min_relevance
 
     try:  # check the options before the model loads (the store's own check)
-        recall_params(result_limit(args), weights_arg(args.weights), args.k, args.pool,
-                      args.pool_size, args.bm25_limit, args.profile, args.alpha,
-                      args.min_similarity, oversample=args.oversample)
+        recall_params(
+            result_limit(args),
+            weights_arg(args.weights),
+            args.k,
+            args.pool,
+            args.pool_size,
+            args.bm25_limit,
+            args.profile,
+            args.alpha,
+            args.min_similarity,
+            oversample=args.oversample,
+        )
         check_min_relevance(args.min_relevance, "--min-relevance")
     except StoreError as e:
         raise CliError(str(e)) from None

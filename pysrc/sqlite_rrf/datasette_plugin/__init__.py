@@ -76,6 +76,7 @@ __all__ = [
     "startup",
 ]
 
+
 @hookimpl
 def startup(datasette: Any) -> None:
     """Stop Datasette with a readable error when extensions cannot be loaded, before
@@ -84,6 +85,7 @@ def startup(datasette: Any) -> None:
         check_module()
     except DatasetteExtensionError as e:
         import click
+
         raise click.ClickException(str(e)) from e
 
 
@@ -130,6 +132,7 @@ def canned_queries(datasette: Any, database: str) -> Any:
         for q in queries.values():
             q["description"] = f"{note} {q['description']}"
         return queries
+
     return inner
 
 
@@ -158,6 +161,7 @@ def asgi_wrapper(datasette: Any) -> Any:
     ``recall`` canned query runs (:data:`CHOICE`); its JSON with a bad field is a 400
     whose error says the field's fault in the command line's words (as the HTML page
     does through :func:`extra_template_vars`), not SQLite's."""
+
     def wrap(app: Any) -> Any:
         async def inner(scope: Dict[str, Any], receive: Any, send: Any) -> None:
             path = scope.get("path") or ""
@@ -173,13 +177,23 @@ def asgi_wrapper(datasette: Any) -> Any:
                 finally:
                     CHOICE.reset(token)
                 return
-            body = json.dumps({"ok": False, "error": error, "status": 400,
-                               "title": "Invalid parameter"}).encode("utf-8")
-            await send({"type": "http.response.start", "status": 400,
-                        "headers": [(b"content-type", b"application/json; charset=utf-8"),
-                                    (b"content-length", str(len(body)).encode())]})
+            body = json.dumps(
+                {"ok": False, "error": error, "status": 400, "title": "Invalid parameter"}
+            ).encode("utf-8")
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [
+                        (b"content-type", b"application/json; charset=utf-8"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
+
         return inner
+
     return wrap
 
 

@@ -47,13 +47,14 @@ def load_into(conn: Any) -> Tuple[bool, bool]:
         raise DatasetteExtensionError(
             f"sqlite-rrf's Datasette plugin cannot load its SQLite extension: the "
             f"{module!r} module that Datasette uses was built without extension loading "
-            f"(its Connection has no enable_load_extension). {_INSTALL_HINT}")
+            f"(its Connection has no enable_load_extension). {_INSTALL_HINT}"
+        )
     try:
         load(conn)
     except ExtensionLoadError as e:
         raise DatasetteExtensionError(
-            f"sqlite-rrf's Datasette plugin could not load {loadable_path()}: {e}. "
-            f"{_INSTALL_HINT}") from e
+            f"sqlite-rrf's Datasette plugin could not load {loadable_path()}: {e}. {_INSTALL_HINT}"
+        ) from e
     vec = _sqlite_vec_path()
     if vec is None:
         return True, False
@@ -64,8 +65,11 @@ def load_into(conn: Any) -> Tuple[bool, bool]:
     except Exception as e:  # optional: the knn pool just stays unavailable
         if not _warned_vec:
             _warned_vec.append(vec)
-            log.warning("sqlite-rrf: sqlite-vec is installed but did not load (%s); "
-                        "the 'knn' pool is unavailable in Datasette", e)
+            log.warning(
+                "sqlite-rrf: sqlite-vec is installed but did not load (%s); "
+                "the 'knn' pool is unavailable in Datasette",
+                e,
+            )
         return True, False
     finally:
         conn.enable_load_extension(False)
@@ -76,6 +80,7 @@ def check_module(module: Any = None) -> None:
     ``module``) cannot load the rrf extension."""
     if module is None:
         from datasette.utils import sqlite as ds_sqlite
+
         module = ds_sqlite.sqlite3
     conn = module.connect(":memory:")
     try:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sqlite_rrf.datasette_plugin")
 
+
 @dataclass
 class ModelState:
     """The embedding model of one database file in this process: ``embedder`` (None:
@@ -53,17 +54,21 @@ def database_model(path: str) -> Dict[str, Any]:
 
     conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
     try:
-        return dict(conn.execute(
-            "SELECT key, value FROM rrf_meta WHERE key IN ('embedding_model', "
-            "'embedding_dim', 'embedding_fingerprint')").fetchall())
+        return dict(
+            conn.execute(
+                "SELECT key, value FROM rrf_meta WHERE key IN ('embedding_model', "
+                "'embedding_dim', 'embedding_fingerprint')"
+            ).fetchall()
+        )
     except sqlite3.DatabaseError:
         return {}
     finally:
         conn.close()
 
 
-def _open_model(path: str, model: Optional[str],
-                n_ctx: Optional[int]) -> Tuple[Optional[Embedder], str]:
+def _open_model(
+    path: str, model: Optional[str], n_ctx: Optional[int]
+) -> Tuple[Optional[Embedder], str]:
     """The Embedder ``sqlite-rrf recall --model MODEL`` would use on ``path``
     (:func:`sqlite_rrf.app.choose_embedder`, then the database's checks: the same
     dimension and fingerprint) and the page's sentence about it, or None and why the
@@ -80,8 +85,10 @@ def _open_model(path: str, model: Optional[str],
     known = meta.get("embedding_model") or None
     dim = meta.get("embedding_dim")
     if dim is None and not model:
-        return None, off + (f"this database has no embeddings yet (`sqlite-rrf embed "
-                            f"{os.path.basename(path)}` adds them)")
+        return None, off + (
+            f"this database has no embeddings yet (`sqlite-rrf embed "
+            f"{os.path.basename(path)}` adds them)"
+        )
     try:
         emb = choose_embedder(model, n_ctx, remembered=known, required=True)
     except UserError as e:
@@ -93,13 +100,17 @@ def _open_model(path: str, model: Optional[str],
     try:
         stored = meta.get("embedding_fingerprint")
         if dim is not None and int(dim) != emb.dim:
-            why = (f"this database holds {dim}-dimensional embeddings (model {known!r}); "
-                   f"the model {emb.model_spec!r} gives {emb.dim}")
+            why = (
+                f"this database holds {dim}-dimensional embeddings (model {known!r}); "
+                f"the model {emb.model_spec!r} gives {emb.dim}"
+            )
         elif isinstance(stored, bytes):
             cos = fingerprint_cosine(stored, emb.fingerprint())
             if cos is None or cos < FINGERPRINT_MIN_COSINE:
-                why = (f"the model {emb.model_spec!r} is not the model this database's "
-                       f"embeddings were made with ({known!r})")
+                why = (
+                    f"the model {emb.model_spec!r} is not the model this database's "
+                    f"embeddings were made with ({known!r})"
+                )
     except Exception as e:
         why = error_message(e) or str(e)
     if why is not None:
@@ -109,8 +120,7 @@ def _open_model(path: str, model: Optional[str],
     return emb, f"the vector list is on: the query is embedded with {emb.model_name}"
 
 
-def model_state(path: str, model: Optional[str] = None,
-                n_ctx: Optional[int] = None) -> ModelState:
+def model_state(path: str, model: Optional[str] = None, n_ctx: Optional[int] = None) -> ModelState:
     """The model of the database file ``path`` (loaded on the first call for it in this
     process; later calls, from any thread, share it). A vector list that is off is
     logged once."""
@@ -165,8 +175,9 @@ def embed_query(state: ModelState, text: Any) -> Optional[bytes]:
     return value
 
 
-def database_config(datasette: Any,
-                    database: str) -> Tuple[Optional[str], Optional[str], Optional[int]]:
+def database_config(
+    datasette: Any, database: str
+) -> Tuple[Optional[str], Optional[str], Optional[int]]:
     """The database's file and the configured model and context size (the plugin's
     ``model`` and ``n_ctx``; None: ``$SQLITE_RRF_MODEL`` or the default)."""
     try:
@@ -206,11 +217,13 @@ def _form_time(value: Any, name: str) -> Optional[int]:
     return parse_time(str(value), str(name))
 
 
-def register_functions(conn: Any, path: Optional[str], model: Optional[str] = None,
-                       n_ctx: Optional[int] = None) -> None:
+def register_functions(
+    conn: Any, path: Optional[str], model: Optional[str] = None, n_ctx: Optional[int] = None
+) -> None:
     """Register ``rrf_embed``, ``rrf_form_time``, ``rrf_form_scope`` and
     ``rrf_time_window`` on the DB-API connection ``conn`` of the database file ``path``
     (None: an in-memory database, whose ``rrf_embed`` is NULL)."""
+
     def rrf_embed(text: Any) -> Optional[bytes]:
         if path is None or not isinstance(text, str):
             return None

@@ -11,8 +11,19 @@ from typing import Any, Optional
 from .queries import FORM_ORDER, FORM_VISIBLE, form_error
 
 #: The columns that make a row a recall row (the canned queries' and ``sql/recall.sql``'s).
-RECALL_COLUMNS = frozenset({"id", "content", "score", "bm25_rank", "vec_rank",
-                            "recency_rank", "access_rank", "similarity", "explain"})
+RECALL_COLUMNS = frozenset(
+    {
+        "id",
+        "content",
+        "score",
+        "bm25_rank",
+        "vec_rank",
+        "recency_rank",
+        "access_rank",
+        "similarity",
+        "explain",
+    }
+)
 #: Columns shown to 3 decimals; times shown as ISO dates.
 ROUNDED = frozenset({"score", "similarity", "relevance", "bm25_score"})
 TIMES = frozenset({"created_at", "accessed_at"})
@@ -21,6 +32,7 @@ TIMES = frozenset({"created_at", "accessed_at"})
 def explain_text(row: Any) -> str:
     """A recall row's ``explain`` in words, as ``sqlite-rrf recall --explain`` says it:
     each list's rank (the vector's with its cosine), then how the score was made."""
+
     def get(name: str) -> Any:
         try:
             return row[name]
@@ -31,11 +43,14 @@ def explain_text(row: Any) -> str:
         return f"{label} #{r}{extra}" if r is not None else f"{label} -"
 
     sim = get("similarity")
-    ranks = " · ".join([rank("bm25", get("bm25_rank")),
-                        rank("vector", get("vec_rank"),
-                             f" (cos {sim:.3f})" if isinstance(sim, float) else ""),
-                        rank("recency", get("recency_rank")),
-                        rank("access", get("access_rank"))])
+    ranks = " · ".join(
+        [
+            rank("bm25", get("bm25_rank")),
+            rank("vector", get("vec_rank"), f" (cos {sim:.3f})" if isinstance(sim, float) else ""),
+            rank("recency", get("recency_rank")),
+            rank("access", get("access_rank")),
+        ]
+    )
     try:
         ex = json.loads(get("explain") or "{}")
     except (TypeError, ValueError):
@@ -49,8 +64,10 @@ def explain_text(row: Any) -> str:
         a = r.get("alpha") or 0.0
         cos, b = r.get("cosine") or 0.0, r.get("bm25") or 0.0
         g = (ex.get("recency_access_importance") or {}).get("nudge", 0.0)
-        how = (f"blend {a:g}·cos/best {cos:.3f} + {1 - a:g}·bm25/best {b:.3f} = "
-               f"{a * cos + (1 - a) * b:.3f}; nudge {g:.3f} (recency/use/importance){total}")
+        how = (
+            f"blend {a:g}·cos/best {cos:.3f} + {1 - a:g}·bm25/best {b:.3f} = "
+            f"{a * cos + (1 - a) * b:.3f}; nudge {g:.3f} (recency/use/importance){total}"
+        )
     else:
         parts, mult = [], ""
         for name, e in ex.items():
@@ -80,9 +97,12 @@ def render_recall_cell(row: Any, value: Any, column: str) -> Optional[str]:
         return f'<span title="{value} ms">{html.escape(iso_time(value) or "")}</span>'
     if column == "explain":
         lines = explain_text(row).split("\n")
-        return ('<div class="rrf-explain">' + "<br>".join(html.escape(x) for x in lines)
-                + f'</div><details><summary>JSON</summary><code>{html.escape(str(value))}'
-                "</code></details>")
+        return (
+            '<div class="rrf-explain">'
+            + "<br>".join(html.escape(x) for x in lines)
+            + f"</div><details><summary>JSON</summary><code>{html.escape(str(value))}"
+            "</code></details>"
+        )
     return None
 
 
@@ -107,17 +127,21 @@ def page_script() -> str:
     from ..statements import POOLS, PROFILES, recall_defaults
 
     d = recall_defaults()
-    choices = {"profile": [["", f"default ({d['profile']})"]] + [[p, p] for p in PROFILES],
-               "pool": [["", f"default ({d['pool']})"]] + [[p, p] for p in POOLS]}
+    choices = {
+        "profile": [["", f"default ({d['profile']})"]] + [[p, p] for p in PROFILES],
+        "pool": [["", f"default ({d['pool']})"]] + [[p, p] for p in POOLS],
+    }
     visible = list(FORM_ORDER[:FORM_VISIBLE])
-    css = (".rows-and-columns td.col-content{min-width:20em;max-width:30em;"
-           "white-space:normal}"
-           ".rows-and-columns td.col-explain{min-width:25em;font-size:0.85em}"
-           ".rows-and-columns td.col-explain code{white-space:pre-wrap;"
-           "word-break:break-all}"
-           "form.sql details.rrf-more{margin:0.5em 0}"
-           "form.sql label{display:inline-block;min-width:9em}"
-           ".rows-and-columns td.col-id{white-space:nowrap}")
+    css = (
+        ".rows-and-columns td.col-content{min-width:20em;max-width:30em;"
+        "white-space:normal}"
+        ".rows-and-columns td.col-explain{min-width:25em;font-size:0.85em}"
+        ".rows-and-columns td.col-explain code{white-space:pre-wrap;"
+        "word-break:break-all}"
+        "form.sql details.rrf-more{margin:0.5em 0}"
+        "form.sql label{display:inline-block;min-width:9em}"
+        ".rows-and-columns td.col-id{white-space:nowrap}"
+    )
     return f"""
 (function () {{
   var form = document.querySelector('form.sql');

@@ -64,6 +64,7 @@ __all__ = [
 
 # ---------------------------------------------------------------- the full check
 
+
 def check(conn: apsw.Connection) -> Report:
     """The full check of ``conn``'s database (reads everything; see the module's
     docstring). Needs no extension; the knn index is compared when sqlite-vec is loaded."""
@@ -71,14 +72,22 @@ def check(conn: apsw.Connection) -> Report:
     report = Report()
     problems = [r[0] for r in conn.execute("PRAGMA main.integrity_check")]
     if problems != ["ok"]:
-        report.findings.append(Finding(
-            "integrity", "SQLite's integrity_check: " + "; ".join(map(str, problems[:5])),
-            repairable=False))
+        report.findings.append(
+            Finding(
+                "integrity",
+                "SQLite's integrity_check: " + "; ".join(map(str, problems[:5])),
+                repairable=False,
+            )
+        )
     have, want = current_version(conn), max(m.version for m in available())
     if have < want:
-        report.findings.append(Finding(
-            "schema", f"the database is at schema version {have}, this sqlite-rrf's is {want}: "
-            "open it with a writable Store (or `sqlite-rrf init DB`) to migrate it"))
+        report.findings.append(
+            Finding(
+                "schema",
+                f"the database is at schema version {have}, this sqlite-rrf's is {want}: "
+                "open it with a writable Store (or `sqlite-rrf init DB`) to migrate it",
+            )
+        )
     report.findings += schema_findings(conn)
     report.findings += check_data(conn)
     report.seconds = time.perf_counter() - t
@@ -121,12 +130,15 @@ def check_path(path: str, *, repair_it: bool = False) -> Report:
         conn.set_busy_timeout(10_000)
         why = foreign(conn)  # reads only: another application's file is never written
         if why is not None:
-            raise StoreError(f"{path} is not a sqlite-rrf database: {why}; check leaves it "
-                             "as it is")
+            raise StoreError(
+                f"{path} is not a sqlite-rrf database: {why}; check leaves it as it is"
+            )
         if repair_it and conn.readonly("main"):
-            raise StoreError(f"{path} can only be read (read-only media or permissions): "
-                             "--repair cannot write it; run the check without --repair, or "
-                             "repair a writable copy")
+            raise StoreError(
+                f"{path} can only be read (read-only media or permissions): "
+                "--repair cannot write it; run the check without --repair, or "
+                "repair a writable copy"
+            )
         if has_table(conn, "episodes_vec"):
             try:
                 from .. import knn

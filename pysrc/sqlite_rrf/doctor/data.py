@@ -29,8 +29,11 @@ def _sign_code(emb: bytes) -> bytes:
 
 
 def has_table(conn: apsw.Connection, name: str) -> bool:
-    return bool(conn.execute("SELECT 1 FROM main.sqlite_master WHERE type = 'table' "
-                             "AND name = ?", (name,)).fetchall())
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchall()
+    )
 
 
 @dataclass
@@ -39,7 +42,7 @@ class _Data:
 
     fts: bool = False
     fts_unchecked: bool = False
-    vectors_missing: List[int] = field(default_factory=list)   # or stale
+    vectors_missing: List[int] = field(default_factory=list)  # or stale
     vectors_extra: List[int] = field(default_factory=list)
     codes_missing: List[int] = field(default_factory=list)
     codes_extra: List[int] = field(default_factory=list)
@@ -58,43 +61,101 @@ class _Data:
             return shown + (f", … ({len(xs)} in all)" if len(xs) > 10 else "")
 
         if self.fts:
-            out.append(Finding("fts", "the full-text index does not hold exactly the text of "
-                               "episodes (FTS5 integrity-check failed)"))
+            out.append(
+                Finding(
+                    "fts",
+                    "the full-text index does not hold exactly the text of "
+                    "episodes (FTS5 integrity-check failed)",
+                )
+            )
         if self.fts_unchecked:
-            out.append(Finding("fts", "the full-text index was not checked: FTS5's check "
-                               "needs a database that can be written", repairable=False))
+            out.append(
+                Finding(
+                    "fts",
+                    "the full-text index was not checked: FTS5's check "
+                    "needs a database that can be written",
+                    repairable=False,
+                )
+            )
         if self.vectors_missing:
-            out.append(Finding("vectors", "episodes whose vector is missing from "
-                               "episodes_vectors or stale there: rowids "
-                               f"{some(self.vectors_missing)}"))
+            out.append(
+                Finding(
+                    "vectors",
+                    "episodes whose vector is missing from "
+                    "episodes_vectors or stale there: rowids "
+                    f"{some(self.vectors_missing)}",
+                )
+            )
         if self.vectors_extra:
-            out.append(Finding("vectors", "vectors of episodes_vectors with no episode or no "
-                               f"embedding: rowids {some(self.vectors_extra)}"))
+            out.append(
+                Finding(
+                    "vectors",
+                    "vectors of episodes_vectors with no episode or no "
+                    f"embedding: rowids {some(self.vectors_extra)}",
+                )
+            )
         if self.codes_missing:
-            out.append(Finding("codes", "vectors with no row in episodes_codes: rowids "
-                               f"{some(self.codes_missing)}"))
+            out.append(
+                Finding(
+                    "codes",
+                    f"vectors with no row in episodes_codes: rowids {some(self.codes_missing)}",
+                )
+            )
         if self.codes_extra:
-            out.append(Finding("codes", "rows of episodes_codes with no vector: rowids "
-                               f"{some(self.codes_extra)}"))
+            out.append(
+                Finding(
+                    "codes",
+                    f"rows of episodes_codes with no vector: rowids {some(self.codes_extra)}",
+                )
+            )
         if self.codes_wrong:
-            out.append(Finding("codes", "codes that are not their vector's sign code: rowids "
-                               f"{some(self.codes_wrong)}"))
+            out.append(
+                Finding(
+                    "codes",
+                    f"codes that are not their vector's sign code: rowids {some(self.codes_wrong)}",
+                )
+            )
         if self.blocks_bad:
-            out.append(Finding("blocks", "blocks of episodes_code_blocks that are not exactly "
-                               f"the current codes of their rows: blocks {some(self.blocks_bad)}"))
+            out.append(
+                Finding(
+                    "blocks",
+                    "blocks of episodes_code_blocks that are not exactly "
+                    f"the current codes of their rows: blocks {some(self.blocks_bad)}",
+                )
+            )
         if self.rows_dangling:
-            out.append(Finding("blocks", "rows of episodes_codes naming a block that does not "
-                               f"exist: rowids {some(self.rows_dangling)}"))
+            out.append(
+                Finding(
+                    "blocks",
+                    "rows of episodes_codes naming a block that does not "
+                    f"exist: rowids {some(self.rows_dangling)}",
+                )
+            )
         if self.displaced:
-            out.append(Finding("displaced", "episodes_displaced holds rows that are not live "
-                               "copies (it is normally empty)"))
+            out.append(
+                Finding(
+                    "displaced",
+                    "episodes_displaced holds rows that are not live copies (it is normally empty)",
+                )
+            )
         if self.knn:
-            out.append(Finding("knn", "the knn index (episodes_vec) differs from the "
-                               f"embeddings at rowids {some(self.knn)}"))
+            out.append(
+                Finding(
+                    "knn",
+                    "the knn index (episodes_vec) differs from the "
+                    f"embeddings at rowids {some(self.knn)}",
+                )
+            )
         for rowid, why in sorted(self.bad_vectors.items())[:50]:
-            out.append(Finding("embeddings", f"episode rowid {rowid} has an embedding the "
-                               f"recall cannot use ({why}): rewrite it (or set it to NULL and "
-                               "run `sqlite-rrf embed`)", repairable=False))
+            out.append(
+                Finding(
+                    "embeddings",
+                    f"episode rowid {rowid} has an embedding the "
+                    f"recall cannot use ({why}): rewrite it (or set it to NULL and "
+                    "run `sqlite-rrf embed`)",
+                    repairable=False,
+                )
+            )
         return out
 
 
@@ -129,23 +190,26 @@ def compare_data(conn: apsw.Connection, chunk: int = 4096, parts: frozenset = PA
     d = _Data()
     if "fts" in parts:
         try:  # FTS5's check is an INSERT that writes nothing (it takes the write lock)
-            conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) "
-                         "VALUES ('integrity-check', 1)")
+            conn.execute(
+                "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1)"
+            )
         except (apsw.CorruptError, apsw.SQLError):
             d.fts = True
         except apsw.ReadOnlyError:
             d.fts_unchecked = True
-        d.displaced = bool(conn.execute(
-            "SELECT 1 FROM episodes_displaced AS d LEFT JOIN episodes AS e USING (rowid) "
-            "WHERE e.rowid IS NULL OR e.content IS NOT d.content OR d.gone != 0 LIMIT 1"
-        ).fetchall())
+        d.displaced = bool(
+            conn.execute(
+                "SELECT 1 FROM episodes_displaced AS d LEFT JOIN episodes AS e USING (rowid) "
+                "WHERE e.rowid IS NULL OR e.content IS NOT d.content OR d.gone != 0 LIMIT 1"
+            ).fetchall()
+        )
     if "knn" in parts and has_table(conn, "episodes_vec"):
         try:
-            stored = dict(conn.execute(
-                "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL"))
+            stored = dict(
+                conn.execute("SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL")
+            )
             indexed = dict(conn.execute("SELECT rowid, embedding FROM episodes_vec"))
-            d.knn = sorted(r for r in set(stored) | set(indexed)
-                           if stored.get(r) != indexed.get(r))
+            d.knn = sorted(r for r in set(stored) | set(indexed) if stored.get(r) != indexed.get(r))
         except apsw.SQLError:
             pass  # sqlite-vec is not loaded: the knn index is not compared
     if "vectors" not in parts:
@@ -155,25 +219,45 @@ def compare_data(conn: apsw.Connection, chunk: int = 4096, parts: frozenset = PA
         if not has_table(conn, table):
             return d  # a table is missing: the schema's finding; nothing to compare with
     # vectors = embeddings, read in rowid order side by side
-    d.vectors_missing = [r for (r,) in conn.execute(
-        "SELECT e.rowid FROM episodes AS e LEFT JOIN episodes_vectors AS v ON v.rowid = e.rowid "
-        "WHERE e.embedding IS NOT NULL AND v.embedding IS NOT e.embedding ORDER BY e.rowid")]
-    d.vectors_extra = [r for (r,) in conn.execute(
-        "SELECT v.rowid FROM episodes_vectors AS v LEFT JOIN episodes AS e ON e.rowid = v.rowid "
-        "WHERE e.embedding IS NULL ORDER BY v.rowid")]
-    d.codes_missing = [r for (r,) in conn.execute(
-        "SELECT v.rowid FROM episodes_vectors AS v WHERE NOT EXISTS "
-        "(SELECT 1 FROM episodes_codes AS c WHERE c.rowid = v.rowid) ORDER BY v.rowid")]
-    d.codes_extra = [r for (r,) in conn.execute(
-        "SELECT c.rowid FROM episodes_codes AS c WHERE NOT EXISTS "
-        "(SELECT 1 FROM episodes_vectors AS v WHERE v.rowid = c.rowid) ORDER BY c.rowid")]
+    d.vectors_missing = [
+        r
+        for (r,) in conn.execute(
+            "SELECT e.rowid FROM episodes AS e "
+            "LEFT JOIN episodes_vectors AS v ON v.rowid = e.rowid "
+            "WHERE e.embedding IS NOT NULL AND v.embedding IS NOT e.embedding ORDER BY e.rowid"
+        )
+    ]
+    d.vectors_extra = [
+        r
+        for (r,) in conn.execute(
+            "SELECT v.rowid FROM episodes_vectors AS v "
+            "LEFT JOIN episodes AS e ON e.rowid = v.rowid "
+            "WHERE e.embedding IS NULL ORDER BY v.rowid"
+        )
+    ]
+    d.codes_missing = [
+        r
+        for (r,) in conn.execute(
+            "SELECT v.rowid FROM episodes_vectors AS v WHERE NOT EXISTS "
+            "(SELECT 1 FROM episodes_codes AS c WHERE c.rowid = v.rowid) ORDER BY v.rowid"
+        )
+    ]
+    d.codes_extra = [
+        r
+        for (r,) in conn.execute(
+            "SELECT c.rowid FROM episodes_codes AS c WHERE NOT EXISTS "
+            "(SELECT 1 FROM episodes_vectors AS v WHERE v.rowid = c.rowid) ORDER BY c.rowid"
+        )
+    ]
     # each code: pending, or its vector's sign code (and pending when the vector is unusable)
     after = -(2**63)
     while True:
         rows = conn.execute(
             "SELECT c.rowid, c.code, v.embedding FROM episodes_codes AS c "
             "JOIN episodes_vectors AS v ON v.rowid = c.rowid WHERE c.rowid > ? "
-            "ORDER BY c.rowid LIMIT ?", (after, chunk)).fetchall()
+            "ORDER BY c.rowid LIMIT ?",
+            (after, chunk),
+        ).fetchall()
         if not rows:
             break
         for rowid, code, emb in rows:
@@ -189,27 +273,40 @@ def compare_data(conn: apsw.Connection, chunk: int = 4096, parts: frozenset = PA
     # blocks = their rows' current codes
     members: Dict[int, Dict[int, Any]] = {}
     for r, code, block in conn.execute(
-            "SELECT rowid, code, block FROM episodes_codes WHERE block IS NOT NULL"):
+        "SELECT rowid, code, block FROM episodes_codes WHERE block IS NOT NULL"
+    ):
         members.setdefault(block, {})[r] = code
     seen: set = set()
     blocks = set()
     for block, n, rowids, codes in conn.execute(
-            "SELECT block, n, rowids, codes FROM episodes_code_blocks"):
+        "SELECT block, n, rowids, codes FROM episodes_code_blocks"
+    ):
         blocks.add(block)
         mine = members.get(block, {})
-        ok = (isinstance(rowids, bytes) and isinstance(codes, bytes) and len(rowids) % 8 == 0
-              and isinstance(n, int) and n == len(rowids) // 8 > 0 and len(codes) % n == 0)
+        ok = (
+            isinstance(rowids, bytes)
+            and isinstance(codes, bytes)
+            and len(rowids) % 8 == 0
+            and isinstance(n, int)
+            and n == len(rowids) // 8 > 0
+            and len(codes) % n == 0
+        )
         if ok:
             ids = np.frombuffer(rowids, "<i8").tolist()
             width = len(codes) // n
-            got = {r: codes[i * width:(i + 1) * width] for i, r in enumerate(ids)}
-            ok = (len(got) == n and got == mine and not seen & set(ids)
-                  and all(c is not None for c in mine.values()))
+            got = {r: codes[i * width : (i + 1) * width] for i, r in enumerate(ids)}
+            ok = (
+                len(got) == n
+                and got == mine
+                and not seen & set(ids)
+                and all(c is not None for c in mine.values())
+            )
             seen |= set(ids)
         if not ok:
             d.blocks_bad.append(block)
-    d.rows_dangling = sorted(r for block, rows in members.items() if block not in blocks
-                             for r in rows)
+    d.rows_dangling = sorted(
+        r for block, rows in members.items() if block not in blocks for r in rows
+    )
     return d
 
 
@@ -221,34 +318,51 @@ def repair_data(conn: apsw.Connection, d: _Data) -> List[str]:
         conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
         done.append("rebuilt the full-text index")
     if d.vectors_extra:
-        conn.executemany("DELETE FROM episodes_vectors WHERE rowid = ?",
-                         ((r,) for r in d.vectors_extra))
-        conn.executemany("DELETE FROM episodes_codes WHERE rowid = ?",
-                         ((r,) for r in d.vectors_extra))
+        conn.executemany(
+            "DELETE FROM episodes_vectors WHERE rowid = ?", ((r,) for r in d.vectors_extra)
+        )
+        conn.executemany(
+            "DELETE FROM episodes_codes WHERE rowid = ?", ((r,) for r in d.vectors_extra)
+        )
         done.append(f"removed {len(d.vectors_extra)} vectors with no episode embedding")
     if d.vectors_missing:
         for r in d.vectors_missing:
-            conn.execute("UPDATE episodes_vectors SET embedding = (SELECT embedding FROM "
-                         "episodes WHERE rowid = ?) WHERE rowid = ?", (r, r))
-            conn.execute("INSERT INTO episodes_vectors(rowid, embedding) SELECT rowid, embedding "
-                         "FROM episodes WHERE rowid = ? AND NOT EXISTS (SELECT 1 FROM "
-                         "episodes_vectors WHERE rowid = ?)", (r, r))
-            conn.execute("INSERT INTO episodes_codes(rowid, code) SELECT ?, NULL WHERE NOT "
-                         "EXISTS (SELECT 1 FROM episodes_codes WHERE rowid = ?)", (r, r))
+            conn.execute(
+                "UPDATE episodes_vectors SET embedding = (SELECT embedding FROM "
+                "episodes WHERE rowid = ?) WHERE rowid = ?",
+                (r, r),
+            )
+            conn.execute(
+                "INSERT INTO episodes_vectors(rowid, embedding) SELECT rowid, embedding "
+                "FROM episodes WHERE rowid = ? AND NOT EXISTS (SELECT 1 FROM "
+                "episodes_vectors WHERE rowid = ?)",
+                (r, r),
+            )
+            conn.execute(
+                "INSERT INTO episodes_codes(rowid, code) SELECT ?, NULL WHERE NOT "
+                "EXISTS (SELECT 1 FROM episodes_codes WHERE rowid = ?)",
+                (r, r),
+            )
             conn.execute("UPDATE episodes_codes SET code = NULL WHERE rowid = ?", (r,))
-        done.append(f"wrote {len(d.vectors_missing)} missing or stale vectors (their codes "
-                    "pending)")
+        done.append(
+            f"wrote {len(d.vectors_missing)} missing or stale vectors (their codes pending)"
+        )
     if d.codes_extra:
-        conn.executemany("DELETE FROM episodes_codes WHERE rowid = ?",
-                         ((r,) for r in d.codes_extra))
+        conn.executemany(
+            "DELETE FROM episodes_codes WHERE rowid = ?", ((r,) for r in d.codes_extra)
+        )
         done.append(f"removed {len(d.codes_extra)} codes with no vector")
     if d.codes_missing:
-        conn.executemany("INSERT INTO episodes_codes(rowid, code) VALUES (?, NULL)",
-                         ((r,) for r in d.codes_missing))
+        conn.executemany(
+            "INSERT INTO episodes_codes(rowid, code) VALUES (?, NULL)",
+            ((r,) for r in d.codes_missing),
+        )
         done.append(f"added {len(d.codes_missing)} missing code rows (pending)")
     if d.codes_wrong:
-        conn.executemany("UPDATE episodes_codes SET code = ? WHERE rowid = ?",
-                         ((code, r) for r, code in d.codes_wrong))
+        conn.executemany(
+            "UPDATE episodes_codes SET code = ? WHERE rowid = ?",
+            ((code, r) for r, code in d.codes_wrong),
+        )
         done.append(f"rewrote {len(d.codes_wrong)} wrong codes")
     if d.blocks_bad:
         for b in d.blocks_bad:
@@ -256,8 +370,10 @@ def repair_data(conn: apsw.Connection, d: _Data) -> List[str]:
             conn.execute("UPDATE episodes_codes SET block = NULL WHERE block = ?", (b,))
         done.append(f"dissolved {len(d.blocks_bad)} blocks (their codes are loose)")
     if d.rows_dangling:
-        conn.executemany("UPDATE episodes_codes SET block = NULL WHERE rowid = ?",
-                         ((r,) for r in d.rows_dangling))
+        conn.executemany(
+            "UPDATE episodes_codes SET block = NULL WHERE rowid = ?",
+            ((r,) for r in d.rows_dangling),
+        )
         done.append(f"released {len(d.rows_dangling)} codes naming a missing block")
     if d.displaced:
         conn.execute("DELETE FROM episodes_displaced")
@@ -265,8 +381,11 @@ def repair_data(conn: apsw.Connection, d: _Data) -> List[str]:
     if d.knn:
         for r in d.knn:
             conn.execute("DELETE FROM episodes_vec WHERE rowid = ?", (r,))
-            conn.execute("INSERT INTO episodes_vec(rowid, embedding) SELECT rowid, embedding "
-                         "FROM episodes WHERE rowid = ? AND embedding IS NOT NULL", (r,))
+            conn.execute(
+                "INSERT INTO episodes_vec(rowid, embedding) SELECT rowid, embedding "
+                "FROM episodes WHERE rowid = ? AND embedding IS NOT NULL",
+                (r,),
+            )
         done.append(f"resynced {len(d.knn)} rows of the knn index")
     return done
 

@@ -9,8 +9,12 @@ from typing import Any, Dict, List, Optional
 REPAIR_HINT = "sqlite-rrf check DB --repair"
 
 #: Tables a repair may create again when they are missing: derived from episodes.
-DERIVED_TABLES = ("episodes_vectors", "episodes_codes", "episodes_code_blocks",
-                   "episodes_displaced")
+DERIVED_TABLES = (
+    "episodes_vectors",
+    "episodes_codes",
+    "episodes_code_blocks",
+    "episodes_displaced",
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,12 @@ class Report:
 
     def as_dict(self) -> Dict[str, Any]:
         """The report as JSON-ready data."""
-        return {"ok": self.ok, "seconds": round(self.seconds, 3),
-                "findings": [{"part": f.part, "message": f.message,
-                              "repairable": f.repairable} for f in self.findings],
-                "repaired": list(self.repaired)}
+        return {
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "findings": [
+                {"part": f.part, "message": f.message, "repairable": f.repairable}
+                for f in self.findings
+            ],
+            "repaired": list(self.repaired),
+        }

@@ -71,15 +71,20 @@ class BeirData:
 
     def needs_embedder(self) -> bool:
         """True when some document or query vector is not in the caches."""
-        return (self.corpus_embeddings is None or bool(self.corpus_missing)
-                or self.query_embeddings is None or bool(self.query_missing))
+        return (
+            self.corpus_embeddings is None
+            or bool(self.corpus_missing)
+            or self.query_embeddings is None
+            or bool(self.query_missing)
+        )
 
 
 def _need_file(path: str, what: str) -> None:
     if not os.path.isfile(path):
         raise BeirFormatError(
             f"{path}: missing ({what}; a BEIR collection holds corpus.jsonl, queries.jsonl "
-            "and qrels/<split>.tsv)")
+            "and qrels/<split>.tsv)"
+        )
 
 
 def _read_jsonl(path: str, kind: str) -> Iterable[Tuple[int, Dict[str, Any]]]:
@@ -96,11 +101,13 @@ def _read_jsonl(path: str, kind: str) -> Iterable[Tuple[int, Dict[str, Any]]]:
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise BeirFormatError(f"{path}: line {n}: invalid JSON ({e.msg} at column "
-                                          f"{e.colno})") from None
+                    raise BeirFormatError(
+                        f"{path}: line {n}: invalid JSON ({e.msg} at column {e.colno})"
+                    ) from None
                 if not isinstance(obj, dict):
-                    raise BeirFormatError(f"{path}: line {n}: expected a JSON object, got "
-                                          f"{type(obj).__name__}")
+                    raise BeirFormatError(
+                        f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}"
+                    )
                 yield n, obj
         except UnicodeDecodeError as e:
             raise BeirFormatError(f"{path}: not UTF-8 text ({e})") from None
@@ -120,8 +127,7 @@ def _text_field(path: str, n: int, obj: Mapping[str, Any], key: str) -> str:
     if v is None:
         return ""
     if not isinstance(v, str):
-        raise BeirFormatError(f'{path}: line {n}: "{key}" must be a string, got '
-                              f"{type(v).__name__}")
+        raise BeirFormatError(f'{path}: line {n}: "{key}" must be a string, got {type(v).__name__}')
     return v
 
 
@@ -139,19 +145,23 @@ def _read_qrels(path: str) -> Dict[str, Dict[str, int]]:
                     continue
                 cols = line.split("\t")
                 if len(cols) != 3:
-                    raise BeirFormatError(f"{path}: line {n}: expected 3 tab-separated columns "
-                                          f"(query-id, corpus-id, score), got {len(cols)}")
+                    raise BeirFormatError(
+                        f"{path}: line {n}: expected 3 tab-separated columns "
+                        f"(query-id, corpus-id, score), got {len(cols)}"
+                    )
                 qid, did, score = (c.strip() for c in cols)
                 try:
                     grade_f = float(score)
                 except ValueError:
                     if n == 1 and not qrels:  # the header: query-id corpus-id score
                         continue
-                    raise BeirFormatError(f"{path}: line {n}: score {score!r} is not a "
-                                          "number") from None
+                    raise BeirFormatError(
+                        f"{path}: line {n}: score {score!r} is not a number"
+                    ) from None
                 if not math.isfinite(grade_f) or grade_f != int(grade_f):
-                    raise BeirFormatError(f"{path}: line {n}: score {score!r} is not an integer "
-                                          "grade")
+                    raise BeirFormatError(
+                        f"{path}: line {n}: score {score!r} is not an integer grade"
+                    )
                 if not qid or not did:
                     raise BeirFormatError(f"{path}: line {n}: empty query-id or corpus-id")
                 qrels.setdefault(qid, {})[did] = int(grade_f)
@@ -162,8 +172,9 @@ def _read_qrels(path: str) -> Dict[str, Dict[str, int]]:
     return qrels
 
 
-def _load_cache(data_dir: str, files: Tuple[str, str], ids: Sequence[str], what: str
-                ) -> Tuple[Optional[np.ndarray], List[int]]:
+def _load_cache(
+    data_dir: str, files: Tuple[str, str], ids: Sequence[str], what: str
+) -> Tuple[Optional[np.ndarray], List[int]]:
     """The cached vectors of ``ids`` (rows aligned with ``ids``; missing rows zero) and
     the indices of the missing rows; (None, all) when there is no cache."""
     npy, idf = (os.path.join(data_dir, f) for f in files)
@@ -172,8 +183,10 @@ def _load_cache(data_dir: str, files: Tuple[str, str], ids: Sequence[str], what:
         return None, list(range(len(ids)))
     if have_npy != have_ids:
         present, absent = (npy, idf) if have_npy else (idf, npy)
-        raise BeirFormatError(f"{absent}: missing, but {os.path.basename(present)} is there "
-                              f"(a {what} embedding cache is a .npy and its .ids.json)")
+        raise BeirFormatError(
+            f"{absent}: missing, but {os.path.basename(present)} is there "
+            f"(a {what} embedding cache is a .npy and its .ids.json)"
+        )
     try:
         mat = np.load(npy, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -183,13 +196,16 @@ def _load_cache(data_dir: str, files: Tuple[str, str], ids: Sequence[str], what:
             cache_ids = json.load(f)
     except (OSError, ValueError) as e:
         raise BeirFormatError(f"{idf}: not readable JSON ({e})") from None
-    if (not isinstance(cache_ids, list)
-            or not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in cache_ids)):
+    if not isinstance(cache_ids, list) or not all(
+        isinstance(i, (str, int)) and not isinstance(i, bool) for i in cache_ids
+    ):
         raise BeirFormatError(f"{idf}: expected a JSON list of ids")
     cache_ids = [str(i) for i in cache_ids]
     if mat.ndim != 2 or mat.shape[0] != len(cache_ids) or mat.shape[1] == 0:
-        raise BeirFormatError(f"{npy}: shape {mat.shape} does not match the {len(cache_ids)} ids "
-                              f"of {os.path.basename(idf)} (expected [{len(cache_ids)}, dim])")
+        raise BeirFormatError(
+            f"{npy}: shape {mat.shape} does not match the {len(cache_ids)} ids "
+            f"of {os.path.basename(idf)} (expected [{len(cache_ids)}, dim])"
+        )
     if not np.issubdtype(mat.dtype, np.floating):
         raise BeirFormatError(f"{npy}: dtype {mat.dtype} is not floating point")
     pos: Dict[str, int] = {}
@@ -228,8 +244,10 @@ def load_beir(data_dir: PathLike, split: str = "test") -> BeirData:
     """
     data_dir = os.path.abspath(os.fspath(data_dir))
     if not os.path.isdir(data_dir):
-        raise BeirFormatError(f"{data_dir}: not a directory (expected a BEIR collection: "
-                              "corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+        raise BeirFormatError(
+            f"{data_dir}: not a directory (expected a BEIR collection: "
+            "corpus.jsonl, queries.jsonl, qrels/<split>.tsv)"
+        )
     if not split or os.sep in split or split.startswith("."):
         raise BeirFormatError(f"split: not a valid split name: {split!r}")
     corpus_path = os.path.join(data_dir, "corpus.jsonl")
@@ -239,10 +257,15 @@ def load_beir(data_dir: PathLike, split: str = "test") -> BeirData:
     _need_file(queries_path, "the queries")
     if not os.path.isfile(qrels_path):
         qdir = os.path.join(data_dir, "qrels")
-        splits = sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".tsv")) \
-            if os.path.isdir(qdir) else []
-        raise BeirFormatError(f"{qrels_path}: missing (the judgments of split {split!r}; "
-                              f"available splits: {', '.join(splits) or 'none'})")
+        splits = (
+            sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".tsv"))
+            if os.path.isdir(qdir)
+            else []
+        )
+        raise BeirFormatError(
+            f"{qrels_path}: missing (the judgments of split {split!r}; "
+            f"available splits: {', '.join(splits) or 'none'})"
+        )
 
     ids: List[str] = []
     texts: List[str] = []
@@ -250,12 +273,16 @@ def load_beir(data_dir: PathLike, split: str = "test") -> BeirData:
     for n, obj in _read_jsonl(corpus_path, "corpus"):
         did = _doc_id(corpus_path, n, obj)
         if did in seen:
-            raise BeirFormatError(f"{corpus_path}: line {n}: _id {did!r} already on line "
-                                  f"{seen[did]}")
+            raise BeirFormatError(
+                f"{corpus_path}: line {n}: _id {did!r} already on line {seen[did]}"
+            )
         seen[did] = n
         ids.append(did)
-        texts.append(_text_field(corpus_path, n, obj, "title") + " "
-                     + _text_field(corpus_path, n, obj, "text"))
+        texts.append(
+            _text_field(corpus_path, n, obj, "title")
+            + " "
+            + _text_field(corpus_path, n, obj, "text")
+        )
     if not ids:
         raise BeirFormatError(f"{corpus_path}: no documents")
 
@@ -270,30 +297,44 @@ def load_beir(data_dir: PathLike, split: str = "test") -> BeirData:
         order.append(qid)
     unknown = [q for q in qrels if q not in all_queries]
     if unknown:
-        raise BeirFormatError(f"{qrels_path}: {len(unknown)} judged quer"
-                              f"{'y is' if len(unknown) == 1 else 'ies are'} not in "
-                              f"queries.jsonl (e.g. {unknown[0]!r})")
+        raise BeirFormatError(
+            f"{qrels_path}: {len(unknown)} judged quer"
+            f"{'y is' if len(unknown) == 1 else 'ies are'} not in "
+            f"queries.jsonl (e.g. {unknown[0]!r})"
+        )
     query_ids = [q for q in order if q in qrels]
     query_texts = [all_queries[q] for q in query_ids]
 
-    data = BeirData(data_dir=data_dir, name=os.path.basename(data_dir.rstrip(os.sep)),
-                    split=split, corpus_ids=ids, corpus_texts=texts, query_ids=query_ids,
-                    query_texts=query_texts, qrels=qrels)
+    data = BeirData(
+        data_dir=data_dir,
+        name=os.path.basename(data_dir.rstrip(os.sep)),
+        split=split,
+        corpus_ids=ids,
+        corpus_texts=texts,
+        query_ids=query_ids,
+        query_texts=query_texts,
+        qrels=qrels,
+    )
     unjudged = sum(1 for rels in qrels.values() for d in rels if d not in seen)
     if unjudged:
-        data.notes.append(f"{unjudged} judgment(s) name documents that are not in the corpus "
-                          "(they count in the ideal DCG and recall denominators, as in BEIR)")
+        data.notes.append(
+            f"{unjudged} judgment(s) name documents that are not in the corpus "
+            "(they count in the ideal DCG and recall denominators, as in BEIR)"
+        )
     empty = [i for i, t in enumerate(texts) if not t.strip()]
     if empty:
         data.notes.append(f"{len(empty)} document(s) have no text and are not loaded")
-    data.corpus_embeddings, data.corpus_missing = _load_cache(data_dir, CORPUS_CACHE, ids,
-                                                              "corpus")
-    data.query_embeddings, data.query_missing = _load_cache(data_dir, QUERY_CACHE, query_ids,
-                                                            "query")
-    if (data.corpus_embeddings is not None and data.query_embeddings is not None
-            and data.corpus_embeddings.shape[1] != data.query_embeddings.shape[1]):
+    data.corpus_embeddings, data.corpus_missing = _load_cache(data_dir, CORPUS_CACHE, ids, "corpus")
+    data.query_embeddings, data.query_missing = _load_cache(
+        data_dir, QUERY_CACHE, query_ids, "query"
+    )
+    if (
+        data.corpus_embeddings is not None
+        and data.query_embeddings is not None
+        and data.corpus_embeddings.shape[1] != data.query_embeddings.shape[1]
+    ):
         raise BeirFormatError(
             f"{data_dir}: the corpus embedding cache is {data.corpus_embeddings.shape[1]}-"
-            f"dimensional but the query cache is {data.query_embeddings.shape[1]}-dimensional")
+            f"dimensional but the query cache is {data.query_embeddings.shape[1]}-dimensional"
+        )
     return data
-

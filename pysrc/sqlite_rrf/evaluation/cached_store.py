@@ -33,8 +33,14 @@ from .progress import progress_bar
 if TYPE_CHECKING:
     from ..embed import Embedder
 
-__all__ = ["CACHE_FORMAT", "EVAL_EPOCH_MS", "EvalCacheError", "build_store", "cache_dir",
-           "make_embedder"]
+__all__ = [
+    "CACHE_FORMAT",
+    "EVAL_EPOCH_MS",
+    "EvalCacheError",
+    "build_store",
+    "cache_dir",
+    "make_embedder",
+]
 
 #: ``created_at`` = ``accessed_at`` of every loaded document (2020-09-13, ms since the
 #: epoch). Any constant would do: BEIR has no time, so recency must not separate documents.
@@ -76,11 +82,14 @@ def _schema_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _cache_key(data: BeirData, embedder: Optional[Embedder],
-               model_path: Optional[str]) -> Dict[str, Any]:
+def _cache_key(
+    data: BeirData, embedder: Optional[Embedder], model_path: Optional[str]
+) -> Dict[str, Any]:
     """What the cached database depends on (its sidecar JSON stores it)."""
     key: Dict[str, Any] = {
-        "format": CACHE_FORMAT, "version": __version__, "schema": _schema_hash(),
+        "format": CACHE_FORMAT,
+        "version": __version__,
+        "schema": _schema_hash(),
         "corpus": _file_sig(data.corpus_path),
         "corpus_cache": [_file_sig(os.path.join(data.data_dir, f)) for f in CORPUS_CACHE],
     }
@@ -90,6 +99,7 @@ def _cache_key(data: BeirData, embedder: Optional[Embedder],
             name = getattr(embedder, "model_name", None) or type(embedder).__name__
         else:
             from ..embed import default_model_path
+
             mp = model_path or default_model_path()
             name = os.path.basename(mp) if mp else None
         key["model"] = [name, _file_sig(mp) if mp else None, getattr(embedder, "n_ctx", 256)]
@@ -129,13 +139,20 @@ def make_embedder(embedder: Optional[Embedder], model_path: Optional[str]) -> Em
     if embedder is not None:
         return embedder
     from ..embed import Embedder
+
     return Embedder(model_path)
 
 
-def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike] = None,
-                embedder: Optional[Embedder] = None, progress: bool = True, *,
-                model_path: Optional[str] = None, rebuild: bool = False,
-                knn: bool = False) -> Store:
+def build_store(
+    data_dir: Union[PathLike, BeirData],
+    db_path: Optional[PathLike] = None,
+    embedder: Optional[Embedder] = None,
+    progress: bool = True,
+    *,
+    model_path: Optional[str] = None,
+    rebuild: bool = False,
+    knn: bool = False,
+) -> Store:
     """A :class:`~sqlite_rrf.store.Store` holding the collection's corpus.
 
     Episode id = document id, content = ``title + " " + text``, embedding from the cache
@@ -171,9 +188,9 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
         raise EvalCacheError(
             f"{path}: exists and is not an evaluation database made by `sqlite-rrf eval` "
             f"(no {os.path.basename(sidecar)} next to it); choose another --db path or "
-            "remove the file")
-    if (not rebuild and side is not None and side.get("digest") == digest
-            and os.path.isfile(path)):
+            "remove the file"
+        )
+    if not rebuild and side is not None and side.get("digest") == digest and os.path.isfile(path):
         store = Store(path, embedder=embedder)
         if store.count() == n_docs:
             return _with_knn(store, knn)
@@ -184,8 +201,11 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
     if not user_path:  # older caches of the same collection
         prefix = os.path.basename(path)[: -len(digest) - 3]
         for name in os.listdir(parent):
-            if (name.startswith(prefix) and re.fullmatch(re.escape(prefix) + r"[0-9a-f]{16}\.db",
-                                                         name) and name != os.path.basename(path)):
+            if (
+                name.startswith(prefix)
+                and re.fullmatch(re.escape(prefix) + r"[0-9a-f]{16}\.db", name)
+                and name != os.path.basename(path)
+            ):
                 _remove_db(os.path.join(parent, name))
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(parent, name + ".eval.json"))
@@ -196,13 +216,18 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
     missing = [i for i in data.corpus_missing if data.corpus_texts[i].strip()]
     if missing:
         emb = make_embedder(embedder, model_path)
-        embedded = emb.embed_many([data.corpus_texts[i] for i in missing], progress=progress,
-                                  desc=f"embedding {data.name} corpus")
+        embedded = emb.embed_many(
+            [data.corpus_texts[i] for i in missing],
+            progress=progress,
+            desc=f"embedding {data.name} corpus",
+        )
         if vecs is None:
             vecs = np.zeros((len(data.corpus_ids), embedded.shape[1]), dtype=np.float32)
         elif embedded.shape[1] != dim:
-            raise EvalCacheError(f"the model gives {embedded.shape[1]}-dimensional vectors but "
-                                 f"the corpus embedding cache is {dim}-dimensional")
+            raise EvalCacheError(
+                f"the model gives {embedded.shape[1]}-dimensional vectors but "
+                f"the corpus embedding cache is {dim}-dimensional"
+            )
         vecs[np.asarray(missing, dtype=int)] = embedded
         if embedder is None:
             emb.close()
@@ -216,12 +241,21 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
             bar = progress_bar(len(rows), f"loading {data.name}", progress, unit="doc")
             try:
                 for start in range(0, len(rows), 5000):
-                    chunk = rows[start:start + 5000]
+                    chunk = rows[start : start + 5000]
                     store.add_many(
-                        [{"id": data.corpus_ids[i], "content": data.corpus_texts[i],
-                          "embedding": vecs[i], "created_at": EVAL_EPOCH_MS,
-                          "accessed_at": EVAL_EPOCH_MS, "access_count": 0} for i in chunk],
-                        progress=False)
+                        [
+                            {
+                                "id": data.corpus_ids[i],
+                                "content": data.corpus_texts[i],
+                                "embedding": vecs[i],
+                                "created_at": EVAL_EPOCH_MS,
+                                "accessed_at": EVAL_EPOCH_MS,
+                                "access_count": 0,
+                            }
+                            for i in chunk
+                        ],
+                        progress=False,
+                    )
                     if bar is not None:
                         bar.update(len(chunk))
             finally:
@@ -236,8 +270,17 @@ def build_store(data_dir: Union[PathLike, BeirData], db_path: Optional[PathLike]
         raise
     side_tmp = f"{sidecar}.{os.getpid()}"
     with open(side_tmp, "w", encoding="utf-8") as f:
-        json.dump({"digest": digest, "key": key, "data_dir": data.data_dir,
-                   "documents": n_docs, "built_at": time.time()}, f, indent=2)
+        json.dump(
+            {
+                "digest": digest,
+                "key": key,
+                "data_dir": data.data_dir,
+                "documents": n_docs,
+                "built_at": time.time(),
+            },
+            f,
+            indent=2,
+        )
     os.replace(side_tmp, sidecar)
     return _with_knn(Store(path, embedder=embedder), knn)
 

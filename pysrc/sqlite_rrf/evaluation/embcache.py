@@ -52,8 +52,9 @@ def model_fingerprint(model_path: str, n_ctx: int) -> str:
 
 
 def _key(fingerprint: str, text: str) -> bytes:
-    return hashlib.sha256(fingerprint.encode() + b"\0" + text.encode("utf-8", "surrogatepass")
-                          ).digest()
+    return hashlib.sha256(
+        fingerprint.encode() + b"\0" + text.encode("utf-8", "surrogatepass")
+    ).digest()
 
 
 class EmbeddingCache:
@@ -73,8 +74,10 @@ class EmbeddingCache:
         self._conn = apsw.Connection(self.path)
         self._conn.setbusytimeout(30_000)
         self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, "
-                           "vec BLOB NOT NULL) WITHOUT ROWID")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, "
+            "vec BLOB NOT NULL) WITHOUT ROWID"
+        )
 
     def close(self) -> None:
         """Close the file."""
@@ -93,12 +96,15 @@ class EmbeddingCache:
         keys = [_key(self.fingerprint, t) for t in texts]
         step = 500
         for start in range(0, len(keys), step):
-            chunk = keys[start:start + step]
+            chunk = keys[start : start + step]
             q = ",".join("?" * len(chunk))
             got: Dict[bytes, bytes] = {
-                k: v for k, v in self._conn.execute(
-                    f"SELECT key, vec FROM vectors WHERE key IN ({q})", chunk)
-                if isinstance(k, bytes) and isinstance(v, bytes)}
+                k: v
+                for k, v in self._conn.execute(
+                    f"SELECT key, vec FROM vectors WHERE key IN ({q})", chunk
+                )
+                if isinstance(k, bytes) and isinstance(v, bytes)
+            }
             for i, k in enumerate(chunk, start):
                 v = got.get(k)
                 if v is None:
@@ -112,17 +118,26 @@ class EmbeddingCache:
         with self._conn:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO vectors(key, vec) VALUES (?, ?)",
-                [(_key(self.fingerprint, t), np.asarray(v, dtype="<f4").tobytes())
-                 for t, v in zip(texts, vecs)])
+                [
+                    (_key(self.fingerprint, t), np.asarray(v, dtype="<f4").tobytes())
+                    for t, v in zip(texts, vecs)
+                ],
+            )
 
     def count(self) -> int:
         """How many vectors the file holds (of every model)."""
         return int(self._conn.execute("SELECT count(*) FROM vectors").get)
 
 
-def embed_cached(texts: Sequence[str], cache: EmbeddingCache,
-                 embedder: Callable[[], Any], *, progress: bool = False,
-                 desc: str = "embedding", chunk: int = 256) -> Tuple[np.ndarray, int, float]:
+def embed_cached(
+    texts: Sequence[str],
+    cache: EmbeddingCache,
+    embedder: Callable[[], Any],
+    *,
+    progress: bool = False,
+    desc: str = "embedding",
+    chunk: int = 256,
+) -> Tuple[np.ndarray, int, float]:
     """The vectors of ``texts`` (float32, one row each), from the cache, embedding the
     texts it lacks with ``embedder()`` (called once, only when something is missing) and
     storing them ``chunk`` at a time.
@@ -143,7 +158,7 @@ def embed_cached(texts: Sequence[str], cache: EmbeddingCache,
         bar = progress_bar(len(missing), desc, progress, unit="text")
         try:
             for s in range(0, len(missing), chunk):
-                idx = missing[s:s + chunk]
+                idx = missing[s : s + chunk]
                 batch = [utexts[i] for i in idx]
                 vecs = emb.embed_many(batch, progress=False)
                 cache.put_many(batch, vecs)

@@ -113,12 +113,22 @@ def lme_runs() -> Dict[str, Tuple[str, Dict[str, Any], bool]]:
     (time is real here, so recency and access keep their default weights)."""
     runs: Dict[str, Tuple[str, Dict[str, Any], bool]] = {
         "default": ("every default", {}, True),
-        "bm25": ("BM25 list alone (pool 'recent' of size 0, no query vector)",
-                 {"profile": "rrf", "weights": (1.0, 0.0, 0.0, 0.0), "pool": "recent",
-                  "pool_size": 0, "bm25_limit": 1000}, False),
-        "vector": ("vector list alone, exact cosine over every turn",
-                   {"profile": "rrf", "weights": (0.0, 1.0, 0.0, 0.0), "pool": "all",
-                    "pool_size": _EVERY}, True),
+        "bm25": (
+            "BM25 list alone (pool 'recent' of size 0, no query vector)",
+            {
+                "profile": "rrf",
+                "weights": (1.0, 0.0, 0.0, 0.0),
+                "pool": "recent",
+                "pool_size": 0,
+                "bm25_limit": 1000,
+            },
+            False,
+        ),
+        "vector": (
+            "vector list alone, exact cosine over every turn",
+            {"profile": "rrf", "weights": (0.0, 1.0, 0.0, 0.0), "pool": "all", "pool_size": _EVERY},
+            True,
+        ),
     }
     for p in PROFILES:
         runs[p] = (f"profile {p!r}, every other default", {"profile": p}, True)
@@ -127,11 +137,21 @@ def lme_runs() -> Dict[str, Tuple[str, Dict[str, Any], bool]]:
 
 # -- the evaluation ----------------------------------------------------------------------
 
+
 def _build_memory(q: LmeQuestion, vecs: Mapping[str, np.ndarray]) -> Store:
     st = Store(":memory:")
-    st.add_many([{"id": t.episode_id, "content": t.content, "embedding": vecs[t.content],
-                  "created_at": t.created_at, "accessed_at": t.created_at}
-                 for t in q.turns])
+    st.add_many(
+        [
+            {
+                "id": t.episode_id,
+                "content": t.content,
+                "embedding": vecs[t.content],
+                "created_at": t.created_at,
+                "accessed_at": t.created_at,
+            }
+            for t in q.turns
+        ]
+    )
     return st
 
 
@@ -147,8 +167,9 @@ def _mean(xs: Sequence[float]) -> float:
     return float(np.mean(xs)) if xs else float("nan")
 
 
-def _aggregate(questions: Sequence[LmeQuestion], scores: Mapping[str, Mapping[str, float]]
-               ) -> Dict[str, Any]:
+def _aggregate(
+    questions: Sequence[LmeQuestion], scores: Mapping[str, Mapping[str, float]]
+) -> Dict[str, Any]:
     """Means per group: LongMemEval's (scored questions; overall and per type),
     published (every question; overall and per type), abstention (published metrics)."""
     out: Dict[str, Any] = {"lme": {}, "published": {}, "abstention": {}}
@@ -158,35 +179,47 @@ def _aggregate(questions: Sequence[LmeQuestion], scores: Mapping[str, Mapping[st
             groups.setdefault(q.question_type, []).append(q)
     for g, qs in groups.items():
         keys = [k for k in scores[qs[0].question_id] if not k.startswith("published.")]
-        out["lme"][g] = {"n": len(qs), **{k: _mean([scores[q.question_id][k] for q in qs])
-                                          for k in keys}}
+        out["lme"][g] = {
+            "n": len(qs),
+            **{k: _mean([scores[q.question_id][k] for q in qs]) for k in keys},
+        }
     pgroups: Dict[str, List[LmeQuestion]] = {"all": list(questions)}
     for q in questions:
         pgroups.setdefault(q.question_type, []).append(q)
     for g, qs in pgroups.items():
         keys = [k for k in scores[qs[0].question_id] if k.startswith("published.")]
-        out["published"][g] = {"n": len(qs), **{k: _mean([scores[q.question_id][k] for q in qs])
-                                                for k in keys}}
+        out["published"][g] = {
+            "n": len(qs),
+            **{k: _mean([scores[q.question_id][k] for q in qs]) for k in keys},
+        }
     abs_q = [q for q in questions if q.abstention]
     if abs_q:
         keys = [k for k in scores[abs_q[0].question_id] if k.startswith("published.")]
-        out["abstention"] = {"n": len(abs_q), **{k: _mean([scores[q.question_id][k]
-                                                           for q in abs_q]) for k in keys}}
+        out["abstention"] = {
+            "n": len(abs_q),
+            **{k: _mean([scores[q.question_id][k] for q in abs_q]) for k in keys},
+        }
     return out
 
 
-def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
-                         runs: Optional[Sequence[str]] = None,
-                         run_params: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                         extra_runs: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                         limit: Optional[int] = None,
-                         question_ids: Optional[Sequence[str]] = None,
-                         types: Optional[Sequence[str]] = None,
-                         cache_path: Optional[str] = None, model_path: Optional[str] = None,
-                         embedder: Optional[Callable[[], Any]] = None,
-                         progress: bool = False, per_question: bool = False,
-                         top_hits: int = 10,
-                         recall: Optional[Callable[..., Any]] = None) -> Dict[str, Any]:
+def evaluate_longmemeval(
+    path: str,
+    *,
+    unit: str = DEFAULT_UNIT,
+    runs: Optional[Sequence[str]] = None,
+    run_params: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    extra_runs: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    limit: Optional[int] = None,
+    question_ids: Optional[Sequence[str]] = None,
+    types: Optional[Sequence[str]] = None,
+    cache_path: Optional[str] = None,
+    model_path: Optional[str] = None,
+    embedder: Optional[Callable[[], Any]] = None,
+    progress: bool = False,
+    per_question: bool = False,
+    top_hits: int = 10,
+    recall: Optional[Callable[..., Any]] = None,
+) -> Dict[str, Any]:
     """Evaluate the recall on a LongMemEval file (see the module docstring).
 
     Args:
@@ -229,7 +262,7 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
     for n in names:
         if n not in specs:
             raise ValueError(f"unknown run {n!r}; the runs are: {', '.join(specs)}")
-    for n in (run_params or {}):
+    for n in run_params or {}:
         if n not in specs:
             raise ValueError(f"run_params: unknown run {n!r}")
     t_load = time.perf_counter() - t0
@@ -237,6 +270,7 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
     # vectors: every question and every user turn, through the cache
     from ..embed import Embedder
     from ..models import DEFAULT_N_CTX, choose_model, resolve_model
+
     model = resolve_model(model_path or choose_model())
     made: List[Any] = []
 
@@ -251,8 +285,9 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
     texts = [q.question for q in questions] + [t.content for q in questions for t in q.turns]
     t1 = time.perf_counter()
     with EmbeddingCache(model_fingerprint(model, DEFAULT_N_CTX), cache_path) as cache:
-        mat, n_embedded, _emb_secs = embed_cached(texts, cache, factory, progress=progress,
-                                                 desc="embedding (cached for reruns)")
+        mat, n_embedded, _emb_secs = embed_cached(
+            texts, cache, factory, progress=progress, desc="embedding (cached for reruns)"
+        )
         cache_file = cache.path
     for e in made:
         e.close()
@@ -277,22 +312,32 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
                     kw.update((run_params or {}).get(n, {}))
                     tq = time.perf_counter()
                     if recall is not None:
-                        hits = recall(st, q.question, qv if send_vec else None,
-                                      q.question_date_ms, kw)
+                        hits = recall(
+                            st, q.question, qv if send_vec else None, q.question_date_ms, kw
+                        )
                     else:
                         kw.setdefault("now", q.question_date_ms)
-                        hits = st.recall(q.question, LME_DEPTH, touch=False, force=True,
-                                         qvec=qv if send_vec else None, **kw)
+                        hits = st.recall(
+                            q.question,
+                            LME_DEPTH,
+                            touch=False,
+                            force=True,
+                            qvec=qv if send_vec else None,
+                            **kw,
+                        )
                     lat[n].append(time.perf_counter() - tq)
                     ids = [h.id for h in hits]
                     s = score_question(q, ids)
                     scores[n][q.question_id] = s
                     if per_question:
                         perq[n][q.question_id] = {
-                            "type": q.question_type, "abstention": q.abstention,
-                            "scored": q.scored, "ranked": ids,
+                            "type": q.question_type,
+                            "abstention": q.abstention,
+                            "scored": q.scored,
+                            "ranked": ids,
                             "top": [_hit_summary(h) for h in list(hits)[:top_hits]],
-                            "metrics": s}
+                            "metrics": s,
+                        }
             finally:
                 st.close()
             if bar is not None:
@@ -302,36 +347,50 @@ def evaluate_longmemeval(path: str, *, unit: str = DEFAULT_UNIT,
             bar.close()
 
     out: Dict[str, Any] = {
-        "benchmark": "longmemeval", "file": os.path.abspath(path), "unit": unit,
+        "benchmark": "longmemeval",
+        "file": os.path.abspath(path),
+        "unit": unit,
         "questions": len(questions),
         "scored": sum(q.scored for q in questions),
         "abstention": sum(q.abstention for q in questions),
         "episodes": sum(len(q.turns) for q in questions),
         "runs": {n: _aggregate(questions, scores[n]) for n in names},
-        "params": {n: {k: (list(v) if isinstance(v, tuple) else v)
-                       for k, v in {**specs[n][1], **(run_params or {}).get(n, {})}.items()}
-                   for n in names},
-        "timings": {
-            "load_seconds": round(t_load, 3), "embedding_seconds": round(t_emb, 3),
-            "embedded_texts": n_embedded, "build_seconds": round(t_build, 3),
-            "total_seconds": round(time.perf_counter() - t0, 3),
-            "ms_per_query_median": {n: round(1000 * float(np.median(lat[n])), 3)
-                                    for n in names},
+        "params": {
+            n: {
+                k: (list(v) if isinstance(v, tuple) else v)
+                for k, v in {**specs[n][1], **(run_params or {}).get(n, {})}.items()
+            }
+            for n in names
         },
-        "embedding_cache": cache_file, "version": __version__,
+        "timings": {
+            "load_seconds": round(t_load, 3),
+            "embedding_seconds": round(t_emb, 3),
+            "embedded_texts": n_embedded,
+            "build_seconds": round(t_build, 3),
+            "total_seconds": round(time.perf_counter() - t0, 3),
+            "ms_per_query_median": {n: round(1000 * float(np.median(lat[n])), 3) for n in names},
+        },
+        "embedding_cache": cache_file,
+        "version": __version__,
         "notes": [
             "one memory per question (an in-memory Store); "
-            + ("one episode per session (its user messages joined)" if unit == "session" else
-               "one episode per non-empty user turn")
+            + (
+                "one episode per session (its user messages joined)"
+                if unit == "session"
+                else "one episode per non-empty user turn"
+            )
             + ", created_at = accessed_at = its session's date (UTC); Store.recall with "
             f"limit {LME_DEPTH}, now = the question's date, the question's vector, "
             "touch=False, force=True",
-            ("lme: LongMemEval's own definitions (eval_utils.py, granularity session): "
-             "evaluate_retrieval on session ids, an evidence session without a has_answer "
-             "user turn renamed noans; " if unit == "session" else
-             "lme: LongMemEval's own definitions (eval_utils.py, granularity turn): turn "
-             "level on has_answer turns, session level through turn2session (k grows until "
-             "k distinct sessions); ")
+            (
+                "lme: LongMemEval's own definitions (eval_utils.py, granularity session): "
+                "evaluate_retrieval on session ids, an evidence session without a has_answer "
+                "user turn renamed noans; "
+                if unit == "session"
+                else "lme: LongMemEval's own definitions (eval_utils.py, granularity turn): turn "
+                "level on has_answer turns, session level through turn2session (k grows until "
+                "k distinct sessions); "
+            )
             + "averaged over the non-abstention questions with a has_answer user turn",
             "published: sessions in first-retrieved order, gold = answer_session_ids, every "
             "question; NDCG ideal = min(k, #gold)",
@@ -350,15 +409,23 @@ def _c(m: Mapping[str, float], key: str, w: int) -> str:
 
 def format_lme_table(res: Mapping[str, Any]) -> str:
     """The results as text: per run the headline numbers, then per question type."""
-    lines = [f"LongMemEval ({os.path.basename(res['file'])}, one episode per "
-             f"{res.get('unit', 'turn')}): {res['questions']} questions, "
-             f"{res['scored']} scored by LongMemEval's rules, {res['abstention']} abstention, "
-             f"{res['episodes']:,} episodes", ""]
-    head = (f"{'run':<10} {'any@5':>6} {'all@5':>6} {'all@10':>6} {'ndcg@10':>7} |"
-            f" {'t.any@5':>7} {'t.all@10':>8} {'t.ndcg@10':>9} | {'pub.any@5':>9}"
-            f" {'pub.all@5':>9} {'pub.ndcg@10':>11} | {'ms':>5}")
-    lines += ["session level (LongMemEval's definitions) | turn level | published style",
-              head, "-" * len(head)]
+    lines = [
+        f"LongMemEval ({os.path.basename(res['file'])}, one episode per "
+        f"{res.get('unit', 'turn')}): {res['questions']} questions, "
+        f"{res['scored']} scored by LongMemEval's rules, {res['abstention']} abstention, "
+        f"{res['episodes']:,} episodes",
+        "",
+    ]
+    head = (
+        f"{'run':<10} {'any@5':>6} {'all@5':>6} {'all@10':>6} {'ndcg@10':>7} |"
+        f" {'t.any@5':>7} {'t.all@10':>8} {'t.ndcg@10':>9} | {'pub.any@5':>9}"
+        f" {'pub.all@5':>9} {'pub.ndcg@10':>11} | {'ms':>5}"
+    )
+    lines += [
+        "session level (LongMemEval's definitions) | turn level | published style",
+        head,
+        "-" * len(head),
+    ]
     for n, r in res["runs"].items():
         a = r["lme"].get("all", {})
         p = r["published"].get("all", {})
@@ -369,10 +436,10 @@ def format_lme_table(res: Mapping[str, Any]) -> str:
             f"{_c(a, 'turn.recall_any@5', 7)} {_c(a, 'turn.recall_all@10', 8)} "
             f"{_c(a, 'turn.ndcg@10', 9)} | {_c(p, 'published.recall_any@5', 9)} "
             f"{_c(p, 'published.recall_all@5', 9)} {_c(p, 'published.ndcg@10', 11)} | "
-            f"{ms:5.1f}")
+            f"{ms:5.1f}"
+        )
     types = sorted({t for r in res["runs"].values() for t in r["published"] if t != "all"})
-    lines += ["", "per question type, session.recall_all@5 (LongMemEval) / "
-              "published.recall_all@5"]
+    lines += ["", "per question type, session.recall_all@5 (LongMemEval) / published.recall_all@5"]
     w = max(len(t) for t in types) if types else 4
     lines.append(f"{'run':<10} " + " ".join(f"{t[:w]:>{w}}" for t in types))
     for n, r in res["runs"].items():
@@ -380,38 +447,55 @@ def format_lme_table(res: Mapping[str, Any]) -> str:
         for t in types:
             a = r["lme"].get(t, {}).get("session.recall_all@5")
             p = r["published"].get(t, {}).get("published.recall_all@5")
-            cells.append(("  -  " if a is None else f"{a:.3f}") + "/"
-                         + ("  -  " if p is None else f"{p:.3f}"))
+            cells.append(
+                ("  -  " if a is None else f"{a:.3f}")
+                + "/"
+                + ("  -  " if p is None else f"{p:.3f}")
+            )
         lines.append(f"{n:<10} " + " ".join(f"{c:>{w}}" for c in cells))
     t = res["timings"]
-    lines += ["", f"wall {t['total_seconds']:.1f} s (embedding {t['embedding_seconds']:.1f} s, "
-              f"{t['embedded_texts']} texts embedded; building memories "
-              f"{t['build_seconds']:.1f} s); embedding cache {res['embedding_cache']}",
-              "", "notes:"] + [f"  - {x}" for x in res["notes"]]
+    lines += [
+        "",
+        f"wall {t['total_seconds']:.1f} s (embedding {t['embedding_seconds']:.1f} s, "
+        f"{t['embedded_texts']} texts embedded; building memories "
+        f"{t['build_seconds']:.1f} s); embedding cache {res['embedding_cache']}",
+        "",
+        "notes:",
+    ] + [f"  - {x}" for x in res["notes"]]
     return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m sqlite_rrf.evaluation.longmemeval FILE [--run NAME ...] [--json]``."""
-    ap = argparse.ArgumentParser(prog="python -m sqlite_rrf.evaluation.longmemeval",
-                                 description="LongMemEval retrieval through Store.recall")
+    ap = argparse.ArgumentParser(
+        prog="python -m sqlite_rrf.evaluation.longmemeval",
+        description="LongMemEval retrieval through Store.recall",
+    )
     ap.add_argument("file")
     ap.add_argument("--run", nargs="+", action="extend", default=None)
     ap.add_argument("--unit", choices=UNITS, default=DEFAULT_UNIT)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--type", nargs="+", action="extend", default=None, dest="types")
-    ap.add_argument("--cache", default=None, help=f"embedding cache (default "
-                    f"{default_cache_path()})")
+    ap.add_argument(
+        "--cache", default=None, help=f"embedding cache (default {default_cache_path()})"
+    )
     ap.add_argument("--model", default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--per-question", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     try:
-        res = evaluate_longmemeval(a.file, unit=a.unit, runs=a.run, limit=a.limit, types=a.types,
-                                   cache_path=a.cache, model_path=a.model,
-                                   progress=not a.no_progress and sys.stderr.isatty(),
-                                   per_question=a.per_question)
+        res = evaluate_longmemeval(
+            a.file,
+            unit=a.unit,
+            runs=a.run,
+            limit=a.limit,
+            types=a.types,
+            cache_path=a.cache,
+            model_path=a.model,
+            progress=not a.no_progress and sys.stderr.isatty(),
+            per_question=a.per_question,
+        )
     except (LongMemEvalFormatError, ValueError, RuntimeError) as e:
         print(f"longmemeval: {e}", file=sys.stderr)
         return 1

@@ -69,15 +69,18 @@ class LmeQuestion:
         """Whether LongMemEval averages this question (not abstention, a gold user turn)."""
         return not self.abstention and any(
             m.get("role") == "user" and m.get("has_answer")
-            for s in self.sessions for m in s.messages)
+            for s in self.sessions
+            for m in s.messages
+        )
 
 
 def parse_lme_date(text: str, where: str = "date") -> int:
     """``'2023/03/27 (Mon) 23:35'`` -> milliseconds since the epoch, read as UTC."""
     m = _DATE_RE.match(text) if isinstance(text, str) else None
     if not m:
-        raise LongMemEvalFormatError(f"{where}: {text!r} is not a date like "
-                                     "'2023/03/27 (Mon) 23:35'")
+        raise LongMemEvalFormatError(
+            f"{where}: {text!r} is not a date like '2023/03/27 (Mon) 23:35'"
+        )
     y, mo, d, h, mi = (int(g) for g in m.groups())
     try:
         dt = datetime(y, mo, d, h, mi, tzinfo=timezone.utc)
@@ -107,8 +110,16 @@ def is_longmemeval_file(path: str) -> bool:
     return not os.path.isdir(path) and (path.endswith(".json") or path.endswith(".json.xz"))
 
 
-_FIELDS = ("question_id", "question_type", "question", "question_date", "answer_session_ids",
-           "haystack_dates", "haystack_session_ids", "haystack_sessions")
+_FIELDS = (
+    "question_id",
+    "question_type",
+    "question",
+    "question_date",
+    "answer_session_ids",
+    "haystack_dates",
+    "haystack_session_ids",
+    "haystack_sessions",
+)
 
 
 #: The episode units: one episode per user turn, or per session.
@@ -124,16 +135,29 @@ def _sessions(q: LmeQuestion) -> List[Turn]:
     renamed ``noans_…``)."""
     out: List[Turn] = []
     for si, s in enumerate(q.sessions):
-        users = [m for m in s.messages if m.get("role") == "user"
-                 and isinstance(m.get("content"), str) and m["content"].strip()]
+        users = [
+            m
+            for m in s.messages
+            if m.get("role") == "user"
+            and isinstance(m.get("content"), str)
+            and m["content"].strip()
+        ]
         if not users:
             continue
         cid = s.session_id
-        if "answer" in cid and not any(m.get("has_answer") for m in s.messages
-                                       if m.get("role") == "user"):
+        if "answer" in cid and not any(
+            m.get("has_answer") for m in s.messages if m.get("role") == "user"
+        ):
             cid = cid.replace("answer", "noans")
-        out.append(Turn(episode_id=f"s{si}", content="\n\n".join(m["content"] for m in users),
-                        corpus_id=cid, session_id=s.session_id, created_at=s.date_ms))
+        out.append(
+            Turn(
+                episode_id=f"s{si}",
+                content="\n\n".join(m["content"] for m in users),
+                corpus_id=cid,
+                session_id=s.session_id,
+                created_at=s.date_ms,
+            )
+        )
     return out
 
 
@@ -152,8 +176,15 @@ def _turns(q: LmeQuestion) -> List[Turn]:
             cid = f"{s.session_id}_{ti + 1}"
             if evidence and not msg.get("has_answer"):
                 cid = cid.replace("answer", "noans")
-            out.append(Turn(episode_id=f"s{si}t{ti + 1}", content=content, corpus_id=cid,
-                            session_id=s.session_id, created_at=s.date_ms))
+            out.append(
+                Turn(
+                    episode_id=f"s{si}t{ti + 1}",
+                    content=content,
+                    corpus_id=cid,
+                    session_id=s.session_id,
+                    created_at=s.date_ms,
+                )
+            )
     return out
 
 
@@ -190,26 +221,37 @@ def load_longmemeval(path: str, unit: str = "turn") -> List[LmeQuestion]:
             if not isinstance(x[f], str):
                 raise LongMemEvalFormatError(f"{where}: {f} must be a string")
         sess, ids, dates = x["haystack_sessions"], x["haystack_session_ids"], x["haystack_dates"]
-        if not (isinstance(sess, list) and isinstance(ids, list) and isinstance(dates, list)
-                and len(sess) == len(ids) == len(dates)):
-            raise LongMemEvalFormatError(f"{where}: haystack_sessions, haystack_session_ids "
-                                         "and haystack_dates must be lists of one length")
+        if not (
+            isinstance(sess, list)
+            and isinstance(ids, list)
+            and isinstance(dates, list)
+            and len(sess) == len(ids) == len(dates)
+        ):
+            raise LongMemEvalFormatError(
+                f"{where}: haystack_sessions, haystack_session_ids "
+                "and haystack_dates must be lists of one length"
+            )
         if not isinstance(x["answer_session_ids"], list):
             raise LongMemEvalFormatError(f"{where}: answer_session_ids must be a list")
         sessions = []
         for j, (s, sid, d) in enumerate(zip(sess, ids, dates)):
-            if not isinstance(sid, str) or not isinstance(s, list) or not all(
-                    isinstance(m, dict) for m in s):
-                raise LongMemEvalFormatError(f"{where}: session {j}: expected an id string "
-                                             "and a list of messages")
-            sessions.append(LmeSession(sid, parse_lme_date(d, f"{where}: haystack_dates[{j}]"),
-                                       s))
-        q = LmeQuestion(question_id=qid, question_type=x["question_type"],
-                        question=x["question"],
-                        question_date_ms=parse_lme_date(x["question_date"],
-                                                        f"{where}: question_date"),
-                        answer_session_ids=[str(a) for a in x["answer_session_ids"]],
-                        sessions=sessions)
+            if (
+                not isinstance(sid, str)
+                or not isinstance(s, list)
+                or not all(isinstance(m, dict) for m in s)
+            ):
+                raise LongMemEvalFormatError(
+                    f"{where}: session {j}: expected an id string and a list of messages"
+                )
+            sessions.append(LmeSession(sid, parse_lme_date(d, f"{where}: haystack_dates[{j}]"), s))
+        q = LmeQuestion(
+            question_id=qid,
+            question_type=x["question_type"],
+            question=x["question"],
+            question_date_ms=parse_lme_date(x["question_date"], f"{where}: question_date"),
+            answer_session_ids=[str(a) for a in x["answer_session_ids"]],
+            sessions=sessions,
+        )
         q.turns = _turns(q) if unit == "turn" else _sessions(q)
         q.unit = unit
         if not q.turns:

@@ -24,25 +24,29 @@ def _dcg(rels: Sequence[float], k: int) -> float:
     return float(r[0] + np.sum(r[1:] / np.log2(np.arange(2, r.size + 1))))
 
 
-def lme_turn_metrics(ranked: Sequence[str], corpus: Sequence[str], gold: Iterable[str],
-                     k: int) -> Dict[str, float]:
+def lme_turn_metrics(
+    ranked: Sequence[str], corpus: Sequence[str], gold: Iterable[str], k: int
+) -> Dict[str, float]:
     """LongMemEval's ``evaluate_retrieval``: ``ranked`` are corpus ids in rank order (the
     retrieved ones), ``corpus`` every corpus id of the haystack, ``gold`` the correct ids."""
     g = set(gold)
     top = set(ranked[:k])
     rels = [1.0 if c in g else 0.0 for c in ranked[:k]]
     ideal = _dcg(sorted((1.0 if c in g else 0.0 for c in corpus), reverse=True), k)
-    return {"recall_any": float(any(c in top for c in g)),
-            "recall_all": float(all(c in top for c in g)),
-            "ndcg": _dcg(rels, k) / ideal if ideal else 0.0}
+    return {
+        "recall_any": float(any(c in top for c in g)),
+        "recall_all": float(all(c in top for c in g)),
+        "ndcg": _dcg(rels, k) / ideal if ideal else 0.0,
+    }
 
 
 def _strip_turn(cid: str) -> str:
     return "_".join(cid.split("_")[:-1])
 
 
-def lme_session_metrics(ranked: Sequence[str], corpus: Sequence[str], gold: Iterable[str],
-                        k: int) -> Dict[str, float]:
+def lme_session_metrics(
+    ranked: Sequence[str], corpus: Sequence[str], gold: Iterable[str], k: int
+) -> Dict[str, float]:
     """LongMemEval's ``evaluate_retrieval_turn2session`` on turn-level ids: k grows until
     the top k turns span k sessions (or the retrieved list ends), then the metrics are
     taken at that depth against the gold sessions."""
@@ -55,8 +59,9 @@ def lme_session_metrics(ranked: Sequence[str], corpus: Sequence[str], gold: Iter
     return lme_turn_metrics(r_s, c_s, gsess, eff)
 
 
-def published_metrics(ranked_sessions: Sequence[str], gold: Iterable[str], k: int
-                      ) -> Dict[str, float]:
+def published_metrics(
+    ranked_sessions: Sequence[str], gold: Iterable[str], k: int
+) -> Dict[str, float]:
     """The published style: sessions in first-retrieved order against ``gold``
     (``answer_session_ids``); NDCG's ideal is ``min(k, #gold)`` relevant sessions."""
     g = set(gold)
@@ -67,9 +72,11 @@ def published_metrics(ranked_sessions: Sequence[str], gold: Iterable[str], k: in
     top = set(order[:k])
     ideal = _dcg([1.0] * min(k, len(g)), k)
     rels = [1.0 if s in g else 0.0 for s in order[:k]]
-    return {"recall_any": float(any(s in top for s in g)),
-            "recall_all": float(all(s in top for s in g)) if g else 0.0,
-            "ndcg": _dcg(rels, k) / ideal if ideal else 0.0}
+    return {
+        "recall_any": float(any(s in top for s in g)),
+        "recall_all": float(all(s in top for s in g)) if g else 0.0,
+        "ndcg": _dcg(rels, k) / ideal if ideal else 0.0,
+    }
 
 
 def score_question(q: LmeQuestion, ranked_episode_ids: Sequence[str]) -> Dict[str, float]:
@@ -91,7 +98,8 @@ def score_question(q: LmeQuestion, ranked_episode_ids: Sequence[str]) -> Dict[st
             for lvl, fn in (("turn", lme_turn_metrics), ("session", lme_session_metrics)):
                 for m, v in fn(rc, corpus, gold, k).items():
                     out[f"{lvl}.{m}@{k}"] = v
-        for m, v in published_metrics([t.session_id for t in ranked], q.answer_session_ids,
-                                      k).items():
+        for m, v in published_metrics(
+            [t.session_id for t in ranked], q.answer_session_ids, k
+        ).items():
             out[f"published.{m}@{k}"] = v
     return out

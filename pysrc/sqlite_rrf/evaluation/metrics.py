@@ -33,8 +33,9 @@ def _ranked_list(ranked: Ranking) -> List[str]:
         items = sorted(ranked.items(), key=lambda kv: (float(kv[1]), str(kv[0])), reverse=True)
         return [str(d) for d, _ in items]
     if isinstance(ranked, (str, bytes)):
-        raise TypeError("ranked must be a sequence of doc ids or a {doc_id: score} mapping, "
-                        "not a single string")
+        raise TypeError(
+            "ranked must be a sequence of doc ids or a {doc_id: score} mapping, not a single string"
+        )
     out: List[str] = []
     seen = set()
     for d in ranked:
@@ -87,12 +88,12 @@ def mrr_at_k(ranked: Ranking, qrels_for_q: Mapping[str, int], k: int = 10) -> fl
 
 
 #: The metrics reported per run: name → (function, k).
-METRICS = {"ndcg@10": (ndcg_at_k, 10), "recall@100": (recall_at_k, 100),
-           "mrr@10": (mrr_at_k, 10)}
+METRICS = {"ndcg@10": (ndcg_at_k, 10), "recall@100": (recall_at_k, 100), "mrr@10": (mrr_at_k, 10)}
 
 
-def score_run(rankings: Mapping[str, Ranking], qrels: Qrels,
-              query_ids: Optional[Sequence[str]] = None) -> Dict[str, float]:
+def score_run(
+    rankings: Mapping[str, Ranking], qrels: Qrels, query_ids: Optional[Sequence[str]] = None
+) -> Dict[str, float]:
     """The mean of each metric of :data:`METRICS` over ``query_ids`` (default: every
     query of ``qrels``); a query without a ranking counts as 0."""
     qids = list(qrels) if query_ids is None else list(query_ids)
@@ -102,4 +103,3 @@ def score_run(rankings: Mapping[str, Ranking], qrels: Qrels,
     for name, (fn, k) in METRICS.items():
         out[name] = sum(fn(rankings.get(q, []), qrels.get(q, {}), k) for q in qids) / len(qids)
     return out
-

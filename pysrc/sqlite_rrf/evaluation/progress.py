@@ -17,5 +17,4 @@ def progress_bar(total: int, desc: str, progress: bool, unit: str = "query") -> 
         from tqdm import tqdm
     except ImportError:  # tqdm comes with the embed and bench extras
         return None
-    return tqdm(total=total, desc=desc, unit=unit,
-                file=sys.stderr, leave=False, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True)

@@ -39,10 +39,28 @@ EVERY_DOCUMENT = 1_000_000
 #: The keyword parameters of ``Store.recall`` that a run may set (or ``--set`` override):
 #: all but the query, ``limit``, ``touch``, ``force`` and ``qvec``, which every run passes
 #: the same way (``limit=DEPTH, touch=False, force=True``, the query's vector).
-RUN_PARAMETERS = ("weights", "k", "pool", "pool_size", "bm25_limit", "profile", "alpha",
-                  "min_similarity", "now", "session", "scope", "kind", "since", "until",
-                  "oversample", "topic_gate", "collapse", "min_relevance", "time_expressions",
-                  "time_weight")
+RUN_PARAMETERS = (
+    "weights",
+    "k",
+    "pool",
+    "pool_size",
+    "bm25_limit",
+    "profile",
+    "alpha",
+    "min_similarity",
+    "now",
+    "session",
+    "scope",
+    "kind",
+    "since",
+    "until",
+    "oversample",
+    "topic_gate",
+    "collapse",
+    "min_relevance",
+    "time_expressions",
+    "time_weight",
+)
 #: Parameters tuned on SciFact's **train** split (reported on test; docs/evaluation.md).
 #: convex: alpha swept 0.3-0.7 on train, nDCG@10 0.7242 / 0.7308 / 0.7368 / 0.7388 /
 #: 0.7372: 0.6 is kept. The statement's own default stays 0.5.
@@ -66,33 +84,66 @@ def available_runs() -> Dict[str, RunSpec]:
     :data:`sqlite_rrf.store.PROFILES` (recency and access weights 0)."""
     base: Dict[str, Any] = {"profile": "rrf"}
     runs: Dict[str, RunSpec] = {
-        "default": RunSpec("default", "the recall as users run it: every parameter the "
-                           "statement's default (profile, pool, depths, weights)",
-                           {"now": EVAL_EPOCH_MS}),
+        "default": RunSpec(
+            "default",
+            "the recall as users run it: every parameter the "
+            "statement's default (profile, pool, depths, weights)",
+            {"now": EVAL_EPOCH_MS},
+        ),
         # The BM25 list alone: an empty vector pool (recent, size 0) leaves the BM25
         # hits as the only candidates, and no query vector is sent.
-        "bm25": RunSpec("bm25", "BM25 list alone (FTS5 bm25, top 1000 candidates)",
-                        dict(base, weights=(1.0, 0.0, 0.0, 0.0), k=60, pool="recent",
-                             pool_size=0, bm25_limit=BM25_DEPTH), vector=False),
-        "vector": RunSpec("vector", "vector list alone, exact cosine over every document",
-                          dict(base, weights=(0.0, 1.0, 0.0, 0.0), k=60, pool="all",
-                               pool_size=EVERY_DOCUMENT)),
-        "rrf": RunSpec("rrf", "RRF (k 60) of BM25 (top 1000) and vector (every document)",
-                       dict(base, weights=(1.0, 1.0, 0.0, 0.0), k=60, pool="all",
-                            pool_size=EVERY_DOCUMENT, bm25_limit=BM25_DEPTH)),
+        "bm25": RunSpec(
+            "bm25",
+            "BM25 list alone (FTS5 bm25, top 1000 candidates)",
+            dict(
+                base,
+                weights=(1.0, 0.0, 0.0, 0.0),
+                k=60,
+                pool="recent",
+                pool_size=0,
+                bm25_limit=BM25_DEPTH,
+            ),
+            vector=False,
+        ),
+        "vector": RunSpec(
+            "vector",
+            "vector list alone, exact cosine over every document",
+            dict(base, weights=(0.0, 1.0, 0.0, 0.0), k=60, pool="all", pool_size=EVERY_DOCUMENT),
+        ),
+        "rrf": RunSpec(
+            "rrf",
+            "RRF (k 60) of BM25 (top 1000) and vector (every document)",
+            dict(
+                base,
+                weights=(1.0, 1.0, 0.0, 0.0),
+                k=60,
+                pool="all",
+                pool_size=EVERY_DOCUMENT,
+                bm25_limit=BM25_DEPTH,
+            ),
+        ),
     }
     for p in PROFILES:
         if p in runs:  # the rrf profile with recency/access 0 is the rrf run
             continue
-        params: Dict[str, Any] = {"profile": p, "weights": {"recency": 0.0, "access": 0.0},
-                                  "pool": "all", "pool_size": EVERY_DOCUMENT,
-                                  "bm25_limit": BM25_DEPTH, "now": EVAL_EPOCH_MS}
+        params: Dict[str, Any] = {
+            "profile": p,
+            "weights": {"recency": 0.0, "access": 0.0},
+            "pool": "all",
+            "pool_size": EVERY_DOCUMENT,
+            "bm25_limit": BM25_DEPTH,
+            "now": EVAL_EPOCH_MS,
+        }
         params.update(TUNED.get(p, {}))
         tuned = ", ".join(f"{k} {v}" for k, v in TUNED.get(p, {}).items())
-        runs[p] = RunSpec(p, f"profile {p!r} (BM25 top {BM25_DEPTH}, every document, "
-                             "recency and access weights 0"
-                             + (f"; {tuned}, tuned on SciFact train" if tuned else "") + ")",
-                          params)
+        runs[p] = RunSpec(
+            p,
+            f"profile {p!r} (BM25 top {BM25_DEPTH}, every document, "
+            "recency and access weights 0"
+            + (f"; {tuned}, tuned on SciFact train" if tuned else "")
+            + ")",
+            params,
+        )
     return runs
 
 

@@ -18,9 +18,9 @@ __all__ = ["recall_queries", "start_workers"]
 Query = Tuple[str, str, Optional[np.ndarray]]
 
 
-def recall_queries(store: Union[Store, str], kwargs: Mapping[str, Any],
-                   queries: Sequence[Query],
-                   bar: Any = None) -> List[Tuple[str, List[str], float]]:
+def recall_queries(
+    store: Union[Store, str], kwargs: Mapping[str, Any], queries: Sequence[Query], bar: Any = None
+) -> List[Tuple[str, List[str], float]]:
     """(query id, ranked doc ids, seconds) for each query, through ``Store.recall``
     (``limit=DEPTH, touch=False, force=True``, the query's vector, ``kwargs``).
     ``store`` is a Store, or a database path (in a worker process) that is opened here."""
@@ -53,9 +53,9 @@ def start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
     if jobs <= 1:
         return None
     import multiprocessing
+
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    pool = ProcessPoolExecutor(max_workers=jobs,
-                               mp_context=multiprocessing.get_context(method))
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method))
     try:
         # With fork, the first submit starts every worker.
         for f in [pool.submit(_noop) for _ in range(jobs)]:

@@ -133,14 +133,21 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The server's arguments (the command line adds --model and --n-ctx)."""
     p.add_argument("db", help="the memory database (created if it does not exist)")
-    p.add_argument("--scope", help="the tools' default scope: remember writes there and "
-                   "recall searches there unless a call names another ('' is the shared "
-                   "memory, '*' recalls every scope); default: derived from the working "
-                   "directory, the name of its git work tree's top directory, else of the "
-                   "directory")
-    p.add_argument("--log-level", choices=LOG_LEVELS, default="WARNING", dest="log_level",
-                   help="the SDK's logging on stderr (default WARNING; INFO logs each "
-                        "failed tool call)")
+    p.add_argument(
+        "--scope",
+        help="the tools' default scope: remember writes there and "
+        "recall searches there unless a call names another ('' is the shared "
+        "memory, '*' recalls every scope); default: derived from the working "
+        "directory, the name of its git work tree's top directory, else of the "
+        "directory",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="WARNING",
+        dest="log_level",
+        help="the SDK's logging on stderr (default WARNING; INFO logs each failed tool call)",
+    )
 
 
 @contextlib.contextmanager
@@ -170,8 +177,13 @@ def stdout_to_stderr() -> Iterator[None]:
 
 def open_served_store(args: argparse.Namespace) -> Any:
     """The Store with the chosen model (M6); a read-only file is served for recall."""
-    return open_store(args.db, "serve", model=getattr(args, "model", None),
-                      n_ctx=getattr(args, "n_ctx", None), must_exist=False)
+    return open_store(
+        args.db,
+        "serve",
+        model=getattr(args, "model", None),
+        n_ctx=getattr(args, "n_ctx", None),
+        must_exist=False,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -181,8 +193,9 @@ def run(args: argparse.Namespace) -> int:
         import pydantic  # noqa: F401
         from mcp.server.mcpserver import MCPServer  # noqa: F401
     except ImportError as e:
-        raise UserError(f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} "
-                           f"({e})") from None
+        raise UserError(
+            f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})"
+        ) from None
     scope = args.scope if args.scope is not None else derive_scope()
     with stdout_to_stderr():
         store = open_served_store(args)
@@ -192,10 +205,14 @@ def run(args: argparse.Namespace) -> int:
 
         server = build_server(store, scope, log_level=args.log_level)
         model = getattr(store.embedder, "model_spec", None) or getattr(
-            store.embedder, "model_name", None)
-        print(f"sqlite-rrf mcp: serving {args.db} over stdio (default scope {scope!r}, "
-              f"{'model ' + str(model) if model else 'no embedding model'})",
-              file=sys.stderr, flush=True)
+            store.embedder, "model_name", None
+        )
+        print(
+            f"sqlite-rrf mcp: serving {args.db} over stdio (default scope {scope!r}, "
+            f"{'model ' + str(model) if model else 'no embedding model'})",
+            file=sys.stderr,
+            flush=True,
+        )
         server.run("stdio")
     finally:
         if store.embedder is not None and hasattr(store.embedder, "close"):

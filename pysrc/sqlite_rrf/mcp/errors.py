@@ -18,8 +18,9 @@ EPISODE_WORD = re.compile(r"\bepisode(s?)\b")
 def plain(text: str) -> str:
     """The store's words in the tools' (M12): a memory, not an episode; no library's
     class name (M13)."""
-    return EPISODE_WORD.sub(lambda m: "memories" if m.group(1) else "memory",
-                            without_class_names(text))
+    return EPISODE_WORD.sub(
+        lambda m: "memories" if m.group(1) else "memory", without_class_names(text)
+    )
 
 
 def is_fault(e: BaseException) -> bool:
@@ -36,17 +37,21 @@ def words(e: BaseException, store: Any) -> str:
     known = error_message(e)
     if known is not None:
         return plain(f"{store.path}: {known}")
-    return (f"an unexpected fault in the server ({plain(str(e)) or 'no message'}); "
-            "its traceback is on the server's stderr: please report it")
+    return (
+        f"an unexpected fault in the server ({plain(str(e)) or 'no message'}); "
+        "its traceback is on the server's stderr: please report it"
+    )
 
 
 def bounded(content: str) -> str:
     """M11: a text no longer than MAX_CONTENT_CHARS."""
     if isinstance(content, str) and len(content) > MAX_CONTENT_CHARS:
-        raise ToolError(f"content: {len(content)} characters, more than the "
-                        f"{MAX_CONTENT_CHARS} a memory may hold; split it into "
-                        "self-contained memories (only the first tokens of each are "
-                        "embedded); nothing was written")
+        raise ToolError(
+            f"content: {len(content)} characters, more than the "
+            f"{MAX_CONTENT_CHARS} a memory may hold; split it into "
+            "self-contained memories (only the first tokens of each are "
+            "embedded); nothing was written"
+        )
     return content
 
 
@@ -63,15 +68,23 @@ def check_arguments(tool: Any, arguments: Dict[str, Any]) -> None:
     known = tool.parameters.get("properties", {})
     unknown = [a for a in arguments if a not in known]
     if unknown:
-        raise ToolError(f"{', '.join(unknown)}: {tool.name} has no such argument; it "
-                        f"takes {', '.join(known) or 'none'}")
+        raise ToolError(
+            f"{', '.join(unknown)}: {tool.name} has no such argument; it "
+            f"takes {', '.join(known) or 'none'}"
+        )
 
 
 def expected(prop: Dict[str, Any]) -> str:
     """What a property of a tool's input schema takes, in words."""
-    names = {"integer": "an integer", "number": "a number", "string": "text",
-             "boolean": "true or false", "object": "a JSON object",
-             "array": "a list", "null": "nothing"}
+    names = {
+        "integer": "an integer",
+        "number": "a number",
+        "string": "text",
+        "boolean": "true or false",
+        "object": "a JSON object",
+        "array": "a list",
+        "null": "nothing",
+    }
     if "enum" in prop:
         return "one of " + ", ".join(json.dumps(v) for v in prop["enum"] if v is not None)
     kinds = [p.get("type") for p in prop.get("anyOf", [prop])]
@@ -86,8 +99,10 @@ def argument_errors(tool: Any, e: Any) -> str:
     for err in e.errors(include_url=False):
         name = str(err["loc"][0]) if err["loc"] else ""
         if err["type"] == "missing":
-            lines.append(f"{name}: missing; {tool.name} needs it "
-                         f"({props.get(name, {}).get('description', '')})")
+            lines.append(
+                f"{name}: missing; {tool.name} needs it "
+                f"({props.get(name, {}).get('description', '')})"
+            )
         else:
             got = json.dumps(err.get("input"), ensure_ascii=False, default=str)
             got = got if len(got) <= 60 else got[:60] + "…"

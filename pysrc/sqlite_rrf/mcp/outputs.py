@@ -21,11 +21,16 @@ def as_result(out: BaseModel) -> CallToolResult:
     texts = getattr(out, "_texts", None)
     shown = data
     if texts is not None:
-        shown = dict(data, hits=[{"id": h["id"], "text": t,
-                                  **{k: v for k, v in h.items() if k != "id"}}
-                                 for h, t in zip(data["hits"], texts)])
-    return CallToolResult(content=[TextContent(type="text", text=inert_json(shown))],
-                          structured_content=data)
+        shown = dict(
+            data,
+            hits=[
+                {"id": h["id"], "text": t, **{k: v for k, v in h.items() if k != "id"}}
+                for h, t in zip(data["hits"], texts)
+            ],
+        )
+    return CallToolResult(
+        content=[TextContent(type="text", text=inert_json(shown))], structured_content=data
+    )
 
 
 def inert_json(data: Any) -> str:
@@ -58,71 +63,88 @@ def rounded(value: Any) -> Any:
 
 class Remembered(BaseModel):
     id: str = Field(description="the memory's id (for update and forget)")
-    scope: str = Field(description="the scope it was saved in ('shared': every "
-                                   "project's recall finds it)")
-    embedded: bool = Field(description="whether it can be found by meaning as well as "
-                                       "by its words (false: the server has no "
-                                       "embedding model)")
+    scope: str = Field(
+        description="the scope it was saved in ('shared': every project's recall finds it)"
+    )
+    embedded: bool = Field(
+        description="whether it can be found by meaning as well as "
+        "by its words (false: the server has no "
+        "embedding model)"
+    )
     duplicate: bool = Field(
         default=False,
         description="true: the scope already had this text, so no copy was saved; "
-                    "that memory was refreshed and its id is returned")
+        "that memory was refreshed and its id is returned",
+    )
 
 
 class Explanation(BaseModel):
     relevance: Optional[float] = Field(
-        default=None, description="how likely it is to be about the query, 0 to 1, the "
-                                  "same scale for every query")
+        default=None,
+        description="how likely it is to be about the query, 0 to 1, the "
+        "same scale for every query",
+    )
     similarity: Optional[float] = Field(
-        default=None, description="cosine of its embedding with the query's")
+        default=None, description="cosine of its embedding with the query's"
+    )
     bm25_rank: Optional[int] = Field(
-        default=None, description="rank by its words (BM25, 1 = best); absent: no "
-                                  "word matched")
+        default=None, description="rank by its words (BM25, 1 = best); absent: no word matched"
+    )
     vec_rank: Optional[int] = Field(
-        default=None, description="rank by meaning (embedding similarity); absent: "
-                                  "not in that list (no model, or outside the pool)")
+        default=None,
+        description="rank by meaning (embedding similarity); absent: "
+        "not in that list (no model, or outside the pool)",
+    )
     recency_rank: Optional[int] = Field(default=None, description="rank by last use")
     access_rank: Optional[int] = Field(default=None, description="rank by use count")
     importance: str = Field(description="low, normal or high")
     used: int = Field(description="how many recalls returned it before this one")
-    last_used: str = Field(description="when it was last saved, changed or recalled "
-                                       "(before this recall)")
-    contributions: Dict[str, Any] = Field(
-        description="each list's share of the score")
+    last_used: str = Field(
+        description="when it was last saved, changed or recalled (before this recall)"
+    )
+    contributions: Dict[str, Any] = Field(description="each list's share of the score")
 
 
 class Hit(BaseModel):
-    id: str = Field(description="the memory's id (for update and forget); its text "
-                                "is the hit's text in the tool's text content, not "
-                                "repeated here")
+    id: str = Field(
+        description="the memory's id (for update and forget); its text "
+        "is the hit's text in the tool's text content, not "
+        "repeated here"
+    )
     score: float = Field(description="how well it matches, higher is better (rounded)")
-    when: str = Field(description="when it was saved: ISO 8601 UTC time and how long "
-                                  "ago")
+    when: str = Field(description="when it was saved: ISO 8601 UTC time and how long ago")
     scope: str = Field(description="its scope ('shared': true everywhere)")
     cut_from: Optional[int] = Field(
-        default=None, description="present when the text was cut at max_chars: the "
-                                  "length of the whole text in characters")
+        default=None,
+        description="present when the text was cut at max_chars: the "
+        "length of the whole text in characters",
+    )
     duplicates: Optional[int] = Field(
-        default=None, description="present when it stands for near-copies of itself "
-                                  "(it is the newest): how many")
+        default=None,
+        description="present when it stands for near-copies of itself (it is the newest): how many",
+    )
     duplicate_ids: Optional[List[str]] = Field(
-        default=None, description="the ids of those near-copies")
+        default=None, description="the ids of those near-copies"
+    )
     explain: Optional[Explanation] = Field(
-        default=None, description="why it ranked here (only with explain=true)")
+        default=None, description="why it ranked here (only with explain=true)"
+    )
 
 
 class Recollection(BaseModel):
     _texts: Optional[List[str]] = PrivateAttr(default=None)  # M11: the text content's
-    hits: List[Hit] = Field(description="best first; empty when nothing relevant is "
-                                        "stored")
+    hits: List[Hit] = Field(description="best first; empty when nothing relevant is stored")
     scopes: Optional[List[str]] = Field(
-        default=None, description="the scopes searched; absent: every scope")
+        default=None, description="the scopes searched; absent: every scope"
+    )
     warnings: Optional[List[str]] = Field(
-        default=None, description="what the recall could not do (e.g. mark the "
-                                  "memories as used on a read-only database)")
+        default=None,
+        description="what the recall could not do (e.g. mark the "
+        "memories as used on a read-only database)",
+    )
     reason: Optional[str] = Field(
-        default=None, description="why there are no hits, when none was relevant "
-                                  "enough")
+        default=None, description="why there are no hits, when none was relevant enough"
+    )
 
 
 class Memory(BaseModel):
@@ -132,8 +154,7 @@ class Memory(BaseModel):
     kind: Optional[str] = Field(default=None, description="its kind, if it has one")
     importance: str = Field(description="low, normal or high")
     metadata: Optional[Any] = Field(default=None, description="the JSON saved with it")
-    when: str = Field(description="when it was saved: ISO 8601 UTC time and how long "
-                                  "ago")
+    when: str = Field(description="when it was saved: ISO 8601 UTC time and how long ago")
     embedded: bool = Field(description="whether it can be found by meaning")
 
 
@@ -144,22 +165,27 @@ class Forgotten(BaseModel):
 
 class Stats(BaseModel):
     memories: int = Field(description="how many memories are stored")
-    by_scope: Dict[str, int] = Field(description="memories per scope ('shared': "
-                                                 "true everywhere)")
+    by_scope: Dict[str, int] = Field(description="memories per scope ('shared': true everywhere)")
     by_importance: Dict[str, int] = Field(description="memories per importance")
-    oldest: Optional[str] = Field(default=None, description="when the oldest was "
-                                                            "saved (ISO 8601 UTC)")
-    newest: Optional[str] = Field(default=None, description="when the newest was "
-                                                            "saved (ISO 8601 UTC)")
+    oldest: Optional[str] = Field(
+        default=None, description="when the oldest was saved (ISO 8601 UTC)"
+    )
+    newest: Optional[str] = Field(
+        default=None, description="when the newest was saved (ISO 8601 UTC)"
+    )
     with_embedding: int = Field(description="memories that can be found by meaning")
-    model: Optional[str] = Field(default=None, description="the embedding model this "
-                                 "server uses; absent: none (words, recency and use "
-                                 "only)")
-    embedding_model: Optional[str] = Field(default=None,
-                                           description="the model the database was "
-                                                       "embedded with")
-    default_scope: str = Field(description="this project's scope: remember saves "
-                                           "there; '*': every scope")
+    model: Optional[str] = Field(
+        default=None,
+        description="the embedding model this "
+        "server uses; absent: none (words, recency and use "
+        "only)",
+    )
+    embedding_model: Optional[str] = Field(
+        default=None, description="the model the database was embedded with"
+    )
+    default_scope: str = Field(
+        description="this project's scope: remember saves there; '*': every scope"
+    )
     path: str = Field(description="the database file")
     size_bytes: int = Field(description="the database file's size")
     schema_version: int = Field(description="the database's schema version")
@@ -168,6 +194,13 @@ class Stats(BaseModel):
 
 def memory_out(ep: Any, now: int) -> Memory:
     """An episode as the model sees it (M12)."""
-    return Memory(id=ep.id, text=ep.content, scope=scope_name(ep.scope), kind=ep.kind,
-                  importance=ep.importance, metadata=ep.metadata,
-                  when=when(ep.created_at, now), embedded=ep.embedding is not None)
+    return Memory(
+        id=ep.id,
+        text=ep.content,
+        scope=scope_name(ep.scope),
+        kind=ep.kind,
+        importance=ep.importance,
+        metadata=ep.metadata,
+        when=when(ep.created_at, now),
+        embedded=ep.embedding is not None,
+    )

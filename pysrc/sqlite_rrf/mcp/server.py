@@ -26,8 +26,7 @@ class MemoryServer(MCPServer):
 
     tools: Dict[str, Tool]
 
-    async def call_tool(self, name: str, arguments: Dict[str, Any],
-                        context: Any = None) -> Any:
+    async def call_tool(self, name: str, arguments: Dict[str, Any], context: Any = None) -> Any:
         tool = self.tools.get(name)
         if tool is not None:
             check_arguments(tool, arguments or {})
@@ -39,8 +38,7 @@ class MemoryServer(MCPServer):
             if type(e) is not ToolError:  # the SDK's wrapper of a crash: as it is
                 raise
             # the message alone, as the command line says it (M2)
-            raise ToolError(str(e).removeprefix(f"Error executing tool {name}: ")
-                            ) from e.__cause__
+            raise ToolError(str(e).removeprefix(f"Error executing tool {name}: ")) from e.__cause__
 
 
 def endpoint_tools(ep: Endpoint) -> Dict[str, Tool]:
@@ -49,8 +47,9 @@ def endpoint_tools(ep: Endpoint) -> Dict[str, Tool]:
     refusing other arguments (M13)."""
     tools: Dict[str, Tool] = {}
     for fn, annotations in TOOLS.values():
-        t = Tool.from_function(fn, description=" ".join((fn.__doc__ or "").split()),
-                               annotations=annotations)
+        t = Tool.from_function(
+            fn, description=" ".join((fn.__doc__ or "").split()), annotations=annotations
+        )
         for prop in t.parameters.get("properties", {}).values():
             if "description" in prop:
                 prop["description"] = ep.describe(prop["description"])
@@ -59,8 +58,9 @@ def endpoint_tools(ep: Endpoint) -> Dict[str, Tool]:
     return tools
 
 
-def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
-                 lock: Any = None) -> MemoryServer:
+def build_server(
+    store: Any, default_scope: str, log_level: str = "WARNING", lock: Any = None
+) -> MemoryServer:
     """An ``MCPServer`` whose tools work on ``store``; ``default_scope`` as in M4;
     ``lock`` (default: a lock of its own) serialises the tools' calls with the store's
     other users (``sqlite-rrf serve``'s hook socket). Its ``lifespan`` yields the
@@ -72,25 +72,41 @@ def build_server(store: Any, default_scope: str, log_level: str = "WARNING",
         yield ep
 
     tools = endpoint_tools(ep)
-    server = MemoryServer("sqlite-rrf", version=__version__, instructions=ep.instructions(),
-                          log_level=log_level,  # type: ignore[arg-type]
-                          tools=list(tools.values()),
-                          lifespan=lifespan)
+    server = MemoryServer(
+        "sqlite-rrf",
+        version=__version__,
+        instructions=ep.instructions(),
+        log_level=log_level,  # type: ignore[arg-type]
+        tools=list(tools.values()),
+        lifespan=lifespan,
+    )
     server.tools = tools
     # M14: the server has no prompts: it does not answer prompts/list, so it does not
     # advertise the capability (the SDK's MCPServer registers the handlers for any server).
     for method in ("prompts/list", "prompts/get"):
         server._lowlevel_server._request_handlers.pop(method, None)
     # the SDK gives no context to a resource without URI parameters: bound to ``ep`` here
-    server.add_resource(FunctionResource.from_function(
-        lambda: stats_resource(ep), uri="memory://stats", name="stats",
-        title="Memory statistics", mime_type="application/json",
-        description="how many memories there are, by scope and importance, the oldest and "
-                    "newest (ISO 8601 UTC), the model"))
-    server.add_resource(FunctionResource.from_function(
-        lambda: recent_resource(ep), uri="memory://recent", name="recent",
-        title="Recent memories", mime_type="application/json",
-        description=f"the {RECENT_MEMORIES} memories saved last in {ep.covers}, newest "
-                    f"first, each with its id, text (cut at {RECENT_MAX_CHARS} characters), "
-                    "when and scope"))
+    server.add_resource(
+        FunctionResource.from_function(
+            lambda: stats_resource(ep),
+            uri="memory://stats",
+            name="stats",
+            title="Memory statistics",
+            mime_type="application/json",
+            description="how many memories there are, by scope and importance, the oldest and "
+            "newest (ISO 8601 UTC), the model",
+        )
+    )
+    server.add_resource(
+        FunctionResource.from_function(
+            lambda: recent_resource(ep),
+            uri="memory://recent",
+            name="recent",
+            title="Recent memories",
+            mime_type="application/json",
+            description=f"the {RECENT_MEMORIES} memories saved last in {ep.covers}, newest "
+            f"first, each with its id, text (cut at {RECENT_MAX_CHARS} characters), "
+            "when and scope",
+        )
+    )
     return server

@@ -78,14 +78,19 @@ class Endpoint:
         self.store = store
         self.default_scope = default_scope
         self.lock = threading.Lock() if lock is None else lock
-        self.write_scope = ("" if default_scope == ALL_SCOPES else
-                            stored_scope(default_scope, "--scope"))
+        self.write_scope = (
+            "" if default_scope == ALL_SCOPES else stored_scope(default_scope, "--scope")
+        )
         shown_scope = escape(repr(default_scope))  # M8
         # M12: the scopes in words, for the descriptions (M8: escaped)
         self.project = escape(repr(scope_name(self.write_scope)))
-        self.covers = ("every scope" if default_scope == ALL_SCOPES else
-                       f"{SHARED_SCOPE!r}" if self.write_scope == "" else
-                       f"this project's ({self.project}) and {SHARED_SCOPE!r}")
+        self.covers = (
+            "every scope"
+            if default_scope == ALL_SCOPES
+            else f"{SHARED_SCOPE!r}"
+            if self.write_scope == ""
+            else f"this project's ({self.project}) and {SHARED_SCOPE!r}"
+        )
         self.saves_to = shown_scope if self.write_scope else repr(SHARED_SCOPE)
 
     def describe(self, text: str) -> str:
@@ -105,7 +110,8 @@ class Endpoint:
             f"Recall searches {self.covers} memories unless you name a scope; remember "
             "saves into "
             + (f"{self.project}" if self.write_scope else repr(SHARED_SCOPE))
-            + f" unless you pass scope={SHARED_SCOPE!r} for what is true in every project.")
+            + f" unless you pass scope={SHARED_SCOPE!r} for what is true in every project."
+        )
 
 
 def endpoint_of(ctx: Context) -> Endpoint:
@@ -147,8 +153,11 @@ def scopes_of(store: Any, hits: Any) -> Dict[int, str]:
     if not rowids:
         return {}
     marks = ", ".join("?" * len(rowids))
-    return dict(store.conn.execute(
-        f"SELECT rowid, scope FROM episodes WHERE rowid IN ({marks})", rowids).fetchall())
+    return dict(
+        store.conn.execute(
+            f"SELECT rowid, scope FROM episodes WHERE rowid IN ({marks})", rowids
+        ).fetchall()
+    )
 
 
 def stats_now(ep: Endpoint) -> Stats:
@@ -157,34 +166,51 @@ def stats_now(ep: Endpoint) -> Stats:
     st = store.stats()
     by_scope: Dict[str, int] = {}
     for s, n in store.conn.execute(
-            "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"):
+        "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"
+    ):
         by_scope[scope_name(s)] = by_scope.get(scope_name(s), 0) + n
     emb = store.embedder
-    model = (getattr(emb, "model_spec", None) or getattr(emb, "model_name", None)
-             if emb is not None else None)
-    return Stats(memories=st["episodes"], by_scope=by_scope,
-                 by_importance=st["by_importance"],
-                 oldest=iso_time(st["oldest_created_at"]),
-                 newest=iso_time(st["newest_created_at"]),
-                 with_embedding=st["with_embedding"], model=model,
-                 embedding_model=st["embedding_model"],
-                 default_scope=(ep.default_scope if ep.default_scope == ALL_SCOPES
-                                else scope_name(ep.default_scope)),
-                 path=st["path"], size_bytes=st["size_bytes"],
-                 schema_version=st["schema_version"], version=__version__)
+    model = (
+        getattr(emb, "model_spec", None) or getattr(emb, "model_name", None)
+        if emb is not None
+        else None
+    )
+    return Stats(
+        memories=st["episodes"],
+        by_scope=by_scope,
+        by_importance=st["by_importance"],
+        oldest=iso_time(st["oldest_created_at"]),
+        newest=iso_time(st["newest_created_at"]),
+        with_embedding=st["with_embedding"],
+        model=model,
+        embedding_model=st["embedding_model"],
+        default_scope=(
+            ep.default_scope if ep.default_scope == ALL_SCOPES else scope_name(ep.default_scope)
+        ),
+        path=st["path"],
+        size_bytes=st["size_bytes"],
+        schema_version=st["schema_version"],
+        version=__version__,
+    )
 
 
-ScopeArg = Annotated[Optional[str], Field(
-    description=f"where to save it: {SHARED_SCOPE!r} for what is true in every project "
-                f"(the user's preferences, facts about the user), else a project's "
-                f"name. Default: {SAVES_TO}")]
-IdArg = Annotated[str, Field(description="the memory's id, as recall or remember "
-                                         "returned it")]
-KindArg = Annotated[Optional[str], Field(
-    description="what sort of memory it is, in a word: fact, preference, decision, "
-                "todo, …")]
-MetadataArg = Annotated[Optional[Dict[str, Any]], Field(
-    description="a JSON object saved with it (not searched), e.g. its source")]
+ScopeArg = Annotated[
+    Optional[str],
+    Field(
+        description=f"where to save it: {SHARED_SCOPE!r} for what is true in every project "
+        f"(the user's preferences, facts about the user), else a project's "
+        f"name. Default: {SAVES_TO}"
+    ),
+]
+IdArg = Annotated[str, Field(description="the memory's id, as recall or remember returned it")]
+KindArg = Annotated[
+    Optional[str],
+    Field(description="what sort of memory it is, in a word: fact, preference, decision, todo, …"),
+]
+MetadataArg = Annotated[
+    Optional[Dict[str, Any]],
+    Field(description="a JSON object saved with it (not searched), e.g. its source"),
+]
 
 #: The tools in the order they are listed: name → (function, annotations).
 TOOLS: Dict[str, Tuple[Callable[..., Any], ToolAnnotations]] = {}
@@ -193,31 +219,45 @@ TOOLS: Dict[str, Tuple[Callable[..., Any], ToolAnnotations]] = {}
 def tool(annotations: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add a tool to :data:`TOOLS` (the server makes its description its docstring made
     one paragraph, M12, and its input schema refuse other arguments, M13)."""
+
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         TOOLS[fn.__name__] = (fn, annotations)
         return fn
+
     return register
 
 
 @tool(ToolAnnotations(title="Remember", destructive_hint=False))
 def remember(
     ctx: Context,
-    content: Annotated[str, Field(
-        description=f"the memory: one self-contained statement that will make sense "
-                    f"later without this conversation, the key point first (e.g. "
-                    f"\"The user prefers pnpm over npm.\"); at most "
-                    f"{MAX_CONTENT_CHARS} characters (only about the first 1,000 are "
-                    f"used to find it by meaning)",
-        json_schema_extra={"maxLength": MAX_CONTENT_CHARS})],
+    content: Annotated[
+        str,
+        Field(
+            description=f"the memory: one self-contained statement that will make sense "
+            f"later without this conversation, the key point first (e.g. "
+            f'"The user prefers pnpm over npm."); at most '
+            f"{MAX_CONTENT_CHARS} characters (only about the first 1,000 are "
+            f"used to find it by meaning)",
+            json_schema_extra={"maxLength": MAX_CONTENT_CHARS},
+        ),
+    ],
     scope: ScopeArg = None,
     kind: KindArg = None,
-    importance: Annotated[str, Field(
-        description="low, normal or high; high memories come first in recall",
-        json_schema_extra={"enum": list(IMPORTANCE)})] = "normal",
+    importance: Annotated[
+        str,
+        Field(
+            description="low, normal or high; high memories come first in recall",
+            json_schema_extra={"enum": list(IMPORTANCE)},
+        ),
+    ] = "normal",
     metadata: MetadataArg = None,
-    id: Annotated[Optional[str], Field(
-        description="an id of your choosing; default: a new one. To change a memory "
-                    "that has an id, use update")] = None,
+    id: Annotated[
+        Optional[str],
+        Field(
+            description="an id of your choosing; default: a new one. To change a memory "
+            "that has an id, use update"
+        ),
+    ] = None,
 ) -> Remembered:
     """Save a durable memory: a fact, a preference of the user, or a decision worth
     knowing in a later conversation. Call recall first: if a memory already says this,
@@ -234,65 +274,115 @@ def remember(
         if id is not None and store.get(id) is not None:
             raise ToolError(taken(id))
         try:
-            ids = store.add_many([dict(content=content, id=id, importance=importance,
-                                       kind=kind, metadata=metadata, scope=s)])
+            ids = store.add_many(
+                [
+                    dict(
+                        content=content,
+                        id=id,
+                        importance=importance,
+                        kind=kind,
+                        metadata=metadata,
+                        scope=s,
+                    )
+                ]
+            )
         except StoreError:
             if id is not None and store.get(id) is not None:  # written meanwhile
                 raise ToolError(taken(id)) from None
             raise
-        return Remembered(id=ids[0], scope=scope_name(s),
-                          embedded=store.embedder is not None,
-                          duplicate=bool(ids.duplicates))
+        return Remembered(
+            id=ids[0],
+            scope=scope_name(s),
+            embedded=store.embedder is not None,
+            duplicate=bool(ids.duplicates),
+        )
 
     return call(ep, "remember", go)
 
+
 def taken(id: str) -> str:
-    return (f"id: a memory with id {id!r} already exists; nothing was saved. To change "
-            "it, call update with this id; to save another memory, call remember "
-            "without an id")
+    return (
+        f"id: a memory with id {id!r} already exists; nothing was saved. To change "
+        "it, call update with this id; to save another memory, call remember "
+        "without an id"
+    )
 
 
-@tool(ToolAnnotations(title="Recall", read_only_hint=False, destructive_hint=False,
-                      idempotent_hint=False))
+@tool(
+    ToolAnnotations(
+        title="Recall", read_only_hint=False, destructive_hint=False, idempotent_hint=False
+    )
+)
 def recall(
     ctx: Context,
-    query: Annotated[str, Field(
-        description="what to look for, in words: a question, a topic or the task at "
-                    "hand (e.g. \"which package manager does the user prefer?\")")],
-    limit: Annotated[int, Field(
-        description=f"how many memories at most (default {defaults['result_limit']}, "
-                    f"at most {MAX_RECALL_LIMIT})",
-        json_schema_extra={"minimum": 1, "maximum": MAX_RECALL_LIMIT}
-    )] = defaults["result_limit"],
-    scope: Annotated[Optional[str], Field(
-        description=f"search only this scope: a project's name, {SHARED_SCOPE!r} (what "
-                    f"is true everywhere), or '*' for every scope. Default: {COVERS}"
-    )] = None,
-    kind: Annotated[Optional[str], Field(
-        description="only memories of this kind (e.g. decision)")] = None,
-    since: Annotated[Union[int, str, None], Field(
-        description="only memories saved at or after this time: an ISO 8601 date or "
-                    "time such as 2026-11-24 or 2026-11-24T09:30 (UTC unless it names "
-                    "a zone), or milliseconds since 1970")] = None,
-    until: Annotated[Union[int, str, None], Field(
-        description="only memories saved before this time (as since)")] = None,
-    profile: Annotated[Optional[str], Field(
-        description=f"how to rank: {', '.join(PROFILES)} (default {defaults['profile']}"
-                    f"; rarely needed)", json_schema_extra={"enum": [*PROFILES, None]}
-    )] = None,
-    explain: Annotated[bool, Field(
-        description="add why each memory ranked where it did (ranks, relevance, each "
-                    "part of the score)")] = False,
-    max_chars: Annotated[int, Field(
-        description=f"cut each memory's text at this many characters (default "
-                    f"{DEFAULT_RECALL_MAX_CHARS}, at most {MAX_CONTENT_CHARS})",
-        json_schema_extra={"minimum": 1, "maximum": MAX_CONTENT_CHARS}
-    )] = DEFAULT_RECALL_MAX_CHARS,
-    min_relevance: Annotated[float, Field(
-        description=f"how relevant a memory must be to be returned, 0 to 1 (default "
-                    f"{DEFAULT_MIN_RELEVANCE:g}; 0 returns the best matches even when "
-                    f"they are not about the query)",
-        json_schema_extra={"minimum": 0, "maximum": 1})] = DEFAULT_MIN_RELEVANCE,
+    query: Annotated[
+        str,
+        Field(
+            description="what to look for, in words: a question, a topic or the task at "
+            'hand (e.g. "which package manager does the user prefer?")'
+        ),
+    ],
+    limit: Annotated[
+        int,
+        Field(
+            description=f"how many memories at most (default {defaults['result_limit']}, "
+            f"at most {MAX_RECALL_LIMIT})",
+            json_schema_extra={"minimum": 1, "maximum": MAX_RECALL_LIMIT},
+        ),
+    ] = defaults["result_limit"],
+    scope: Annotated[
+        Optional[str],
+        Field(
+            description=f"search only this scope: a project's name, {SHARED_SCOPE!r} (what "
+            f"is true everywhere), or '*' for every scope. Default: {COVERS}"
+        ),
+    ] = None,
+    kind: Annotated[
+        Optional[str], Field(description="only memories of this kind (e.g. decision)")
+    ] = None,
+    since: Annotated[
+        Union[int, str, None],
+        Field(
+            description="only memories saved at or after this time: an ISO 8601 date or "
+            "time such as 2026-11-24 or 2026-11-24T09:30 (UTC unless it names "
+            "a zone), or milliseconds since 1970"
+        ),
+    ] = None,
+    until: Annotated[
+        Union[int, str, None], Field(description="only memories saved before this time (as since)")
+    ] = None,
+    profile: Annotated[
+        Optional[str],
+        Field(
+            description=f"how to rank: {', '.join(PROFILES)} (default {defaults['profile']}"
+            f"; rarely needed)",
+            json_schema_extra={"enum": [*PROFILES, None]},
+        ),
+    ] = None,
+    explain: Annotated[
+        bool,
+        Field(
+            description="add why each memory ranked where it did (ranks, relevance, each "
+            "part of the score)"
+        ),
+    ] = False,
+    max_chars: Annotated[
+        int,
+        Field(
+            description=f"cut each memory's text at this many characters (default "
+            f"{DEFAULT_RECALL_MAX_CHARS}, at most {MAX_CONTENT_CHARS})",
+            json_schema_extra={"minimum": 1, "maximum": MAX_CONTENT_CHARS},
+        ),
+    ] = DEFAULT_RECALL_MAX_CHARS,
+    min_relevance: Annotated[
+        float,
+        Field(
+            description=f"how relevant a memory must be to be returned, 0 to 1 (default "
+            f"{DEFAULT_MIN_RELEVANCE:g}; 0 returns the best matches even when "
+            f"they are not about the query)",
+            json_schema_extra={"minimum": 0, "maximum": 1},
+        ),
+    ] = DEFAULT_MIN_RELEVANCE,
 ) -> Recollection:
     """Search the memories for what is relevant to a question or task. Use it at the
     start of a task, before answering about the user, this project or earlier
@@ -312,12 +402,19 @@ def recall(
 
     def go() -> Recollection:
         since_ms, until_ms = time_ms(since, "since"), time_ms(until, "until")
-        result = store.recall(query, limit=limit, scope=store_scope, kind=kind,
-                              since=since_ms, until=until_ms, profile=profile,
-                              force=True, min_relevance=min_relevance)
+        result = store.recall(
+            query,
+            limit=limit,
+            scope=store_scope,
+            kind=kind,
+            since=since_ms,
+            until=until_ms,
+            profile=profile,
+            force=True,
+            min_relevance=min_relevance,
+        )
         if isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_CONTENT_CHARS:
-            raise ToolError(f"max_chars: must be from 1 to {MAX_CONTENT_CHARS}, got "
-                            f"{max_chars}")
+            raise ToolError(f"max_chars: must be from 1 to {MAX_CONTENT_CHARS}, got {max_chars}")
         now = now_ms()
         scopes = scopes_of(store, result)
         hits, texts = [], []
@@ -326,25 +423,39 @@ def recall(
             why = None
             if explain:
                 why = Explanation(
-                    relevance=rounded(h.relevance), similarity=rounded(h.similarity),
-                    bm25_rank=h.bm25_rank, vec_rank=h.vec_rank,
-                    recency_rank=h.recency_rank, access_rank=h.access_rank,
-                    importance=h.importance, used=h.access_count,
+                    relevance=rounded(h.relevance),
+                    similarity=rounded(h.similarity),
+                    bm25_rank=h.bm25_rank,
+                    vec_rank=h.vec_rank,
+                    recency_rank=h.recency_rank,
+                    access_rank=h.access_rank,
+                    importance=h.importance,
+                    used=h.access_count,
                     last_used=when(h.accessed_at, now),
-                    contributions=rounded(h.explain))
-            hits.append(Hit(
-                id=h.id, score=round(h.score, 3), when=when(h.created_at, now),
-                scope=scope_name(scopes.get(h.rowid, "")),
-                cut_from=len(text) if len(text) > max_chars else None,
-                duplicates=h.duplicates or None,
-                duplicate_ids=list(h.duplicate_ids) or None, explain=why))
+                    contributions=rounded(h.explain),
+                )
+            hits.append(
+                Hit(
+                    id=h.id,
+                    score=round(h.score, 3),
+                    when=when(h.created_at, now),
+                    scope=scope_name(scopes.get(h.rowid, "")),
+                    cut_from=len(text) if len(text) > max_chars else None,
+                    duplicates=h.duplicates or None,
+                    duplicate_ids=list(h.duplicate_ids) or None,
+                    explain=why,
+                )
+            )
             texts.append(text if len(text) <= max_chars else text[:max_chars] + " …")
         warnings = [plain(w) for w in result.warnings]
         if result.touch_error:
             warnings.append(plain(result.touch_error))
-        out = Recollection(hits=hits, scopes=scopes_searched(store_scope),
-                           warnings=warnings or None,
-                           reason=plain(result.reason) if result.reason else None)
+        out = Recollection(
+            hits=hits,
+            scopes=scopes_searched(store_scope),
+            warnings=warnings or None,
+            reason=plain(result.reason) if result.reason else None,
+        )
         out._texts = texts  # M11: the text content's, not the structured content's
         return out
 
@@ -355,20 +466,34 @@ def recall(
 def update(
     ctx: Context,
     id: IdArg,
-    content: Annotated[Optional[str], Field(
-        description="the corrected text, which replaces the old one (it is no longer "
-                    "found by the old words). Default: unchanged")] = None,
-    importance: Annotated[Optional[str], Field(
-        description="low, normal or high. Default: unchanged",
-        json_schema_extra={"enum": [*IMPORTANCE, None]})] = None,
-    kind: Annotated[Optional[str], Field(
-        description="the new kind; '' removes it. Default: unchanged")] = None,
-    metadata: Annotated[Optional[Dict[str, Any]], Field(
-        description="the new metadata, which replaces the old. Default: "
-                    "unchanged")] = None,
-    scope: Annotated[Optional[str], Field(
-        description=f"move it to this scope ({SHARED_SCOPE!r}: true in every "
-                    f"project). Default: unchanged")] = None,
+    content: Annotated[
+        Optional[str],
+        Field(
+            description="the corrected text, which replaces the old one (it is no longer "
+            "found by the old words). Default: unchanged"
+        ),
+    ] = None,
+    importance: Annotated[
+        Optional[str],
+        Field(
+            description="low, normal or high. Default: unchanged",
+            json_schema_extra={"enum": [*IMPORTANCE, None]},
+        ),
+    ] = None,
+    kind: Annotated[
+        Optional[str], Field(description="the new kind; '' removes it. Default: unchanged")
+    ] = None,
+    metadata: Annotated[
+        Optional[Dict[str, Any]],
+        Field(description="the new metadata, which replaces the old. Default: unchanged"),
+    ] = None,
+    scope: Annotated[
+        Optional[str],
+        Field(
+            description=f"move it to this scope ({SHARED_SCOPE!r}: true in every "
+            f"project). Default: unchanged"
+        ),
+    ] = None,
 ) -> Memory:
     """Correct or change a memory you found with recall: its text when a fact changed
     or was wrong, or its importance, kind, metadata or scope. Use this, not remember,
@@ -388,6 +513,7 @@ def update(
         fields["scope"] = one_scope(scope)
     return call(ep, "update", lambda: memory_out(ep.store.update(id, **fields), now_ms()))
 
+
 @tool(ToolAnnotations(title="Forget", destructive_hint=True, idempotent_hint=True))
 def forget(ctx: Context, id: IdArg) -> Forgotten:
     """Delete a memory for good, when the user asks you to forget something, or a
@@ -395,6 +521,7 @@ def forget(ctx: Context, id: IdArg) -> Forgotten:
     existed."""
     ep = endpoint_of(ctx)
     return call(ep, "forget", lambda: Forgotten(id=id, existed=ep.store.delete(id)))
+
 
 @tool(ToolAnnotations(title="Memory statistics", read_only_hint=True))
 def stats(ctx: Context) -> Stats:
@@ -406,6 +533,7 @@ def stats(ctx: Context) -> Stats:
 
 
 # ---- the resources (M14): the server binds them to its endpoint ----
+
 
 def resource_text(ep: Endpoint, fn: Callable[[], Any]) -> str:
     """A resource's JSON (M8), read under the lock (M7); faults in words (M2)."""
@@ -426,6 +554,7 @@ def stats_resource(ep: Endpoint) -> str:
 def recent_resource(ep: Endpoint) -> str:
     """``memory://recent``: the memories saved last in the scopes a recall covers by
     default, newest first, compact."""
+
     def go() -> Dict[str, Any]:
         where, args = "", []
         mine = recall_scopes(None, ep.default_scope)  # what a recall covers by default
@@ -433,13 +562,22 @@ def recent_resource(ep: Endpoint) -> str:
             where = f"WHERE scope IN ({', '.join('?' * len(mine))}) "
             args = list(mine)
         rows = ep.store.conn.execute(
-            "SELECT id, content, scope, created_at FROM episodes " + where
+            "SELECT id, content, scope, created_at FROM episodes "
+            + where
             + "ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            [*args, RECENT_MEMORIES]).fetchall()
+            [*args, RECENT_MEMORIES],
+        ).fetchall()
         now = now_ms()
-        return {"memories": [
-            {"id": i, "text": t if len(t) <= RECENT_MAX_CHARS
-             else t[:RECENT_MAX_CHARS] + " …",
-             "when": when(c, now), "scope": scope_name(s)} for i, t, s, c in rows]}
+        return {
+            "memories": [
+                {
+                    "id": i,
+                    "text": t if len(t) <= RECENT_MAX_CHARS else t[:RECENT_MAX_CHARS] + " …",
+                    "when": when(c, now),
+                    "scope": scope_name(s),
+                }
+                for i, t, s, c in rows
+            ]
+        }
 
     return resource_text(ep, go)

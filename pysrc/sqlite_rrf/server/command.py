@@ -27,42 +27,82 @@ from .tenants import TenantPool, TenantStore, read_tenant_tokens
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The server's arguments (cli.py adds --model and --n-ctx)."""
-    p.add_argument("db", nargs="?", help="the memory database (created if it does not "
-                   "exist); or --dir for one file per tenant")
-    p.add_argument("--dir", metavar="DIR", dest="tenant_dir",
-                   help="serve every tenant's memory in DIR (DIR/TENANT.db) over HTTP "
-                        "(needs --http) at /t/TENANT/mcp, instead of one database")
-    p.add_argument("--create-tenants", action="store_true", dest="create_tenants",
-                   help="with --dir: create a tenant's file on its first request (default: "
-                        "a tenant whose file does not exist is answered 404)")
-    p.add_argument("--tenant-tokens", metavar="FILE", dest="tenant_tokens",
-                   help="with --dir: each tenant's own bearer token, one 'TENANT TOKEN' "
-                        "line each; a tenant's token opens only its endpoints")
-    p.add_argument("--max-open", metavar="N", type=positive_int, dest="max_open",
-                   default=MAX_OPEN_STORES,
-                   help=f"with --dir: tenants' stores kept open at once, the least recently "
-                        f"used closed first (default {MAX_OPEN_STORES})")
-    p.add_argument("--idle-close", metavar="SECONDS", type=positive_float,
-                   dest="idle_close", default=IDLE_CLOSE_SECONDS,
-                   help=f"with --dir: close a tenant's store unused this long (default "
-                        f"{IDLE_CLOSE_SECONDS})")
-    p.add_argument("--socket", metavar="PATH",
-                   help="the hook's Unix socket (default: $XDG_RUNTIME_DIR/sqlite-rrf/"
-                        "NAME-CRC.sock, else DB.sock beside the database; the hook finds "
-                        "the default by itself)")
-    p.add_argument("--http", metavar="[HOST:]PORT",
-                   help="also serve MCP over streamable HTTP at http://HOST:PORT/mcp (HOST "
-                        "default 127.0.0.1; another address needs a bearer token)")
-    p.add_argument("--token-file", metavar="FILE", dest="token_file",
-                   help=f"the HTTP bearer token, read from FILE (default: ${TOKEN_ENV}); "
-                        "needed when --http binds an address other than loopback")
-    p.add_argument("--scope", help="the MCP tools' default scope (as `sqlite-rrf mcp "
-                   "--scope`) at /mcp (and /t/TENANT/mcp); /s/SCOPE/mcp serves SCOPE. "
-                   "Default: derived from the working directory ('' with --dir)")
-    p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-                   default="WARNING", dest="log_level",
-                   help="the MCP SDK's and the HTTP server's logging on stderr (default "
-                        "WARNING)")
+    p.add_argument(
+        "db",
+        nargs="?",
+        help="the memory database (created if it does not exist); or --dir for one file per tenant",
+    )
+    p.add_argument(
+        "--dir",
+        metavar="DIR",
+        dest="tenant_dir",
+        help="serve every tenant's memory in DIR (DIR/TENANT.db) over HTTP "
+        "(needs --http) at /t/TENANT/mcp, instead of one database",
+    )
+    p.add_argument(
+        "--create-tenants",
+        action="store_true",
+        dest="create_tenants",
+        help="with --dir: create a tenant's file on its first request (default: "
+        "a tenant whose file does not exist is answered 404)",
+    )
+    p.add_argument(
+        "--tenant-tokens",
+        metavar="FILE",
+        dest="tenant_tokens",
+        help="with --dir: each tenant's own bearer token, one 'TENANT TOKEN' "
+        "line each; a tenant's token opens only its endpoints",
+    )
+    p.add_argument(
+        "--max-open",
+        metavar="N",
+        type=positive_int,
+        dest="max_open",
+        default=MAX_OPEN_STORES,
+        help=f"with --dir: tenants' stores kept open at once, the least recently "
+        f"used closed first (default {MAX_OPEN_STORES})",
+    )
+    p.add_argument(
+        "--idle-close",
+        metavar="SECONDS",
+        type=positive_float,
+        dest="idle_close",
+        default=IDLE_CLOSE_SECONDS,
+        help=f"with --dir: close a tenant's store unused this long (default {IDLE_CLOSE_SECONDS})",
+    )
+    p.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the hook's Unix socket (default: $XDG_RUNTIME_DIR/sqlite-rrf/"
+        "NAME-CRC.sock, else DB.sock beside the database; the hook finds "
+        "the default by itself)",
+    )
+    p.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="also serve MCP over streamable HTTP at http://HOST:PORT/mcp (HOST "
+        "default 127.0.0.1; another address needs a bearer token)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        dest="token_file",
+        help=f"the HTTP bearer token, read from FILE (default: ${TOKEN_ENV}); "
+        "needed when --http binds an address other than loopback",
+    )
+    p.add_argument(
+        "--scope",
+        help="the MCP tools' default scope (as `sqlite-rrf mcp "
+        "--scope`) at /mcp (and /t/TENANT/mcp); /s/SCOPE/mcp serves SCOPE. "
+        "Default: derived from the working directory ('' with --dir)",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        default="WARNING",
+        dest="log_level",
+        help="the MCP SDK's and the HTTP server's logging on stderr (default WARNING)",
+    )
 
 
 def positive_int(text: str) -> int:
@@ -86,8 +126,7 @@ def parse_http(text: str) -> Tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     if not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UserError(f"--http: expected [HOST:]PORT with a port from 1 to 65535, got "
-                        f"{text!r}")
+        raise UserError(f"--http: expected [HOST:]PORT with a port from 1 to 65535, got {text!r}")
     return host, int(port)
 
 
@@ -98,8 +137,9 @@ def read_token(args: argparse.Namespace) -> Optional[str]:
             with open(path, encoding="utf-8") as f:
                 token = f.read().strip()
         except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"--token-file: {path}: "
-                            f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}") from None
+            raise UserError(
+                f"--token-file: {path}: {getattr(e, 'strerror', None) or 'not UTF-8 text'}"
+            ) from None
         if not token:
             raise UserError(f"--token-file: {path} is empty")
         return token
@@ -125,21 +165,25 @@ def run_tenants(args: argparse.Namespace) -> int:
 
     directory = args.tenant_dir
     if args.db is not None:
-        raise UserError("--dir: serve either one database (DB) or a directory of tenants "
-                        "(--dir), not both")
+        raise UserError(
+            "--dir: serve either one database (DB) or a directory of tenants (--dir), not both"
+        )
     if getattr(args, "http", None) is None:
         raise UserError("--dir: tenants are served over HTTP only: pass --http [HOST:]PORT")
     if args.socket is not None:
-        raise UserError("--socket: a --dir server has no hook socket (the hook asks a "
-                        "server of one database)")
+        raise UserError(
+            "--socket: a --dir server has no hook socket (the hook asks a server of one database)"
+        )
     if not os.path.isdir(directory):
         raise UserError(f"--dir: {directory} is not a directory")
     host, port = parse_http(args.http)
     token = read_token(args)
     tenant_tokens = read_tenant_tokens(args.tenant_tokens) if args.tenant_tokens else None
     if host not in LOOPBACK and token is None and tenant_tokens is None:
-        raise UserError(f"--http: binding {host} (not loopback) needs bearer tokens: "
-                        f"--token-file FILE, ${TOKEN_ENV} or --tenant-tokens FILE")
+        raise UserError(
+            f"--http: binding {host} (not loopback) needs bearer tokens: "
+            f"--token-file FILE, ${TOKEN_ENV} or --tenant-tokens FILE"
+        )
     try:
         import mcp.server.mcpserver  # noqa: F401
         import uvicorn
@@ -149,33 +193,42 @@ def run_tenants(args: argparse.Namespace) -> int:
         raise UserError(f"--http needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})") from None
     check_model_args(getattr(args, "model", None), getattr(args, "n_ctx", None))
     embedder = choose_embedder(getattr(args, "model", None), getattr(args, "n_ctx", None))
-    pool = TenantPool(directory, embedder, max_open=args.max_open,
-                      idle_close=args.idle_close, create=args.create_tenants)
+    pool = TenantPool(
+        directory,
+        embedder,
+        max_open=args.max_open,
+        idle_close=args.idle_close,
+        create=args.create_tenants,
+    )
     default_scope = args.scope if args.scope is not None else ""
     from ..mcp.server import build_server
 
     def build(tenant: Optional[str], scope: str) -> Any:
         assert tenant is not None
         t = pool.tenant(tenant)
-        return build_server(TenantStore(pool, t), scope, log_level=args.log_level,
-                            lock=t.lock)
+        return build_server(TenantStore(pool, t), scope, log_level=args.log_level, lock=t.lock)
 
-    app = HttpRouter(build, host, default_scope, token=token, tenant_tokens=tenant_tokens,
-                     tenants=pool)
+    app = HttpRouter(
+        build, host, default_scope, token=token, tenant_tokens=tenant_tokens, tenants=pool
+    )
     model = getattr(embedder, "model_name", None)
     shown = f"[{host}]" if ":" in host else host
-    say(f"serving the tenants of {directory} (MCP at http://{shown}:{port}/"
-         f"{TENANT_SEGMENT}/TENANT{MCP_PATH}"
-         f"{'; bearer tokens' if token or tenant_tokens else ''}; at most {args.max_open} "
-         f"open; {'model ' + model if model else 'no model'}); ready")
+    say(
+        f"serving the tenants of {directory} (MCP at http://{shown}:{port}/"
+        f"{TENANT_SEGMENT}/TENANT{MCP_PATH}"
+        f"{'; bearer tokens' if token or tenant_tokens else ''}; at most {args.max_open} "
+        f"open; {'model ' + model if model else 'no model'}); ready"
+    )
     # uvicorn restores these when it stops, then raises the signal it caught again: it
     # lands here, and the server closes its stores
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port,
-                                      log_level=args.log_level.lower(),
-                                      lifespan="on")).run()
+        uvicorn.Server(
+            uvicorn.Config(
+                app, host=host, port=port, log_level=args.log_level.lower(), lifespan="on"
+            )
+        ).run()
     finally:
         pool.close_all()
         if embedder is not None and hasattr(embedder, "close"):
@@ -192,8 +245,10 @@ def run(args: argparse.Namespace) -> int:
         return run_tenants(args)
     if args.db is None:
         raise UserError("serve: name the database (DB), or a directory of tenants (--dir)")
-    for given, option in ((args.create_tenants, "--create-tenants"),
-                          (args.tenant_tokens, "--tenant-tokens")):
+    for given, option in (
+        (args.create_tenants, "--create-tenants"),
+        (args.tenant_tokens, "--tenant-tokens"),
+    ):
         if given:
             raise UserError(f"{option}: only with --dir (a server of tenants)")
     http = parse_http(args.http) if getattr(args, "http", None) else None
@@ -201,21 +256,27 @@ def run(args: argparse.Namespace) -> int:
     if http is not None:
         host = http[0]
         if host not in LOOPBACK and token is None:
-            raise UserError(f"--http: binding {host} (not loopback) needs a bearer token: "
-                            f"--token-file FILE or ${TOKEN_ENV}")
+            raise UserError(
+                f"--http: binding {host} (not loopback) needs a bearer token: "
+                f"--token-file FILE or ${TOKEN_ENV}"
+            )
         try:
             import mcp.server.mcpserver  # noqa: F401
             import uvicorn
         except ImportError as e:
             from ..mcp import INSTALL_HINT
 
-            raise UserError(f"--http needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})"
-                            ) from None
+            raise UserError(f"--http needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})") from None
     path = args.socket or socket_path(args.db)
     prepare_socket(path)
     scope = args.scope if args.scope is not None else derive_scope()
-    store = open_store(args.db, "serve", model=getattr(args, "model", None),
-                       n_ctx=getattr(args, "n_ctx", None), must_exist=False)
+    store = open_store(
+        args.db,
+        "serve",
+        model=getattr(args, "model", None),
+        n_ctx=getattr(args, "n_ctx", None),
+        must_exist=False,
+    )
     from ..mcp import WRITE_PATIENCE_MS
 
     store.busy_timeout_ms = WRITE_PATIENCE_MS
@@ -240,8 +301,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         if http is None:
-            say(f"serving {args.db} ({where}; {'model ' + model if model else 'no model'}); "
-                 "ready")
+            say(f"serving {args.db} ({where}; {'model ' + model if model else 'no model'}); ready")
             while not stop.wait(3600):
                 pass
         else:
@@ -250,12 +310,16 @@ def run(args: argparse.Namespace) -> int:
             host, port = http
             app = http_app(server, host, token, args.log_level)
             shown = f"[{host}]" if ":" in host else host
-            say(f"serving {args.db} ({where}; MCP at http://{shown}:{port}{MCP_PATH}"
-                 f"{' (bearer token)' if token else ''}; "
-                 f"{'model ' + model if model else 'no model'}); ready")
-            uvicorn.Server(uvicorn.Config(app, host=host, port=port,
-                                          log_level=args.log_level.lower(),
-                                          lifespan="on")).run()
+            say(
+                f"serving {args.db} ({where}; MCP at http://{shown}:{port}{MCP_PATH}"
+                f"{' (bearer token)' if token else ''}; "
+                f"{'model ' + model if model else 'no model'}); ready"
+            )
+            uvicorn.Server(
+                uvicorn.Config(
+                    app, host=host, port=port, log_level=args.log_level.lower(), lifespan="on"
+                )
+            ).run()
     finally:
         sock.shutdown()
         sock.server_close()

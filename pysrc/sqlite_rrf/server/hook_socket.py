@@ -33,18 +33,23 @@ def prepare_socket(path: str) -> None:
     if os.path.basename(d) == RUNTIME_SUBDIR:
         st = os.stat(d)
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise UserError(f"{d}: the socket directory must be yours with mode 0700 "
-                            f"(it is mode {stat.S_IMODE(st.st_mode):04o})")
+            raise UserError(
+                f"{d}: the socket directory must be yours with mode 0700 "
+                f"(it is mode {stat.S_IMODE(st.st_mode):04o})"
+            )
     if len(os.fsencode(path)) > 107:
-        raise UserError(f"--socket: {path} is too long for a Unix socket (at most 107 "
-                        "bytes); pass a shorter --socket")
+        raise UserError(
+            f"--socket: {path} is too long for a Unix socket (at most 107 "
+            "bytes); pass a shorter --socket"
+        )
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise UserError(f"{path} exists and is not a socket; it is left alone (pass "
-                        "another --socket)")
+        raise UserError(
+            f"{path} exists and is not a socket; it is left alone (pass another --socket)"
+        )
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(2)
     try:
@@ -56,8 +61,9 @@ def prepare_socket(path: str) -> None:
         pass
     finally:
         probe.close()
-    raise UserError(f"another server already listens at {path}; stop it first, or pass "
-                    "another --socket")
+    raise UserError(
+        f"another server already listens at {path}; stop it first, or pass another --socket"
+    )
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -79,7 +85,7 @@ class _Handler(socketserver.StreamRequestHandler):
             except ValueError:
                 raise UserError("request is not a JSON line") from None
             if not isinstance(req, dict) or req.get("v") != PROTOCOL:
-                raise UserError(f"expected a JSON object with \"v\": {PROTOCOL}")
+                raise UserError(f'expected a JSON object with "v": {PROTOCOL}')
             answer, after = srv.serve_request(req)
         except Exception as e:
             answer = {"ok": False, "error": srv.describe(e)}
@@ -112,8 +118,9 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         if opt is None:
             return True
         try:
-            _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt,
-                                                             struct.calcsize("3i")))
+            _, uid, _ = struct.unpack(
+                "3i", conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+            )
         except OSError:
             return False
         return uid in (os.getuid(), 0)
@@ -144,8 +151,7 @@ class Server:
         from ..store import Store
 
         self._toucher = Store(self.db)
-        self._touch_thread = threading.Thread(target=self._touch_loop, name="touch",
-                                              daemon=True)
+        self._touch_thread = threading.Thread(target=self._touch_loop, name="touch", daemon=True)
         self._touch_thread.start()
 
     def _touch_loop(self) -> None:
@@ -182,13 +188,20 @@ class Server:
 
         op = req.get("op")
         if op == "ping":
-            return {"ok": True, "db": self.real_db, "pid": os.getpid(),
-                    "version": __version__}, None
+            return {
+                "ok": True,
+                "db": self.real_db,
+                "pid": os.getpid(),
+                "version": __version__,
+            }, None
         if op != "hook":
             raise UserError(f"unknown op {op!r} (expected 'hook' or 'ping')")
         if req.get("db") != self.real_db:
-            return {"ok": False, "wrong_db": True,
-                    "error": f"this server serves {self.real_db}"}, None
+            return {
+                "ok": False,
+                "wrong_db": True,
+                "error": f"this server serves {self.real_db}",
+            }, None
         from ..app.prompt_recall import check_request, respond
 
         check_request(req)

@@ -49,8 +49,11 @@ def route(raw_path: bytes) -> Optional[Tuple[Optional[str], Optional[str]]]:
     if middle[:1] == [TENANT_SEGMENT.encode()] and len(middle) >= 2:
         tenant = segment(middle[1], "tenant")
         if not TENANT_NAME.fullmatch(tenant):
-            raise HttpError(400, f"tenant {tenant!r}: a tenant's name is 1 to 64 letters, "
-                                  "digits, '.', '_' or '-', starting with a letter or digit")
+            raise HttpError(
+                400,
+                f"tenant {tenant!r}: a tenant's name is 1 to 64 letters, "
+                "digits, '.', '_' or '-', starting with a letter or digit",
+            )
         middle = middle[2:]
     if middle[:1] == [SCOPE_SEGMENT.encode()] and len(middle) == 2:
         scope = segment(middle[1], "scope")
@@ -77,19 +80,25 @@ class HttpRouter:
     S9), behind the bearer tokens (S6). ``build(tenant, scope)`` makes an endpoint's
     ``MCPServer``; ``tenants`` (``--dir``) says which tenants exist."""
 
-    def __init__(self, build: Callable[[Optional[str], str], Any], host: str,
-                 default_scope: str, token: Optional[str] = None,
-                 tenant_tokens: Optional[Dict[str, str]] = None,
-                 tenants: Optional["TenantPool"] = None,
-                 max_endpoints: int = MAX_ENDPOINTS) -> None:
+    def __init__(
+        self,
+        build: Callable[[Optional[str], str], Any],
+        host: str,
+        default_scope: str,
+        token: Optional[str] = None,
+        tenant_tokens: Optional[Dict[str, str]] = None,
+        tenants: Optional["TenantPool"] = None,
+        max_endpoints: int = MAX_ENDPOINTS,
+    ) -> None:
         self.build = build
         self.host = host
         self.default_scope = default_scope
         self.tenants = tenants
         self.max_endpoints = max_endpoints
         self._token = None if token is None else f"Bearer {token}".encode("utf-8")
-        self._tenant_tokens = {t: f"Bearer {v}".encode("utf-8")
-                               for t, v in (tenant_tokens or {}).items()}
+        self._tenant_tokens = {
+            t: f"Bearer {v}".encode("utf-8") for t, v in (tenant_tokens or {}).items()
+        }
         self._endpoints: "OrderedDict[Tuple[Optional[str], str], Endpoint]" = OrderedDict()
         self._tg: Any = None
 
@@ -151,10 +160,17 @@ class HttpRouter:
         tenant, scope_name = where
         if not self._authorised(scope, tenant):
             body = b'{"error": "unauthorized: send Authorization: Bearer TOKEN"}'
-            await send({"type": "http.response.start", "status": 401,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"www-authenticate", b'Bearer realm="sqlite-rrf"'),
-                                    (b"content-length", str(len(body)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="sqlite-rrf"'),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         if (tenant is None) != (self.tenants is None):
@@ -162,10 +178,14 @@ class HttpRouter:
         if tenant is not None:
             assert self.tenants is not None
             if not self.tenants.exists(tenant) and not self.tenants.create:
-                raise HttpError(404, f"no tenant {tenant!r} (its file does not exist; "
-                                      "the server was not started with --create-tenants)")
-        endpoint = await self._endpoint((tenant, self.default_scope if scope_name is None
-                                         else scope_name))
+                raise HttpError(
+                    404,
+                    f"no tenant {tenant!r} (its file does not exist; "
+                    "the server was not started with --create-tenants)",
+                )
+        endpoint = await self._endpoint(
+            (tenant, self.default_scope if scope_name is None else scope_name)
+        )
         endpoint.inflight += 1
         try:
             await endpoint.manager.handle_request(scope, receive, send)
@@ -178,11 +198,14 @@ class HttpRouter:
 
     def _paths_hint(self) -> str:
         if self.tenants is not None:
-            return (f"not an endpoint: this server serves tenants at /{TENANT_SEGMENT}/"
-                    f"TENANT{MCP_PATH} and /{TENANT_SEGMENT}/TENANT/{SCOPE_SEGMENT}/SCOPE"
-                    f"{MCP_PATH}")
-        return (f"not an endpoint: this server serves {MCP_PATH} and /{SCOPE_SEGMENT}/SCOPE"
-                f"{MCP_PATH}")
+            return (
+                f"not an endpoint: this server serves tenants at /{TENANT_SEGMENT}/"
+                f"TENANT{MCP_PATH} and /{TENANT_SEGMENT}/TENANT/{SCOPE_SEGMENT}/SCOPE"
+                f"{MCP_PATH}"
+            )
+        return (
+            f"not an endpoint: this server serves {MCP_PATH} and /{SCOPE_SEGMENT}/SCOPE{MCP_PATH}"
+        )
 
     async def _endpoint(self, key: Tuple[Optional[str], str]) -> Endpoint:
         import anyio
@@ -191,8 +214,7 @@ class HttpRouter:
         while endpoint is not None:
             await endpoint.ready.wait()
             if endpoint.manager is None:
-                raise HttpError(500, "the endpoint could not be started (see the "
-                                      "server's stderr)")
+                raise HttpError(500, "the endpoint could not be started (see the server's stderr)")
             if self._endpoints.get(key) is endpoint:
                 self._endpoints.move_to_end(key)
                 return endpoint
@@ -200,8 +222,9 @@ class HttpRouter:
         endpoint = self._endpoints[key] = Endpoint(key)
         try:
             mcp = await anyio.to_thread.run_sync(self.build, key[0], key[1])
-            mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=self.host,
-                                    stateless_http=True)
+            mcp.streamable_http_app(
+                streamable_http_path=MCP_PATH, host=self.host, stateless_http=True
+            )
             await self._tg.start(self._run_endpoint, endpoint, mcp.session_manager)
         except BaseException:
             self._endpoints.pop(key, None)
@@ -212,8 +235,7 @@ class HttpRouter:
         return endpoint
 
     @staticmethod
-    async def _run_endpoint(endpoint: Endpoint, manager: Any, *,
-                            task_status: Any) -> None:
+    async def _run_endpoint(endpoint: Endpoint, manager: Any, *, task_status: Any) -> None:
         async with manager.run():
             endpoint.manager = manager
             task_status.started()
@@ -234,7 +256,14 @@ class HttpRouter:
 
 async def answer(send: Any, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode("utf-8")
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -25,19 +25,23 @@ def read_tenant_tokens(path: str) -> Dict[str, str]:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"--tenant-tokens: {path}: "
-                        f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}") from None
+        raise UserError(
+            f"--tenant-tokens: {path}: {getattr(e, 'strerror', None) or 'not UTF-8 text'}"
+        ) from None
     tokens: Dict[str, str] = {}
     for n, line in enumerate(lines, 1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
         if len(words) != 2 or not TENANT_NAME.fullmatch(words[0]):
-            raise UserError(f"--tenant-tokens: {path} line {n}: expected 'TENANT TOKEN' "
-                            "(a tenant's name is letters, digits, '.', '_', '-')")
+            raise UserError(
+                f"--tenant-tokens: {path} line {n}: expected 'TENANT TOKEN' "
+                "(a tenant's name is letters, digits, '.', '_', '-')"
+            )
         if words[0] in tokens:
-            raise UserError(f"--tenant-tokens: {path} line {n}: tenant {words[0]!r} has "
-                            "a token already")
+            raise UserError(
+                f"--tenant-tokens: {path} line {n}: tenant {words[0]!r} has a token already"
+            )
         tokens[words[0]] = words[1]
     if not tokens:
         raise UserError(f"--tenant-tokens: {path} names no tenant")
@@ -74,9 +78,15 @@ class TenantPool:
     one shared ``embedder``, at most ``max_open`` open (least recently used closed
     first), those unused for ``idle_close`` seconds closed by :meth:`close_idle`."""
 
-    def __init__(self, directory: str, embedder: Optional[EmbedderLike] = None, *,
-                 max_open: int = MAX_OPEN_STORES,
-                 idle_close: float = IDLE_CLOSE_SECONDS, create: bool = False) -> None:
+    def __init__(
+        self,
+        directory: str,
+        embedder: Optional[EmbedderLike] = None,
+        *,
+        max_open: int = MAX_OPEN_STORES,
+        idle_close: float = IDLE_CLOSE_SECONDS,
+        create: bool = False,
+    ) -> None:
         self.directory = directory
         self.embedder = embedder
         self.max_open = max_open
@@ -127,8 +137,9 @@ class TenantPool:
             self._close_beyond(self.max_open, keep=tenant)
         return store
 
-    def _close_beyond(self, bound: int, keep: Optional[Tenant] = None,
-                      idle_before: Optional[float] = None) -> int:
+    def _close_beyond(
+        self, bound: int, keep: Optional[Tenant] = None, idle_before: Optional[float] = None
+    ) -> int:
         """Close the least recently used stores until at most ``bound`` are open (or, with
         ``idle_before``, those unused since then); a store in a call is skipped. Holds
         ``self._lock``."""

@@ -92,11 +92,15 @@ class Store(Recall, Writes, Binding, Stats):
     error SQLite can return. Off by default.
     """
 
-
-    def __init__(self, path: Union[str, os.PathLike], *,
-                 embedder: Optional[EmbedderLike] = None,
-                 busy_timeout_ms: int = 10_000, readonly: bool = False,
-                 mmap_size: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        path: Union[str, os.PathLike],
+        *,
+        embedder: Optional[EmbedderLike] = None,
+        busy_timeout_ms: int = 10_000,
+        readonly: bool = False,
+        mmap_size: Optional[int] = None,
+    ) -> None:
         self.path = os.fspath(path)
         self.embedder = embedder
         self._bad_vectors = {}
@@ -117,8 +121,9 @@ class Store(Recall, Writes, Binding, Stats):
             self.conn.execute("PRAGMA foreign_keys = ON")
             if mmap_size is not None:
                 if isinstance(mmap_size, bool) or not isinstance(mmap_size, int) or mmap_size < 0:
-                    raise StoreError(f"mmap_size: must be an integer >= 0 (bytes), got "
-                                     f"{mmap_size!r}")
+                    raise StoreError(
+                        f"mmap_size: must be an integer >= 0 (bytes), got {mmap_size!r}"
+                    )
                 self.conn.execute(f"PRAGMA mmap_size = {mmap_size}")
             load(self.conn)
             if self.has_knn:  # before migrating: a migration may write to the vec0 index
@@ -129,7 +134,8 @@ class Store(Recall, Writes, Binding, Stats):
             else:
                 migrated = migrate(self.conn)  # takes the write lock only when one is due
             self.schema_warnings = open_check(
-                self.conn, readonly=self.readonly, busy_timeout_ms=self.busy_timeout_ms)
+                self.conn, readonly=self.readonly, busy_timeout_ms=self.busy_timeout_ms
+            )
             self._guard_vectors()
             self._code_vectors()
             if not self.readonly and migrated:

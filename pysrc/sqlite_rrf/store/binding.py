@@ -29,16 +29,16 @@ class EmbedderLike(Protocol):
     def embed(self, text: str) -> Vector:
         """One text's vector (float32 values, ``dim`` of them)."""
 
-    def embed_many(self, texts: Sequence[str], *,
-                   progress: Optional[bool] = None) -> Iterable[Vector]:
+    def embed_many(
+        self, texts: Sequence[str], *, progress: Optional[bool] = None
+    ) -> Iterable[Vector]:
         """The texts' vectors, in order; ``progress`` asks for a progress bar."""
 
 
 class Binding(Connection):
     """The embedder and the model the database records."""
 
-    def attach_embedder(self, embedder: Optional[EmbedderLike], *,
-                        remember: bool = True) -> None:
+    def attach_embedder(self, embedder: Optional[EmbedderLike], *, remember: bool = True) -> None:
         """Use ``embedder`` for this store's writes and recalls (see the class docstring).
 
         The database remembers the first model it is used with: its name, dimension and
@@ -68,8 +68,9 @@ class Binding(Connection):
             for key, value in self._model_upserts(name, dim, fp):  # again, under the lock
                 self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)", (key, value))
 
-    def _model_upserts(self, name: Optional[str], dim: int,
-                       fp: Optional[bytes]) -> List[Tuple[str, Any]]:
+    def _model_upserts(
+        self, name: Optional[str], dim: int, fp: Optional[bytes]
+    ) -> List[Tuple[str, Any]]:
         """The rrf_meta rows that binding this model would write; raises StoreError when
         the model is not the database's."""
         from ..models import FINGERPRINT_MIN_COSINE, fingerprint_cosine
@@ -80,7 +81,8 @@ class Binding(Connection):
             raise StoreError(
                 f"this database holds {have}-dimensional embeddings (model {known!r}); "
                 f"the model {name!r} gives {dim}. Use the database's model, or a new "
-                "database")
+                "database"
+            )
         stored = self.meta("embedding_fingerprint")
         if isinstance(stored, bytes) and fp is not None:
             cos = fingerprint_cosine(stored, fp)
@@ -89,7 +91,8 @@ class Binding(Connection):
                     f"the model {name!r} is not the model this database's embeddings were "
                     f"made with ({known!r}): the same fixed texts embed differently "
                     f"(cosine {'n/a' if cos is None else f'{cos:.3f}'}), so its vectors "
-                    "would not be comparable. Use the database's model, or a new database")
+                    "would not be comparable. Use the database's model, or a new database"
+                )
         upserts: List[Tuple[str, Any]] = []
         if have is None:
             upserts.append(("embedding_dim", dim))
@@ -99,14 +102,15 @@ class Binding(Connection):
             upserts.append(("embedding_fingerprint", fp))
         return upserts
 
-
     def missing_embeddings(self) -> int:
         """How many episodes have no embedding (what :meth:`embed_missing` would fill)."""
         return self.conn.execute(
-            "SELECT count(*) FROM episodes WHERE embedding IS NULL").fetchall()[0][0]
+            "SELECT count(*) FROM episodes WHERE embedding IS NULL"
+        ).fetchall()[0][0]
 
-    def embed_missing(self, *, batch_size: int = 64, progress: Optional[bool] = None,
-                      limit: Optional[int] = None) -> int:
+    def embed_missing(
+        self, *, batch_size: int = 64, progress: Optional[bool] = None, limit: Optional[int] = None
+    ) -> int:
         """Embed the episodes that have no embedding, oldest rowid first, with the store's
         embedder; returns how many were embedded.
 
@@ -133,7 +137,9 @@ class Binding(Connection):
             while seen < total:
                 rows = self.conn.execute(
                     "SELECT rowid, content FROM episodes WHERE embedding IS NULL AND rowid > ? "
-                    "ORDER BY rowid LIMIT ?", (after, min(batch_size, total - seen))).fetchall()
+                    "ORDER BY rowid LIMIT ?",
+                    (after, min(batch_size, total - seen)),
+                ).fetchall()
                 if not rows:
                     break
                 after = rows[-1][0]
@@ -146,12 +152,15 @@ class Binding(Connection):
                 with transaction(self.conn):
                     self.conn.execute(
                         "INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)",
-                        (len(updates[0][0]) // 4,))
+                        (len(updates[0][0]) // 4,),
+                    )
                     written = 0
                     for update in updates:
                         self.conn.execute(
                             "UPDATE episodes SET embedding = ? WHERE rowid = ? AND content = ? "
-                            "AND embedding IS NULL", update)
+                            "AND embedding IS NULL",
+                            update,
+                        )
                         written += self.conn.changes()
                 seen += len(rows)
                 embedded += written
@@ -161,4 +170,3 @@ class Binding(Connection):
             if bar is not None:
                 bar.close()
         return embedded
-

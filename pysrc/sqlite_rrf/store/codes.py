@@ -53,7 +53,8 @@ class Codes(Connection):
                 "INDEXED BY idx_episodes_codes_pending "
                 "JOIN episodes_vectors AS v ON v.rowid = c.rowid "
                 "WHERE c.code IS NULL AND c.rowid > ? ORDER BY c.rowid LIMIT ?",
-                (after, self.CODES_BATCH)).fetchall()
+                (after, self.CODES_BATCH),
+            ).fetchall()
             if not rows:
                 return written
             after = rows[-1][0]
@@ -61,8 +62,9 @@ class Codes(Connection):
             for rowid, emb in rows:
                 if vector_fault(emb, dim) is None:
                     v = np.frombuffer(emb, "<f4")
-                    updates.append((np.packbits(v > 0, bitorder="little").tobytes(), rowid,
-                                    rowid, emb))
+                    updates.append(
+                        (np.packbits(v > 0, bitorder="little").tobytes(), rowid, rowid, emb)
+                    )
             if not updates:
                 continue  # nothing to write in this batch: no write lock
             # a vector rewritten meanwhile cannot get the code of its old value
@@ -71,7 +73,8 @@ class Codes(Connection):
                     self.conn.execute(
                         "UPDATE episodes_codes SET code = ? WHERE rowid = ? AND code IS NULL "
                         "AND (SELECT embedding FROM episodes_vectors WHERE rowid = ?) = ?",
-                        update)
+                        update,
+                    )
                     written += self.conn.changes()
 
     #: Codes per block of ``episodes_code_blocks`` (migration 0008): the loose codes are
@@ -98,7 +101,9 @@ class Codes(Connection):
             loose = self.conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM episodes_codes "
                 "INDEXED BY idx_episodes_codes_loose WHERE block IS NULL AND code IS NOT NULL "
-                "LIMIT ?)", (size,)).fetchall()[0][0]
+                "LIMIT ?)",
+                (size,),
+            ).fetchall()[0][0]
             if loose < size:
                 return packed
             with transaction(self.conn):
@@ -113,7 +118,8 @@ class Codes(Connection):
         rows = self.conn.execute(
             "SELECT rowid, code FROM episodes_codes INDEXED BY idx_episodes_codes_loose "
             "WHERE block IS NULL AND code IS NOT NULL ORDER BY rowid LIMIT ?",
-            (size * most,)).fetchall()
+            (size * most,),
+        ).fetchall()
         full = len(rows) - len(rows) % size
         if full == 0:
             return 0
@@ -122,7 +128,7 @@ class Codes(Connection):
         packed = 0
         start = 0
         while start + size <= full:
-            chunk = rows[start:start + size]
+            chunk = rows[start : start + size]
             length = len(chunk[0][1])
             same = [r for r in chunk if len(r[1]) == length]
             start += size
@@ -134,17 +140,22 @@ class Codes(Connection):
             # filled in one UPDATE; any other way of writing a block dissolves it
             cur = self.conn.execute(
                 "INSERT INTO episodes_code_blocks(n, rowids, codes) VALUES (0, x'', x'') "
-                "RETURNING block")
+                "RETURNING block"
+            )
             number = cur.fetchall()[0][0]
-            self.conn.executemany("UPDATE episodes_codes SET block = ? WHERE rowid = ?",
-                                  ((number, r) for r, _ in chunk))
-            self.conn.execute("UPDATE episodes_code_blocks SET n = ?, rowids = ?, codes = ? "
-                              "WHERE block = ?", (size, rowids, codes, number))
+            self.conn.executemany(
+                "UPDATE episodes_codes SET block = ? WHERE rowid = ?",
+                ((number, r) for r, _ in chunk),
+            )
+            self.conn.execute(
+                "UPDATE episodes_code_blocks SET n = ?, rowids = ?, codes = ? WHERE block = ?",
+                (size, rowids, codes, number),
+            )
             packed += size
         return packed
 
     def _packed(self) -> int:
         """How many codes the blocks hold."""
-        return self.conn.execute(
-            "SELECT coalesce(sum(n), 0) FROM episodes_code_blocks").fetchall()[0][0]
-
+        return self.conn.execute("SELECT coalesce(sum(n), 0) FROM episodes_code_blocks").fetchall()[
+            0
+        ][0]

@@ -69,9 +69,11 @@ class Connection:
             self.conn.set_busy_timeout(ms)
 
     def _busy_message(self) -> str:
-        return (f"{self.path}: another process held the write lock for the whole busy "
-                f"timeout ({self._busy_timeout_ms / 1000:g} s), so nothing was written; "
-                "try again when it has finished")
+        return (
+            f"{self.path}: another process held the write lock for the whole busy "
+            f"timeout ({self._busy_timeout_ms / 1000:g} s), so nothing was written; "
+            "try again when it has finished"
+        )
 
     def _check_ours(self) -> None:
         """Refuse another application's SQLite file before anything is written to it (not
@@ -83,20 +85,27 @@ class Connection:
             from .._sqlite import on_read_only_media
 
             if on_read_only_media(self.path):
-                why = ("its -wal file has content but its -shm file is missing, and SQLite "
-                       "cannot create that on read-only media (immutable=1 would not read "
-                       "the -wal: recent writes would be missing)")
+                why = (
+                    "its -wal file has content but its -shm file is missing, and SQLite "
+                    "cannot create that on read-only media (immutable=1 would not read "
+                    "the -wal: recent writes would be missing)"
+                )
             else:
-                why = ("SQLite cannot create its -shm file beside it (the directory is not "
-                       "writable for this user), and the file system is writable, so it is "
-                       "not opened as immutable (its owner may change it meanwhile)")
+                why = (
+                    "SQLite cannot create its -shm file beside it (the directory is not "
+                    "writable for this user), and the file system is writable, so it is "
+                    "not opened as immutable (its owner may change it meanwhile)"
+                )
             raise StoreError(
                 f"{self.path}: this WAL database cannot be read here: {why}. Open it once "
-                "where it can be written (its owner, a writable copy)") from None
+                "where it can be written (its owner, a writable copy)"
+            ) from None
         if why is not None:
-            raise StoreError(f"{self.path} is not a sqlite-rrf database: {why}. sqlite-rrf "
-                             "opens only its own databases (or a new, empty file); nothing "
-                             "was written to it") from None
+            raise StoreError(
+                f"{self.path} is not a sqlite-rrf database: {why}. sqlite-rrf "
+                "opens only its own databases (or a new, empty file); nothing "
+                "was written to it"
+            ) from None
 
     def _check_schema_readable(self) -> None:
         """A read-only database cannot be migrated: it must be at this version already."""
@@ -104,9 +113,11 @@ class Connection:
 
         have, want = current_version(self.conn), max(m.version for m in available())
         if have < want:
-            raise StoreError(f"{self.path} is read-only and at schema version {have}; this "
-                             f"sqlite-rrf needs {want}. Open it once where it can be written "
-                             "(it is migrated then), or copy it somewhere writable")
+            raise StoreError(
+                f"{self.path} is read-only and at schema version {have}; this "
+                f"sqlite-rrf needs {want}. Open it once where it can be written "
+                "(it is migrated then), or copy it somewhere writable"
+            )
 
     def _wal(self, tries: int = 200) -> None:
         """Switch to WAL. Changing the journal mode takes an exclusive lock that the
@@ -133,7 +144,6 @@ class Connection:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
 
     # ---- the database's model and dimension ----
 
@@ -173,7 +183,8 @@ class Connection:
                 "WHEN NEW.embedding IS NOT NULL BEGIN "
                 "SELECT CASE WHEN vec_cosine(NEW.embedding, NEW.embedding) IS NULL THEN "
                 "RAISE(ABORT, 'episodes.embedding: a zero vector (its cosine is undefined)') "
-                "END; END")
+                "END; END"
+            )
 
     def _code_vectors(self) -> None:
         """On this connection, give every new or changed vector its sign code at once
@@ -182,8 +193,10 @@ class Connection:
         never pending."""
         # migration 0009 turns the insert of a code row that exists into "make it
         # pending" (an UPDATE), so both events compute; a zero vector keeps a pending code
-        for name, event in (("rrf_episodes_code", "INSERT"),
-                            ("rrf_episodes_code_update", "UPDATE OF code")):
+        for name, event in (
+            ("rrf_episodes_code", "INSERT"),
+            ("rrf_episodes_code_update", "UPDATE OF code"),
+        ):
             self.conn.execute(
                 f"CREATE TEMP TRIGGER IF NOT EXISTS {name} AFTER {event} ON main.episodes_codes "
                 "WHEN NEW.code IS NULL BEGIN "
@@ -192,5 +205,5 @@ class Connection:
                 "WHERE rowid = NEW.rowid "
                 "AND EXISTS (SELECT 1 FROM main.episodes_vectors AS v WHERE v.rowid = NEW.rowid "
                 "AND v.embedding != zeroblob(length(v.embedding))); "
-                "END")
-
+                "END"
+            )

@@ -51,8 +51,9 @@ class Maintenance(Codes):
         by :attr:`STOPWORDS_DRIFT` (or reached :data:`sqlite_rrf.stopwords.MIN_ROWS`
         without them) since they were computed
         (:class:`sqlite_rrf.stopwords.StopwordsRefresh`). The first call always checks."""
-        self._stopwords.wrote(episodes_written, self.count, self.refresh_stopwords,
-                              self.STOPWORDS_DRIFT)
+        self._stopwords.wrote(
+            episodes_written, self.count, self.refresh_stopwords, self.STOPWORDS_DRIFT
+        )
 
     #: How long the maintenance after a write waits for the write lock (ms): not at all.
     #: What it cannot do now is done after a later write, or by :meth:`maintain`.
@@ -88,8 +89,10 @@ class Maintenance(Codes):
         Returns what was done: ``codes_filled``, ``codes_packed``, ``stopwords_refreshed``,
         ``fts_merges`` (transactions that merged something)."""
         if self.readonly:
-            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
-                             "there is nothing maintain can do")
+            raise StoreError(
+                f"{self.path} is read-only (read-only media or permissions): "
+                "there is nothing maintain can do"
+            )
         packed_before = self._packed()
         filled = self.compute_codes()
         self.pack_codes()
@@ -107,8 +110,12 @@ class Maintenance(Codes):
             if not worked:
                 break
             merges += 1
-        return {"codes_filled": filled, "codes_packed": packed,
-                "stopwords_refreshed": refreshed, "fts_merges": merges}
+        return {
+            "codes_filled": filled,
+            "codes_packed": packed,
+            "stopwords_refreshed": refreshed,
+            "fts_merges": merges,
+        }
 
     #: Work done on the FTS5 index's segments after each write (FTS5's 'merge' command,
     #: in pages): the index does no merging by itself (migration 0006).
@@ -118,17 +125,19 @@ class Maintenance(Codes):
         """Merge some of the full-text index's segments, in the caller's transaction.
         Migration 0006 turns FTS5's automatic merging off (FTS5 before SQLite 3.44 can
         merge this index wrongly), so the Store, whose SQLite merges right, does it."""
-        self.conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('merge', ?)",
-                          (self.MERGE_PAGES,))
+        self.conn.execute(
+            "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('merge', ?)", (self.MERGE_PAGES,)
+        )
 
     def _merging(self, on: bool) -> None:
         """Inside the Store's own write transaction, let FTS5 merge as it writes (FTS5
         writes a segment per statement of the index triggers; without merging, a large
         batch would run out of segment numbers), and turn it off again before the commit,
         so that other clients, which may run an older FTS5, never merge (migration 0006)."""
-        self.conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('automerge', ?)",
-                          (4 if on else 0,))
-
+        self.conn.execute(
+            "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('automerge', ?)",
+            (4 if on else 0,),
+        )
 
     def fill_keys(self) -> int:
         """Compute the pending ``content_key`` of episodes written by other clients (or
@@ -140,8 +149,9 @@ class Maintenance(Codes):
             return 0
         done = 0
         while self.conn.execute(
-                "SELECT 1 FROM episodes INDEXED BY idx_episodes_content_key "
-                "WHERE content_key IS NULL LIMIT 1").fetchall():
+            "SELECT 1 FROM episodes INDEXED BY idx_episodes_content_key "
+            "WHERE content_key IS NULL LIMIT 1"
+        ).fetchall():
             with transaction(self.conn):
                 n = _dedupe.fill_pending(self.conn)
             done += n
@@ -165,4 +175,3 @@ class Maintenance(Codes):
         if self.has_knn:
             return
         knn.enable_knn(self.conn, self.dim)
-

@@ -30,21 +30,35 @@ from .connection import Connection, now_ms
 class Recall(Connection):
     """Recall and touch."""
 
-    def recall(self, query: str, limit: Optional[int] = None, *,
-               weights: Optional[Union[Sequence[float], Mapping[str, float]]] = None,
-               k: Optional[float] = None, pool: Optional[str] = None,
-               pool_size: Optional[int] = None, bm25_limit: Optional[int] = None,
-               touch: bool = True, force: bool = False,
-               qvec: Optional[Vector] = None, profile: Optional[str] = None,
-               alpha: Optional[float] = None, min_similarity: Optional[float] = None,
-               now: Optional[int] = None, session: Optional[str] = None,
-               scope: Union[str, Sequence[str], None] = None, kind: Optional[str] = None,
-               since: Optional[int] = None, until: Optional[int] = None,
-               oversample: Optional[int] = None, topic_gate: bool = False,
-               collapse: bool = True,
-               min_relevance: Optional[float] = None,
-               time_expressions: bool = True,
-               time_weight: Optional[float] = None) -> RecallResult:
+    def recall(
+        self,
+        query: str,
+        limit: Optional[int] = None,
+        *,
+        weights: Optional[Union[Sequence[float], Mapping[str, float]]] = None,
+        k: Optional[float] = None,
+        pool: Optional[str] = None,
+        pool_size: Optional[int] = None,
+        bm25_limit: Optional[int] = None,
+        touch: bool = True,
+        force: bool = False,
+        qvec: Optional[Vector] = None,
+        profile: Optional[str] = None,
+        alpha: Optional[float] = None,
+        min_similarity: Optional[float] = None,
+        now: Optional[int] = None,
+        session: Optional[str] = None,
+        scope: Union[str, Sequence[str], None] = None,
+        kind: Optional[str] = None,
+        since: Optional[int] = None,
+        until: Optional[int] = None,
+        oversample: Optional[int] = None,
+        topic_gate: bool = False,
+        collapse: bool = True,
+        min_relevance: Optional[float] = None,
+        time_expressions: bool = True,
+        time_weight: Optional[float] = None,
+    ) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement of the
         chosen pool and profile (:func:`sqlite_rrf.statements.recall_statement`): BM25,
         vector similarity, recency and access fused.
@@ -113,10 +127,24 @@ class Recall(Connection):
         if session is not None:
             gate_key(session)  # checks it
         min_relevance = check_min_relevance(min_relevance)
-        params = self._recall_params(limit, weights, k, pool, pool_size, bm25_limit, profile,
-                                     alpha, min_similarity, now, scope=scope, kind=kind,
-                                     since=since, until=until, oversample=oversample,
-                                     time_weight=time_weight)
+        params = self._recall_params(
+            limit,
+            weights,
+            k,
+            pool,
+            pool_size,
+            bm25_limit,
+            profile,
+            alpha,
+            min_similarity,
+            now,
+            scope=scope,
+            kind=kind,
+            since=since,
+            until=until,
+            oversample=oversample,
+            time_weight=time_weight,
+        )
         if time_expressions:  # "last week", "in May": a window around now (timeexpr)
             window = resolve_time(query, now_ms() if now is None else now)
             if window is not None:
@@ -133,8 +161,9 @@ class Recall(Connection):
             qarr /= np.linalg.norm(qarr)
             held = self._gate.holds(qarr, session, force) if topic_gate else None
             if held is not None:
-                return RecallResult([], query, skipped=True, gate_cosine=held[0],
-                                    params=params, reason=held[1])
+                return RecallResult(
+                    [], query, skipped=True, gate_cosine=held[0], params=params, reason=held[1]
+                )
         knn.check_pool(self.conn, params, qblob)
         bindings = dict(params, query=query, qvec=qblob)
         if collapse:  # more rows than asked: diversify fills the slots it frees
@@ -159,9 +188,11 @@ class Recall(Connection):
                     raise
                 self._bad_vectors.update(found)
         for rowid, fault in sorted({**self._bad_vectors, **pending_bad}.items()):
-            warnings.append(f"episode rowid {rowid} has an embedding that cannot be used "
-                            f"({fault}): it is left out of the vector list; rewrite its embedding "
-                            "(or set it to NULL and run `sqlite-rrf embed`)")
+            warnings.append(
+                f"episode rowid {rowid} has an embedding that cannot be used "
+                f"({fault}): it is left out of the vector list; rewrite its embedding "
+                "(or set it to NULL and run `sqlite-rrf embed`)"
+            )
         if collapse:
             hits = diversify(self.conn, hits, params["limit"], query)
         with transaction(self.conn, write=False):
@@ -176,16 +207,25 @@ class Recall(Connection):
             if touch:
                 touched, why = self._touch(*args)
                 args = None
-        return RecallResult(hits, query, params=params, touched=touched, touch_error=why,
-                            warnings=warnings, _touch_args=args, reason=floor_reason)
+        return RecallResult(
+            hits,
+            query,
+            params=params,
+            touched=touched,
+            touch_error=why,
+            warnings=warnings,
+            _touch_args=args,
+            reason=floor_reason,
+        )
 
     def _run_recall(self, params: Dict[str, Any], bindings: Dict[str, Any]) -> List[RecallHit]:
         """The statement in one read transaction (one snapshot, no write lock)."""
         hits: List[RecallHit] = []
         with transaction(self.conn, write=False):
             defaults = recall_defaults()
-            sql = recall_statement(params["pool"] or defaults["pool"],
-                                   params["profile"] or defaults["profile"])
+            sql = recall_statement(
+                params["pool"] or defaults["pool"], params["profile"] or defaults["profile"]
+            )
             for row in self.conn.execute(sql, bindings):
                 fields: List[Any] = list(row)  # RecallHit's, in order; explain is JSON text
                 fields[9] = json.loads(fields[9]) if fields[9] else {}
@@ -213,14 +253,17 @@ class Recall(Connection):
         rows = self.conn.execute(
             "SELECT c.rowid, v.embedding FROM episodes_codes AS c "
             "INDEXED BY idx_episodes_codes_pending JOIN episodes_vectors AS v ON v.rowid = c.rowid "
-            "WHERE c.code IS NULL ORDER BY c.rowid LIMIT ?", (self.PENDING_CHECK + 1,)).fetchall()
+            "WHERE c.code IS NULL ORDER BY c.rowid LIMIT ?",
+            (self.PENDING_CHECK + 1,),
+        ).fetchall()
         if len(rows) > self.PENDING_CHECK:
-            rows = rows[:self.PENDING_CHECK]
+            rows = rows[: self.PENDING_CHECK]
             warnings.append(
                 f"more than {self.PENDING_CHECK} sign codes are pending (vectors written by "
                 "another client): only the first were checked for vectors the recall cannot "
                 "use; open the database with a writable Store, or run `sqlite-rrf check DB "
-                "--repair`, to compute them")
+                "--repair`, to compute them"
+            )
         dim = self.dim
         found: Dict[int, str] = {}
         for rowid, emb in rows:
@@ -240,7 +283,9 @@ class Recall(Connection):
         while True:
             rows = self.conn.execute(
                 "SELECT rowid, embedding FROM episodes WHERE embedding IS NOT NULL AND rowid > ? "
-                "ORDER BY rowid LIMIT ?", (after, chunk)).fetchall()
+                "ORDER BY rowid LIMIT ?",
+                (after, chunk),
+            ).fetchall()
             if not rows:
                 return bad
             after = rows[-1][0]
@@ -266,8 +311,9 @@ class Recall(Connection):
         touched, why = self._touch(*args)
         return dataclasses.replace(result, touched=touched, touch_error=why, _touch_args=None)
 
-    def _touch(self, rowids: List[int], session: Optional[str],
-               qarr: Optional[np.ndarray]) -> Tuple[bool, Optional[str]]:
+    def _touch(
+        self, rowids: List[int], session: Optional[str], qarr: Optional[np.ndarray]
+    ) -> Tuple[bool, Optional[str]]:
         """Mark ``rowids`` accessed (and remember the session's query) in one short write
         transaction, waiting at most :attr:`TOUCH_PATIENCE` for the write lock. Returns
         (done, why not): any failure (the lock busy, a full disk, read-only media, an I/O
@@ -284,14 +330,17 @@ class Recall(Connection):
                 with transaction(self.conn):
                     self.conn.executemany(
                         "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
-                        "WHERE rowid = ?", [(now, r) for r in rowids])
+                        "WHERE rowid = ?",
+                        [(now, r) for r in rowids],
+                    )
                     if session is not None and qarr is not None:
-                        self.conn.execute("INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)",
-                                          session_row(session, qarr))
+                        self.conn.execute(
+                            "INSERT OR REPLACE INTO rrf_meta VALUES (?, ?)",
+                            session_row(session, qarr),
+                        )
             return True, None
         except (apsw.BusyError, apsw.LockedError):
-            return False, (f"another process held the write lock (waited {wait_ms} ms), "
-                           f"{not_done}")
+            return False, (f"another process held the write lock (waited {wait_ms} ms), {not_done}")
         except apsw.FullError:
             return False, f"the disk is full, {not_done}"
         except apsw.ReadOnlyError as e:
@@ -302,4 +351,3 @@ class Recall(Connection):
     #: Validate recall options; returns the statement's bindings (None = default):
     #: :func:`sqlite_rrf.checks.recall_params` (the CLI checks its options with it).
     _recall_params = staticmethod(recall_params)
-

@@ -34,7 +34,6 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-
 class Batch(NamedTuple):
     """Episodes checked and embedded by :meth:`Writes._prepare`, ready for
     :meth:`Writes._write`."""
@@ -53,14 +52,23 @@ class Writes(Maintenance):
         """Which of ``ids`` are stored."""
         found: Set[str] = set()
         for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            found.update(r[0] for r in self.conn.execute(
-                f"SELECT id FROM episodes WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+            chunk = ids[i : i + 500]
+            found.update(
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT id FROM episodes WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                )
+            )
         return found
 
-    def _prepare(self, episodes: Sequence[Mapping[str, Any]], progress: Optional[bool],
-                 labels: Optional[Sequence[str]] = None,
-                 replace: bool = True, dedupe: bool = False) -> Batch:
+    def _prepare(
+        self,
+        episodes: Sequence[Mapping[str, Any]],
+        progress: Optional[bool],
+        labels: Optional[Sequence[str]] = None,
+        replace: bool = True,
+        dedupe: bool = False,
+    ) -> Batch:
         """Validate every episode and embed those without an embedding, before any
         write, so a bad episode fails the batch with nothing written. With ``dedupe``,
         the episodes that name no id are marked for :func:`sqlite_rrf.dedupe.write_rows`,
@@ -87,13 +95,13 @@ class Writes(Maintenance):
                 seen[row["id"]] = i
                 rows.append(row)
             except StoreError as e:
-                raise StoreError(f"{label}: {e}" if len(episodes) > 1 or labels else str(e)
-                                 ) from None
+                raise StoreError(
+                    f"{label}: {e}" if len(episodes) > 1 or labels else str(e)
+                ) from None
         for row in rows:
             row["content_key"] = _dedupe.content_key(row["content"])
         if dedupe:
-            known = _dedupe.mark(self.conn, [ep.get("id") is not None for ep in episodes],
-                                 rows)
+            known = _dedupe.mark(self.conn, [ep.get("id") is not None for ep in episodes], rows)
             for i in known:
                 rows[i]["unembedded"] = True
             missing = [i for i in missing if i not in known]
@@ -102,39 +110,48 @@ class Writes(Maintenance):
             for i, row in enumerate(rows):
                 if row["id"] in taken:
                     label = labels[i] if labels else f"episode {i}"
-                    msg = (f"id: an episode with id {row['id']!r} already exists (replace=True, "
-                           "or --replace on the command line, replaces it)")
+                    msg = (
+                        f"id: an episode with id {row['id']!r} already exists (replace=True, "
+                        "or --replace on the command line, replaces it)"
+                    )
                     raise StoreError(f"{label}: {msg}" if len(rows) > 1 or labels else msg)
         if missing and self.embedder is not None:
-            vecs = self.embedder.embed_many([rows[i]["content"] for i in missing],
-                                            progress=progress)
+            vecs = self.embedder.embed_many(
+                [rows[i]["content"] for i in missing], progress=progress
+            )
             for i, v in zip(missing, vecs):
                 emb, n = blob(v, "embedder output")
                 dim = check_dim(n, dim)
                 rows[i]["embedding"] = emb
         return Batch(rows, dim)
 
-    _INSERT = ("INSERT INTO episodes(id, content, embedding, created_at, accessed_at, "
-               "access_count, importance, kind, metadata, scope, content_key) VALUES (:id, "
-               ":content, :embedding, :created_at, :accessed_at, :access_count, :importance, "
-               ":kind, :metadata, :scope, :content_key)")
-    _UPSERT = _INSERT + (" ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
-                         "embedding = excluded.embedding, importance = excluded.importance, "
-                         "kind = excluded.kind, metadata = excluded.metadata, "
-                         "scope = excluded.scope, content_key = excluded.content_key")
+    _INSERT = (
+        "INSERT INTO episodes(id, content, embedding, created_at, accessed_at, "
+        "access_count, importance, kind, metadata, scope, content_key) VALUES (:id, "
+        ":content, :embedding, :created_at, :accessed_at, :access_count, :importance, "
+        ":kind, :metadata, :scope, :content_key)"
+    )
+    _UPSERT = _INSERT + (
+        " ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
+        "embedding = excluded.embedding, importance = excluded.importance, "
+        "kind = excluded.kind, metadata = excluded.metadata, "
+        "scope = excluded.scope, content_key = excluded.content_key"
+    )
 
     def _write(self, sql: str, batch: Batch) -> None:
         """Write ``batch`` with ``sql`` (:attr:`_INSERT` or :attr:`_UPSERT`) in one
         IMMEDIATE transaction, all or nothing, then do the upkeep that is due."""
         rows = batch.rows
         if self.readonly:
-            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
-                             "nothing was written")
+            raise StoreError(
+                f"{self.path} is read-only (read-only media or permissions): nothing was written"
+            )
         try:
             with transaction(self.conn):
                 if batch.dim is not None:  # the first vectors fix the dimension
-                    self.conn.execute("INSERT OR IGNORE INTO rrf_meta VALUES "
-                                      "('embedding_dim', ?)", (batch.dim,))
+                    self.conn.execute(
+                        "INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)", (batch.dim,)
+                    )
                 self._merging(True)
                 if any(r.get("dedupe") for r in rows):  # add_many: no second copy of a text
                     _dedupe.write_rows(self.conn, sql, rows, self._embed_row)
@@ -145,30 +162,60 @@ class Writes(Maintenance):
                 self._merging(False)
         except apsw.ConstraintError as e:
             if "episodes.id" in str(e):
-                raise StoreError(f"id: an episode with this id already exists ({e}); "
-                                 "replace=True (or upsert()) replaces it") from None
+                raise StoreError(
+                    f"id: an episode with this id already exists ({e}); "
+                    "replace=True (or upsert()) replaces it"
+                ) from None
             raise
         except (apsw.BusyError, apsw.LockedError):
             raise StoreError(self._busy_message()) from None
         self._upkeep_after_commit(len(rows))
 
-    def add(self, content: str, *, id: Optional[str] = None, embedding: Optional[Vector] = None,
-            created_at: Optional[int] = None, accessed_at: Optional[int] = None,
-            access_count: int = 0, importance: str = "normal", kind: Optional[str] = None,
-            metadata: Any = None, scope: str = "") -> str:
+    def add(
+        self,
+        content: str,
+        *,
+        id: Optional[str] = None,
+        embedding: Optional[Vector] = None,
+        created_at: Optional[int] = None,
+        accessed_at: Optional[int] = None,
+        access_count: int = 0,
+        importance: str = "normal",
+        kind: Optional[str] = None,
+        metadata: Any = None,
+        scope: str = "",
+    ) -> str:
         """Add one episode; returns its id (a new uuid4 hex when not given). Without
         ``embedding`` the store's embedder embeds ``content`` (if there is one). ``scope``
         is the memory it belongs to (a project, a user; ``''``: the shared memory).
         Without ``id``, a text the scope already has is not stored twice: that episode is
         refreshed and its id returned (:meth:`add_many`)."""
-        return self.add_many([dict(id=id, content=content, embedding=embedding,
-                                   created_at=created_at, accessed_at=accessed_at,
-                                   access_count=access_count, importance=importance,
-                                   kind=kind, metadata=metadata, scope=scope)])[0]
+        return self.add_many(
+            [
+                dict(
+                    id=id,
+                    content=content,
+                    embedding=embedding,
+                    created_at=created_at,
+                    accessed_at=accessed_at,
+                    access_count=access_count,
+                    importance=importance,
+                    kind=kind,
+                    metadata=metadata,
+                    scope=scope,
+                )
+            ]
+        )[0]
 
-    def add_many(self, episodes: Iterable[Mapping[str, Any]], *,
-                 progress: Optional[bool] = None, replace: bool = False,
-                 labels: Optional[Sequence[str]] = None, dedupe: bool = True) -> Written:
+    def add_many(
+        self,
+        episodes: Iterable[Mapping[str, Any]],
+        *,
+        progress: Optional[bool] = None,
+        replace: bool = False,
+        labels: Optional[Sequence[str]] = None,
+        dedupe: bool = True,
+    ) -> Written:
         """Add episodes (dicts with the keys of :meth:`add`) in one transaction: all
         are written or, on any error, none. Returns their ids (a :class:`Written`: a
         list of str that also says which episodes repeated a text).
@@ -193,9 +240,11 @@ class Writes(Maintenance):
         batch = self._prepare(episodes, progress, labels, replace=replace, dedupe=dedupe)
         self._write(self._UPSERT if replace else self._INSERT, batch)
         rows = batch.rows
-        return Written([r["id"] for r in rows],
-                       [i for i, r in enumerate(rows) if r.get("duplicate")],
-                       [i for i, r in enumerate(rows) if r.get("repeat")])
+        return Written(
+            [r["id"] for r in rows],
+            [i for i, r in enumerate(rows) if r.get("duplicate")],
+            [i for i, r in enumerate(rows) if r.get("repeat")],
+        )
 
     def _embed_row(self, row: Dict[str, Any]) -> None:
         """Embed one row in the write transaction (a row that looked like a duplicate
@@ -205,21 +254,49 @@ class Writes(Maintenance):
             check_dim(n, self.dim)
             row["embedding"] = emb
 
-    def upsert(self, content: str, *, id: str, embedding: Optional[Vector] = None,
-               importance: str = "normal", kind: Optional[str] = None,
-               metadata: Any = None, created_at: Optional[int] = None,
-               scope: str = "") -> str:
+    def upsert(
+        self,
+        content: str,
+        *,
+        id: str,
+        embedding: Optional[Vector] = None,
+        importance: str = "normal",
+        kind: Optional[str] = None,
+        metadata: Any = None,
+        created_at: Optional[int] = None,
+        scope: str = "",
+    ) -> str:
         """Insert the episode ``id`` or replace its content, embedding, importance,
         kind, metadata and scope (its times and access count are kept)."""
-        batch = self._prepare([dict(id=id, content=content, embedding=embedding,
-                                    importance=importance, kind=kind, metadata=metadata,
-                                    created_at=created_at, scope=scope)], None)
+        batch = self._prepare(
+            [
+                dict(
+                    id=id,
+                    content=content,
+                    embedding=embedding,
+                    importance=importance,
+                    kind=kind,
+                    metadata=metadata,
+                    created_at=created_at,
+                    scope=scope,
+                )
+            ],
+            None,
+        )
         self._write(self._UPSERT, batch)
         return id
 
-    def update(self, id: str, *, content: Any = UNSET, importance: Any = UNSET,
-               kind: Any = UNSET, metadata: Any = UNSET, scope: Any = UNSET,
-               embedding: Any = UNSET) -> Episode:
+    def update(
+        self,
+        id: str,
+        *,
+        content: Any = UNSET,
+        importance: Any = UNSET,
+        kind: Any = UNSET,
+        metadata: Any = UNSET,
+        scope: Any = UNSET,
+        embedding: Any = UNSET,
+    ) -> Episode:
         """Change some fields of the episode ``id``; the others keep their values. Returns
         the episode as it now is.
 
@@ -235,12 +312,16 @@ class Writes(Maintenance):
         new_content = old.content if content is UNSET else content
         if embedding is UNSET:
             embedding = old.embedding if new_content == old.content else None
-        ep = dict(id=id, content=new_content, embedding=embedding,
-                  importance=old.importance if importance is UNSET else importance,
-                  kind=old.kind if kind is UNSET else kind,
-                  metadata=old.metadata if metadata is UNSET else metadata,
-                  scope=old.scope if scope is UNSET else scope,
-                  created_at=old.created_at)
+        ep = dict(
+            id=id,
+            content=new_content,
+            embedding=embedding,
+            importance=old.importance if importance is UNSET else importance,
+            kind=old.kind if kind is UNSET else kind,
+            metadata=old.metadata if metadata is UNSET else metadata,
+            scope=old.scope if scope is UNSET else scope,
+            created_at=old.created_at,
+        )
         self._write(self._UPSERT, self._prepare([ep], None))
         got = self.get(id)
         assert got is not None
@@ -249,8 +330,9 @@ class Writes(Maintenance):
     def delete(self, id: str) -> bool:
         """Delete the episode ``id``; True if it existed."""
         if self.readonly:
-            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
-                             "nothing was deleted")
+            raise StoreError(
+                f"{self.path} is read-only (read-only media or permissions): nothing was deleted"
+            )
         try:
             # BEGIN IMMEDIATE like every other write: a deferred transaction that reads
             # first cannot wait for the lock when it upgrades (SQLite answers busy at once)
@@ -277,22 +359,25 @@ class Writes(Maintenance):
             if not isinstance(eid, str):
                 raise StoreError(f"id: must be text, got {type(eid).__name__}")
         if self.readonly:
-            raise StoreError(f"{self.path} is read-only (read-only media or permissions): "
-                             "nothing was deleted")
+            raise StoreError(
+                f"{self.path} is read-only (read-only media or permissions): nothing was deleted"
+            )
         try:
             with transaction(self.conn):
                 found = self._existing_ids(ids)
                 missing = [i for i in ids if i not in found]
                 if missing:
-                    raise StoreError(f"id: no episode with id {missing[0]!r}"
-                                     + (f" (nor {len(missing) - 1} more)"
-                                        if len(missing) > 1 else "")
-                                     + "; nothing was deleted")
+                    raise StoreError(
+                        f"id: no episode with id {missing[0]!r}"
+                        + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+                        + "; nothing was deleted"
+                    )
                 self._merging(True)
                 for i in range(0, len(ids), 500):
-                    chunk = ids[i:i + 500]
-                    self.conn.execute(f"DELETE FROM episodes WHERE id IN "
-                                      f"({','.join('?' * len(chunk))})", chunk)
+                    chunk = ids[i : i + 500]
+                    self.conn.execute(
+                        f"DELETE FROM episodes WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                    )
                     self._merge_index()
                 self._merging(False)
         except (apsw.BusyError, apsw.LockedError):
@@ -305,7 +390,9 @@ class Writes(Maintenance):
         """The episode ``id``, or None."""
         rows = self.conn.execute(
             "SELECT id, content, embedding, created_at, accessed_at, access_count, importance, "
-            "kind, metadata, rowid, scope FROM episodes WHERE id = ?", (id,)).fetchall()
+            "kind, metadata, rowid, scope FROM episodes WHERE id = ?",
+            (id,),
+        ).fetchall()
         if not rows:
             return None
         (eid, content, emb, created, accessed, count, imp, kind, md, rowid, scope) = rows[0]
@@ -316,6 +403,4 @@ class Writes(Maintenance):
             meta = None if md is None else json.loads(md)
         except ValueError:
             meta = md  # not JSON (written by another client): the text as it is
-        return Episode(eid, content, vec, created, accessed, count, imp, kind, meta, rowid,
-                       scope)
-
+        return Episode(eid, content, vec, created, accessed, count, imp, kind, meta, rowid, scope)
