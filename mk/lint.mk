@@ -2,10 +2,15 @@
 # pyproject.toml's [tool.ruff] and [tool.mypy] say; clang-format, configured by
 # .clang-format at the top of the repository, checks every file of csrc/. The versions are
 # pinned by pyproject.toml's `lint` extra (verdicts differ between releases) and installed
-# into $(VENV) from PyPI when missing. .ci/run runs `make lint`.
+# into $(VENV) from PyPI when missing. .ci/run runs `make lint` before `make test`.
+#
+# ruff needs nothing but itself, so it runs first; mypy reads the types of the package's
+# dependencies (apsw, numpy, mcp, ...), so it needs the package installed with its extras
+# (the `venv` target, as `make test` installs it): from a cold clone `make lint` makes
+# .venv itself, and `make test` after it finds it made.
 #
 #   make lint       all of the below
-#   make lint-py    ruff check, ruff format --check, mypy
+#   make lint-py    ruff check, ruff format --check (lint-ruff), mypy (lint-types)
 #   make lint-c     check: fails, listing each change, when a file is not formatted
 #   make format     ruff format and clang-format in place (format-py, format-c)
 
@@ -18,7 +23,7 @@ MYPY             := $(VENV)/bin/mypy
 LINT_PINS        := $(shell sed -n 's/^lint = \[\(.*\)\]/\1/p' pyproject.toml | tr -d '",')
 PY_LINT_PATHS    := pysrc tests
 
-.PHONY: lint lint-py lint-c format format-py format-c
+.PHONY: lint lint-py lint-ruff lint-types lint-c format format-py format-c
 
 lint: lint-py lint-c ## ruff, mypy and clang-format: the checks .ci/run makes
 
@@ -28,9 +33,13 @@ $(LINT_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q $(LINT_PINS)
 	@touch $@
 
-lint-py: $(LINT_STAMP) ## ruff check, ruff format --check and mypy on the package (pyproject.toml)
+lint-py: lint-ruff lint-types ## ruff check, ruff format --check and mypy on the package (pyproject.toml)
+
+lint-ruff: $(LINT_STAMP) ## ruff's lint rules and format check on pysrc/ and tests/
 	$(RUFF) check $(PY_LINT_PATHS)
 	$(RUFF) format --check $(PY_LINT_PATHS)
+
+lint-types: $(LINT_STAMP) venv ## mypy on the package, its dependencies installed (the venv target)
 	$(MYPY)
 
 format: format-py format-c ## format the Python (ruff format) and csrc/ (clang-format) in place
