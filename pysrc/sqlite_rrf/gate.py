@@ -8,13 +8,11 @@ The previous query belongs to the caller: a Store instance (in memory), or a ses
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
-import apsw
-import numpy as np
-
-from ._sqlite import meta
-from .checks import StoreError
+if TYPE_CHECKING:  # light to import: the command line's help names the threshold
+    import apsw
+    import numpy as np
 
 #: The topic gate: a recall is skipped when the query's embedding has a cosine
 #: above this with the previous recalled query's (unless forced).
@@ -25,6 +23,8 @@ def gate_key(session: str) -> str:
     """The ``rrf_meta`` key of ``session``'s previous query; refuses a session that is
     not non-empty text."""
     if not isinstance(session, str) or not session:
+        from .checks import StoreError
+
         raise StoreError(f"session: must be non-empty text, got {session!r}")
     return f"topic_gate:{session}"
 
@@ -45,6 +45,10 @@ class TopicGate:
         """The caller's previous query vector: this instance's, or the session's."""
         if session is None:
             return self.last
+        import numpy as np
+
+        from ._sqlite import meta
+
         last = meta(self.conn, gate_key(session))
         if isinstance(last, bytes) and last and len(last) % 4 == 0:
             return np.frombuffer(last, "<f4").astype(np.float64)

@@ -17,10 +17,11 @@ H1. The recall covers the project's scope and the shared one (``shared``, stored
     shared`` (or ``''``) to the shared memory, and ``--scope '*'`` (:data:`ALL_SCOPES`)
     recalls every scope. The header says what was recalled ("scope `shop` and the shared
     scope").
-H2. The topic gate is off unless ``--topic-gate`` turns it on (a cosine above 0.85 does not
-    mean the same question: a follow-up about another painting can have 0.96). When on,
+H2. The topic gate is off unless ``--topic-gate`` turns it on (a cosine above the gate's
+    threshold, :data:`sqlite_rrf.gate.TOPIC_GATE_COSINE`, does not mean the same
+    question: a follow-up about another painting can have 0.96). When on,
     it is keyed by the payload's ``session_id``: a prompt on the same topic as the
-    session's previous recalled prompt (cosine > 0.85, with a model) prints nothing.
+    session's previous recalled prompt (with a model) prints nothing.
     Without a ``session_id`` nothing is gated.
 H3. The hits are touched (the agent was shown them), and the session's query is
     remembered in ``rrf_meta`` (``topic_gate:<session_id>``).
@@ -98,7 +99,7 @@ _PREFIX = "sqlite-rrf hook"
 
 
 def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
-    """The hook's arguments (cli.py adds --model and --n-ctx). ``light``: the defaults of
+    """The hook's arguments (the CLI's parser adds --model and --n-ctx). ``light``: the defaults of
     ``--limit`` and ``--min-relevance`` are left to whoever recalls (:func:`respond`), so
     the parser reads neither the statement nor the relevance model (:func:`main`)."""
     p.add_argument("db", help="the memory database (it must exist)")
@@ -133,14 +134,19 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
         help=f"cut each episode's text at this many characters (default "
         f"{DEFAULT_MAX_CHARS}; 0: never)",
     )
-    p.add_argument(
-        "--topic-gate",
-        action="store_true",
-        dest="topic_gate",
-        help="print nothing for a prompt whose embedding has cosine > 0.85 with "
-        "the session's previous prompt (off by default: such a prompt can "
-        "still ask something else)",
-    )
+    if light:
+        p.add_argument("--topic-gate", action="store_true", dest="topic_gate")
+    else:
+        from .gate import TOPIC_GATE_COSINE
+
+        p.add_argument(
+            "--topic-gate",
+            action="store_true",
+            dest="topic_gate",
+            help=f"print nothing for a prompt whose embedding has cosine > "
+            f"{TOPIC_GATE_COSINE} with the session's previous prompt (off by default: such "
+            "a prompt can still ask something else)",
+        )
     from .app import float_arg
 
     if light:

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 from .. import __version__
 from ..app import float_arg, int_arg
+from ..gate import TOPIC_GATE_COSINE
 from . import commands, manage
 from .demo import DEMO_DB, DEMO_QUERY, cmd_demo
 from .recall import cmd_recall
@@ -77,7 +78,7 @@ def add_recall_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         dest="topic_gate",
         help="turn the topic gate on (off by default): skip the recall when the "
-        "query's embedding has cosine > 0.85 with the --session's previous one",
+        f"query's embedding has cosine > {TOPIC_GATE_COSINE} with the --session's previous one",
     )
     p.add_argument(
         "--no-collapse",

@@ -73,7 +73,8 @@ class Recall(Connection):
         exactly; ``'knn'``: sqlite-vec's); ``bm25_limit`` is the BM25 list's depth.
         ``profile`` chooses the fusion (:data:`PROFILES`; the default ``'hybrid'`` adds
         the cosine and the BM25 score, each relative to the query's best, with recency,
-        use and importance as bounded nudges; ``'rrf'`` is DESIGN.md's four-list RRF);
+        use and importance as bounded nudges; ``'rrf'`` is the four-list RRF of
+        docs/contract.md);
         ``alpha`` weighs cosine against BM25 in ``'hybrid'`` and ``'convex'``; ``min_similarity``
         drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
         fixes the clock for ages and for the query's time expressions: with
@@ -115,7 +116,8 @@ class Recall(Connection):
         hook and the MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
 
         The topic gate is off unless ``topic_gate=True``: then it skips the recall
-        (``result.skipped``) when the query's embedding has cosine > 0.85 with the caller's
+        (``result.skipped``) when the query's embedding has a cosine above
+        :data:`~sqlite_rrf.gate.TOPIC_GATE_COSINE` with the caller's
         previous query, unless ``force``. The previous query belongs to the caller: this
         Store instance, or, with ``session`` (any text, e.g. an agent's session id), that
         session, remembered in the database by touching recalls so that it holds across
