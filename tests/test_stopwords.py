@@ -18,6 +18,7 @@ import pytest
 
 import sqlite_rrf
 from sqlite_rrf.resources import read_sql
+from sqlite_rrf.statements import recall_statement
 from sqlite_rrf.store import Store
 from test_recall import DIM, NOW, WORDS, assert_same, reference_recall, run_recall
 
@@ -178,7 +179,9 @@ def test_stopwords_sql_and_recall_run_in_the_sqlite3_shell(tmp_path):
         s.conn.execute("DELETE FROM rrf_meta WHERE key LIKE 'bm25_stopwords%'")
         qvec = np.random.default_rng(6).normal(size=DIM)
         (tmp_path / "stopwords.sql").write_text(read_sql("stopwords.sql"))
-        (tmp_path / "recall.sql").write_text(read_sql("recall.sql"))
+        # the statement of pool 'recent' and profile 'rrf', as `sqlite-rrf sql --pool
+        # recent --profile rrf` prints it (the shipped recall.sql is the default's)
+        (tmp_path / "recall.sql").write_text(recall_statement("recent", "rrf"))
         script = "\n".join(
             [
                 f".load {sqlite_rrf.loadable_path()}",
@@ -188,8 +191,6 @@ def test_stopwords_sql_and_recall_run_in_the_sqlite3_shell(tmp_path):
                 f".param set :qvec '{json.dumps([float(np.float32(x)) for x in qvec])}'",
                 ".param set :limit 10",
                 ".param set :now 1800000000000",
-                ".param set :profile 'rrf'",
-                ".param set :pool 'recent'",
                 ".mode json",
                 f".read {tmp_path / 'recall.sql'}",
             ]
