@@ -1,5 +1,6 @@
 """A memory replicated with Litestream: ``sqlite-rrf replicate``, ``sqlite-rrf restore`` and
-read replicas (issue 24; docs/scaling.md says what each guarantees and costs).
+read replicas (issue 24; docs/scaling.md says what each guarantees and costs). The
+command line's part is :mod:`sqlite_rrf.cli.replicate`.
 
 Litestream (https://litestream.io) is a separate process that reads a SQLite file's WAL
 and ships it to a replica (a directory, S3 or an S3-compatible store, SFTP, …), from which
@@ -49,6 +50,7 @@ __all__ = [
     "check_config",
     "config_text",
     "follow",
+    "litestream_duration",
     "litestream_path",
     "load_vfs",
     "open_replica",
@@ -56,6 +58,7 @@ __all__ = [
     "replica_url",
     "replicate",
     "restore",
+    "run_foreground",
     "write_config",
 ]
 
@@ -137,8 +140,9 @@ def _file_dir(url: str) -> Optional[str]:
     return parts.path if parts.scheme.lower() == "file" else None
 
 
-def _duration(text: str, option: str) -> str:
-    """``text`` as a Go duration Litestream reads (``500ms``, ``1s``, ``5m``, ``1h``)."""
+def litestream_duration(text: str, option: str) -> str:
+    """``text`` as a Go duration Litestream reads (``500ms``, ``1s``, ``5m``, ``1h``); a
+    :class:`UserError` naming ``option`` otherwise."""
     t = (text or "").strip() if isinstance(text, str) else ""
     m = _DURATION.fullmatch(t)
     if not m or float(m.group(1)) <= 0:
@@ -245,7 +249,7 @@ def replicate(
     serve``. Returns Litestream's exit status (0 after a clean stop)."""
     out = out or sys.stdout
     url = replica_url(to)
-    interval = _duration(sync_interval, "--sync-interval")
+    interval = litestream_duration(sync_interval, "--sync-interval")
     _check_replica_not_db(db, url)
     binary = litestream_path()
     _prepare(db)
@@ -265,7 +269,7 @@ def replicate(
         argv.append("-once")
     if exec_cmd:
         argv += ["-exec", exec_cmd]
-    return _run_foreground(argv)
+    return run_foreground(argv)
 
 
 def _meta_dir(db: str) -> str:
@@ -305,7 +309,7 @@ def _new_replica(binary: str, config: str, db: str, url: str) -> None:
         f.write(url + "\n")
 
 
-def _run_foreground(argv: Sequence[str]) -> int:
+def run_foreground(argv: Sequence[str]) -> int:
     """Run ``argv`` as a child; SIGINT and SIGTERM sent to this process are passed to it
     (a terminal's Ctrl-C reaches both anyway); wait for it to stop and return its exit
     status, 0 when it stopped on such a signal."""
@@ -390,7 +394,7 @@ def follow(src: str, output: str, *, interval: str = "1s") -> "subprocess.Popen[
     change counter does not move. Measured with litestream 0.5.17, new transactions reached
     the copy 75-95 s after their commit, whatever ``interval`` (docs/scaling.md)."""
     url = replica_url(src, option="--from")
-    ival = _duration(interval, "--interval")
+    ival = litestream_duration(interval, "--interval")
     for suffix in ("", "-wal", "-shm"):
         if os.path.lexists(output + suffix):
             raise UserError(f"{output + suffix} exists; a followed copy starts as a new file")
@@ -420,7 +424,7 @@ def refresh(
 
     out = out or sys.stdout
     url = replica_url(src, option="--from")
-    seconds = _seconds(_duration(interval, "--refresh"))
+    seconds = _seconds(litestream_duration(interval, "--refresh"))
     tmp = f"{output}.restoring"
     done = 0
     while rounds is None or done < rounds:
@@ -536,162 +540,3 @@ def open_replica(
             time.sleep(0.2)
     load_vfs(url)
     return Store(f"file:{name}?vfs=litestream", readonly=True, **store_args)
-
-
-# ---- the command line: `sqlite-rrf replicate` and `sqlite-rrf restore` ----
-
-
-def cmd_replicate(args: Any) -> int:
-    """``sqlite-rrf replicate DB --to URL``."""
-    return replicate(
-        args.db,
-        args.to,
-        config=args.config,
-        sync_interval=args.sync_interval,
-        check_only=args.check,
-        once=args.once,
-        exec_cmd=args.exec_cmd,
-    )
-
-
-def cmd_restore(args: Any) -> int:
-    """``sqlite-rrf restore --from URL -o FILE``."""
-    if args.refresh is not None:
-        if args.follow or args.timestamp is not None:
-            raise UserError(
-                "--refresh: a refreshed copy is always the latest (not with "
-                "--follow or --timestamp)"
-            )
-        print(
-            f"{args.output}: restoring {args.src} every {args.refresh} (Ctrl-C stops; "
-            "readers open the copy anew to see the next restore)",
-            flush=True,
-        )
-        try:
-            return refresh(args.src, args.output, interval=args.refresh)
-        except KeyboardInterrupt:
-            return 0
-    if args.follow:
-        if args.timestamp is not None:
-            raise UserError("--follow and --timestamp: a followed copy is always the latest")
-        url = replica_url(args.src, option="--from")
-        ival = _duration(args.interval, "--interval")
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.lexists(args.output + suffix):
-                raise UserError(
-                    f"{args.output + suffix} exists; a followed copy starts as a new file"
-                )
-        print(
-            f"{args.output}: restoring {url} and following it every {ival} (Ctrl-C stops; "
-            "open the copy read-only)",
-            flush=True,
-        )
-        return _run_foreground(
-            [litestream_path(), "restore", "-f", "-follow-interval", ival, "-o", args.output, url]
-        )
-    t0 = time.monotonic()
-    report = restore(args.src, args.output, timestamp=args.timestamp)
-    secs = time.monotonic() - t0
-    if args.json:
-        print(
-            json.dumps(
-                {"output": args.output, "seconds": round(secs, 3), "check": report.as_dict()},
-                indent=2,
-            )
-        )
-    else:
-        for f in report.findings:
-            print(f"{f.part}: {f.message}")
-        state = "passes the full check" if report.ok else "FAILS the full check"
-        print(f"{args.output}: restored in {secs:.2f} s; {state}")
-    return 0 if report.ok else 1
-
-
-def add_parsers(sub: Any, db_help: str) -> None:
-    """Register ``replicate`` and ``restore`` on the command line's subparsers."""
-    p = sub.add_parser(
-        "replicate",
-        help="replicate a memory with Litestream (the replicate "
-        "extra) until Ctrl-C: a directory, s3://, sftp://, …",
-    )
-    p.add_argument("db", help=db_help)
-    p.add_argument(
-        "--to",
-        required=True,
-        metavar="URL",
-        help="the replica: file:///DIR (or a directory), s3://BUCKET/PATH, "
-        "gs://, abs://, sftp://USER@HOST/PATH, …",
-    )
-    p.add_argument(
-        "--config",
-        metavar="PATH",
-        default=None,
-        help="where to write Litestream's configuration (default: DB.litestream.yml)",
-    )
-    p.add_argument(
-        "--sync-interval",
-        default=DEFAULT_SYNC_INTERVAL,
-        dest="sync_interval",
-        help="how often new writes are shipped: what a lost machine can lose "
-        f"(default {DEFAULT_SYNC_INTERVAL})",
-    )
-    p.add_argument(
-        "--check", action="store_true", help="write and check the configuration, do not replicate"
-    )
-    p.add_argument(
-        "--once", action="store_true", help="sync once (a full snapshot the first time) and exit"
-    )
-    p.add_argument(
-        "--exec",
-        dest="exec_cmd",
-        metavar="CMD",
-        default=None,
-        help='a command Litestream starts and supervises (e.g. "sqlite-rrf serve '
-        'DB --http 8765"); replication stops when it exits',
-    )
-    p.set_defaults(func=cmd_replicate)
-
-    p = sub.add_parser(
-        "restore", help="restore a memory from a Litestream replica into a new file and check it"
-    )
-    p.add_argument(
-        "--from",
-        required=True,
-        dest="src",
-        metavar="URL",
-        help="the replica (as given to replicate --to)",
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="FILE",
-        help="the new database file (never an existing one)",
-    )
-    p.add_argument(
-        "--timestamp",
-        default=None,
-        metavar="T",
-        help="restore as of this time: ms since the epoch or an ISO date/time (UTC "
-        "when it names no zone); default: the latest",
-    )
-    p.add_argument(
-        "--follow",
-        action="store_true",
-        help="keep the copy up to date until Ctrl-C (a read replica: open it read-only)",
-    )
-    p.add_argument(
-        "--refresh",
-        default=None,
-        metavar="D",
-        help="restore again every D (e.g. 30s, 5m) until Ctrl-C, each restore "
-        "checked and renamed over FILE whole: a read replica never half "
-        "written",
-    )
-    p.add_argument(
-        "--interval",
-        default="1s",
-        help="with --follow: how often the replica is polled (default 1s)",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_restore)

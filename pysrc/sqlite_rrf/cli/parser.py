@@ -394,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..evaluation import cli as evaluation_cli
 
     evaluation_cli.add_parser(sub)
-    from .. import replicate  # replicate, restore (Litestream: the replicate extra)
+    from . import replicate  # replicate, restore (Litestream: the replicate extra)
 
     replicate.add_parsers(sub, DB_HELP)
     return parser
