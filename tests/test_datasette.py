@@ -234,7 +234,8 @@ def test_form_fields_are_the_statements_parameters():
     wrapped so that '' means NULL, and numbers are converted: a new parameter in
     recall.sql shows up here and must be classified (TEXT_PARAMS or numeric)."""
     from sqlite_rrf.relevance import relevance_sql
-    from sqlite_rrf.resources import recall_statement, statement_params
+    from sqlite_rrf.resources import statement_params
+    from sqlite_rrf.statements import recall_statement
 
     q = plugin.canned_query()
     assert q["params"][:9] == [

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf.resources import read_sql, recall_parameters
-from sqlite_rrf.statements import recall_defaults, recall_statement
+from sqlite_rrf.resources import read_sql
+from sqlite_rrf.statements import recall_defaults, recall_parameters, recall_statement
 from sqlite_rrf.store import Store, StoreError
 
 DIM = 16

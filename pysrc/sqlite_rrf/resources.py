@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,13 +38,6 @@ def data_path(name: str) -> str:
     return os.path.join(_HERE, "data", name)
 
 
-def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) -> str:
-    """The recall statement (see :func:`sqlite_rrf.statements.recall_statement`)."""
-    from .statements import recall_statement as compose
-
-    return compose(pool, profile)
-
-
 # a comment or a quoted string (group 1, skipped), or a named parameter :name (group 2)
 _SQL_TOKEN_RE = re.compile(
     r"(--[^\n]*|/\*.*?\*/|'(?:''|[^'])*'|\"(?:\"\"|[^\"])*\")|(?<![:\w]):([A-Za-z_]\w*)",
@@ -67,11 +60,3 @@ def replace_params(sql: str, replace: Callable[[str], str]) -> str:
     comments and quoted strings are kept as they are (a ``:word`` in them is not a
     parameter)."""
     return _SQL_TOKEN_RE.sub(lambda m: m.group(1) or replace(m.group(2)), sql)
-
-
-@lru_cache(maxsize=None)
-def recall_parameters(pool: Optional[str] = None) -> Tuple[str, ...]:
-    """The names of the recall statement's parameters. A driver that binds by name from a
-    dict (apsw does) must bind every one: ``dict.fromkeys(recall_parameters())`` gives
-    them all as None, which means the statement's default."""
-    return tuple(statement_params(recall_statement(pool)))

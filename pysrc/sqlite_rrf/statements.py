@@ -34,7 +34,7 @@ import re
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .resources import read_sql, sql_dir
+from .resources import read_sql, sql_dir, statement_params
 
 #: The fusion profiles, in the order the documentation lists them.
 PROFILES: Tuple[str, ...] = ("hybrid", "memory", "rrf", "decay", "weighted", "convex")
@@ -171,6 +171,15 @@ def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) 
         + "\n"
         + read_sql("recall/select.sql")
     )
+
+
+@lru_cache(maxsize=None)
+def recall_parameters(pool: Optional[str] = None, profile: Optional[str] = None) -> Tuple[str, ...]:
+    """The names of the parameters of :func:`recall_statement`'s statement for ``pool``
+    and ``profile``. A driver that binds by name from a dict (apsw does) must bind every
+    one: ``dict.fromkeys(recall_parameters())`` gives them all as None, which means the
+    statement's default."""
+    return tuple(statement_params(recall_statement(pool, profile)))
 
 
 def recall_defaults(profile: Optional[str] = None) -> Dict[str, Any]:

@@ -241,7 +241,7 @@ def writer(args: argparse.Namespace) -> int:
 def reader(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from sqlite_rrf.resources import recall_statement
+    from sqlite_rrf.statements import recall_statement
     from sqlite_rrf.store import Store
 
     rng = random.Random(args.seed)

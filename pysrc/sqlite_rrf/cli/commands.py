@@ -222,7 +222,7 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from ..resources import recall_statement
+    from ..statements import recall_statement
 
     # the statement of one pool and one profile; neither named: sql/recall.sql, the default's
     sys.stdout.write(recall_statement(args.pool, args.profile))

@@ -8,7 +8,8 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..resources import recall_statement, replace_params, statement_params
+from ..resources import replace_params, statement_params
+from ..statements import recall_statement
 
 #: The plugin's name in Datasette's metadata (``{"plugins": {"sqlite-rrf": {"model": ...}}}``).
 PLUGIN_NAME = "sqlite-rrf"
