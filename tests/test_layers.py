@@ -297,3 +297,26 @@ def test_the_rule_sees_a_front_end_importing_another(tmp_path, monkeypatch, modu
         if what.startswith(f"{module}:") and "imports front-end" in what
     ]
     assert bool(found) is breach, found
+
+
+#: The most lines a Python module of the package may have, and a C file of csrc/ (issue
+#: 25): a newcomer finds one concern per file.
+MAX_PY_LINES = 600
+MAX_C_LINES = 500
+
+
+def test_modules_and_c_files_stay_small():
+    too_long = []
+    for _, path in modules():
+        with open(path, encoding="utf-8") as f:
+            n = sum(1 for _ in f)
+        if n > MAX_PY_LINES:
+            too_long.append(f"{os.path.relpath(path, ROOT)}: {n} lines")
+    csrc = os.path.join(ROOT, os.pardir, os.pardir, "csrc")
+    for name in sorted(os.listdir(csrc)):
+        if name.endswith((".c", ".h")):
+            with open(os.path.join(csrc, name), encoding="utf-8") as f:
+                n = sum(1 for _ in f)
+            if n > MAX_C_LINES:
+                too_long.append(f"csrc/{name}: {n} lines")
+    assert not too_long, too_long
