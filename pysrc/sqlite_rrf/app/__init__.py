@@ -32,7 +32,15 @@ imports it); the store and the model load when :func:`open_store` runs.
 
 from __future__ import annotations
 
-from .display import code, escape, flatten, human_age, iso_time
+from .display import (
+    code,
+    escape,
+    explain_in_words,
+    flatten,
+    human_age,
+    iso_time,
+    ranks_in_words,
+)
 from .errors import UserError, error_message, fault_message, sqlite_words, without_class_names
 from .notes import NOTES_KEPT, ONCE_A_DAY, note, notes_path
 from .opening import (
@@ -72,6 +80,7 @@ __all__ = [
     "derive_scope",
     "error_message",
     "escape",
+    "explain_in_words",
     "fault_message",
     "flatten",
     "float_arg",
@@ -82,6 +91,7 @@ __all__ = [
     "notes_path",
     "open_store",
     "parse_time",
+    "ranks_in_words",
     "recall_scope",
     "recall_scopes",
     "scope_name",

@@ -1,6 +1,7 @@
-"""Values shown to people and agents: a time (:func:`iso_time`, :func:`human_age`) and text
-that cannot forge structure in an agent's context (:func:`flatten`, :func:`escape`,
-:func:`code`)."""
+"""Values shown to people and agents: a time (:func:`iso_time`, :func:`human_age`), a
+recall hit's ranks and score in words (:func:`ranks_in_words`, :func:`explain_in_words`)
+and text that cannot forge structure in an agent's context (:func:`flatten`,
+:func:`escape`, :func:`code`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import unicodedata
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import Any, Mapping, Optional
 
 _AGE_UNITS = (
     ("year", 365 * 86400),
@@ -55,6 +56,60 @@ def human_age(ms: Optional[int], now_ms: Optional[int] = None) -> Optional[str]:
 #: reference (``&lt;``, ``&#60;``, ``&#x3c;``), so that the escaping can be undone.
 _ESCAPES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _TO_ESCAPE = re.compile(r"[<>]|&(?=#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
+
+
+def ranks_in_words(
+    bm25_rank: Any, vec_rank: Any, recency_rank: Any, access_rank: Any, similarity: Any
+) -> str:
+    """A hit's rank in each list, ``bm25 #1 · vector #3 (cos 0.452) · recency #12 ·
+    access -`` (``-``: not in that list), as the CLI's ``--explain`` and Datasette show
+    it."""
+
+    def rank(label: str, r: Any, extra: str = "") -> str:
+        return f"{label} #{r}{extra}" if r is not None else f"{label} -"
+
+    cos = f" (cos {similarity:.3f})" if isinstance(similarity, float) else ""
+    return " · ".join(
+        [
+            rank("bm25", bm25_rank),
+            rank("vector", vec_rank, cos),
+            rank("recency", recency_rank),
+            rank("access", access_rank),
+        ]
+    )
+
+
+def explain_in_words(explain: Mapping[str, Any], score: Any, digits: int = 5) -> str:
+    """How a hit's score was made, from the statement's ``explain`` object: for
+    ``hybrid`` the blend of the cosine and the BM25 score (each relative to the query's
+    best, docs/profiles.md) and the recency/use/importance nudge; for the RRF profiles
+    each list's contribution (weight/(k+rank)), the boost and a multiplier. Totals are
+    shown to ``digits`` decimals, the parts to one fewer."""
+    t, f = digits, max(digits - 1, 1)
+    total = f" = {score:.{t}f}" if isinstance(score, (int, float)) else ""
+    r = explain.get("relevance")
+    if isinstance(r, dict):  # 'hybrid'
+        a = r.get("alpha") or 0.0
+        cos, b = r.get("cosine") or 0.0, r.get("bm25") or 0.0
+        blend = a * cos + (1 - a) * b
+        g = (explain.get("recency_access_importance") or {}).get("nudge", 0.0)
+        return (
+            f"blend {a:g}·cos/best {cos:.{f}f} + {1 - a:g}·bm25/best {b:.{f}f} = "
+            f"{blend:.{t}f}; + (1 − {blend:.{t}f}) × nudge {g:.{f}f} "
+            f"(recency/use/importance){total}"
+        )
+    parts, mult = [], ""
+    for name, e in explain.items():
+        if not isinstance(e, dict):
+            parts.append(f"{name} {e:.{f}g}" if isinstance(e, float) else f"{name} {e}")
+        elif "multiplier" in e:
+            mult = f" × {e['multiplier']:.{t}f} ({name.replace('_', '/')})"
+        elif "rank" in e:
+            parts.append(f"{name} {e['contribution']:.{t}f} = {e['weight']:g}/(k+{e['rank']:g})")
+        elif "boost" in e:
+            parts.append(f"{name} {e['boost']:.{t}f} = boost")
+    body = " + ".join(parts)
+    return f"({body}){mult}{total}" if mult else f"{body}{total}"
 
 
 def flatten(text: str) -> str:

@@ -9,17 +9,15 @@ import sys
 
 TYPE_CHECKING = False  # typing is not imported at run time: `sqlite-rrf hook` starts fast
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any
 
-from ..app import note, parse_time
+from ..app import explain_in_words, note, parse_time, ranks_in_words
 from .common import CliError, open_db, weights_arg
 
 
 def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
-    def rank(name: str, r: Optional[int], extra: str = "") -> str:
-        return f"{name} #{r}{extra}" if r is not None else f"{name} -"
-
-    sim = f" (cos {h.similarity:.3f})" if h.similarity is not None else ""
+    """Hit ``i`` as ``sqlite-rrf recall`` prints it: its id, score and relevance, its text,
+    its rank in each list and, with ``explain``, how its score was made."""
     rel = f"  relevance {h.relevance:.3f}" if h.relevance is not None else ""
     head = (
         f"{i}. {h.id}  score {h.score:.5f}{rel}"
@@ -30,13 +28,8 @@ def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
             else ""
         )
     )
-    ranks = "   " + " · ".join(
-        [
-            rank("bm25", h.bm25_rank),
-            rank("vector", h.vec_rank, sim),
-            rank("recency", h.recency_rank),
-            rank("access", h.access_rank),
-        ]
+    ranks = "   " + ranks_in_words(
+        h.bm25_rank, h.vec_rank, h.recency_rank, h.access_rank, h.similarity
     )
     import textwrap
 
@@ -49,36 +42,8 @@ def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
         placeholder=" …",
     )
     lines = [head, body, ranks]
-    if explain and "relevance" in (h.explain or {}):  # 'hybrid'
-        r = h.explain["relevance"]
-        a = r["alpha"]
-        # the profile's blend of the cosine and the BM25 score, each relative to the
-        # query's best (docs/profiles.md), not the hit's absolute relevance of the head line
-        blend = a * r["cosine"] + (1 - a) * r["bm25"]
-        g = h.explain.get("recency_access_importance", {}).get("nudge", 0.0)
-        lines.append(
-            f"   explain: blend {a:g}·cos/best {r['cosine']:.4f} + {1 - a:g}·bm25/best "
-            f"{r['bm25']:.4f} = {blend:.5f}; + (1 − {blend:.5f}) × nudge {g:.4f} "
-            f"(recency/use/importance) = {h.score:.5f}"
-        )
-    elif explain:
-        parts = []
-        mult = ""
-        for name, e in h.explain.items():
-            if not isinstance(e, dict):
-                parts.append(f"{name} {e:.4g}" if isinstance(e, float) else f"{name} {e}")
-            elif "multiplier" in e:
-                mult = f" × {e['multiplier']:.5f} ({name.replace('_', '/')})"
-            elif "rank" in e:
-                parts.append(f"{name} {e['contribution']:.5f} = {e['weight']:g}/(k+{e['rank']:g})")
-            elif "boost" in e:
-                parts.append(f"{name} {e['boost']:.5f} = boost")
-        body = " + ".join(parts)
-        lines.append(
-            f"   explain: ({body}){mult} = {h.score:.5f}"
-            if mult
-            else f"   explain: {body} = {h.score:.5f}"
-        )
+    if explain and h.explain:
+        lines.append(f"   explain: {explain_in_words(h.explain, h.score, digits=5)}")
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ import html
 import json
 from typing import Any, Optional
 
+from ..app import explain_in_words, ranks_in_words
 from .queries import FORM_ORDER, FORM_VISIBLE, form_error
 
 #: The columns that make a row a recall row (the canned queries' and ``sql/recall.sql``'s).
@@ -39,17 +40,12 @@ def explain_text(row: Any) -> str:
         except (KeyError, IndexError):
             return None
 
-    def rank(label: str, r: Any, extra: str = "") -> str:
-        return f"{label} #{r}{extra}" if r is not None else f"{label} -"
-
-    sim = get("similarity")
-    ranks = " · ".join(
-        [
-            rank("bm25", get("bm25_rank")),
-            rank("vector", get("vec_rank"), f" (cos {sim:.3f})" if isinstance(sim, float) else ""),
-            rank("recency", get("recency_rank")),
-            rank("access", get("access_rank")),
-        ]
+    ranks = ranks_in_words(
+        get("bm25_rank"),
+        get("vec_rank"),
+        get("recency_rank"),
+        get("access_rank"),
+        get("similarity"),
     )
     try:
         ex = json.loads(get("explain") or "{}")
@@ -57,30 +53,7 @@ def explain_text(row: Any) -> str:
         return ranks
     if not isinstance(ex, dict):
         return ranks
-    score = get("score")
-    total = f" = {score:.3f}" if isinstance(score, (int, float)) else ""
-    if "relevance" in ex and isinstance(ex["relevance"], dict):  # 'hybrid'
-        r = ex["relevance"]
-        a = r.get("alpha") or 0.0
-        cos, b = r.get("cosine") or 0.0, r.get("bm25") or 0.0
-        g = (ex.get("recency_access_importance") or {}).get("nudge", 0.0)
-        how = (
-            f"blend {a:g}·cos/best {cos:.3f} + {1 - a:g}·bm25/best {b:.3f} = "
-            f"{a * cos + (1 - a) * b:.3f}; nudge {g:.3f} (recency/use/importance){total}"
-        )
-    else:
-        parts, mult = [], ""
-        for name, e in ex.items():
-            if not isinstance(e, dict):
-                parts.append(f"{name} {e:.3f}" if isinstance(e, float) else f"{name} {e}")
-            elif "multiplier" in e:
-                mult = f" × {e['multiplier']:.3f} ({name.replace('_', '/')})"
-            elif "rank" in e:
-                parts.append(f"{name} {e['contribution']:.4f} = {e['weight']:g}/(k+{e['rank']:g})")
-            elif "boost" in e:
-                parts.append(f"{name} {e['boost']:.3f} = boost")
-        body = " + ".join(parts)
-        how = f"({body}){mult}{total}" if mult else f"{body}{total}"
+    how = explain_in_words(ex, get("score"), digits=4)
     return f"{ranks}\n{how}"
 
 
