@@ -109,7 +109,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         recall_and_print(store, ns)
     print(
-        f"\nThe same recall in the sqlite3 shell: sqlite3 {args.db}, then "
-        f".load {loadable_path()}, .param set :query '...', and `sqlite-rrf sql`'s statement."
+        "\nIn the sqlite3 shell (the BM25, recency and access lists; the vector list needs "
+        f":qvec): sqlite-rrf sql --pool recent > recall.sql, then sqlite3 {args.db} and "
+        f".load {loadable_path()}, .param set :query '...', .param set :pool_size "
+        f"{args.pool_size}, .mode line, .read recall.sql"
     )
     return 0
