@@ -89,6 +89,12 @@ def add_recall_options(p: argparse.ArgumentParser) -> None:
         "the same thing the newest ranks first)",
     )
     p.add_argument(
+        "--include-superseded",
+        action="store_true",
+        dest="include_superseded",
+        help="also recall facts that a newer one replaced (remember/add --replaces)",
+    )
+    p.add_argument(
         "--scope",
         help="only the episodes of this scope ('shared' or '' is the "
         "shared memory, '*' every scope); default: the working directory's "
@@ -219,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", help="the episode's id (a new one is made when not given)")
     p.add_argument("--importance", choices=("low", "normal", "high"), default="normal")
     p.add_argument("--kind", help="free text stored with the episode (recall --kind filters)")
+    p.add_argument(
+        "--replaces",
+        metavar="ID",
+        help="the id of the fact this one replaces: that fact is kept but marked superseded, "
+        "and no recall returns it unless asked (--include-superseded)",
+    )
     p.add_argument(
         "--scope",
         default="",
