@@ -409,4 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import replicate  # replicate, restore (Litestream: the replicate extra)
 
     replicate.add_parsers(sub, DB_HELP)
+    from . import setup  # setup: wire the memory into an agent's host
+
+    setup.add_parsers(sub, DB_HELP)
     return parser
