@@ -382,6 +382,8 @@ def test_wheel_contains_the_sql_the_typing_marker_and_the_sample(wheel):
     }
     assert [n for n in names if re.fullmatch(r"sqlite_rrf/_kernels\..*so", n)]
     assert recall == (REPO / "sql" / "recall.sql").read_text(encoding="utf-8")
+    # the license text ships in the metadata (pyproject's license-files)
+    assert f"sqlite_rrf-{source_version()}.dist-info/licenses/LICENSE" in names, sorted(names)
     # only the package and its metadata: no tests, no sources, no stray top-level files
     assert {n.split("/", 1)[0] for n in names} == {
         "sqlite_rrf",
@@ -596,6 +598,8 @@ def test_sdist_builds_and_installs_from_source(sdist, work):
         "pyproject.toml",
         "MANIFEST.in",
         "README.md",
+        "LICENSE",
+        "CHANGELOG.md",
         "csrc/rrf.c",
         "csrc/rrf.map",
         "pysrc/sqlite_rrf/_version.py",
