@@ -5,64 +5,8 @@ An agent runs its prompt hook once per user prompt, passing JSON on stdin: at le
 other fields are ignored). The hook recalls for the prompt and prints the recollection as
 short Markdown on stdout, which the agent adds to the model's context.
 
-Requirements (tests/test_hook.py cites them):
-
-H1. The recall covers the project's scope and the shared one (``shared``, stored as
-    ``''``), in one ranking (:func:`sqlite_rrf.app.recall_scopes`). The project's scope
-    is derived from the payload's ``cwd`` (the process's working directory when the
-    payload has none) by :func:`derive_scope`: the name of the enclosing git work tree's
-    top directory (the nearest directory, going up, that holds a ``.git`` entry), else of
-    the directory itself, its control characters (a line break in a directory's name)
-    made spaces. ``--scope NAME`` narrows the recall to that one scope, ``--scope
-    shared`` (or ``''``) to the shared memory, and ``--scope '*'`` (:data:`ALL_SCOPES`)
-    recalls every scope. The header says what was recalled ("scope `shop` and the shared
-    scope").
-H2. The topic gate is off unless ``--topic-gate`` turns it on (a cosine above the gate's
-    threshold, :data:`sqlite_rrf.gate.TOPIC_GATE_COSINE`, does not mean the same
-    question: a follow-up about another painting can have 0.96). When on,
-    it is keyed by the payload's ``session_id``: a prompt on the same topic as the
-    session's previous recalled prompt (with a model) prints nothing.
-    Without a ``session_id`` nothing is gated.
-H3. The hits are touched (the agent was shown them), and the session's query is
-    remembered in ``rrf_meta`` (``topic_gate:<session_id>``).
-H4. The output is short Markdown: one header line and one bullet per hit, each episode's
-    text on one line, cut at ``--max-chars``. Nothing at all is printed when nothing
-    matched or the gate held the recall back, or for a blank prompt. A hit that stands
-    for near-duplicates (:mod:`sqlite_rrf.diversify`) says how many.
-H4b. Nothing is printed unless a hit's relevance (:mod:`sqlite_rrf.relevance`) reaches
-    ``--min-relevance`` (default :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`), so a
-    prompt about nothing in the memory ("hi", "thanks") prints nothing.
-H4a. Nothing from a memory (text, id, scope) forges structure in the output, whoever wrote
-    it (the sqlite3 shell too): line breaks and every other control character become
-    spaces (:func:`flatten`), and ``<``, ``>`` and an ``&`` that starts a character
-    reference are written ``&lt;``, ``&gt;``, ``&amp;`` (:func:`escape`), so no text
-    reads as a tag (``</context>``, ``<system-reminder>``) or starts a line of its own;
-    ids and scopes are code spans that no backtick in them can close (:func:`code`).
-H5. The exit status is 0 whatever happens: on any fault (bad JSON, no prompt, no such
-    database, bad options) one line goes to stderr, starting with ``sqlite-rrf hook:``,
-    and nothing to stdout, so a hook never blocks the agent (for Claude Code, exit status
-    2 would block the prompt). A model named by ``--model`` or ``$SQLITE_RRF_MODEL`` that
-    cannot be used is said in one line too, and the recall goes on without the vector
-    list.
-H6. It stays fast: this module imports only the standard library at module level; the
-    store and the model load when the hook runs, and no model is loaded for a database
-    that has no embeddings.
-H7. A warm server (``sqlite-rrf serve DB``, :mod:`sqlite_rrf.server`) answers when one
-    listens at ``--socket`` (default :func:`sqlite_rrf.app.socket_path`) and the socket is
-    owned by the hook's user; the output is the same as in process. Without one (no
-    socket, a stale one, a server killed mid-call, a server of another database, no
-    answer within :data:`SERVER_TIMEOUT` seconds) the hook recalls in its own process, as
-    it does with ``--no-server``. The hook's own process then imports no store, numpy or
-    model when the server answers.
-H8. The output is bounded: each episode's text is cut at ``--max-chars`` and the whole at
-    ``--max-total`` characters (default :data:`DEFAULT_MAX_TOTAL`; agent hosts show
-    only a preview of longer hook output): the bullets that do not fit are left out
-    and a last line says how many. ``--format json`` prints
-    ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext":
-    MARKDOWN}}`` (Claude Code's structured form) instead of the Markdown; nothing at all
-    when there is nothing to say.
-H9. The hook prints before it touches: the hits are marked accessed after the output is
-    written (best effort, :meth:`sqlite_rrf.store.Store.touch`).
+Its requirements, H1–H9, are in docs/contract.md ("The prompt hook"); tests/test_hook.py
+cites them.
 """
 
 from __future__ import annotations
@@ -86,12 +30,15 @@ from .app import (  # noqa: F401 (the hook's names for them)
     open_store,
     recall_scopes,
 )
-from .app.prompt_recall import FORMATS, HookFault, check_request, respond
+from .app.prompt_recall import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_TOTAL,
+    FORMATS,
+    HookFault,
+    check_request,
+    respond,
+)
 
-#: ``--max-chars``'s default: each recalled episode's text is cut at this many characters.
-DEFAULT_MAX_CHARS = 400
-#: ``--max-total``'s default: the whole output is at most this many characters (H8).
-DEFAULT_MAX_TOTAL = 6000
 #: How long the hook waits for a server's answer (seconds) before it recalls itself (H7).
 SERVER_TIMEOUT = 5.0
 

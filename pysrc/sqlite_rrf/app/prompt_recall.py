@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 #: The hook's ``--format`` choices (H8).
 FORMATS = ("markdown", "json")
+#: ``--max-chars``'s default: each recalled episode's text is cut at this many characters.
+DEFAULT_MAX_CHARS = 400
+#: ``--max-total``'s default: the whole output is at most this many characters (H8).
+DEFAULT_MAX_TOTAL = 6000
 
 
 class HookFault(UserError):
