@@ -12,7 +12,9 @@
 #   make lint       all of the below
 #   make lint-py    ruff check, ruff format --check (lint-ruff), mypy (lint-types)
 #   make lint-c     check: fails, listing each change, when a file is not formatted
+#   make lint-docs  docs/cli.md's generated parts (cog) are what the parser gives now
 #   make format     ruff format and clang-format in place (format-py, format-c)
+#   make cli-docs   regenerate docs/cli.md's generated parts from the parser
 
 CLANG_FORMAT     := $(VENV)/bin/clang-format
 CLANG_FORMAT_PIN := $(shell sed -n 's/.*"\(clang-format==[0-9.]*\)".*/\1/p' pyproject.toml)
@@ -21,11 +23,14 @@ C_FORMAT_FILES   := $(sort $(wildcard csrc/*.c) $(wildcard csrc/*.h))
 RUFF             := $(VENV)/bin/ruff
 MYPY             := $(VENV)/bin/mypy
 LINT_PINS        := $(shell sed -n 's/^lint = \[\(.*\)\]/\1/p' pyproject.toml | tr -d '",')
-PY_LINT_PATHS    := pysrc tests
+PY_LINT_PATHS    := pysrc tests tools
+COG              := $(VENV)/bin/cog
+# docs/cli.md's cog blocks call tools/cli_docs.py, which reads sqlite_rrf.cli.build_parser()
+CLI_DOCS         := docs/cli.md
 
-.PHONY: lint lint-py lint-ruff lint-types lint-c format format-py format-c
+.PHONY: lint lint-py lint-ruff lint-types lint-c lint-docs format format-py format-c cli-docs
 
-lint: lint-py lint-c ## ruff, mypy and clang-format: the checks .ci/run makes
+lint: lint-py lint-c lint-docs ## ruff, mypy, clang-format and the generated CLI reference: the checks .ci/run makes
 
 LINT_STAMP       := $(VENV)/.lint-installed
 
@@ -56,3 +61,12 @@ lint-c: $(CLANG_FORMAT) ## check that csrc/ is formatted as .clang-format says (
 
 format-c: $(CLANG_FORMAT) ## format csrc/ in place with clang-format (.clang-format)
 	$(CLANG_FORMAT) -i $(C_FORMAT_FILES)
+
+# The command line's reference: docs/cli.md's tables of commands and options are generated
+# from the argparse parser by cog (the `lint` extra pins cogapp), so they cannot drift.
+lint-docs: $(LINT_STAMP) venv ## check that docs/cli.md's generated tables are the parser's (make cli-docs rewrites them)
+	@$(COG) --check -I tools $(CLI_DOCS) || { \
+	  echo "$(CLI_DOCS) is stale: the parser's options changed; run make cli-docs and commit it" >&2; exit 1; }
+
+cli-docs: $(LINT_STAMP) venv ## regenerate docs/cli.md's tables of commands and options from the parser (cog)
+	$(COG) -r -I tools $(CLI_DOCS)

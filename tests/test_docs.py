@@ -448,7 +448,7 @@ def cli_doc_problems(parser: argparse.ArgumentParser, text: str) -> List[str]:
     sections = {}
     for i, (pos, cmd) in enumerate(heads):
         end = heads[i + 1][0] if i + 1 < len(heads) else len(text)
-        sections[cmd] = text[pos:end]
+        sections[cmd] = sections.get(cmd, "") + text[pos:end]  # a command's subsections too
     for cmd, sub in cli_commands(parser).items():
         if cmd not in sections:
             problems.append(f"`sqlite-rrf {cmd}` has no section (## `sqlite-rrf {cmd} …`)")
