@@ -1,4 +1,4 @@
-# Linting (issue 25). ruff (lint rules and format) and mypy check the Python package, as
+# Linting. ruff (lint rules and format) and mypy check the Python package, as
 # pyproject.toml's [tool.ruff] and [tool.mypy] say; clang-format, configured by
 # .clang-format at the top of the repository, checks every file of csrc/. The versions are
 # pinned by pyproject.toml's `lint` extra (verdicts differ between releases) and installed

@@ -1,4 +1,4 @@
-# Wheels and the sdist (issue 6). Everything lands in wheels/ (binaries are not committed).
+# Wheels and the sdist. Everything lands in wheels/ (binaries are not committed).
 #
 #   make wheels   every wheel of pyproject.toml's [tool.cibuildwheel] (CPython 3.9-3.13; Linux
 #                 manylinux/musllinux x86_64+aarch64, macOS x86_64+arm64, Windows AMD64).

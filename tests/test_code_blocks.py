@@ -1,4 +1,4 @@
-"""Sign codes packed in blocks (migration 0008, issue 13): the triggers that dissolve a
+"""Sign codes packed in blocks (migration 0008): the triggers that dissolve a
 block whatever client writes, the Store's packing, and the quantized pool, which must
 give exactly the rowids it gives without blocks.
 

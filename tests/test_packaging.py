@@ -1,4 +1,4 @@
-"""Packaging: the wheel and the sdist as a user gets them (issue 6, items 1, 2 and 5).
+"""Packaging: the wheel and the sdist as a user gets them.
 
 One wheel is built per session, by ``make wheel`` itself (sdist, then the wheel from the sdist,
 then ``auditwheel repair``) into a temporary directory, and one sdist by ``make sdist``. Then:
@@ -652,7 +652,7 @@ def test_one_version_everywhere(wheel, sdist, wheel_venv, work):
         ), path
 
 
-# ---------------------------------------------------------------- a pip user's path (issue 10)
+# ---------------------------------------------------------------- a pip user's path
 
 SHARED_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-f16.gguf"
 

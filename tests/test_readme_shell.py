@@ -1,4 +1,4 @@
-"""README.md's shell steps work for a pip user, from any directory (issue 23).
+"""README.md's shell steps work for a pip user, from any directory.
 
 Every ```` ```console ```` session of README.md is parsed out of the file and replayed, in
 order, in an empty temporary directory outside the checkout, with the installed
