@@ -17,7 +17,7 @@ CSRC   := $(wildcard csrc/*.c) $(wildcard csrc/*.h)
 CFLAGS_STRICT := -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -DSQLITE_RRF_VERSION='"$(VERSION)"'
 DEMO_DB ?= demo/sqlite-rrf-demo.db
 # This repository's machines reach no model hub: the model comes from ../shared when it is
-# there (a user's machine downloads the default model once instead; see README).
+# there (a user's machine downloads the default model once instead; see docs/quickstart.md).
 SHARED_MODEL := $(abspath ../shared/models/all-MiniLM-L6-v2-f16.gguf)
 ifneq ($(wildcard $(SHARED_MODEL)),)
 export SQLITE_RRF_MODEL ?= $(SHARED_MODEL)

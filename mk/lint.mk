@@ -40,7 +40,7 @@ $(LINT_STAMP): pyproject.toml | $(VENV)/bin/python
 
 lint-py: lint-ruff lint-types ## ruff check, ruff format --check and mypy on the package (pyproject.toml)
 
-lint-ruff: $(LINT_STAMP) ## ruff's lint rules and format check on pysrc/ and tests/
+lint-ruff: $(LINT_STAMP) ## ruff's lint rules and format check on pysrc/, tests/ and tools/
 	$(RUFF) check $(PY_LINT_PATHS)
 	$(RUFF) format --check $(PY_LINT_PATHS)
 
