@@ -101,6 +101,7 @@ def test_readme_is_short():
     assert words <= README_MAX_WORDS, f"README.md has {words} words (at most {README_MAX_WORDS})"
 
 
+@needs_docs
 @pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page: Path):
     assert link_problems(page) == []
@@ -110,7 +111,8 @@ def test_relative_links_resolve(page: Path):
 def test_the_index_links_every_page():
     index = (DOCS / "index.md").read_text(encoding="utf-8")
     linked = {
-        (DOCS / m.group(1)).resolve() for m in re.finditer(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", index)
+        (DOCS / m.group(1)).resolve()
+        for m in re.finditer(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", index)
     }
     missing = [
         str(p.relative_to(DOCS))
