@@ -3,7 +3,7 @@
 -- (do not edit; tests/test_doctor.py checks it is current). Opening a Store
 -- compares a database's sqlite_master with these rows (sqlite_rrf.doctor);
 -- when the migrations differ from the digest below it builds them instead.
--- migrations: 124bebf518afdaf9772e16273db194d8fd88db12a03ab21d5049238af2be3e29
+-- migrations: 8e22c8ea4849051b39657ec4bfda9f00b9ec15dfe166bf5d6db92de839d7f61e
 INSERT INTO expected(type, name, tbl_name, sql) VALUES
 ('table', 'episodes', 'episodes', 'CREATE TABLE "episodes" (
   rowid        INTEGER PRIMARY KEY,
@@ -24,7 +24,9 @@ INSERT INTO expected(type, name, tbl_name, sql) VALUES
   session_spread REAL CHECK (session_spread IS NULL OR session_spread >= 0),
   stability      REAL CHECK (stability      IS NULL OR stability      >= 0)
 , scope TEXT NOT NULL DEFAULT '''' CHECK (typeof(scope) = ''text''), content_key BLOB
-  CHECK (content_key IS NULL OR (typeof(content_key) = ''blob'' AND length(content_key) = 16)))'),
+  CHECK (content_key IS NULL OR (typeof(content_key) = ''blob'' AND length(content_key) = 16)), superseded_by TEXT
+  CHECK (superseded_by IS NULL OR (typeof(superseded_by) = ''text'' AND length(superseded_by) > 0)), confirmed_at INTEGER
+  CHECK (confirmed_at IS NULL OR typeof(confirmed_at) = ''integer''))'),
 ('table', 'episodes_code_blocks', 'episodes_code_blocks', 'CREATE TABLE episodes_code_blocks (
   block  INTEGER PRIMARY KEY,
   n      INTEGER NOT NULL,
@@ -411,6 +413,7 @@ END'),
 ('index', 'idx_episodes_filters', 'episodes', 'CREATE INDEX idx_episodes_filters ON episodes(rowid, scope, kind, created_at)'),
 ('index', 'idx_episodes_scope_accessed_at', 'episodes', 'CREATE INDEX idx_episodes_scope_accessed_at
   ON episodes(scope, accessed_at DESC) WHERE embedding IS NOT NULL'),
+('index', 'idx_episodes_superseded_by', 'episodes', 'CREATE INDEX idx_episodes_superseded_by ON episodes(superseded_by) WHERE superseded_by IS NOT NULL'),
 ('table', 'rrf_meta', 'rrf_meta', 'CREATE TABLE rrf_meta (
   key   TEXT PRIMARY KEY,
   value ANY

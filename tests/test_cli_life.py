@@ -224,7 +224,7 @@ def test_list_filters_and_limit(tmp_path):
     assert ok(run("list", db, "--scope", "nowhere", cwd=tmp_path)).stdout.startswith(
         "no episodes match (scope nowhere)"
     )
-    fails_clearly(run("list", db, "--since", "last tuesday", cwd=tmp_path), "--since")
+    fails_clearly(run("list", db, "--since", "the day the moon fell", cwd=tmp_path), "--since")
     fails_clearly(run("list", db, "--limit", "-1", cwd=tmp_path), "--limit")
     fails_clearly(run("list", tmp_path / "nope.db", cwd=tmp_path), "no such database")
     assert not (tmp_path / "nope.db").exists()
@@ -283,6 +283,9 @@ def test_get_shows_everything_about_one_episode(tmp_path):
         "access_count": row["access_count"],
         "embedded": True,
         "embedding_dim": 4,
+        "superseded_by": None,
+        "confirmed_at": None,
+        "replaced": [],
     }
     fails_clearly(run("get", db, "nope", cwd=tmp_path), "get: no episode with id 'nope'")
 

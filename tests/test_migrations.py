@@ -157,6 +157,10 @@ def test_episodes_table_columns(tmp_path):
         "scope",
         # 0010: the digest of the content's normal form (NULL: pending)
         "content_key",
+        # 0012: the id of the fact that replaced the episode (NULL: current)
+        "superseded_by",
+        # 0013: when a repeated text was last stored again (NULL: never)
+        "confirmed_at",
     }
     assert cols["scope"][3] == 1 and cols["scope"][4] == "''"  # NOT NULL DEFAULT ''
     with pytest.raises(apsw.ConstraintError):

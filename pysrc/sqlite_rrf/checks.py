@@ -28,6 +28,21 @@ MAX_COUNT = 2**31 - 1
 LISTS = ("bm25", "vector", "recency", "access")
 IMPORTANCE = ("low", "normal", "high")
 
+# The largest values an episode's fields may hold, refused (naming the field) by every way
+# in: the Store, and so the command line, import, MCP and the server. Every output bound
+# counts on them (a hit's id and scope are at most this long).
+#: Characters of an episode's ``id`` (and of ``replaces``, which names one).
+MAX_ID_CHARS = 256
+#: Characters of an episode's ``scope`` (a directory's name is at most 255 bytes).
+MAX_SCOPE_CHARS = 256
+#: Characters of an episode's ``kind`` (a word: fact, preference, decision, ...).
+MAX_KIND_CHARS = 64
+#: Characters of an episode's ``metadata`` as stored (its JSON text).
+MAX_METADATA_CHARS = 16_384
+#: Characters of an episode's ``content`` (a LongMemEval session is up to 43,000; MCP's
+#: ``remember`` takes less: :data:`sqlite_rrf.mcp.MAX_CONTENT_CHARS`).
+MAX_CONTENT_CHARS = 100_000
+
 Vector = Union[np.ndarray, Sequence[float], bytes]
 
 
@@ -50,6 +65,24 @@ def check_utf8(s: str, field_name: str) -> None:
         raise StoreError(
             f"{field_name}: not valid UTF-8 text (undecodable character at index {e.start})"
         ) from None
+
+
+def check_size(value: Any, field_name: str, most: int) -> None:
+    """Refuse text longer than ``most`` characters, naming the field, the limit and the
+    length (never echoing the text)."""
+    if isinstance(value, str) and len(value) > most:
+        raise StoreError(
+            f"{field_name}: {len(value):,} characters, more than the {most:,} it may have"
+        )
+
+
+def check_id(value: Any, field_name: str = "id") -> str:
+    """An episode's id as a call names it (get, update, forget, replaces): non-empty text
+    of at most :data:`MAX_ID_CHARS` characters."""
+    if not isinstance(value, str) or not value:
+        raise StoreError(f"{field_name}: must be non-empty text, got {type(value).__name__}")
+    check_size(value, field_name, MAX_ID_CHARS)
+    return value
 
 
 def check_one_line(s: str, field_name: str) -> None:
@@ -129,17 +162,25 @@ def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> 
     content = ep.get("content")
     if not isinstance(content, str) or not has_text(content):
         raise StoreError("content: must be non-empty text (not only spaces or NULs)")
+    check_size(content, "content", MAX_CONTENT_CHARS)
     check_utf8(content, "content")
     eid = ep.get("id")
     if eid is None:
         eid = uuid.uuid4().hex
     elif not isinstance(eid, str) or not eid:
-        raise StoreError(f"id: must be non-empty text, got {eid!r}")
+        raise StoreError(f"id: must be non-empty text, got {eid!r}"[:200])
     else:
+        check_size(eid, "id", MAX_ID_CHARS)
         check_one_line(eid, "id")
+    replaces = ep.get("replaces")
+    if replaces is not None:
+        check_id(replaces, "replaces")
+        check_one_line(replaces, "replaces")
+        if replaces == eid:
+            raise StoreError(f"replaces: an episode cannot replace itself ({eid!r})")
     importance = ep.get("importance") or "normal"
     if importance not in IMPORTANCE:
-        raise StoreError(f"importance: must be one of {IMPORTANCE}, got {importance!r}")
+        raise StoreError(f"importance: must be one of {IMPORTANCE}, got {str(importance)[:40]!r}")
     row: Dict[str, Any] = {
         "id": eid,
         "content": content,
@@ -150,16 +191,18 @@ def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> 
     if row["kind"] is not None and not isinstance(row["kind"], str):
         raise StoreError(f"kind: must be text, got {type(row['kind']).__name__}")
     if isinstance(row["kind"], str):
+        check_size(row["kind"], "kind", MAX_KIND_CHARS)
         check_utf8(row["kind"], "kind")
     scope = ep.get("scope")
     if scope is None:
         scope = ""
     elif not isinstance(scope, str):
         raise StoreError(f"scope: must be text, got {type(scope).__name__}")
+    check_size(scope, "scope", MAX_SCOPE_CHARS)
     check_utf8(scope, "scope")
     check_one_line(scope, "scope")
     row["scope"] = scope
-    for key in ("created_at", "accessed_at", "access_count"):
+    for key in ("created_at", "accessed_at", "access_count", "confirmed_at"):
         v = ep.get(key)
         if v is None:
             v = 0 if key == "access_count" else (now if key == "created_at" else None)
@@ -179,6 +222,18 @@ def episode_row(ep: Mapping[str, Any], embedding: Optional[bytes], now: int) -> 
         raise StoreError(f"metadata: not JSON-serialisable ({e})") from None
     except RecursionError:
         raise StoreError("metadata: nested too deeply to store as JSON") from None
+    if row["metadata"] is not None and len(row["metadata"]) > MAX_METADATA_CHARS:
+        raise StoreError(
+            f"metadata: {len(row['metadata']):,} characters as JSON, more than the "
+            f"{MAX_METADATA_CHARS:,} it may have"
+        )
+    if replaces is not None:
+        row["replaces"] = replaces
+    by = ep.get("superseded_by")  # an exported episode that another one had replaced
+    if by is not None:
+        check_id(by, "superseded_by")
+        check_one_line(by, "superseded_by")
+    row["superseded_by"] = by
     return row
 
 

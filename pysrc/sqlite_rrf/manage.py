@@ -29,6 +29,7 @@ __all__ = [
     "file_size",
     "forget",
     "get_episode",
+    "is_export",
     "list_episodes",
     "matching_ids",
     "reclaimable_bytes",
@@ -53,11 +54,13 @@ EXPORT_FIELDS = (
     "accessed_at",
     "access_count",
     "embedding",
+    "superseded_by",
+    "confirmed_at",
 )
 
 _COLUMNS = (
     "id, content, scope, kind, importance, metadata, created_at, accessed_at, "
-    "access_count, embedding"
+    "access_count, embedding, superseded_by, confirmed_at"
 )
 
 
@@ -128,8 +131,10 @@ def _metadata(text: Any) -> Any:
 def episode_record(row: Any) -> Dict[str, Any]:
     """One episode as plain data (a row of :data:`_COLUMNS`): ``id``, ``content``,
     ``scope`` (by name), ``kind``, ``importance``, ``metadata`` (decoded), ``created_at``,
-    ``accessed_at`` (ms), ``access_count``, ``embedded`` (whether it has an embedding)."""
-    (eid, content, scope, kind, importance, md, created, accessed, count, emb) = row
+    ``accessed_at`` (ms), ``access_count``, ``embedded`` (whether it has an embedding),
+    ``superseded_by`` (the id of the fact that replaced it; None: it is current),
+    ``confirmed_at`` (ms: when its text was last stored again; None: never)."""
+    (eid, content, scope, kind, importance, md, created, accessed, count, emb, by, conf) = row
     return {
         "id": eid,
         "content": content,
@@ -141,17 +146,25 @@ def episode_record(row: Any) -> Dict[str, Any]:
         "accessed_at": accessed,
         "access_count": count,
         "embedded": emb is not None,
+        "superseded_by": by,
+        "confirmed_at": conf,
     }
 
 
 def list_episodes(
-    store: Any, filters: Filters = Filters(), limit: Optional[int] = DEFAULT_LIST_LIMIT
+    store: Any,
+    filters: Filters = Filters(),
+    limit: Optional[int] = DEFAULT_LIST_LIMIT,
+    include_superseded: bool = False,
 ) -> Tuple[List[Dict[str, Any]], int]:
     """The episodes that match ``filters``, newest first (by ``created_at``), at most
-    ``limit`` (None: all), as :func:`episode_record` dicts; and how many match in all."""
+    ``limit`` (None: all), as :func:`episode_record` dicts; and how many match in all.
+    Episodes another fact replaced are left out unless ``include_superseded``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise UserError(f"--limit: must be 0 (every episode) or more, got {limit!r}")
     where, params = filters.where()
+    if not include_superseded:
+        where += " AND superseded_by IS NULL"
     from ._sqlite import transaction
 
     with transaction(store.conn, write=False):  # the page and its count: one snapshot
@@ -174,8 +187,14 @@ def get_episode(store: Any, id: str, command: str = "get") -> Dict[str, Any]:
     if not rows:
         raise UserError(f"{command}: no episode with id {id!r}")
     rec = episode_record(rows[0])
-    emb = rows[0][-1]
+    emb = rows[0][-3]
     rec["embedding_dim"] = len(emb) // 4 if isinstance(emb, bytes) else None
+    rec["replaced"] = [
+        r[0]
+        for r in store.conn.execute(
+            "SELECT id FROM episodes WHERE superseded_by = ? ORDER BY rowid", (id,)
+        )
+    ]
     return rec
 
 
@@ -273,7 +292,9 @@ def export_lines(
         for row in store.conn.execute(
             f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY rowid", params
         ):
-            (eid, content, scope, kind, importance, md, created, accessed, count, emb) = row
+            (eid, content, scope, kind, importance, md, created, accessed, count, emb, by, conf) = (
+                row
+            )
             vec = None
             if embeddings and isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
                 vec = np.frombuffer(emb, "<f4").tolist()
@@ -288,8 +309,28 @@ def export_lines(
                 "accessed_at": accessed,
                 "access_count": count,
                 "embedding": vec,
+                "superseded_by": by,
+                "confirmed_at": conf,
             }
             yield json.dumps(line, ensure_ascii=False) + "\n"
+
+
+def is_export(path: str) -> bool:
+    """Whether the file ``path`` is an earlier export (its first line a JSON object with
+    exactly :data:`EXPORT_FIELDS`, in order, or the file empty): one ``export -o`` may
+    replace without ``--force``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = f.readline(1 << 22)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not first:
+        return os.path.getsize(path) == 0
+    try:
+        line = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(line, dict) and tuple(line) == EXPORT_FIELDS
 
 
 def file_size(path: str) -> int:

@@ -1,4 +1,5 @@
-"""Values shown to people and agents: a time (:func:`iso_time`, :func:`human_age`), a
+"""Values shown to people and agents: a time (:func:`iso_time`, :func:`human_age`,
+:func:`noted`), a
 recall hit's ranks and score in words (:func:`ranks_in_words`, :func:`explain_in_words`)
 and text that cannot forge structure in an agent's context (:func:`flatten`,
 :func:`escape`, :func:`code`)."""
@@ -50,6 +51,23 @@ def human_age(ms: Optional[int], now_ms: Optional[int] = None) -> Optional[str]:
             words = f"{n} {name}{'s' if n > 1 else ''}"
             return f"in {words}" if ms > now_ms else f"{words} ago"
     return "just now"
+
+
+def noted(
+    created_ms: Optional[int], confirmed_ms: Optional[int], now_ms: Optional[int] = None
+) -> str:
+    """When a fact was noted, for people and agents: ``2026-11-24T09:30:00Z (5 days ago)``;
+    a fact stored again later (``confirmed_ms``, ``episodes.confirmed_at``) keeps its
+    first date: ``2026-11-24T09:30:00Z (first noted 5 days ago, confirmed just now)``.
+    ``-`` for no time."""
+    if created_ms is None:
+        return "-"
+    age = human_age(created_ms, now_ms)
+    if confirmed_ms is None or confirmed_ms <= created_ms:
+        return f"{iso_time(created_ms)} ({age})"
+    return (
+        f"{iso_time(created_ms)} (first noted {age}, confirmed {human_age(confirmed_ms, now_ms)})"
+    )
 
 
 #: What :func:`escape` rewrites: ``<``, ``>``, and an ``&`` that starts a character

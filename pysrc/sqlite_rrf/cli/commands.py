@@ -19,6 +19,11 @@ from ..app import UserError, note, stored_scope
 from .common import CliError, embedder_for, open_db
 
 
+def n_episodes(n: int) -> str:
+    """``1 episode``, ``2 episodes``."""
+    return f"{n} episode{'' if n == 1 else 's'}"
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from ..store import Store
 
@@ -76,6 +81,9 @@ def read_jsonl(path: str) -> tuple:
                 "kind",
                 "metadata",
                 "scope",
+                "replaces",
+                "superseded_by",
+                "confirmed_at",
             }
             if unknown:
                 raise CliError(
@@ -100,11 +108,28 @@ def import_episodes(
 
     try:
         ids = store.add_many(
-            episodes, labels=labels, replace=replace, progress=None if not quiet else False
+            episodes,
+            labels=labels,
+            replace=replace,
+            progress=None if not quiet else False,
+            skip_superseded=True,
         )
     except StoreError as e:
         raise CliError(f"{path}: {e}; nothing was imported") from None
-    return len(ids) - len(ids.duplicates), _repeated(ids)
+    kept_out = len(ids.superseded)
+    return len(ids) - len(ids.duplicates) - kept_out, _repeated(ids) + _kept_out(ids)
+
+
+def _kept_out(ids: Any) -> str:
+    """What to add to the import's line about texts that another fact replaced."""
+    if not ids.superseded:
+        return ""
+    n = len(ids.superseded)
+    first, by = next(iter(ids.superseded.values()))
+    return (
+        f"; {n} {'is the text' if n == 1 else 'are texts'} of a fact another one "
+        f"replaced (e.g. {first}, replaced by {by}): not imported, the newer fact stays"
+    )
 
 
 def _repeated(ids: Any) -> str:
@@ -132,13 +157,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     need_embed = any(ep.get("embedding") is None for ep in episodes)
     with open_db(args, model="write" if need_embed else None, must_exist=False) as store:
         n, repeated = import_episodes(store, args.file, episodes, labels, args.replace)
-    print(f"imported {n} episodes into {args.db}{repeated}")
+    print(f"imported {n_episodes(n)} into {args.db}{repeated}")
     return 0
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     from ..store import StoreError
 
+    replaces = getattr(args, "replaces", None)
     with open_db(args, model="write", must_exist=False) as store:
         try:
             ids = store.add_many(
@@ -149,15 +175,34 @@ def cmd_add(args: argparse.Namespace) -> int:
                         importance=args.importance,
                         kind=args.kind,
                         scope=stored_scope(args.scope, "--scope"),
+                        replaces=replaces,
                     )
                 ]
             )
         except StoreError as e:
-            raise CliError(str(e)) from None
+            raise CliError(str(e).replace("replaces:", "--replaces:", 1)) from None
+        near = None if (replaces or ids.duplicates) else store.likely_update(ids[0])
     if ids.duplicates:
         note(
             f"the scope already had this text (the same after normalising case and white "
             f"space): no copy was stored; episode {ids[0]} was refreshed"
+        )
+    if ids.superseded:
+        old, by = ids.superseded[0]
+        note(
+            f"this text is that of episode {old}, which {by} replaced: it stays replaced; "
+            f"to make it current again, add it with --replaces {by}"
+        )
+    if replaces and replaces != ids[0]:
+        note(
+            f"episode {replaces} is replaced by {ids[0]}: it is kept, and recalls leave it "
+            "out (recall --include-superseded shows it)"
+        )
+    if near is not None:
+        other, cos, what = near
+        note(
+            f"this may update episode {other} (cos {cos:.2f}, it differs in {what}): "
+            f"`sqlite-rrf update {args.db} {other} --text ...`, or add with --replaces {other}"
         )
     print(ids[0])
     return 0
@@ -284,8 +329,12 @@ def cmd_embed(args: argparse.Namespace) -> int:
         finally:
             emb.close()
     print(
-        f"{args.db}: embedded {n} episodes with {emb.model_name}"
-        + (f"; {missing - n} still have none" if n < missing else "")
+        f"{args.db}: embedded {n_episodes(n)} with {emb.model_name}"
+        + (
+            f"; {missing - n} still {'has' if missing - n == 1 else 'have'} none"
+            if n < missing
+            else ""
+        )
     )
     return 0
 

@@ -71,17 +71,27 @@ def shown(text: Any, newlines: bool = False) -> str:
 
 
 def _head(rec: Dict[str, Any], now: int) -> str:
-    """An episode's line in ``list``: id, created, scope, kind, importance."""
-    from ..manage import when
+    """An episode's line in ``list``: id, created (and confirmed), scope, kind, importance."""
+    from ..app.display import noted
 
     return (
-        f"{shown(rec['id'])}  {when(rec['created_at'], now)}  scope {shown(rec['scope'])}"
+        f"{shown(rec['id'])}  {noted(rec['created_at'], rec.get('confirmed_at'), now)}  "
+        f"scope {shown(rec['scope'])}"
         + (f"  kind {shown(rec['kind'])}" if rec["kind"] is not None else "")
         + (f"  [{rec['importance']} importance]" if rec["importance"] != "normal" else "")
+        + (
+            f"  [replaced by {shown(rec['superseded_by'])}]"
+            if rec.get("superseded_by") is not None
+            else ""
+        )
     )
 
 
-def _summary(rec: Dict[str, Any], lines: int = 2, width: int = 100) -> str:
+#: The width ``list`` and ``get`` wrap an episode's text to.
+WRAP_WIDTH = 100
+
+
+def _summary(rec: Dict[str, Any], lines: int = 2, width: int = WRAP_WIDTH) -> str:
     import textwrap
 
     from ..app import flatten
@@ -98,6 +108,7 @@ def _summary(rec: Dict[str, Any], lines: int = 2, width: int = 100) -> str:
 
 def _print_episode(rec: Dict[str, Any], db: str, now: int) -> None:
     """Everything about one episode (``get``, ``update``)."""
+    from ..app.display import noted
     from ..manage import when
 
     emb = (
@@ -110,20 +121,38 @@ def _print_episode(rec: Dict[str, Any], db: str, now: int) -> None:
         ("scope", rec["scope"]),
         ("kind", rec["kind"] if rec["kind"] is not None else "-"),
         ("importance", rec["importance"]),
-        ("created", when(rec["created_at"], now)),
+        ("created", noted(rec["created_at"], rec.get("confirmed_at"), now)),
         ("accessed", when(rec["accessed_at"], now)),
         ("accesses", rec["access_count"]),
         ("embedding", emb),
+    ]
+    if rec.get("superseded_by") is not None:
+        rows.append(
+            (
+                "replaced by",
+                f"{rec['superseded_by']} (this fact is kept; recalls leave it out unless "
+                "--include-superseded)",
+            )
+        )
+    if rec.get("replaced"):
+        rows.append(("replaces", ", ".join(rec["replaced"])))
+    rows += [
         (
             "metadata",
             "-" if rec["metadata"] is None else json.dumps(rec["metadata"], ensure_ascii=False),
         ),
     ]
     for k, v in rows:
-        print(f"{k:>10}: {shown(v)}")
-    print(f"{'content':>10}:")
-    for line in rec["content"].split("\n"):
-        print(f"   {shown(line)}")
+        print(f"{k:>11}: {shown(v)}")
+    print(f"{'content':>11}:")
+    import textwrap
+
+    for line in rec["content"].split("\n"):  # long lines wrapped as list wraps them
+        text = shown(line)
+        lead = "   " + text[: len(text) - len(text.lstrip(" "))]  # the line's own indent
+        wrapped = textwrap.wrap(text, width=WRAP_WIDTH, initial_indent=lead, subsequent_indent=lead)
+        for part in wrapped or [""]:
+            print(part)
 
 
 def _now() -> int:
@@ -145,7 +174,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise UserError(f"--limit: must be 0 (every episode) or more, got {limit}")
     store = _open(args)
     try:
-        recs, total = list_episodes(store, filters, limit or None)
+        recs, total = list_episodes(
+            store, filters, limit or None, include_superseded=getattr(args, "all", False)
+        )
     finally:
         close_store(store)
     if args.json:
@@ -288,9 +319,20 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``sqlite-rrf export``."""
-    from ..manage import export_lines
+    from ..app.files import check_output
+    from ..manage import export_lines, is_export
 
     filters = _filters(args)
+    if args.output not in (None, "-"):
+        # never over the database it reads (nor its -wal/-shm), nor a file it did not write
+        check_output(
+            args.output,
+            option="-o",
+            databases=[args.db],
+            force=getattr(args, "force", False),
+            ours=is_export,
+            what="export",
+        )
     store = _open(args)
     n = 0
     lines = export_lines(store, filters, embeddings=not args.no_embeddings)
@@ -301,19 +343,15 @@ def cmd_export(args: argparse.Namespace) -> int:
                 n += 1
             sys.stdout.flush()
             return 0
-        out = os.path.abspath(args.output)
-        tmp = f"{out}.{os.getpid()}.tmp"  # the file appears whole, or not at all
+        from ..app.files import atomic_writer
+
         try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            with atomic_writer(args.output) as f:  # the file appears whole, or not at all
                 for line in lines:
                     f.write(line)
                     n += 1
-            os.replace(tmp, out)
         except OSError as e:
             raise UserError(f"-o: {args.output}: {e.strerror or e}; nothing was written") from None
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
     finally:
         lines.close()  # its read transaction ends before the store closes
         close_store(store)
@@ -417,6 +455,11 @@ def add_parsers(sub: Any, db_help: str, add_model: Any) -> None:
         action="store_true",
         help="print one JSON object per line (times in ms since the epoch)",
     )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="also the facts another one replaced (add --replaces), marked [replaced by ID]",
+    )
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("get", help="everything about one episode")
@@ -466,7 +509,18 @@ def add_parsers(sub: Any, db_help: str, add_model: Any) -> None:
 
     p = sub.add_parser("export", help="the episodes as JSONL, everything `import` reads back")
     p.add_argument("db", help=db_help)
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE (default: stdout); never the database itself or its -wal/-shm, "
+        "nor an existing file that is not an earlier export unless --force",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing FILE that is not an earlier export",
+    )
     _add_filters(p, "the episodes")
     p.add_argument(
         "--no-embeddings",

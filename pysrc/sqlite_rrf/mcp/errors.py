@@ -8,6 +8,7 @@ from typing import Any, Dict
 from mcp.server.mcpserver.exceptions import ToolError
 
 from ..app import UserError, error_message, stored_scope, without_class_names
+from ..checks import MAX_ID_CHARS, check_size
 from ..store import StoreError
 from . import MAX_CONTENT_CHARS
 
@@ -53,6 +54,16 @@ def bounded(content: str) -> str:
             "embedded); nothing was written"
         )
     return content
+
+
+def bounded_id(id: Any) -> Any:
+    """An id a call names, refused when longer than the store's maximum (so that no
+    answer echoes it)."""
+    try:
+        check_size(id, "id", MAX_ID_CHARS)
+    except StoreError as e:
+        raise ToolError(f"{e}; no memory has such an id") from None
+    return id
 
 
 def one_scope(scope: str) -> str:

@@ -4,12 +4,13 @@ M12)."""
 
 # No `from __future__ import annotations`: pydantic and the SDK read these annotations.
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, PrivateAttr
 
 from ..app import human_age, iso_time, scope_name
+from ..app.display import noted
 
 
 def as_result(out: BaseModel) -> CallToolResult:
@@ -60,6 +61,12 @@ def rounded(value: Any) -> Any:
 # Choices and bounds are in the schemas (enum, minimum, maximum) for clients to see;
 # the tools and the store enforce them, with the command line's messages (M2).
 
+#: ``stats`` lists the scopes with the most memories, at most this many (``other_scopes``
+#: counts the rest): its answer stays small however many scopes there are.
+STATS_MAX_SCOPES = 50
+#: A hit lists at most this many ``duplicate_ids`` (``duplicates`` counts them all).
+MAX_DUPLICATE_IDS = 10
+
 
 class Remembered(BaseModel):
     id: str = Field(description="the memory's id (for update and forget)")
@@ -76,6 +83,16 @@ class Remembered(BaseModel):
         description="true: the scope already had this text, so no copy was saved; "
         "that memory was refreshed and its id is returned",
     )
+    replaced: Optional[str] = Field(
+        default=None,
+        description="the id of the memory this one replaced (kept, no longer recalled)",
+    )
+    may_update: Optional[str] = Field(
+        default=None,
+        description="the id of an older memory this one may update (about the same thing, "
+        "a number, day or name differs); see note",
+    )
+    note: Optional[str] = Field(default=None, description="what to do about it, if anything")
 
 
 class Explanation(BaseModel):
@@ -112,7 +129,10 @@ class Hit(BaseModel):
         "repeated here"
     )
     score: float = Field(description="how well it matches, higher is better (rounded)")
-    when: str = Field(description="when it was saved: ISO 8601 UTC time and how long ago")
+    when: str = Field(
+        description="when it was saved: ISO 8601 UTC time and how long ago (a fact saved "
+        "again later: when it was first noted and last confirmed)"
+    )
     scope: str = Field(description="its scope ('shared': true everywhere)")
     cut_from: Optional[int] = Field(
         default=None,
@@ -124,7 +144,8 @@ class Hit(BaseModel):
         description="present when it stands for near-copies of itself (it is the newest): how many",
     )
     duplicate_ids: Optional[List[str]] = Field(
-        default=None, description="the ids of those near-copies"
+        default=None,
+        description=f"the ids of those near-copies (at most {MAX_DUPLICATE_IDS})",
     )
     explain: Optional[Explanation] = Field(
         default=None, description="why it ranked here (only with explain=true)"
@@ -186,7 +207,15 @@ class Stats(BaseModel):
     default_scope: str = Field(
         description="this project's scope: remember saves there; '*': every scope"
     )
-    path: str = Field(description="the database file")
+    path: str = Field(description="the database file (a tenant's name over a tenant's URL)")
+    other_scopes: Optional[int] = Field(
+        default=None,
+        description=f"how many more scopes there are than the {STATS_MAX_SCOPES} largest "
+        "listed in by_scope",
+    )
+    superseded: Optional[int] = Field(
+        default=None, description="memories another one replaced (kept, not recalled)"
+    )
     size_bytes: int = Field(description="the database file's size")
     schema_version: int = Field(description="the database's schema version")
     version: str = Field(description="sqlite-rrf's version")
@@ -204,3 +233,73 @@ def memory_out(ep: Any, now: int) -> Memory:
         when=when(ep.created_at, now),
         embedded=ep.embedding is not None,
     )
+
+
+def hit_out(
+    h: Any, scope: str, confirmed: Optional[int], max_chars: int, explain: bool, now: int
+) -> Tuple[Hit, str]:
+    """A recall hit as the model sees it (M11, M12) and its text, cut at ``max_chars``.
+    Every other field is bounded too: the id and scope by the store's maximums
+    (:data:`sqlite_rrf.checks.MAX_ID_CHARS`, :data:`~sqlite_rrf.checks.MAX_SCOPE_CHARS`),
+    the near-copies' ids by :data:`MAX_DUPLICATE_IDS`."""
+    text = str(h.content)
+    why = None
+    if explain:
+        why = Explanation(
+            relevance=rounded(h.relevance),
+            similarity=rounded(h.similarity),
+            bm25_rank=h.bm25_rank,
+            vec_rank=h.vec_rank,
+            recency_rank=h.recency_rank,
+            access_rank=h.access_rank,
+            importance=h.importance,
+            used=h.access_count,
+            last_used=when(h.accessed_at, now),
+            contributions=rounded(h.explain),
+        )
+    hit = Hit(
+        id=h.id,
+        score=round(h.score, 3),
+        when=noted(h.created_at, confirmed, now),
+        scope=scope,
+        cut_from=len(text) if len(text) > max_chars else None,
+        duplicates=h.duplicates or None,
+        duplicate_ids=list(h.duplicate_ids)[:MAX_DUPLICATE_IDS] or None,
+        explain=why,
+    )
+    return hit, (text if len(text) <= max_chars else text[:max_chars] + " …")
+
+
+def remembered_out(
+    ids: Any, scope: str, embedded: bool, replaces: Optional[str], near: Any
+) -> Remembered:
+    """``remember``'s answer: the id, and what the agent may want to do next (a text
+    another memory replaced; an older memory this one may update)."""
+    out = Remembered(id=ids[0], scope=scope, embedded=embedded, duplicate=bool(ids.duplicates))
+    if replaces is not None and replaces != ids[0]:
+        out.replaced = replaces
+    superseded = getattr(ids, "superseded", {})
+    if superseded:
+        old, by = superseded[0]
+        out.note = (
+            f"this text is that of memory {old}, which {by} replaced: it stays replaced; "
+            f"to make it current again, remember it with replaces={by!r}"
+        )
+    elif near is not None:
+        other, cos, what = near
+        out.may_update = other
+        out.note = (
+            f"this may update {other!r} (cos {cos:.2f}; it differs in {what}): call update "
+            f"with id {other!r} instead, or remember with replaces={other!r}, so that the "
+            "old fact is not recalled any more"
+        )
+    return out
+
+
+def shown_path(store: Any, path: str) -> str:
+    """The database as ``stats`` shows it: over a tenant's URL the tenant's name (the
+    server's paths are not the tenant's business), else the file's path."""
+    tenant = getattr(store, "tenant_name", None) or getattr(
+        getattr(store, "_tenant", None), "name", None
+    )
+    return f"tenant {tenant}" if isinstance(tenant, str) else path

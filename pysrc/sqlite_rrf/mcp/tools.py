@@ -33,6 +33,7 @@ from ..app import (
     scope_name,
     stored_scope,
 )
+from ..checks import MAX_ID_CHARS, MAX_KIND_CHARS, MAX_SCOPE_CHARS, check_size
 from ..relevance import DEFAULT_MIN_RELEVANCE
 from ..statements import recall_defaults
 from ..store import IMPORTANCE, PROFILES, StoreError, now_ms
@@ -43,19 +44,20 @@ from . import (
     RECENT_MAX_CHARS,
     RECENT_MEMORIES,
 )
-from .errors import bounded, is_fault, one_scope, plain, words
+from .errors import bounded, bounded_id, is_fault, one_scope, plain, words
 from .outputs import (
-    Explanation,
+    STATS_MAX_SCOPES,
     Forgotten,
-    Hit,
     Memory,
     Recollection,
     Remembered,
     Stats,
     as_result,
+    hit_out,
     inert_json,
     memory_out,
-    rounded,
+    remembered_out,
+    shown_path,
     when,
 )
 
@@ -147,27 +149,13 @@ def scopes_searched(store_scope: Any) -> Optional[List[str]]:
     return [scope_name(s) for s in store_scope]
 
 
-def scopes_of(store: Any, hits: Any) -> Dict[int, str]:
-    """The stored scope of each hit, by rowid."""
-    rowids = [h.rowid for h in hits]
-    if not rowids:
-        return {}
-    marks = ", ".join("?" * len(rowids))
-    return dict(
-        store.conn.execute(
-            f"SELECT rowid, scope FROM episodes WHERE rowid IN ({marks})", rowids
-        ).fetchall()
-    )
-
-
 def stats_now(ep: Endpoint) -> Stats:
     """The ``stats`` tool's answer and the ``memory://stats`` resource's."""
     store = ep.store
     st = store.stats()
+    counts = store.scope_counts()
     by_scope: Dict[str, int] = {}
-    for s, n in store.conn.execute(
-        "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"
-    ):
+    for s, n in counts[:STATS_MAX_SCOPES]:  # bounded: the largest scopes
         by_scope[scope_name(s)] = by_scope.get(scope_name(s), 0) + n
     emb = store.embedder
     model = (
@@ -187,7 +175,9 @@ def stats_now(ep: Endpoint) -> Stats:
         default_scope=(
             ep.default_scope if ep.default_scope == ALL_SCOPES else scope_name(ep.default_scope)
         ),
-        path=st["path"],
+        path=shown_path(store, st["path"]),
+        other_scopes=len(counts) - STATS_MAX_SCOPES if len(counts) > STATS_MAX_SCOPES else None,
+        superseded=st.get("superseded"),
         size_bytes=st["size_bytes"],
         schema_version=st["schema_version"],
         version=__version__,
@@ -255,7 +245,17 @@ def remember(
         Optional[str],
         Field(
             description="an id of your choosing; default: a new one. To change a memory "
-            "that has an id, use update"
+            f"that has an id, use update. At most {MAX_ID_CHARS} characters",
+            json_schema_extra={"maxLength": MAX_ID_CHARS},
+        ),
+    ] = None,
+    replaces: Annotated[
+        Optional[str],
+        Field(
+            description="the id of a memory this one replaces, when a fact changed (e.g. "
+            "deploys moved from Tuesdays to Thursdays): the old memory is kept but no "
+            "longer recalled. Default: none",
+            json_schema_extra={"maxLength": MAX_ID_CHARS},
         ),
     ] = None,
 ) -> Remembered:
@@ -263,8 +263,9 @@ def remember(
     knowing in a later conversation. Call recall first: if a memory already says this,
     leave it, or correct it with update instead of saving a second one. Save one
     self-contained statement per memory; not passing chat, secrets, or what is true
-    only in this conversation. Saving a text the scope already has stores no copy.
-    Returns the memory's id."""
+    only in this conversation. Saving a text the scope already has stores no copy. When
+    a fact changed, pass replaces with the old memory's id. Returns the memory's id, and
+    a note when it may update an older memory."""
     ep = endpoint_of(ctx)
     store = ep.store
     s = ep.write_scope if scope is None else one_scope(scope)
@@ -283,6 +284,7 @@ def remember(
                         kind=kind,
                         metadata=metadata,
                         scope=s,
+                        replaces=replaces,
                     )
                 ]
             )
@@ -290,12 +292,8 @@ def remember(
             if id is not None and store.get(id) is not None:  # written meanwhile
                 raise ToolError(taken(id)) from None
             raise
-        return Remembered(
-            id=ids[0],
-            scope=scope_name(s),
-            embedded=store.embedder is not None,
-            duplicate=bool(ids.duplicates),
-        )
+        near = None if (replaces or ids.duplicates) else store.likely_update(ids[0])
+        return remembered_out(ids, scope_name(s), store.embedder is not None, replaces, near)
 
     return call(ep, "remember", go)
 
@@ -338,7 +336,11 @@ def recall(
         ),
     ] = None,
     kind: Annotated[
-        Optional[str], Field(description="only memories of this kind (e.g. decision)")
+        Optional[str],
+        Field(
+            description="only memories of this kind (e.g. decision)",
+            json_schema_extra={"maxLength": MAX_KIND_CHARS},
+        ),
     ] = None,
     since: Annotated[
         Union[int, str, None],
@@ -383,6 +385,13 @@ def recall(
             json_schema_extra={"minimum": 0, "maximum": 1},
         ),
     ] = DEFAULT_MIN_RELEVANCE,
+    include_superseded: Annotated[
+        bool,
+        Field(
+            description="also the memories another one replaced (remember with replaces); "
+            "default false: only current facts"
+        ),
+    ] = False,
 ) -> Recollection:
     """Search the memories for what is relevant to a question or task. Use it at the
     start of a task, before answering about the user, this project or earlier
@@ -395,9 +404,16 @@ def recall(
         raise ToolError("query: empty; say in words what to look for")
     if isinstance(limit, bool) or not 1 <= limit <= MAX_RECALL_LIMIT:
         raise ToolError(f"limit: must be from 1 to {MAX_RECALL_LIMIT}, got {limit}")
+    if isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_CONTENT_CHARS:
+        raise ToolError(f"max_chars: must be from 1 to {MAX_CONTENT_CHARS}, got {max_chars}")
     try:  # the project's scope and the shared one, unless a scope is named
+        for name, value, most in (
+            ("scope", scope, MAX_SCOPE_CHARS),
+            ("kind", kind, MAX_KIND_CHARS),
+        ):
+            check_size(value, name, most)
         store_scope = recall_scopes(scope, ep.default_scope)
-    except UserError as e:
+    except (UserError, StoreError) as e:
         raise ToolError(str(e)) from None
 
     def go() -> Recollection:
@@ -412,41 +428,16 @@ def recall(
             profile=profile,
             force=True,
             min_relevance=min_relevance,
+            include_superseded=include_superseded,
         )
-        if isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_CONTENT_CHARS:
-            raise ToolError(f"max_chars: must be from 1 to {MAX_CONTENT_CHARS}, got {max_chars}")
         now = now_ms()
-        scopes = scopes_of(store, result)
+        facts = store.hit_facts([h.rowid for h in result])
         hits, texts = [], []
         for h in result:
-            text = str(h.content)
-            why = None
-            if explain:
-                why = Explanation(
-                    relevance=rounded(h.relevance),
-                    similarity=rounded(h.similarity),
-                    bm25_rank=h.bm25_rank,
-                    vec_rank=h.vec_rank,
-                    recency_rank=h.recency_rank,
-                    access_rank=h.access_rank,
-                    importance=h.importance,
-                    used=h.access_count,
-                    last_used=when(h.accessed_at, now),
-                    contributions=rounded(h.explain),
-                )
-            hits.append(
-                Hit(
-                    id=h.id,
-                    score=round(h.score, 3),
-                    when=when(h.created_at, now),
-                    scope=scope_name(scopes.get(h.rowid, "")),
-                    cut_from=len(text) if len(text) > max_chars else None,
-                    duplicates=h.duplicates or None,
-                    duplicate_ids=list(h.duplicate_ids) or None,
-                    explain=why,
-                )
-            )
-            texts.append(text if len(text) <= max_chars else text[:max_chars] + " …")
+            scope, confirmed = facts.get(h.rowid, ("", None))
+            hit, text = hit_out(h, scope_name(scope), confirmed, max_chars, explain, now)
+            hits.append(hit)
+            texts.append(text)
         warnings = [plain(w) for w in result.warnings]
         if result.touch_error:
             warnings.append(plain(result.touch_error))
@@ -500,6 +491,7 @@ def update(
     for corrections, so that the old version is not recalled any more. What you leave
     out stays as it is. Returns the memory as it now is."""
     ep = endpoint_of(ctx)
+    bounded_id(id)
     fields: Dict[str, Any] = {}
     if content is not None:
         fields["content"] = bounded(content)
@@ -520,6 +512,7 @@ def forget(ctx: Context, id: IdArg) -> Forgotten:
     memory should not be kept at all (to correct one, use update). Says whether it
     existed."""
     ep = endpoint_of(ctx)
+    bounded_id(id)
     return call(ep, "forget", lambda: Forgotten(id=id, existed=ep.store.delete(id)))
 
 
@@ -556,17 +549,8 @@ def recent_resource(ep: Endpoint) -> str:
     default, newest first, compact."""
 
     def go() -> Dict[str, Any]:
-        where, args = "", []
         mine = recall_scopes(None, ep.default_scope)  # what a recall covers by default
-        if mine is not None:
-            where = f"WHERE scope IN ({', '.join('?' * len(mine))}) "
-            args = list(mine)
-        rows = ep.store.conn.execute(
-            "SELECT id, content, scope, created_at FROM episodes "
-            + where
-            + "ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            [*args, RECENT_MEMORIES],
-        ).fetchall()
+        rows = ep.store.recent(None if mine is None else list(mine), RECENT_MEMORIES)
         now = now_ms()
         return {
             "memories": [

@@ -1,8 +1,9 @@
-"""The Store's counts and facts (what ``sqlite-rrf stats`` prints)."""
+"""The Store's counts and facts (what ``sqlite-rrf stats`` prints), and the compact reads
+the front-ends show besides a recall (the scopes of hits, the memories saved last)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..migrations import current_version
 from ..stopwords import read_stopwords
@@ -13,10 +14,11 @@ class Stats(Connection):
     """Counts and facts about the database."""
 
     def stats(self) -> Dict[str, Any]:
-        """Counts and facts about the database (what ``sqlite-rrf stats`` prints)."""
-        (n, n_emb, oldest, newest, accesses) = self.conn.execute(
+        """Counts and facts about the database (what ``sqlite-rrf stats`` prints).
+        ``superseded`` counts the episodes another fact replaced (kept, not recalled)."""
+        (n, n_emb, oldest, newest, accesses, superseded) = self.conn.execute(
             "SELECT count(*), count(embedding), min(created_at), max(created_at), "
-            "coalesce(sum(access_count), 0) FROM episodes"
+            "coalesce(sum(access_count), 0), count(superseded_by) FROM episodes"
         ).fetchall()[0]
         by_imp = dict(
             self.conn.execute(
@@ -29,6 +31,7 @@ class Stats(Connection):
             "path": self.path,
             "episodes": n,
             "with_embedding": n_emb,
+            "superseded": superseded,
             "embedding_model": self.meta("embedding_model"),
             "embedding_dim": self.dim,
             "oldest_created_at": oldest,
@@ -39,3 +42,45 @@ class Stats(Connection):
             "size_bytes": page_count * page_size,
             "bm25_stopwords": read_stopwords(self.conn),
         }
+
+    def scope_counts(self, most: Optional[int] = None) -> List[Tuple[str, int]]:
+        """``(stored scope, episodes)`` per scope, the largest first (then by name), at
+        most ``most`` of them (None: all)."""
+        return [
+            (s, n)
+            for s, n in self.conn.execute(
+                "SELECT scope, count(*) AS n FROM episodes GROUP BY scope "
+                "ORDER BY n DESC, scope LIMIT ?",
+                (-1 if most is None else most,),
+            )
+        ]
+
+    def hit_facts(self, rowids: Sequence[int]) -> Dict[int, Tuple[str, Optional[int]]]:
+        """The stored scope and ``confirmed_at`` of each of the episodes ``rowids``."""
+        out: Dict[int, Tuple[str, Optional[int]]] = {}
+        for i in range(0, len(rowids), 500):
+            chunk = list(rowids[i : i + 500])
+            marks = ",".join("?" * len(chunk))
+            for rowid, scope, confirmed in self.conn.execute(
+                f"SELECT rowid, scope, confirmed_at FROM episodes WHERE rowid IN ({marks})",
+                chunk,
+            ):
+                out[rowid] = (scope, confirmed)
+        return out
+
+    def recent(self, scopes: Optional[Sequence[str]], most: int) -> List[Tuple[str, str, str, int]]:
+        """``(id, content, scope, created_at)`` of the ``most`` current episodes saved
+        last (newest first) in ``scopes`` (None: every scope); the ones another fact
+        replaced are left out."""
+        where, args = "superseded_by IS NULL", []
+        if scopes is not None:
+            where += f" AND scope IN ({', '.join('?' * len(scopes))})"
+            args = list(scopes)
+        return [
+            (r[0], r[1], r[2], r[3])
+            for r in self.conn.execute(
+                f"SELECT id, content, scope, created_at FROM episodes WHERE {where} "
+                "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                [*args, most],
+            )
+        ]

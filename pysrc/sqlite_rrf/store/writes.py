@@ -10,7 +10,7 @@ Store does the upkeep that is due
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 import apsw
 import numpy as np
@@ -19,6 +19,7 @@ from .. import dedupe as _dedupe
 from .._sqlite import transaction
 from ..checks import StoreError, Vector, blob, check_dim, episode_row
 from ..results import Episode, Written
+from . import facts as _facts
 from .connection import now_ms
 from .maintenance import Maintenance
 
@@ -32,6 +33,25 @@ class _Unset:
 
 #: Leave a field as it is (:meth:`Store.update`).
 UNSET: Any = _Unset()
+
+
+class Stored(Written):
+    """What :meth:`Writes.add_many` returns: :class:`~sqlite_rrf.results.Written`, and
+    ``superseded``: for each position whose text is that of a superseded episode of its
+    scope (one another fact replaced), ``(that episode's id, the id of the fact that
+    replaced it)``. With ``skip_superseded`` those episodes were not written (their place
+    holds the superseded episode's id); else the superseded episode was refreshed (a
+    duplicate) or the new one stored (an id of its own), and it stays superseded."""
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        duplicates: Sequence[int] = (),
+        repeats: Sequence[int] = (),
+        superseded: Optional[Dict[int, Tuple[str, str]]] = None,
+    ) -> None:
+        super().__init__(ids, duplicates, repeats)
+        self.superseded: Dict[int, Tuple[str, str]] = dict(superseded or {})
 
 
 class Batch(NamedTuple):
@@ -68,6 +88,7 @@ class Writes(Maintenance):
         labels: Optional[Sequence[str]] = None,
         replace: bool = True,
         dedupe: bool = False,
+        skip_superseded: bool = False,
     ) -> Batch:
         """Validate every episode and embed those without an embedding, before any
         write, so a bad episode fails the batch with nothing written. With ``dedupe``,
@@ -104,11 +125,20 @@ class Writes(Maintenance):
             known = _dedupe.mark(self.conn, [ep.get("id") is not None for ep in episodes], rows)
             for i in known:
                 rows[i]["unembedded"] = True
+            for row in rows:  # a text another fact replaced
+                if row.get("replaces") is None:
+                    twin = _facts.superseded_twin(self.conn, row)
+                    if twin is not None:
+                        row["superseded_twin"] = twin
+                        if skip_superseded:
+                            row["skip"] = True
+                            row["id"] = twin[0]
+            known |= {i for i, r in enumerate(rows) if r.get("skip")}
             missing = [i for i in missing if i not in known]
         if not replace:
-            taken = self._existing_ids([r["id"] for r in rows])
+            taken = self._existing_ids([r["id"] for r in rows if not r.get("skip")])
             for i, row in enumerate(rows):
-                if row["id"] in taken:
+                if row["id"] in taken and not row.get("skip"):
                     label = labels[i] if labels else f"episode {i}"
                     msg = (
                         f"id: an episode with id {row['id']!r} already exists (replace=True, "
@@ -127,9 +157,10 @@ class Writes(Maintenance):
 
     _INSERT = (
         "INSERT INTO episodes(id, content, embedding, created_at, accessed_at, "
-        "access_count, importance, kind, metadata, scope, content_key) VALUES (:id, "
-        ":content, :embedding, :created_at, :accessed_at, :access_count, :importance, "
-        ":kind, :metadata, :scope, :content_key)"
+        "access_count, importance, kind, metadata, scope, content_key, superseded_by, "
+        "confirmed_at) VALUES (:id, :content, :embedding, :created_at, :accessed_at, "
+        ":access_count, :importance, :kind, :metadata, :scope, :content_key, "
+        ":superseded_by, :confirmed_at)"
     )
     _UPSERT = _INSERT + (
         " ON CONFLICT(id) DO UPDATE SET content = excluded.content, "
@@ -140,8 +171,10 @@ class Writes(Maintenance):
 
     def _write(self, sql: str, batch: Batch) -> None:
         """Write ``batch`` with ``sql`` (:attr:`_INSERT` or :attr:`_UPSERT`) in one
-        IMMEDIATE transaction, all or nothing, then do the upkeep that is due."""
-        rows = batch.rows
+        IMMEDIATE transaction, all or nothing, then do the upkeep that is due. Rows
+        marked ``skip`` are not written; a row that ``replaces`` an episode marks it
+        superseded (:func:`~sqlite_rrf.store.facts.supersede`)."""
+        rows = [r for r in batch.rows if not r.get("skip")]
         if self.readonly:
             raise StoreError(
                 f"{self.path} is read-only (read-only media or permissions): nothing was written"
@@ -152,11 +185,15 @@ class Writes(Maintenance):
                     self.conn.execute(
                         "INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)", (batch.dim,)
                     )
+                _facts.check_replaces(self.conn, rows)
                 self._merging(True)
                 if any(r.get("dedupe") for r in rows):  # add_many: no second copy of a text
+                    first = self._first_noted(rows)
                     _dedupe.write_rows(self.conn, sql, rows, self._embed_row)
+                    self._keep_first_noted(first)
                 else:
                     self.conn.executemany(sql, rows)
+                _facts.supersede(self.conn, rows)
                 self._merge_index()
                 self._pack(self.CODE_BLOCK, 2**31 // self.CODE_BLOCK)
                 self._merging(False)
@@ -169,7 +206,39 @@ class Writes(Maintenance):
             raise
         except (apsw.BusyError, apsw.LockedError):
             raise StoreError(self._busy_message()) from None
-        self._upkeep_after_commit(len(rows))
+        if rows:
+            self._upkeep_after_commit(len(rows))
+
+    def _first_noted(self, rows: Sequence[Dict[str, Any]]) -> Dict[int, List[int]]:
+        """In the write transaction, before :func:`sqlite_rrf.dedupe.write_rows`: for
+        each stored episode whose text a ``dedupe`` row repeats, by rowid, its
+        ``created_at`` then the repeating rows' ``created_at``."""
+        first: Dict[int, List[int]] = {}
+        for row in rows:
+            if row.get("dedupe"):
+                found = _dedupe.find(self.conn, row["content_key"], row["scope"], row["content"])
+                if found is not None:
+                    if found[0] not in first:
+                        first[found[0]] = [
+                            self.conn.execute(
+                                "SELECT created_at FROM episodes WHERE rowid = ?", (found[0],)
+                            ).fetchall()[0][0]
+                        ]
+                    first[found[0]].append(row["created_at"])
+        return first
+
+    def _keep_first_noted(self, first: Dict[int, List[int]]) -> None:
+        """After the refresh of repeated texts: each episode keeps the time it was first
+        noted (the earliest) as ``created_at``, and ``confirmed_at`` becomes the latest
+        repeat's time when that is later."""
+        for rowid, (was, *repeats) in first.items():
+            noted, latest = min(was, *repeats), max(repeats)
+            self.conn.execute(
+                "UPDATE episodes SET created_at = :noted, confirmed_at = CASE WHEN "
+                ":latest > :noted THEN max(coalesce(confirmed_at, 0), :latest) ELSE "
+                "confirmed_at END WHERE rowid = :rowid",
+                {"noted": noted, "latest": latest, "rowid": rowid},
+            )
 
     def add(
         self,
@@ -184,12 +253,15 @@ class Writes(Maintenance):
         kind: Optional[str] = None,
         metadata: Any = None,
         scope: str = "",
+        replaces: Optional[str] = None,
     ) -> str:
         """Add one episode; returns its id (a new uuid4 hex when not given). Without
         ``embedding`` the store's embedder embeds ``content`` (if there is one). ``scope``
         is the memory it belongs to (a project, a user; ``''``: the shared memory).
         Without ``id``, a text the scope already has is not stored twice: that episode is
-        refreshed and its id returned (:meth:`add_many`)."""
+        refreshed and its id returned (:meth:`add_many`). ``replaces`` names the episode
+        this one replaces: it is kept, marked superseded (``superseded_by``), and no
+        recall returns it unless ``include_superseded``."""
         return self.add_many(
             [
                 dict(
@@ -203,9 +275,28 @@ class Writes(Maintenance):
                     kind=kind,
                     metadata=metadata,
                     scope=scope,
+                    replaces=replaces,
                 )
             ]
         )[0]
+
+    #: :meth:`add` under the name the tools use: ``remember(content, replaces=...)``.
+    remember = add
+
+    def likely_update(self, id: str) -> Optional[Tuple[str, float, str]]:
+        """``(id, cosine, what)`` of the current episode of episode ``id``'s scope that it
+        may update: the nearest by cosine, at least
+        :data:`~sqlite_rrf.store.facts.LIKELY_UPDATE_COSINE`, whose text differs in a
+        number, a day or a name (``what``); None when there is none."""
+        return _facts.likely_update(self.conn, id)
+
+    def superseded_by(self, id: str) -> Optional[str]:
+        """The id of the fact that replaced episode ``id`` (None: it is current, or
+        there is no such episode)."""
+        rows = self.conn.execute(
+            "SELECT superseded_by FROM episodes WHERE id = ?", (id,)
+        ).fetchall()
+        return rows[0][0] if rows else None
 
     def add_many(
         self,
@@ -215,7 +306,8 @@ class Writes(Maintenance):
         replace: bool = False,
         labels: Optional[Sequence[str]] = None,
         dedupe: bool = True,
-    ) -> Written:
+        skip_superseded: bool = False,
+    ) -> Stored:
         """Add episodes (dicts with the keys of :meth:`add`) in one transaction: all
         are written or, on any error, none. Returns their ids (a :class:`Written`: a
         list of str that also says which episodes repeated a text).
@@ -231,19 +323,32 @@ class Writes(Maintenance):
         stored as given (``result.repeats`` lists those that repeat a text). ``dedupe=False``
         stores every episode.
 
+        An episode may name the one it ``replaces`` (see :meth:`add`). A text that is
+        a superseded episode's is listed in ``result.superseded``; with
+        ``skip_superseded`` (``sqlite-rrf import``) it is not written at all, so that an
+        import never brings a replaced fact back.
+
         ``replace`` upserts episodes whose id exists (see :meth:`upsert`); ``labels``
         name the episodes in error messages (e.g. ``"line 12"``); ``progress`` shows
         a progress bar while embedding (default: for large batches)."""
         episodes = list(episodes)
         if dedupe and not self.readonly:
             self.fill_keys()  # other clients' rows: their keys, before looking for a twin
-        batch = self._prepare(episodes, progress, labels, replace=replace, dedupe=dedupe)
+        batch = self._prepare(
+            episodes,
+            progress,
+            labels,
+            replace=replace,
+            dedupe=dedupe,
+            skip_superseded=skip_superseded,
+        )
         self._write(self._UPSERT if replace else self._INSERT, batch)
         rows = batch.rows
-        return Written(
+        return Stored(
             [r["id"] for r in rows],
             [i for i, r in enumerate(rows) if r.get("duplicate")],
-            [i for i, r in enumerate(rows) if r.get("repeat")],
+            [i for i, r in enumerate(rows) if r.get("repeat") and not r.get("skip")],
+            {i: r["superseded_twin"] for i, r in enumerate(rows) if r.get("superseded_twin")},
         )
 
     def _embed_row(self, row: Dict[str, Any]) -> None:
@@ -297,34 +402,105 @@ class Writes(Maintenance):
         scope: Any = UNSET,
         embedding: Any = UNSET,
     ) -> Episode:
-        """Change some fields of the episode ``id``; the others keep their values. Returns
+        """Change some fields of the episode ``id``; the others keep their values (only the
+        fields given are written, so another client's change to the others stays). Returns
         the episode as it now is.
 
         New ``content`` without an ``embedding`` is embedded by the store's embedder; with
         none, the episode's old embedding (which described the old text) is dropped until
         :meth:`embed_missing` fills it. ``kind=None`` / ``metadata=None`` clear those
-        fields. Raises :class:`StoreError` when there is no such episode or a value is
-        bad; nothing is written then.
+        fields. Raises :class:`StoreError` when there is no such episode (also when another
+        client deleted it meanwhile) or a value is bad; nothing is written then.
+
+        The new text is embedded before the write; the write is one IMMEDIATE transaction
+        that first checks the episode is still the one read (the same row), so an update
+        never brings back an episode another client deleted meanwhile.
         """
-        old = self.get(id) if isinstance(id, str) else None
+        if not isinstance(id, str):
+            raise StoreError(f"id: must be text, got {type(id).__name__}")
+        old = self.get(id)
         if old is None:
             raise StoreError(f"id: no episode with id {id!r}")
-        new_content = old.content if content is UNSET else content
-        if embedding is UNSET:
-            embedding = old.embedding if new_content == old.content else None
-        ep = dict(
-            id=id,
-            content=new_content,
-            embedding=embedding,
-            importance=old.importance if importance is UNSET else importance,
-            kind=old.kind if kind is UNSET else kind,
-            metadata=old.metadata if metadata is UNSET else metadata,
-            scope=old.scope if scope is UNSET else scope,
-            created_at=old.created_at,
+        given = {
+            k: v
+            for k, v in (
+                ("content", content),
+                ("importance", importance),
+                ("kind", kind),
+                ("metadata", metadata),
+                ("scope", scope),
+            )
+            if v is not UNSET
+        }
+        # the fields given, checked (episode_row names the field at fault); the others
+        # are not written, so what another client stored in them stays as it is
+        row = episode_row(
+            dict(given, id=id, content=given.get("content", "-"), created_at=old.created_at),
+            None,
+            now_ms(),
         )
-        self._write(self._UPSERT, self._prepare([ep], None))
+        emb: Optional[bytes] = None
+        dim = self.dim
+        if embedding is not UNSET and embedding is not None:
+            emb, n = blob(embedding)
+            dim = check_dim(n, dim)
+        elif embedding is UNSET and "content" in given:
+            if row["content"] == old.content and old.embedding is not None:
+                emb = old.embedding.astype("<f4").tobytes()
+            elif self.embedder is not None:  # before the transaction: no lock held
+                emb, n = blob(self.embedder.embed(row["content"]), "embedder output")
+                dim = check_dim(n, dim)
+        sets: Dict[str, Any] = {}
+        for k in ("importance", "kind", "metadata", "scope"):
+            if k in given:
+                sets[k] = row[k]
+        if embedding is not UNSET:
+            sets["embedding"] = emb
+        if self.readonly:
+            raise StoreError(
+                f"{self.path} is read-only (read-only media or permissions): nothing was written"
+            )
+        try:
+            with transaction(self.conn):
+                now = self.conn.execute(
+                    "SELECT rowid, content FROM episodes WHERE id = ?", (id,)
+                ).fetchall()
+                if not now:
+                    raise StoreError(
+                        f"id: no episode with id {id!r} (another client deleted it "
+                        "meanwhile); nothing was written"
+                    )
+                if now[0][0] != old.rowid:
+                    raise StoreError(
+                        f"id: the episode {id!r} was deleted and written again by another "
+                        "client while this update was prepared; nothing was written (read "
+                        "it again, then update it)"
+                    )
+                if "content" in given and row["content"] != now[0][1]:
+                    sets["content"] = row["content"]
+                    sets["content_key"] = _dedupe.content_key(row["content"])
+                    sets.setdefault("embedding", emb)
+                if sets:
+                    if dim is not None and sets.get("embedding") is not None:
+                        self.conn.execute(
+                            "INSERT OR IGNORE INTO rrf_meta VALUES ('embedding_dim', ?)", (dim,)
+                        )
+                    self._merging(True)
+                    assigns = ", ".join(f"{k} = :{k}" for k in sets)
+                    self.conn.execute(
+                        f"UPDATE episodes SET {assigns} WHERE rowid = :rowid",
+                        dict(sets, rowid=old.rowid),
+                    )
+                    self._merge_index()
+                    self._pack(self.CODE_BLOCK, 2**31 // self.CODE_BLOCK)
+                    self._merging(False)
+        except (apsw.BusyError, apsw.LockedError):
+            raise StoreError(self._busy_message()) from None
+        if sets:
+            self._upkeep_after_commit(1)
         got = self.get(id)
-        assert got is not None
+        if got is None:  # deleted by another client since the commit
+            raise StoreError(f"id: no episode with id {id!r} (deleted after this update)")
         return got
 
     def delete(self, id: str) -> bool:
