@@ -1,15 +1,41 @@
 """MCP over streamable HTTP: each request goes to the endpoint its URL names (S8, S9),
 behind the bearer tokens (S6); an endpoint is an MCP server bound to a store and a scope,
-built when it is first asked for and dropped beyond :data:`~.settings.MAX_ENDPOINTS`."""
+built when it is first asked for and dropped beyond :data:`~.settings.MAX_ENDPOINTS`.
+
+S10. The prompt hook over HTTP (Claude Code's ``"type": "http"`` hook): ``POST``
+    :data:`~sqlite_rrf.app.hosts.HOOK_PATH` with the hook's JSON (``prompt``,
+    ``session_id``, ``cwd``, as on a command hook's stdin) is answered 200 with what
+    ``sqlite-rrf hook DB --format json`` prints for it: Claude Code's
+    ``hookSpecificOutput`` JSON, or an empty body when there is nothing to say. The scope
+    is derived from the payload's ``cwd`` as the command hook derives it; the URL's query
+    may set ``scope``, ``limit``, ``max_chars``, ``max_total``, ``min_relevance`` and
+    ``topic_gate`` as the hook's options do. A bad payload is answered 400 with one line
+    (``{"error": …}``; a non-2xx answer is a non-blocking error for Claude Code), a body
+    over :data:`~.settings.MAX_REQUEST_BYTES` 413. ``GET`` on the same path answers the
+    server's ping (``{"ok": true, "db": …, "pid": …, "version": …}``). The hits are touched
+    after the answer is sent (S4). Behind the same bearer token as MCP (S6); a server of
+    tenants (``--dir``) has no hook (404).
+S11. A client that goes away mid-request costs one line on stderr at WARNING, not a
+    traceback.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import unicodedata
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
-from .settings import MAX_ENDPOINTS, MCP_PATH, SCOPE_SEGMENT, TENANT_NAME, TENANT_SEGMENT
+from ..app.hosts import HOOK_PATH
+from .settings import (
+    MAX_ENDPOINTS,
+    MAX_REQUEST_BYTES,
+    MCP_PATH,
+    SCOPE_SEGMENT,
+    TENANT_NAME,
+    TENANT_SEGMENT,
+)
 
 if TYPE_CHECKING:
     from .tenants import TenantPool
@@ -89,8 +115,11 @@ class HttpRouter:
         tenant_tokens: Optional[Dict[str, str]] = None,
         tenants: Optional["TenantPool"] = None,
         max_endpoints: int = MAX_ENDPOINTS,
+        hook: Any = None,
     ) -> None:
+        quiet_gone_clients()
         self.build = build
+        self.hook = hook  # the warm Server (serve_request, real_db), or None: no hook (S10)
         self.host = host
         self.default_scope = default_scope
         self.tenants = tenants
@@ -112,6 +141,10 @@ class HttpRouter:
                 await self._serve(scope, receive, send)
             except HttpError as e:
                 await answer(send, e.status, str(e))
+            except Exception as e:  # S11: a client gone mid-request is one line
+                if not isinstance(e, ClientGone) and type(e).__name__ != "ClientDisconnect":
+                    raise
+                say_disconnected(scope)
         elif scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
 
@@ -154,24 +187,15 @@ class HttpRouter:
 
     async def _serve(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
         raw = scope.get("raw_path") or scope["path"].encode("utf-8")
+        if raw.split(b"?", 1)[0].rstrip(b"/") == HOOK_PATH.encode():
+            await self._hook(scope, receive, send)
+            return
         where = route(raw)
         if where is None:
             raise HttpError(404, self._paths_hint())
         tenant, scope_name = where
         if not self._authorised(scope, tenant):
-            body = b'{"error": "unauthorized: send Authorization: Bearer TOKEN"}'
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"www-authenticate", b'Bearer realm="sqlite-rrf"'),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await unauthorised(send)
             return
         if (tenant is None) != (self.tenants is None):
             raise HttpError(404, self._paths_hint())
@@ -195,6 +219,38 @@ class HttpRouter:
             import anyio  # the stores in calls when others opened: closed now
 
             await anyio.to_thread.run_sync(self.tenants.trim)
+
+    async def _hook(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        """S10: the prompt hook over HTTP."""
+        import anyio
+
+        if not self._authorised(scope, None):
+            await unauthorised(send)
+            return
+        if self.hook is None:
+            raise HttpError(
+                404, "this server answers no prompt hook (a server of tenants has none)"
+            )
+        method = scope.get("method", "GET")
+        if method == "GET":
+            ping, _ = self.hook.serve_request({"v": 1, "op": "ping"})
+            await answer_json(send, 200, json.dumps(ping).encode("utf-8"))
+            return
+        if method != "POST":
+            raise HttpError(405, f"{HOOK_PATH} answers POST (the hook) and GET (a ping)")
+        body = await read_body(receive)
+        from ..app import UserError
+
+        try:
+            req = hook_request(body, scope.get("query_string") or b"", self.hook.real_db)
+            result, after = await anyio.to_thread.run_sync(self.hook.serve_request, req)
+        except UserError as e:
+            raise HttpError(400, str(e)) from None
+        if not result.get("ok"):
+            raise HttpError(400, str(result.get("error")))
+        await answer_json(send, 200, result["text"].encode("utf-8"))
+        if after is not None:  # S4: the touch after the answer
+            await anyio.to_thread.run_sync(after)
 
     def _paths_hint(self) -> str:
         if self.tenants is not None:
@@ -267,3 +323,162 @@ async def answer(send: Any, status: int, message: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def unauthorised(send: Any) -> None:
+    body = b'{"error": "unauthorized: send Authorization: Bearer TOKEN"}'
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="sqlite-rrf"'),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def answer_json(send: Any, status: int, body: bytes) -> None:
+    """``body`` (JSON, or empty: nothing to say) with ``status``."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(receive: Any) -> bytes:
+    """The request's body, at most :data:`~.settings.MAX_REQUEST_BYTES` (413 beyond)."""
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            raise HttpError(413, f"the hook's JSON is longer than {MAX_REQUEST_BYTES} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+class ClientGone(Exception):
+    """The client went away before its request was read (S11)."""
+
+
+_log = logging.getLogger("sqlite_rrf.server")
+
+
+class GoneClients(logging.Filter):
+    """S11: the MCP SDK logs a client that went away mid-request (Starlette's
+    ``ClientDisconnect``) as an error with its traceback; this makes it one line at WARNING."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and type(exc).__name__ == "ClientDisconnect":
+            said = record.getMessage()
+            record.msg, record.args = "a client went away mid-request (%s)", (said,)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def quiet_gone_clients() -> None:
+    """Put :class:`GoneClients` on the SDK's streamable HTTP logger (once)."""
+    logger = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, GoneClients) for f in logger.filters):
+        logger.addFilter(GoneClients())
+
+
+def say_disconnected(scope: Dict[str, Any]) -> None:
+    """S11: one line for a client that went away mid-request."""
+    client = scope.get("client") or ("?", 0)
+    path = scope.get("path", "")
+    _log.warning(
+        "client %s:%s went away during %s %s", client[0], client[1], scope.get("method"), path
+    )
+
+
+#: The hook's options a URL's query may set (S10), and how each is read.
+_QUERY: Dict[str, Any] = {
+    "scope": str,
+    "limit": int,
+    "max_chars": int,
+    "max_total": int,
+    "min_relevance": float,
+    "topic_gate": lambda v: v.lower() in ("1", "true", "yes"),
+}
+
+
+def hook_request(body: bytes, query: bytes, real_db: str) -> Dict[str, Any]:
+    """The hook socket's request (S3) for an HTTP hook's ``body`` and URL ``query``: the
+    same as ``sqlite-rrf hook DB --format json`` sends for that JSON on its stdin."""
+    from urllib.parse import parse_qsl
+
+    from ..app import UserError, derive_scope, recall_scopes
+    from ..app.prompt_recall import HookFault, check_request
+
+    try:
+        from ..app.prompt_recall import (
+            DEFAULT_MAX_CHARS,
+            DEFAULT_MAX_TOTAL,
+        )
+    except ImportError:  # temporary: the command hook's defaults, until the app layer has them
+        DEFAULT_MAX_CHARS, DEFAULT_MAX_TOTAL = 400, 6000
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise HookFault('the body: expected the hook\'s JSON ({"prompt": …})') from None
+    if not isinstance(payload, dict):
+        raise HookFault(f"the body: expected a JSON object, got {type(payload).__name__}")
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str):
+        raise HookFault(
+            'the body: "prompt" must be text (expected {"session_id": …, "prompt": …, "cwd": …})'
+        )
+    session = payload.get("session_id")
+    if isinstance(session, (int, float)) and not isinstance(session, bool):
+        session = str(session)
+    opts: Dict[str, Any] = {}
+    for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if key not in _QUERY:
+            raise UserError(
+                f"{key}: not an option of the hook's URL (it takes {', '.join(_QUERY)})"
+            )
+        try:
+            opts[key] = _QUERY[key](value)
+        except ValueError:
+            raise UserError(f"{key}: expected a number, got {value!r}") from None
+    cwd = payload.get("cwd")
+    project = None
+    if opts.get("scope") is None:
+        project = derive_scope(cwd if isinstance(cwd, str) and cwd else None)
+    scopes = recall_scopes(opts.get("scope"), project, "scope")
+    req: Dict[str, Any] = {
+        "v": 1,
+        "op": "hook",
+        "db": real_db,
+        "prompt": prompt,
+        "session": session if isinstance(session, str) and session else None,
+        "scope": None if scopes is None else list(scopes),
+        "limit": opts.get("limit"),
+        "max_chars": opts.get("max_chars", DEFAULT_MAX_CHARS),
+        "max_total": opts.get("max_total", DEFAULT_MAX_TOTAL),
+        "topic_gate": bool(opts.get("topic_gate", False)),
+        "format": "json",
+    }
+    if "min_relevance" in opts:
+        req["min_relevance"] = opts["min_relevance"]
+    check_request(req)
+    return req
