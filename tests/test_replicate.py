@@ -406,5 +406,7 @@ def test_refreshed_copy_is_replaced_whole(tmp_path):
         def flush(self):
             pass
 
-    replicate.refresh(str(tmp_path / "nothing"), str(copy), interval="1s", rounds=1, out=Out())
+    os.rename(replica, tmp_path / "moved")
+    (replica / "ltx").mkdir(parents=True)  # the same replica, now holding nothing
+    replicate.refresh(str(replica), str(copy), interval="1s", rounds=1, out=Out())
     assert "kept as it was" in "".join(said) and "later" in _ids(copy)

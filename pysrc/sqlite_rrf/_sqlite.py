@@ -5,6 +5,7 @@ lock, and a value from ``rrf_meta``."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import urllib.parse
 from contextlib import contextmanager
@@ -59,6 +60,178 @@ def _immutable(path: str) -> apsw.Connection:
 #: create a WAL database's ``-shm`` file there.
 FULL_BELOW = 1 << 20
 
+#: The ``rrf_meta`` key a copy made by ``sqlite-rrf restore --refresh`` carries: the
+#: replica URL it is restored from. Such a copy is replaced whole (a rename) and never
+#: written in place, so it is opened as immutable: no lock, no journal-mode switch, no
+#: ``-wal``/``-shm``, and a connection keeps reading the restore it opened.
+REPLICA_KEY = "read_replica_of"
+
+
+def replica_of(path: str) -> Optional[str]:
+    """The replica URL a refreshed copy at ``path`` was restored from (its
+    :data:`REPLICA_KEY`), or None when ``path`` is not such a copy (or not a database).
+    Reads the main file as it is (``immutable``): never a ``-wal`` beside it."""
+    if not os.path.isfile(path) or not _header(path).startswith(b"SQLite format 3\x00"):
+        return None
+    try:
+        conn = _immutable(path)
+    except apsw.Error:
+        return None
+    try:
+        value = meta(conn, REPLICA_KEY)
+    except apsw.Error:
+        value = None
+    finally:
+        conn.close()
+    return value if isinstance(value, str) else None
+
+
+def _replica_connection(path: str) -> Optional[apsw.Connection]:
+    """An immutable connection to ``path`` when it is a refreshed copy in rollback mode
+    (how ``restore --refresh`` leaves it), else None. Only a file whose header says
+    rollback mode is looked at: the product's databases are in WAL mode."""
+    head = _header(path)
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00") or head[18:20] != b"\x01\x01":
+        return None
+    try:
+        conn = _immutable(path)
+    except apsw.Error:
+        return None
+    try:
+        if isinstance(meta(conn, REPLICA_KEY), str):
+            return conn
+    except apsw.Error:
+        pass
+    conn.close()
+    return None
+
+
+#: The SQL function (registered on every connection :func:`open_connection` makes) that
+#: decodes a BLOB as UTF-8 with each invalid sequence replaced by U+FFFD.
+REPLACE_FUNCTION = "rrf_py_utf8_replace"
+
+
+def decode_replacing(data: Any) -> Any:
+    """``data`` (bytes) decoded as UTF-8, each invalid sequence made U+FFFD (Python's
+    ``errors="replace"``); anything else is returned as it is."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data).decode("utf-8", "replace")
+    return data
+
+
+_COPIES = itertools.count(1)
+
+
+class TextSafeCursor(apsw.Cursor):
+    """The cursor of every connection :func:`open_connection` makes: a row whose TEXT is
+    not valid UTF-8 (another client can store any bytes as TEXT) is read with each invalid
+    sequence replaced by U+FFFD instead of failing the whole read.
+
+    Reading costs nothing more until such a row comes: then the statement is run again
+    once into a TEMP table, which is read back with each TEXT value read as a BLOB and
+    decoded by :data:`REPLACE_FUNCTION`, the rows already returned skipped. Statements that
+    are not a query (``PRAGMA``, ``… RETURNING``) cannot be run so and still fail."""
+
+    _sql_text: Optional[str] = None
+    _bindings: Any = None
+    _fallback: Optional[Iterator[Any]] = None
+    _returned = 0
+    _multi = False  # more than one statement: rows are counted per statement
+    _counted_sql: Optional[str] = None
+
+    def execute(self, statements: str, bindings: Any = None, **kw: Any) -> Any:
+        self._sql_text, self._bindings = statements, bindings
+        self._fallback, self._returned, self._counted_sql = None, 0, None
+        self._multi = isinstance(statements, str) and ";" in statements.strip().rstrip(";")
+        super().execute(statements, bindings, **kw)
+        return self
+
+    def __next__(self) -> Any:
+        if self._fallback is not None:
+            return next(self._fallback)
+        try:
+            row = super().__next__()
+        except UnicodeDecodeError:
+            self._fallback = self._replaced_rows()
+            return next(self._fallback)
+        if self._multi:
+            sql = self.sql
+            if sql != self._counted_sql:
+                self._counted_sql, self._returned = sql, 0
+        self._returned += 1
+        return row
+
+    def __iter__(self) -> "TextSafeCursor":
+        return self
+
+    def fetchall(self) -> List[Any]:
+        return list(self)
+
+    def fetchone(self) -> Any:
+        return next(self, None)
+
+    def _replaced_rows(self) -> Iterator[Any]:
+        """The rest of the current statement's rows, run again with its TEXT results
+        decoded by :func:`decode_replacing`; then the next statements' rows, if any."""
+        current = self.sql or ""
+        sql = current.strip().rstrip(";").strip()
+        whole = (self._sql_text or "").strip().rstrip(";").strip()
+        bindings = self._bindings if whole == sql else None
+        if bindings is None and self.bindings_count:
+            sql = (self.expanded_sql or sql).strip().rstrip(";").strip()
+        skip = self._returned if not self._multi or self._counted_sql == current else 0
+        conn = self.connection
+        if not self._multi:
+            super().close(force=True)  # its read ends here; the copy below reads anew
+        # the statement's rows copied into a TEMP table (a CTE around it could nest too
+        # deep), in their order, then read back with TEXT made valid
+        table = f"temp.rrf_text_safe_{next(_COPIES)}"
+        conn.cursor().execute(f"CREATE TEMP TABLE {table[5:]} AS {sql}", bindings)
+        try:
+            cols = [r[1] for r in conn.execute(f"PRAGMA temp.table_info({table[5:]})")]
+            wrapped = (
+                "SELECT "
+                + ", ".join(
+                    f"CASE WHEN typeof(\"{c}\") = 'text' THEN "
+                    f'{REPLACE_FUNCTION}(CAST("{c}" AS BLOB)) ELSE "{c}" END'
+                    for c in (c.replace('"', '""') for c in cols)
+                )
+                + f" FROM {table} WHERE rowid > ? ORDER BY rowid"
+            )
+            rows = conn.cursor().execute(wrapped, (skip,)).fetchall()
+        finally:
+            try:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            except apsw.LockedError:  # another statement of the connection is active
+                conn.execute(f"DELETE FROM {table}")
+        yield from rows
+        if not self._multi:
+            return
+        while True:  # the rest of this statement was read above: go on with the next ones
+            try:
+                row = super().__next__()
+            except UnicodeDecodeError:
+                continue
+            except StopIteration:
+                return
+            if self.sql != current:
+                self._counted_sql, self._returned, self._fallback = self.sql, 1, None
+                yield row
+                yield from self  # rows of the statements after it, read as usual
+                return
+
+
+def _prepare(conn: apsw.Connection) -> apsw.Connection:
+    """Give ``conn`` :class:`TextSafeCursor` and :data:`REPLACE_FUNCTION`."""
+    conn.create_scalar_function(
+        REPLACE_FUNCTION,
+        decode_replacing,
+        1,
+        deterministic=True,  # type: ignore[arg-type]
+    )
+    conn.cursor_factory = TextSafeCursor
+    return conn
+
 
 def open_connection(path: str, *, readonly: bool = False) -> Tuple[apsw.Connection, Optional[str]]:
     """Connect to ``path``; returns the connection and, when it was opened as immutable, why.
@@ -79,7 +252,28 @@ def open_connection(path: str, *, readonly: bool = False) -> Tuple[apsw.Connecti
     exists too), nor when the file is read-only only by permissions (its owner may write it
     meanwhile). A read-only bind mount of a directory that is written through another
     mount is read-only media to this test, yet its file can change: there immutable reads
-    could miss or tear concurrent writes."""
+    could miss or tear concurrent writes.
+
+    Every row reads whole: TEXT that is not valid UTF-8 is read with U+FFFD for each
+    invalid sequence (:class:`TextSafeCursor`).
+
+    A copy that ``sqlite-rrf restore --refresh`` keeps (:data:`REPLICA_KEY`) is opened as
+    immutable too: it is replaced by a rename and never written in place, and a plain
+    open would look for a ``-wal`` beside it (one left by another file would be read into
+    it) and the Store would switch it to WAL."""
+    conn, why = _open_connection(path, readonly=readonly)
+    return _prepare(conn), why
+
+
+def _open_connection(path: str, *, readonly: bool) -> Tuple[apsw.Connection, Optional[str]]:
+    if path not in (":memory:", "") and os.path.isfile(path):
+        replica = _replica_connection(path)
+        if replica is not None:
+            return replica, (
+                "it is a read replica kept by `sqlite-rrf restore --refresh`, so it was "
+                "opened as immutable (read as it is, without locks; open it again to read "
+                "the next refresh)"
+            )
     if path in (":memory:", "") or not os.path.isfile(path) or not is_wal_file(path):
         flags = (
             apsw.SQLITE_OPEN_READONLY

@@ -11,6 +11,7 @@ from typing import Any
 from ..app import UserError
 from ..replicate import (
     DEFAULT_SYNC_INTERVAL,
+    check_refresh_output,
     litestream_duration,
     litestream_path,
     refresh,
@@ -31,6 +32,7 @@ def cmd_replicate(args: Any) -> int:
         check_only=args.check,
         once=args.once,
         exec_cmd=args.exec_cmd,
+        force=args.force,
     )
 
 
@@ -42,15 +44,20 @@ def cmd_restore(args: Any) -> int:
                 "--refresh: a refreshed copy is always the latest (not with "
                 "--follow or --timestamp)"
             )
+        check_refresh_output(args.output, replica_url(args.src, option="--from"), force=args.force)
         print(
             f"{args.output}: restoring {args.src} every {args.refresh} (Ctrl-C stops; "
             "readers open the copy anew to see the next restore)",
             flush=True,
         )
         try:
-            return refresh(args.src, args.output, interval=args.refresh)
+            return refresh(args.src, args.output, interval=args.refresh, force=args.force)
         except KeyboardInterrupt:
             return 0
+    if args.force:
+        raise UserError(
+            "--force: only with --refresh (restore and --follow always write a new file)"
+        )
     if args.follow:
         if args.timestamp is not None:
             raise UserError("--follow and --timestamp: a followed copy is always the latest")
@@ -106,7 +113,14 @@ def add_parsers(sub: Any, db_help: str) -> None:
         "--config",
         metavar="PATH",
         default=None,
-        help="where to write Litestream's configuration (default: DB.litestream.yml)",
+        help="where to write Litestream's configuration (default: DB.litestream.yml); "
+        "never the database or its -wal/-shm, and a file replicate did not write only "
+        "with --force",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --config file that replicate did not write",
     )
     p.add_argument(
         "--sync-interval",
@@ -146,7 +160,8 @@ def add_parsers(sub: Any, db_help: str) -> None:
         "--output",
         required=True,
         metavar="FILE",
-        help="the new database file (never an existing one)",
+        help="the new database file (never an existing one; with --refresh: the copy "
+        "an earlier --refresh from the same replica made, or any file with --force)",
     )
     p.add_argument(
         "--timestamp",
@@ -166,7 +181,13 @@ def add_parsers(sub: Any, db_help: str) -> None:
         metavar="D",
         help="restore again every D (e.g. 30s, 5m) until Ctrl-C, each restore "
         "checked and renamed over FILE whole: a read replica never half "
-        "written",
+        "written, which sqlite-rrf opens read-only (immutable)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --refresh: replace an existing FILE that is not an earlier refresh "
+        "of this replica (its content is lost)",
     )
     p.add_argument(
         "--interval",

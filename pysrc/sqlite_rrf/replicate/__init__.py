@@ -1,6 +1,7 @@
 """A memory replicated with Litestream: ``sqlite-rrf replicate``, ``sqlite-rrf restore`` and
 read replicas (issue 24; docs/scaling.md says what each guarantees and costs). The
-command line's part is :mod:`sqlite_rrf.cli.replicate`.
+command line's part is :mod:`sqlite_rrf.cli.replicate`; the refreshed copy's is
+:mod:`.refresh`.
 
 Litestream (https://litestream.io) is a separate process that reads a SQLite file's WAL
 and ships it to a replica (a directory, S3 or an S3-compatible store, SFTP, …), from which
@@ -41,15 +42,22 @@ import time
 from typing import Any, List, Optional, Sequence
 from urllib.parse import urlsplit
 
-from .app import UserError, parse_time
+from ..app import UserError, parse_time
+from ..app.files import atomic_write_text, check_output, starts_with
 
 __all__ = [
+    "CONFIG_MARK",
     "DEFAULT_SYNC_INTERVAL",
     "EXTRA_HINT",
     "SCHEMES",
     "check_config",
+    "check_config_path",
+    "check_refresh_output",
     "config_text",
+    "duration_seconds",
     "follow",
+    "is_own_config",
+    "is_own_refresh",
     "litestream_duration",
     "litestream_path",
     "load_vfs",
@@ -76,6 +84,10 @@ DEFAULT_SYNC_INTERVAL = "1s"
 #: (``Store(busy_timeout_ms=10_000)``): a long write of ours (an import's batch, a
 #: migration) makes Litestream wait instead of failing its sync.
 LITESTREAM_BUSY_TIMEOUT = "10s"
+
+#: The first line of every configuration :func:`config_text` writes: how ``replicate``
+#: knows a file at ``--config`` is its own (it replaces only those without ``--force``).
+CONFIG_MARK = "# Litestream configuration written by `sqlite-rrf replicate`"
 
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 
@@ -140,6 +152,13 @@ def _file_dir(url: str) -> Optional[str]:
     return parts.path if parts.scheme.lower() == "file" else None
 
 
+def duration_seconds(duration: str) -> float:
+    """A duration :func:`litestream_duration` accepted, in seconds."""
+    m = _DURATION.fullmatch(duration)
+    assert m is not None
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
 def litestream_duration(text: str, option: str) -> str:
     """``text`` as a Go duration Litestream reads (``500ms``, ``1s``, ``5m``, ``1h``); a
     :class:`UserError` naming ``option`` otherwise."""
@@ -156,7 +175,7 @@ def config_text(db: str, url: str, *, sync_interval: str = DEFAULT_SYNC_INTERVAL
     most once a minute, a snapshot a day kept a day, L0 files kept 5 minutes)."""
     # JSON strings are YAML double-quoted scalars: any path or URL is written verbatim.
     return (
-        "# Litestream configuration written by `sqlite-rrf replicate` (docs/scaling.md).\n"
+        f"{CONFIG_MARK} (docs/scaling.md).\n"
         "# Run it with: litestream replicate -config THIS_FILE -no-expand-env\n"
         "dbs:\n"
         f"  - path: {json.dumps(os.path.abspath(db))}\n"
@@ -167,17 +186,39 @@ def config_text(db: str, url: str, *, sync_interval: str = DEFAULT_SYNC_INTERVAL
     )
 
 
+def is_own_config(path: str) -> bool:
+    """True when the file at ``path`` is a configuration ``replicate`` wrote."""
+    return starts_with(path, CONFIG_MARK.encode("utf-8"))
+
+
+def check_config_path(path: str, db: str, *, force: bool = False) -> None:
+    """Refuse ``--config PATH`` when it is the database or its ``-wal``/``-shm`` (links
+    resolved; even with ``force``), or an existing file that ``replicate`` did not write
+    (unless ``force``)."""
+    check_output(
+        path,
+        option="--config",
+        databases=[db],
+        force=force,
+        ours=is_own_config,
+        what="configuration",
+    )
+
+
 def write_config(
-    db: str, url: str, path: str, *, sync_interval: str = DEFAULT_SYNC_INTERVAL
+    db: str,
+    url: str,
+    path: str,
+    *,
+    sync_interval: str = DEFAULT_SYNC_INTERVAL,
+    force: bool = False,
 ) -> str:
-    """Write :func:`config_text` to ``path`` (replaced whole, never half written) and
-    return ``path``."""
-    text = config_text(db, url, sync_interval=sync_interval)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    """Write :func:`config_text` to ``path`` and return ``path``: written to a temporary
+    file beside it and renamed into place (never half written), after
+    :func:`check_config_path` (never over the database, its ``-wal``/``-shm``, nor a file
+    this command did not write unless ``force``)."""
+    check_config_path(path, db, force=force)
+    return atomic_write_text(path, config_text(db, url, sync_interval=sync_interval))
 
 
 def check_config(path: str, db: str) -> None:
@@ -203,7 +244,7 @@ def check_config(path: str, db: str) -> None:
 def _prepare(db: str) -> None:
     """The database must exist and be sqlite-rrf's; opening it as a Store brings it to the
     current schema and to WAL mode (which Litestream needs) before replication starts."""
-    from .store import Store
+    from ..store import Store
 
     if not os.path.isfile(db):
         raise UserError(f"{db}: no such database (create it with `sqlite-rrf init {db}`)")
@@ -237,6 +278,7 @@ def replicate(
     once: bool = False,
     exec_cmd: Optional[str] = None,
     out: Any = None,
+    force: bool = False,
 ) -> int:
     """Replicate the database ``db`` to ``to`` (:func:`replica_url`) until interrupted.
 
@@ -246,15 +288,19 @@ def replicate(
     stops after a last sync; with ``once`` it syncs once and returns (a backup from cron).
     ``exec_cmd`` is a command Litestream starts and supervises
     (``litestream replicate -exec``): replication stops when it exits, e.g. a ``sqlite-rrf
-    serve``. Returns Litestream's exit status (0 after a clean stop)."""
+    serve``. The configuration is never written over the database or its
+    ``-wal``/``-shm``, nor over a file this command did not write unless ``force``
+    (:func:`check_config_path`). Returns Litestream's exit status (0 after a clean
+    stop)."""
     out = out or sys.stdout
     url = replica_url(to)
     interval = litestream_duration(sync_interval, "--sync-interval")
     _check_replica_not_db(db, url)
+    path = config or (os.path.abspath(db) + ".litestream.yml")
+    check_config_path(path, db, force=force)  # before anything is opened or written
     binary = litestream_path()
     _prepare(db)
-    path = config or (os.path.abspath(db) + ".litestream.yml")
-    write_config(db, url, path, sync_interval=interval)
+    write_config(db, url, path, sync_interval=interval, force=force)
     check_config(path, db)
     print(
         f"{db}: Litestream configuration {path} (replica {url}, sync every {interval})",
@@ -381,7 +427,7 @@ def restore(src: str, output: str, *, timestamp: Optional[str] = None, check: bo
         )
     if not check:
         return None
-    from .doctor import check_path
+    from ..doctor import check_path
 
     return check_path(output)
 
@@ -401,68 +447,6 @@ def follow(src: str, output: str, *, interval: str = "1s") -> "subprocess.Popen[
     return subprocess.Popen(
         [litestream_path(), "restore", "-f", "-follow-interval", ival, "-o", output, url]
     )
-
-
-def refresh(
-    src: str,
-    output: str,
-    *,
-    interval: str = "30s",
-    check: bool = True,
-    rounds: Optional[int] = None,
-    out: Any = None,
-) -> int:
-    """Keep ``output`` a recent restore of the replica ``src``: every ``interval`` restore
-    the replica into a new file beside it, run the full check, switch that file from WAL
-    to DELETE journal mode (a reader needs no ``-wal``/``-shm`` then) and rename it over
-    ``output`` (atomic). A read replica that is never half written: a reader that opens
-    ``output`` gets one whole restore; a connection already open keeps reading the
-    restore it opened until it is opened again. A restore that fails or fails the check
-    leaves ``output`` as it was (said on ``out``). ``rounds`` stops after that many
-    restores (default: until interrupted). Returns 0."""
-    import apsw
-
-    out = out or sys.stdout
-    url = replica_url(src, option="--from")
-    seconds = _seconds(litestream_duration(interval, "--refresh"))
-    tmp = f"{output}.restoring"
-    done = 0
-    while rounds is None or done < rounds:
-        t0 = time.monotonic()
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.lexists(tmp + suffix):
-                os.remove(tmp + suffix)
-        try:
-            report = restore(url, tmp, check=check)
-            if report is not None and not report.ok:
-                raise UserError(
-                    "the restored copy fails the full check: "
-                    + "; ".join(f.message for f in report.findings[:3])
-                )
-            conn = apsw.Connection(tmp)
-            try:
-                conn.execute("PRAGMA journal_mode = DELETE").fetchall()
-            finally:
-                conn.close()
-            os.replace(tmp, output)
-            print(
-                f"{output}: restored from {url} in {time.monotonic() - t0:.2f} s",
-                file=out,
-                flush=True,
-            )
-        except UserError as e:
-            print(f"{output}: kept as it was: {e}", file=out, flush=True)
-        done += 1
-        if rounds is not None and done >= rounds:
-            break
-        time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
-    return 0
-
-
-def _seconds(duration: str) -> float:
-    m = _DURATION.fullmatch(duration)
-    assert m is not None
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
 _VFS_LOADED: Optional[str] = None
@@ -528,7 +512,7 @@ def open_replica(
     With litestream-vfs 0.5.17 a read can fail as a malformed database for a while when
     new LTX files arrive (seen in 2 of 4 runs, docs/scaling.md): retry it. ``wait`` is
     how long to wait for the replica's first snapshot."""
-    from .store import Store
+    from ..store import Store
 
     url = replica_url(url, option="url")
     d = _file_dir(url)
@@ -540,3 +524,7 @@ def open_replica(
             time.sleep(0.2)
     load_vfs(url)
     return Store(f"file:{name}?vfs=litestream", readonly=True, **store_args)
+
+
+# the refreshed copy (a module of its own; it uses the functions above)
+from .refresh import check_refresh_output, is_own_refresh, refresh
