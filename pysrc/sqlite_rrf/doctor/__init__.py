@@ -16,11 +16,14 @@ edit the schema, or write the derived tables while a trigger was missing. Two le
   pending, every block of ``episodes_code_blocks`` = the current codes of the rows that
   name it, ``episodes_displaced`` holding no stale rows, the knn index (when there is one
   and sqlite-vec is installed) = the embeddings; and the embeddings the vector list
-  cannot use (zero, NaN, infinite, wrong size: only a rewrite of the episode fixes those).
+  cannot use (zero, NaN, infinite, wrong size: only a rewrite of the episode fixes those);
+  and every episode whose TEXT is not valid UTF-8 (:mod:`.text`: the repair writes each
+  invalid byte sequence as U+FFFD, as every read shows it).
   :func:`repair` fixes every finding it can, in one transaction.
 
 The modules: :mod:`.schema` (the schema objects and :func:`open_check`), :mod:`.data` (the
-derived tables), :mod:`.findings` (what is found); the full check is here.
+derived tables), :mod:`.text` (text that is not valid UTF-8), :mod:`.findings` (what is
+found); the full check is here.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from .schema import (
     repair_schema,
     schema_findings,
 )
+from .text import invalid_text, repair_text, text_findings
 
 __all__ = [
     "REPAIR_HINT",
@@ -90,6 +94,8 @@ def check(conn: apsw.Connection) -> Report:
         )
     report.findings += schema_findings(conn)
     report.findings += check_data(conn)
+    if has_table(conn, "episodes"):
+        report.findings += text_findings(invalid_text(conn))
     report.seconds = time.perf_counter() - t
     return report
 
@@ -104,6 +110,8 @@ def repair(conn: apsw.Connection, *, busy_timeout_ms: int = 10_000) -> Report:
     conn.execute("BEGIN IMMEDIATE")
     try:
         done = repair_schema(conn)
+        if has_table(conn, "episodes"):
+            done += repair_text(conn, invalid_text(conn))
         done += repair_data(conn, compare_data(conn))
         conn.execute("COMMIT")
     except BaseException:
