@@ -446,7 +446,7 @@ def test_http_off_loopback_needs_a_token_and_every_request_carries_it(tmp_path):
     assert p.returncode == 1
     assert "needs a bearer token" in p.stderr.decode()
     token_file = tmp_path / "token"
-    token_file.write_text("s3cret-token\n")
+    token_file.write_text("s3cret-token-0123456789\n")
     port = free_port()
     with serving(db, env, "--http", f"0.0.0.0:{port}", "--token-file", str(token_file)):
         url = f"http://127.0.0.1:{port}/mcp"
@@ -461,5 +461,5 @@ def test_http_off_loopback_needs_a_token_and_every_request_carries_it(tmp_path):
         assert (
             httpx2.post(url, json={}, headers={"Authorization": "Bearer wrong"}).status_code == 401
         )
-        (res,) = http_call(url, [("stats", {})], token="s3cret-token")
+        (res,) = http_call(url, [("stats", {})], token="s3cret-token-0123456789")
         assert not res.is_error and res.structured_content["memories"] == 3

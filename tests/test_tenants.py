@@ -239,7 +239,7 @@ def test_three_agents_in_three_processes_each_in_its_own_scope(tmp_path):
     with Store(db) as s:
         s.add("The blog's zeppelin hangar codeword is slate.", scope="blog", id="blog-1")
     env = env_for(tmp_path)
-    (tmp_path / "token").write_text("team-token\n")
+    (tmp_path / "token").write_text("team-token-0123456789\n")
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     with server(env, str(db), "--token-file", str(tmp_path / "token"), "--scope", "blog") as (
@@ -249,7 +249,12 @@ def test_three_agents_in_three_processes_each_in_its_own_scope(tmp_path):
         base = f"http://127.0.0.1:{port}"
         procs = {
             f"agent-{i}": agent(
-                f"{base}/s/agent-{i}/mcp", "team-token", agent_calls(i), env, barrier, f"agent-{i}"
+                f"{base}/s/agent-{i}/mcp",
+                "team-token-0123456789",
+                agent_calls(i),
+                env,
+                barrier,
+                f"agent-{i}",
             )
             for i in (1, 2, 3)
         }
@@ -286,7 +291,7 @@ def test_three_agents_in_three_processes_each_in_its_own_scope(tmp_path):
             {
                 "plain": agent(
                     f"{base}/mcp",
-                    "team-token",
+                    "team-token-0123456789",
                     [("recall", {"query": "zeppelin hangar codeword", "min_relevance": 0})],
                     env,
                     barrier / "2",
@@ -321,7 +326,7 @@ def test_three_tenants_in_three_processes_one_file_each(tmp_path):
     tenants = tmp_path / "tenants"
     tenants.mkdir()
     env = env_for(tmp_path)
-    tokens = {f"tenant-{i}": f"token-of-{i}" for i in (1, 2, 3)}
+    tokens = {f"tenant-{i}": f"token-of-tenant-{i}-0123456789" for i in (1, 2, 3)}
     (tmp_path / "tokens").write_text(
         "# tenant token\n" + "".join(f"{t} {v}\n" for t, v in tokens.items())
     )
@@ -387,8 +392,8 @@ def test_unknown_tenants_are_refused_and_no_name_leaves_the_directory(tmp_path):
     with Store(tenants / "acme.db") as s:
         s.add("Acme's zeppelin is red.", id="acme-1")
     env = env_for(tmp_path)
-    (tmp_path / "token").write_text("admin\n")
-    auth = {"Authorization": "Bearer admin"}
+    (tmp_path / "token").write_text("admin-token-0123456789\n")
+    auth = {"Authorization": "Bearer admin-token-0123456789"}
     with server(env, "--dir", str(tenants), "--token-file", str(tmp_path / "token")) as (
         proc,
         port,
@@ -410,7 +415,7 @@ def test_unknown_tenants_are_refused_and_no_name_leaves_the_directory(tmp_path):
             {
                 "acme": agent(
                     f"http://127.0.0.1:{port}/t/acme/mcp",
-                    "admin",
+                    "admin-token-0123456789",
                     [("recall", {"query": "zeppelin", "min_relevance": 0})],
                     env,
                     tmp_path,

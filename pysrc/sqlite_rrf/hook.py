@@ -300,13 +300,29 @@ def _request(args: argparse.Namespace) -> Dict[str, Any]:
         session = str(session)
     if not isinstance(session, str) or not session:
         session = None
+    _check_unicode(session, "session_id")
     project = None
     if args.scope is None:
         cwd = payload.get("cwd")
+        _check_unicode(cwd, "cwd")
         project = derive_scope(cwd if isinstance(cwd, str) and cwd else None)
     scopes = recall_scopes(args.scope, project, "--scope")
     req.update(prompt=prompt, session=session, scope=None if scopes is None else list(scopes))
     return req
+
+
+def _check_unicode(value: Any, field: str) -> None:
+    """Refuse a payload text that no file name or database can hold: one with a lone
+    surrogate (JSON's ``"\\ud800"``), naming the field and where it is."""
+    if not isinstance(value, str):
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise HookFault(
+            f'stdin: "{field}" holds a lone surrogate (\\u{ord(value[e.start]):04x} at '
+            f"character {e.start}), which is not text a path or a memory can hold"
+        ) from None
 
 
 def ask_server(
@@ -356,8 +372,10 @@ def _answer(args: argparse.Namespace) -> Any:
     req["db"] = os.path.realpath(args.db)
     if not getattr(args, "no_server", False):
         from .app import socket_path
+        from .app.sockets import beside_or_private
 
-        answer = ask_server(getattr(args, "socket", None) or socket_path(args.db), req)
+        default = beside_or_private(socket_path(args.db), req["db"])
+        answer = ask_server(getattr(args, "socket", None) or default, req)
         if answer is not None and not answer.get("wrong_db"):
             if answer.get("ok") is True and isinstance(answer.get("text"), str):
                 return answer["text"], None

@@ -63,17 +63,51 @@ def scope_words(scope: Any) -> str:
     return said + (" and the shared scope" if "" in names else "")
 
 
+#: What the hook shows of an id or a scope name at most (characters): the documented
+#: maximum of the field when the store defines one (``sqlite_rrf.checks``), else this.
+#: A longer value (written by another client) is cut with "…", so no field can push the
+#: relevant memories out of the output's bound (H8).
+SHOWN_FIELD_CHARS = 200
+
+
+def _field_cap(name: str) -> int:
+    try:
+        from .. import checks
+    except ImportError:  # pragma: no cover (the hook's light path has the package)
+        return SHOWN_FIELD_CHARS
+    cap = getattr(checks, name, None)
+    return cap if isinstance(cap, int) and cap > 0 else SHOWN_FIELD_CHARS
+
+
+def _cut(text: str, cap: int) -> str:
+    return text if len(text) <= cap else text[:cap].rstrip() + "…"
+
+
 def render(
     hits: List[Any], scope: Any, max_chars: int, now_ms: Optional[int] = None, max_total: int = 0
 ) -> str:
     """The recollection as Markdown (H4): a header and one bullet per hit, at most
-    ``max_total`` characters in all (H8; 0: no cap). ``scope`` is the recall's (None, a
-    scope, or a list of scopes: :func:`scope_words`)."""
+    ``max_total`` characters in all (H8; 0: no cap), every field counted. ``scope`` is the
+    recall's (None, a scope, or a list of scopes: :func:`scope_words`).
+
+    Each field is bounded: the text at ``max_chars``, an id at the field's maximum
+    (:func:`_field_cap`), and a scope name in the header too. A bullet that does not fit
+    in what is left has its text cut to fit (when at least 40 characters of it fit), else
+    it is left out and the next ones are tried, so one long hit never hides the others;
+    a last line says how many were left out."""
     if not hits:
         return ""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    id_cap, scope_cap = _field_cap("MAX_ID_CHARS"), _field_cap("MAX_SCOPE_CHARS")
+    if max_total:  # the header's scope names take at most an eighth of the bound each
+        scope_cap = min(scope_cap, max(16, max_total // 8))
+    if isinstance(scope, str):
+        scope = _cut(scope, scope_cap)
+    elif scope is not None:
+        scope = [_cut(str(s), scope_cap) for s in scope]
     lines = [f"Recalled from memory (sqlite-rrf, {scope_words(scope)}); may be outdated:"]
     total = len(lines[0]) + 1
+    left_out = 0
     for i, h in enumerate(hits):  # H4a: nothing from the memory leaves its line or reads as a tag
         text = flatten(str(h.content))
         if max_chars and len(text) > max_chars:
@@ -82,23 +116,22 @@ def render(
         dups = getattr(h, "duplicates", 0)
         if dups:  # issue 20: the near-duplicates collapsed into this one
             mark += f", stands for {dups} near-duplicate{'s' if dups != 1 else ''}"
-        line = f"- {escape(text)} _(id {code(str(h.id))}, {_age(h.created_at, now_ms)}{mark})_"
-        left = len(hits) - i
-        more = f"({left} more not shown: the hook's --max-total)"
-        if max_total and total + len(line) + 1 + (len(more) + 1 if left > 1 else 0) > max_total:
-            if i == 0:  # the first hit alone is too long: cut its text to fit
-                room = max_total - total - (len(line) - len(escape(text))) - len(more) - 4
-                if room >= 40:
-                    cut = escape(text)[:room].rstrip() + " …"
-                    lines.append(
-                        f"- {cut} _(id {code(str(h.id))}, {_age(h.created_at, now_ms)}{mark})_"
-                    )
-                    left -= 1
-            if left:
-                lines.append(f"({left} more not shown: the hook's --max-total)")
-            break
+        tail = f" _(id {code(_cut(str(h.id), id_cap))}, {_age(h.created_at, now_ms)}{mark})_"
+        body = escape(text)
+        line = f"- {body}{tail}"
+        if max_total:
+            note = len(f"({len(hits)} more not shown: the hook's --max-total)") + 1
+            reserve = note if i < len(hits) - 1 or left_out else 0
+            if total + len(line) + 1 + reserve > max_total:
+                fit = max_total - total - note - 1 - len("- ") - len(" …") - len(tail)
+                if fit < 40:  # not even 40 characters of its text: left out, try the next
+                    left_out += 1
+                    continue
+                line = f"- {body[:fit].rstrip()} …{tail}"
         lines.append(line)
         total += len(line) + 1
+    if left_out:
+        lines.append(f"({left_out} more not shown: the hook's --max-total)")
     return "\n".join(lines) + "\n"
 
 

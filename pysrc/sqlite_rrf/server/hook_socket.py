@@ -16,26 +16,30 @@ import threading
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from ..app import UserError, error_message, fault_message
-from .settings import MAX_REQUEST_BYTES, PROTOCOL
+from .settings import HOOK_IO_TIMEOUT, MAX_HOOK_CONNECTIONS, MAX_REQUEST_BYTES, PROTOCOL
 
 if TYPE_CHECKING:
     from ..store import Store
 
 
 def prepare_socket(path: str) -> None:
-    """Make the socket's directory (mode 0700 under the runtime directory) and clear a
-    stale socket file (S2)."""
+    """Make the socket's directory (mode 0700 under the runtime directory, or the private
+    directory of :mod:`sqlite_rrf.app.sockets`) and clear a stale socket file of this
+    user (S2). A file of another user at ``path`` is said for what it is."""
     d = os.path.dirname(path) or "."
     from ..app import RUNTIME_SUBDIR
+    from ..app.sockets import foreign_owner, is_private_dir
 
-    if os.path.basename(d) == RUNTIME_SUBDIR and not os.path.isdir(d):
+    private = os.path.basename(d) == RUNTIME_SUBDIR or is_private_dir(d)
+    if private and not os.path.isdir(d):
         os.mkdir(d, 0o700)
-    if os.path.basename(d) == RUNTIME_SUBDIR:
-        st = os.stat(d)
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+    if private:
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
             raise UserError(
-                f"{d}: the socket directory must be yours with mode 0700 "
-                f"(it is mode {stat.S_IMODE(st.st_mode):04o})"
+                f"{d}: the socket directory must be a directory of yours with mode 0700 "
+                f"(it is owned by uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}); "
+                "remove it, or pass --socket"
             )
     if len(os.fsencode(path)) > 107:
         raise UserError(
@@ -46,17 +50,34 @@ def prepare_socket(path: str) -> None:
         st = os.lstat(path)
     except FileNotFoundError:
         return
+    owner = foreign_owner(path)
     if not stat.S_ISSOCK(st.st_mode):
+        whose = f" (it belongs to uid {owner})" if owner is not None else ""
         raise UserError(
-            f"{path} exists and is not a socket; it is left alone (pass another --socket)"
+            f"{path} exists and is not a socket{whose}; it is left alone (pass another --socket)"
         )
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(2)
     try:
         probe.connect(path)
     except (ConnectionRefusedError, FileNotFoundError):
-        os.unlink(path)  # stale: its server is gone
+        probe.close()
+        try:
+            os.unlink(path)  # stale: its server is gone
+        except PermissionError:
+            raise UserError(
+                f"{path} is a stale socket of uid {owner} that this user cannot remove "
+                "(a shared directory); pass --socket in a directory of yours, or set "
+                "XDG_RUNTIME_DIR"
+            ) from None
         return
+    except PermissionError:
+        probe.close()
+        raise UserError(
+            f"{path} is a socket of another user (uid {owner}) that this user may not "
+            "connect to: not a server of yours (a stale or planted file in a shared "
+            "directory). Pass --socket in a directory of yours, or set XDG_RUNTIME_DIR"
+        ) from None
     except OSError:
         pass
     finally:
@@ -67,15 +88,20 @@ def prepare_socket(path: str) -> None:
 
 
 class _Handler(socketserver.StreamRequestHandler):
-    """One hook connection: one request line, one answer line (S3)."""
+    """One hook connection: one request line, one answer line (S3), each within
+    :data:`~sqlite_rrf.server.settings.HOOK_IO_TIMEOUT` seconds."""
 
     server: "SocketServer"
+    timeout = HOOK_IO_TIMEOUT  # socketserver sets it on the connection
 
     def handle(self) -> None:
         srv = self.server
         if not srv.peer_allowed(self.connection):
             return
-        line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+        try:
+            line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+        except OSError:  # idle past the time-out, or gone
+            return
         after = None
         try:
             if len(line) > MAX_REQUEST_BYTES:
@@ -84,6 +110,10 @@ class _Handler(socketserver.StreamRequestHandler):
                 req = json.loads(line)
             except ValueError:
                 raise UserError("request is not a JSON line") from None
+            except RecursionError:
+                raise UserError(
+                    "request is nested too deeply (a hook request is one flat JSON object)"
+                ) from None
             if not isinstance(req, dict) or req.get("v") != PROTOCOL:
                 raise UserError(f'expected a JSON object with "v": {PROTOCOL}')
             answer, after = srv.serve_request(req)
@@ -102,8 +132,11 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, path: str, serve: "Server") -> None:
+    def __init__(
+        self, path: str, serve: "Server", max_connections: int = MAX_HOOK_CONNECTIONS
+    ) -> None:
         self.app = serve
+        self._slots = threading.BoundedSemaphore(max_connections)
         old = os.umask(0o177)
         try:
             super().__init__(path, _Handler)
@@ -111,6 +144,24 @@ class SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             os.umask(old)
         os.chmod(path, 0o600)  # S1
         self.inode = os.stat(path).st_ino
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection, at most ``max_connections`` at once: one more is
+        closed at once (its hook recalls in its own process)."""
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def peer_allowed(self, conn: socket.socket) -> bool:
         """S1: only the server's own user (and root) may ask."""

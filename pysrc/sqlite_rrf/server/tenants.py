@@ -12,15 +12,24 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from ..app import UserError, note
-from .settings import IDLE_CLOSE_SECONDS, MAX_OPEN_STORES, TENANT_NAME, TENANT_SUFFIX
+from .settings import (
+    IDLE_CLOSE_SECONDS,
+    MAX_OPEN_STORES,
+    TENANT_NAME,
+    TENANT_SUFFIX,
+    check_token,
+)
 
 if TYPE_CHECKING:
     from ..store import EmbedderLike, Store
 
 
 def read_tenant_tokens(path: str) -> Dict[str, str]:
-    """``--tenant-tokens FILE``: ``TENANT TOKEN`` a line (``#`` starts a comment) → a
-    token for each tenant (S9)."""
+    """``--tenant-tokens FILE``: ``TENANT TOKEN`` a line → a token for each tenant (S9). A
+    line whose first character other than white space is ``#`` is a comment (a ``#``
+    anywhere else is part of the token); every token has at least
+    :data:`~sqlite_rrf.server.settings.MIN_TOKEN_CHARS` characters (a shorter one is
+    refused, naming its line)."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -30,19 +39,22 @@ def read_tenant_tokens(path: str) -> Dict[str, str]:
         ) from None
     tokens: Dict[str, str] = {}
     for n, line in enumerate(lines, 1):
-        words = line.split("#", 1)[0].split()
-        if not words:
+        words = line.split()
+        if not words or words[0].startswith("#"):
             continue
         if len(words) != 2 or not TENANT_NAME.fullmatch(words[0]):
             raise UserError(
                 f"--tenant-tokens: {path} line {n}: expected 'TENANT TOKEN' "
-                "(a tenant's name is letters, digits, '.', '_', '-')"
+                "(a tenant's name is letters, digits, '.', '_', '-'; a comment is a "
+                "line of its own that starts with '#')"
             )
         if words[0] in tokens:
             raise UserError(
                 f"--tenant-tokens: {path} line {n}: tenant {words[0]!r} has a token already"
             )
-        tokens[words[0]] = words[1]
+        tokens[words[0]] = check_token(
+            words[1], f"--tenant-tokens: {path} line {n} (tenant {words[0]!r})"
+        )
     if not tokens:
         raise UserError(f"--tenant-tokens: {path} names no tenant")
     return tokens
