@@ -63,20 +63,14 @@ def scope_words(scope: Any) -> str:
     return said + (" and the shared scope" if "" in names else "")
 
 
-#: What the hook shows of an id or a scope name at most (characters): the documented
-#: maximum of the field when the store defines one (``sqlite_rrf.checks``), else this.
-#: A longer value (written by another client) is cut with "…", so no field can push the
-#: relevant memories out of the output's bound (H8).
-SHOWN_FIELD_CHARS = 200
+def _field_caps() -> "tuple[int, int]":
+    """What the hook shows of an id and of a scope name at most (characters): their
+    documented maximums (:data:`sqlite_rrf.checks.MAX_ID_CHARS`, ``MAX_SCOPE_CHARS``). A
+    longer value (written by another client) is cut with "…", so no field can push the
+    relevant memories out of the output's bound (H8)."""
+    from ..checks import MAX_ID_CHARS, MAX_SCOPE_CHARS
 
-
-def _field_cap(name: str) -> int:
-    try:
-        from .. import checks
-    except ImportError:  # pragma: no cover (the hook's light path has the package)
-        return SHOWN_FIELD_CHARS
-    cap = getattr(checks, name, None)
-    return cap if isinstance(cap, int) and cap > 0 else SHOWN_FIELD_CHARS
+    return MAX_ID_CHARS, MAX_SCOPE_CHARS
 
 
 def _cut(text: str, cap: int) -> str:
@@ -91,14 +85,14 @@ def render(
     recall's (None, a scope, or a list of scopes: :func:`scope_words`).
 
     Each field is bounded: the text at ``max_chars``, an id at the field's maximum
-    (:func:`_field_cap`), and a scope name in the header too. A bullet that does not fit
+    (:func:`_field_caps`), and a scope name in the header too. A bullet that does not fit
     in what is left has its text cut to fit (when at least 40 characters of it fit), else
     it is left out and the next ones are tried, so one long hit never hides the others;
     a last line says how many were left out."""
     if not hits:
         return ""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    id_cap, scope_cap = _field_cap("MAX_ID_CHARS"), _field_cap("MAX_SCOPE_CHARS")
+    id_cap, scope_cap = _field_caps()
     if max_total:  # the header's scope names take at most an eighth of the bound each
         scope_cap = min(scope_cap, max(16, max_total // 8))
     if isinstance(scope, str):

@@ -80,6 +80,8 @@ class TenantStore:
         self._pool = pool
         self._tenant = tenant
         self.path = tenant.path
+        #: The tenant's name: what its endpoints show instead of the server's path.
+        self.tenant_name = tenant.name
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool.store(self._tenant), name)
