@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-
 from tests.conftest import embedding_model, needs_model
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "sqlite-rrf")
@@ -549,3 +548,33 @@ def test_check_without_a_hook(home: Path, project: Path) -> None:
     p = check(home, project)
     assert p.returncode == 1 and "no sqlite-rrf prompt hook" in p.stdout
     assert "fix: sqlite-rrf setup claude-code" in p.stdout
+
+
+def test_server_forms_name_the_token_each_hosts_way(home: Path, project: Path) -> None:
+    url = "http://10.1.2.3:8765"  # not loopback: the server needs its bearer token
+    common = ["--url", url, "--db", str(home / "m.db"), "--no-model"]
+    setup(home, "systemd", *common)
+    unit = (home / ".config" / "systemd" / "user" / "sqlite-rrf.service").read_text()
+    assert "PassEnvironment=SQLITE_RRF_TOKEN" in unit and "--http 10.1.2.3:8765" in unit
+    for host in ("claude-code", "cursor", "gemini"):
+        setup(home, host, "--server", "--project", str(project), *common)
+    hook = hook_of(project / ".claude" / "settings.json")
+    assert hook["headers"] == {"Authorization": "Bearer $SQLITE_RRF_TOKEN"}
+    assert hook["allowedEnvVars"] == ["SQLITE_RRF_TOKEN"] and hook["url"] == url + "/hook"
+
+    def server(rel: str) -> Any:
+        return json.loads((project / rel).read_text())["mcpServers"]["memory"]
+
+    assert server(".mcp.json") == {
+        "type": "http",
+        "url": url + "/mcp",
+        "headers": {"Authorization": "Bearer ${SQLITE_RRF_TOKEN}"},
+    }
+    assert server(".cursor/mcp.json") == {
+        "url": url + "/mcp",
+        "headers": {"Authorization": "Bearer ${env:SQLITE_RRF_TOKEN}"},
+    }
+    assert server(".gemini/settings.json") == {
+        "httpUrl": url + "/mcp",
+        "headers": {"Authorization": "Bearer ${SQLITE_RRF_TOKEN}"},
+    }

@@ -168,8 +168,10 @@ def mcp_entry(o: Options) -> Dict[str, Any]:
     entry: Dict[str, Any] = {key: mcp_url(o)}
     if o.host == "claude-code":
         entry = {"type": "http", **entry}
-    if _needs_token(o):
-        entry["headers"] = {"Authorization": f"Bearer ${{{o.token_env or TOKEN_ENV}}}"}
+    if _needs_token(o):  # each host's own way to name a variable (Cursor: ${env:NAME})
+        var = o.token_env or TOKEN_ENV
+        ref = f"${{env:{var}}}" if o.host == "cursor" else f"${{{var}}}"
+        entry["headers"] = {"Authorization": f"Bearer {ref}"}
     return entry
 
 

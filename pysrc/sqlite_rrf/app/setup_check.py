@@ -272,7 +272,10 @@ def check(project: str) -> Report:
             )
             return report
         report.fact("server", f"answers at {h['url']} (pid {ping.get('pid')})")
-        opts: Dict[str, Any] = {"db": ping["db"], "--scope": ping.get("scope_pinned")}
+        from urllib.parse import parse_qs, urlsplit
+
+        pinned = parse_qs(urlsplit(h["url"]).query).get("scope")
+        opts: Dict[str, Any] = {"db": ping["db"], "--scope": pinned[-1] if pinned else None}
     else:
         opts = parse_hook_command(h["command"])
     db = opts.get("db")

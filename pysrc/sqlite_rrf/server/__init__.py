@@ -8,6 +8,9 @@ prepared statements, and serves every way in.
 - MCP over streamable HTTP (``--http [HOST:]PORT``, the SDK's transport at ``/mcp``, and
   at ``/s/SCOPE/mcp`` for each scope, S8), the same tools as ``sqlite-rrf mcp`` (stdio),
   built by the same code (:func:`sqlite_rrf.mcp.server.build_server`).
+- With ``--http``, the prompt hook over HTTP too: Claude Code's ``"type": "http"`` hook
+  POSTs the hook's JSON to ``/hook`` and gets what ``sqlite-rrf hook DB --format json``
+  prints (S10, in :mod:`.http`); no process per prompt.
 
 ``sqlite-rrf serve --dir DIR --http [HOST:]PORT`` serves one memory file per tenant
 instead (S9), over HTTP only.
@@ -70,8 +73,9 @@ S9. Per-tenant files (``--dir DIR``): one directory, one memory file per tenant
 
 The rooms: :mod:`.settings` (the limits and names above), :mod:`.hook_socket` (the hook's
 socket and the warm process, S1-S5), :mod:`.http` (MCP over HTTP: endpoints by URL, bearer
-tokens, S6, S8), :mod:`.tenants` (per-tenant files, S9), :mod:`.command` (``sqlite-rrf
-serve``'s options and its run). An HTTP endpoint is an MCP server of
+tokens, S6, S8; the prompt hook over HTTP, S10; a client gone mid-request, S11),
+:mod:`.tenants` (per-tenant files, S9), :mod:`.command` (``sqlite-rrf serve``'s options and
+its run). An HTTP endpoint is an MCP server of
 :mod:`sqlite_rrf.mcp` bound to its store and scope (:func:`sqlite_rrf.mcp.server.build_server`),
 imported when the first request for it comes.
 """
