@@ -210,7 +210,9 @@ def test_bad_requests_are_one_line_and_non_2xx(tmp_path: Path, shop: Path) -> No
         status, got = post(url + "/hook", b"", method="PUT")
         assert status == 405
         status, got = post(url + "/hook", b"", method="GET")
-        assert status == 200 and json.loads(got)["db"] == os.path.realpath(db)
+        ping = json.loads(got)
+        assert status == 200 and ping["db"] == os.path.realpath(db)
+        assert ping["model"] == os.path.basename(embedding_model())
         # and the server goes on
         status, got = post(url + "/hook", payload("postgres credentials", shop))
         assert status == 200 and b"secret/shop/postgres" in got
@@ -394,5 +396,16 @@ def test_the_hook_setup_writes_is_answered_by_serve(tmp_path: Path) -> None:
         context = json.loads(got)["hookSpecificOutput"]["additionalContext"]
         assert "secret/shop/postgres" in context and "scope `shop`" in context
         assert post(hook["url"], body)[0] == 401
+        # setup --check runs the HTTP hook as Claude Code would, and finds nothing wrong
+        p = subprocess.run(
+            [SCRIPT, "setup", "--check", "--project", str(shop)],
+            env=env,
+            cwd=str(shop),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert f"answers at {url}/hook" in p.stdout and "5 with a test prompt: p50" in p.stdout
     finally:
         stop(proc)

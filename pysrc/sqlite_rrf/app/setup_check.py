@@ -275,7 +275,11 @@ def check(project: str) -> Report:
         from urllib.parse import parse_qs, urlsplit
 
         pinned = parse_qs(urlsplit(h["url"]).query).get("scope")
-        opts: Dict[str, Any] = {"db": ping["db"], "--scope": pinned[-1] if pinned else None}
+        opts: Dict[str, Any] = {
+            "db": ping["db"],
+            "--scope": pinned[-1] if pinned else None,
+            "server_model": ping.get("model") or "",
+        }
     else:
         opts = parse_hook_command(h["command"])
     db = opts.get("db")
@@ -333,6 +337,8 @@ def _check_database(db: str, opts: Dict[str, Any], report: Report) -> Any:
             f"{db}: {f.part}: {f.message}", f"sqlite-rrf check {shlex.quote(db)} --repair"
         )
     model = opts.get("--model")
+    if "server_model" in opts:  # an HTTP hook: the server's model is the one that counts
+        return _served(db, opts["server_model"], doc.ok, report)
     try:
         store = open_store(db, "recall", model=model)
     except UserError as e:
@@ -370,6 +376,32 @@ def _check_database(db: str, opts: Dict[str, Any], report: Report) -> Any:
         )
     else:
         report.fact("model", "none (the database has no embeddings yet)")
+    return store
+
+
+def _served(db: str, model: str, doctor_ok: bool, report: Report) -> Any:
+    """The database of an HTTP hook's server (opened here without a model), and the
+    server's model: ``serve`` refuses a named model that does not match the database's."""
+    from ..manage import stats
+    from .opening import open_store
+
+    store = open_store(db)
+    st = stats(store)
+    report.fact(
+        "database",
+        f"{db}: schema version {st.get('schema_version')}, {st.get('episodes')} episodes, "
+        f"{st.get('with_embedding')} with embeddings"
+        + ("; doctor finds nothing wrong" if doctor_ok else ""),
+    )
+    if model:
+        report.fact("model", f"{model}, loaded by the server (it matched the database's)")
+    elif st.get("with_embedding"):
+        report.problem(
+            "the server runs without a model: the vector list is off for a database with "
+            "embeddings",
+            "restart it with the model: sqlite-rrf setup systemd --model PATH, then "
+            "systemctl --user restart sqlite-rrf",
+        )
     return store
 
 

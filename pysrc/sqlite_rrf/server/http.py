@@ -12,7 +12,8 @@ S10. The prompt hook over HTTP (Claude Code's ``"type": "http"`` hook): ``POST``
     ``topic_gate`` as the hook's options do. A bad payload is answered 400 with one line
     (``{"error": …}``; a non-2xx answer is a non-blocking error for Claude Code), a body
     over :data:`~.settings.MAX_REQUEST_BYTES` 413. ``GET`` on the same path answers the
-    server's ping (``{"ok": true, "db": …, "pid": …, "version": …}``). The hits are touched
+    server's ping (``{"ok": true, "db": …, "pid": …, "version": …, "model": …}``; the
+    model's file name, or null without one). The hits are touched
     after the answer is sent (S4). Behind the same bearer token as MCP (S6); a server of
     tenants (``--dir``) has no hook (404).
 S11. A client that goes away mid-request costs one line on stderr at WARNING, not a
@@ -234,6 +235,8 @@ class HttpRouter:
         method = scope.get("method", "GET")
         if method == "GET":
             ping, _ = self.hook.serve_request({"v": 1, "op": "ping"})
+            emb = getattr(self.hook.store, "embedder", None)
+            ping["model"] = getattr(emb, "model_name", None)  # what setup --check reports
             await answer_json(send, 200, json.dumps(ping).encode("utf-8"))
             return
         if method != "POST":
