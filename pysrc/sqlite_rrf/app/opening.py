@@ -110,6 +110,27 @@ def choose_embedder(
 USES = (None, "write", "recall", "serve")
 
 
+def _is_file(db: str) -> bool:
+    """Whether ``db`` names a file (not ``:memory:``, ``''`` or a ``file:`` URI)."""
+    return db not in ("", ":memory:") and not db.startswith("file:")
+
+
+def created_note(db: str) -> str:
+    """What is said on stderr when a command creates the memory ``db`` (``add``,
+    ``import``, ``mcp``, ``serve``), so that a mistyped path is seen at once."""
+    return f"created a new memory at {os.path.abspath(db)}"
+
+
+def _remove_new(db: str) -> None:
+    """Remove the database file ``db`` this process just created, and its -wal and -shm
+    (a command that fails leaves no empty memory behind)."""
+    for path in (db, db + "-wal", db + "-shm", db + "-journal"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def open_store(
     db: str,
     use: Optional[str] = None,
@@ -117,6 +138,7 @@ def open_store(
     model: Optional[str] = None,
     n_ctx: Optional[int] = None,
     must_exist: bool = True,
+    defer_model: bool = False,
 ) -> Store:
     """Open the memory database ``db`` as a :class:`~sqlite_rrf.store.Store`.
 
@@ -125,12 +147,34 @@ def open_store(
     embeddings loads none; ``'serve'`` (the MCP server, ``sqlite-rrf serve``) is
     ``'write'``, or ``'recall'`` when the file is read-only (said once on stderr).
     ``must_exist``: a file that does not exist is a :class:`UserError` (else it is
-    created). A write to a read-only file is a :class:`UserError`."""
+    created, and :func:`created_note` is said on stderr; if opening then fails, the new
+    file is removed). A write to a read-only file is a :class:`UserError`.
+    ``defer_model``: open without the model; :func:`attach_model` attaches it later
+    with the same ``use`` (the MCP server answers ``initialize`` before the model
+    loads)."""
     if use not in USES:
         raise ValueError(f"use: expected one of {USES}, got {use!r}")
+    if must_exist and not os.path.exists(db):
+        raise UserError(f"{db}: no such database (create it with `sqlite-rrf init {db}`)")
+    creating = _is_file(db) and not os.path.lexists(db)
+    try:
+        store = _open(db, use, model, n_ctx, defer_model)
+    except BaseException:
+        if creating and os.path.exists(db):
+            _remove_new(db)
+        raise
+    if creating:
+        note(created_note(db))
+    return store
+
+
+def _open(
+    db: str, use: Optional[str], model: Optional[str], n_ctx: Optional[int], defer: bool
+) -> Store:
+    """:func:`open_store`'s work, the file's existence checked."""
     if use == "serve":
         try:
-            return open_store(db, "write", model=model, n_ctx=n_ctx, must_exist=must_exist)
+            return _open(db, "write", model, n_ctx, defer)
         except UserError as e:
             if "read-only" not in str(e) or not os.path.exists(db):
                 raise
@@ -139,12 +183,10 @@ def open_store(
             "and forget will fail",
             db,
         )
-        return open_store(db, "recall", model=model, n_ctx=n_ctx)
+        return _open(db, "recall", model, n_ctx, defer)
 
-    from ..store import Store, StoreError
+    from ..store import Store
 
-    if must_exist and not os.path.exists(db):
-        raise UserError(f"{db}: no such database (create it with `sqlite-rrf init {db}`)")
     check_model_args(model, n_ctx)
     store = Store(db)
     try:
@@ -153,41 +195,55 @@ def open_store(
                 f"{db}: the database is read-only (read-only media or "
                 "permissions): nothing can be added"
             )
-        if use is not None:
-            if use == "recall" and store.dim is None and not model:
-                if store.count():
-                    note(
-                        "the vector list is off: this database has no embeddings yet "
-                        f"(`sqlite-rrf embed {db}` adds them)",
-                        db,
-                    )
-                return store
-            emb = choose_embedder(model, n_ctx, remembered=store.model, db=db)
-            if emb is not None:
-                try:
-                    store.attach_embedder(emb, remember=use == "write")
-                except StoreError as e:
-                    emb.close()
-                    if _model_named(model):
-                        raise UserError(str(e)) from None
-                    from ..models import foreign_hint, foreign_model
-
-                    foreign = foreign_model(None, store.model)
-                    note(
-                        f"the vector list is off: {e}"
-                        + (f"; {foreign_hint(foreign)}" if foreign else ""),
-                        db,
-                    )
-            elif use == "write" and store.dim is not None:
-                note(
-                    f"new episodes are stored without embeddings; `sqlite-rrf embed {db}` "
-                    "adds them once a model is available",
-                    db,
-                )
+        if use is not None and not defer:
+            attach_model(store, use, model=model, n_ctx=n_ctx)
     except BaseException:
         store.close()
         raise
     return store
+
+
+def attach_model(
+    store: Store, use: str, *, model: Optional[str] = None, n_ctx: Optional[int] = None
+) -> None:
+    """Attach the chosen model to ``store`` for ``use`` (``'write'``, ``'recall'``;
+    ``'serve'`` is ``'recall'`` for a read-only store, else ``'write'``), as
+    :func:`open_store` does: a model that cannot be had turns the vector list off (said
+    on stderr) unless it was named (a :class:`UserError`)."""
+    from ..store import StoreError
+
+    db = store.path
+    if use == "serve":
+        use = "recall" if store.readonly else "write"
+    if use == "recall" and store.dim is None and not model:
+        if store.count():
+            note(
+                "the vector list is off: this database has no embeddings yet "
+                f"(`sqlite-rrf embed {db}` adds them)",
+                db,
+            )
+        return
+    emb = choose_embedder(model, n_ctx, remembered=store.model, db=db)
+    if emb is not None:
+        try:
+            store.attach_embedder(emb, remember=use == "write")
+        except StoreError as e:
+            emb.close()
+            if _model_named(model):
+                raise UserError(str(e)) from None
+            from ..models import foreign_hint, foreign_model
+
+            foreign = foreign_model(None, store.model)
+            note(
+                f"the vector list is off: {e}" + (f"; {foreign_hint(foreign)}" if foreign else ""),
+                db,
+            )
+    elif use == "write" and store.dim is not None:
+        note(
+            f"new episodes are stored without embeddings; `sqlite-rrf embed {db}` "
+            "adds them once a model is available",
+            db,
+        )
 
 
 def close_store(store: Store) -> None:
