@@ -34,6 +34,11 @@ in / during <month> [year]              that month (the most recent one not afte
 ======================================  ===============================================
 
 "How many days ago …" names no time (it asks for one) and is not read.
+
+:func:`time_bound` reads a whole option's value (``--since yesterday``) as one of these
+expressions, or ``now``: the start of its window for a lower bound, the end for an upper
+one, so ``--since yesterday --until yesterday`` is yesterday; "N days / weeks / months /
+years ago" is the moment that long before now (a month is 30.44 days, a year 365.25).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import List, Optional, Tuple
 
-__all__ = ["DAY_MS", "TimeWindow", "resolve"]
+__all__ = ["DAY_MS", "TimeWindow", "resolve", "time_bound"]
 
 DAY_MS = 86_400_000
 
@@ -274,3 +279,22 @@ def resolve(query: str, now: int) -> Optional[TimeWindow]:
     # the first expression; at one position, the longest (most specific) reading
     found.sort(key=lambda pw: (pw[0], -len(pw[1].text)))
     return found[0][1]
+
+
+def time_bound(text: str, now: int, *, end: bool = False) -> Optional[int]:
+    """``text``, the whole of it one time expression of the table above (or ``now``), as
+    a bound in ms since the epoch: its window's start, or with ``end`` its window's end
+    (exclusive); "N units ago" is the moment ``now`` minus N units. None when ``text``
+    is not one expression ("meeting yesterday", "2026-11-01", "")."""
+    if isinstance(now, bool) or not isinstance(now, int):
+        raise TypeError(f"now must be an int (ms since the epoch), not {type(now).__name__}")
+    q = " ".join(str(text).lower().split())
+    if q == "now":
+        return now
+    m = re.fullmatch(rf"{_NUM}\s+{_UNIT}\s+ago", q)
+    if m:
+        return int(now - _num(m.group(1)) * _UNIT_DAYS[m.group(2)] * DAY_MS)
+    whole = [w for pos, w in _candidates(q, now) if pos == 0 and w.text == q]
+    if not whole:
+        return None
+    return whole[0].end if end else whole[0].start

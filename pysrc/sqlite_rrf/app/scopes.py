@@ -39,6 +39,56 @@ def derive_scope(cwd: Optional[str] = None) -> str:
         d = parent
 
 
+def _git_top(path: str) -> Optional[str]:
+    """The top directory of the git work tree holding ``path`` (the nearest directory,
+    going up, with a ``.git`` entry), or None."""
+    d = path
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def server_scope(cwd: Optional[str] = None) -> str:
+    """The default scope of a server started in ``cwd`` (the process's by default) without
+    ``--scope`` (``sqlite-rrf serve``, ``sqlite-rrf mcp``): its project's, the name of
+    the top directory of the git work tree that holds ``cwd`` (as :func:`derive_scope`
+    says it); outside a project the shared scope ``''``. Outside a project means: in no
+    git work tree, or in the home directory's own (a repository of dotfiles), or in the
+    home directory itself. So a server started from ``$HOME`` (a systemd user unit)
+    remembers into the memory every project's recall reads, not into a scope named
+    after the user that no project's hook reads."""
+    path = os.path.abspath(cwd if cwd else os.getcwd())
+    top = _git_top(path)
+    home = os.path.expanduser("~")
+    homes = {os.path.realpath(home)} if os.path.isabs(home) else set()
+    if top is None or os.path.realpath(top) in homes or os.path.realpath(path) in homes:
+        return ""
+    return flatten(os.path.basename(top))
+
+
+def scope_in_words(scope: str, given: bool) -> str:
+    """A server's default scope as its start-up line says it: ``default scope 'shop'
+    (this git work tree's)``, ``... 'shared' (outside a project: ...)``, ``... (--scope)``."""
+    if scope == ALL_SCOPES:
+        return (
+            f"default scope {ALL_SCOPES!r} (--scope: recall covers every scope, "
+            f"remember saves to {SHARED_SCOPE!r})"
+        )
+    shown = repr(scope_name(scope))
+    if given:
+        return f"default scope {shown} (--scope)"
+    if scope == "":
+        return (
+            f"default scope {shown} (outside a git work tree: remember saves to the memory "
+            "every project's recall reads; --scope NAME serves one project's)"
+        )
+    return f"default scope {shown} (this git work tree's)"
+
+
 def recall_scope(scope: Optional[str]) -> Optional[str]:
     """The store's ``scope=`` for a recall of ``scope``: None (every scope) for
     :data:`ALL_SCOPES` and None, else ``scope``."""
