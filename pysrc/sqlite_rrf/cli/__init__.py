@@ -45,6 +45,17 @@ def _known_error(e: Exception) -> Optional[str]:
     return error_message(e)
 
 
+def check_time_options(args: object) -> None:
+    """A command's ``--since`` and ``--until`` (recall, list, forget, export): each a time
+    :func:`sqlite_rrf.app.parse_time` reads, and ``--since`` before ``--until`` (else the
+    answer would be empty whatever the memory holds): a :class:`CliError` naming both."""
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    if since is not None and until is not None:
+        from ..app import check_time_range
+
+        check_time_range(since, until)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -60,6 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv[0] = ALIASES[argv[0]]
     args = build_parser().parse_args(argv)
     try:
+        check_time_options(args)
         return int(args.func(args) or 0)
     except CliError as e:
         print(f"sqlite-rrf: {e}", file=sys.stderr)

@@ -7,7 +7,7 @@ import argparse
 
 TYPE_CHECKING = False  # typing is not imported at run time: `sqlite-rrf hook` starts fast
 if TYPE_CHECKING:
-    pass
+    from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..app import float_arg, int_arg
@@ -28,6 +28,60 @@ PROFILE_SUMMARIES = {
     "weighted": "a blend of relevance (cosine and normalised BM25), an age decay and use",
     "convex": "alpha times the normalised cosine plus (1 - alpha) times the normalised BM25 score",
 }
+
+
+def _close(word: str, known: Sequence[str]) -> List[str]:
+    """The names of ``known`` that ``word`` is most likely a typo of: the closest, and
+    any other as close (within 0.1 of its similarity ratio)."""
+    import difflib
+
+    scored = []
+    for name in known:
+        ratio = difflib.SequenceMatcher(None, word, name).ratio()
+        if ratio >= 0.6:
+            scored.append((ratio, name))
+    scored.sort(key=lambda rn: -rn[0])
+    return [name for ratio, name in scored[:3] if ratio >= scored[0][0] - 0.1]
+
+
+def _did_you_mean(names: Sequence[str]) -> str:
+    if not names:
+        return ""
+    return " (did you mean " + " or ".join(repr(n) for n in names) + "?)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, with "did you mean" for a mistyped command, choice or option,
+    and an unknown option refused under its own command's usage (argparse would hand it
+    up to the top level, whose usage says nothing about the command's options)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(c) for c in choices]
+            raise argparse.ArgumentError(
+                action,
+                f"invalid choice: {value!r} (choose from {', '.join(map(repr, names))})"
+                + _did_you_mean(_close(str(value), names)),
+            )
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Optional[Sequence[str]] = None, namespace: Any = None
+    ) -> Tuple[argparse.Namespace, List[str]]:
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.unrecognized(extras)
+        return ns, extras
+
+    def unrecognized(self, extras: List[str]) -> NoReturn:
+        """Refuse ``extras`` (arguments no option or positional of this command takes),
+        with the options they are most likely typos of."""
+        options = [o for o in self._option_string_actions if o.startswith("--")]
+        guesses: List[str] = []
+        for word in extras:
+            if word.startswith("-") and len(word) > 1:
+                guesses += [g for g in _close(word.split("=", 1)[0], options) if g not in guesses]
+        self.error(f"unrecognized arguments: {' '.join(extras)}" + _did_you_mean(guesses))
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -105,10 +159,15 @@ def add_recall_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--since",
         metavar="TIME",
-        help="only episodes created at or after TIME "
-        "(ms since the epoch, or an ISO date/time, UTC)",
+        help="only episodes created at or after TIME: an ISO date/time (UTC), "
+        "'yesterday', '2 days ago', 'last week' (its start), or ms since the epoch",
     )
-    p.add_argument("--until", metavar="TIME", help="only episodes created before TIME")
+    p.add_argument(
+        "--until",
+        metavar="TIME",
+        help="only episodes created before TIME (as --since; a day or week named "
+        "counts whole: --since yesterday --until yesterday is yesterday)",
+    )
     p.add_argument(
         "--session",
         metavar="ID",
@@ -195,12 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sqlite-rrf``."""
     from ..statements import POOL_MODES, PROFILES, recall_defaults
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sqlite-rrf",
         description="Hybrid retrieval in SQLite: an agent memory recalled by one SQL statement.",
     )
     parser.add_argument("--version", action="version", version=f"sqlite-rrf {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub: Any = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
     p = sub.add_parser("init", help="create or migrate a memory database")
