@@ -28,74 +28,7 @@ an ``MCPServer`` whose lifespan yields that endpoint, and ``sqlite-rrf mcp`` (st
 one. The SDK does not pass a context to a resource without URI parameters, so the two
 resources are bound to their endpoint when the server is made.
 
-Requirements (tests/test_mcp.py cites them):
-
-M1. Every tool's input schema is typed and every parameter described; the outputs are
-    structured (an output schema, ``structured_content``) as well as JSON text.
-M2. A fault is an MCP tool error (``is_error``) whose text carries the message the command
-    line gives for the same fault (the store's ``field: fault`` messages); the server goes on.
-M3. Nothing but the protocol is written to stdout. While the database and the model open,
-    file descriptor 1 points at stderr (so llama.cpp and any C library writing to it miss
-    the wire); while serving, the SDK's transport does the same, and each tool runs with
-    Python's ``sys.stdout`` sent to stderr. Logs and notes go to stderr.
-M4. The default scope is ``--scope``, else derived from the server's working directory as
-    the hook derives it (:func:`sqlite_rrf.app.derive_scope`), so memories the agent
-    remembers are the ones the hook recalls. ``remember`` writes to it and ``recall``
-    searches it unless a call names another scope; ``'*'`` recalls every scope (and a
-    server started with ``--scope '*'`` remembers into ``''``, the shared memory).
-M5. ``recall`` touches its hits and is never held back by the topic gate: an agent's
-    explicit recall is answered (the gate, off by default, is for the per-prompt hook).
-M5a. ``recall`` returns no hits unless one reaches its ``min_relevance`` argument (default
-    :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`): a query about nothing in the
-    memory gets no hits, and ``reason`` says why.
-M9. No duplicates (issue 20): ``remember`` without an id stores a text its scope already
-    has (the same after normalising case and white space) once: the episode is refreshed
-    and its id returned, with ``duplicate`` true. ``recall`` collapses near-duplicates
-    into one hit (the newest; ``duplicates`` and ``duplicate_ids`` say what it stands
-    for) and ranks the newer of same-thing near-ties first (:mod:`sqlite_rrf.diversify`).
-M6. The model is chosen as the command line chooses it (``--model``, ``$SQLITE_RRF_MODEL``,
-    the default; the database's own model only when it is one of these); without one the
-    server works with the BM25, recency and access lists and says so once on stderr. A
-    database that does not exist is created.
-M7. One Store serves the tools, one call at a time (the SDK runs tools on worker threads).
-    Several servers may share one file: each one's writes are visible to the others'
-    recalls (SQLite's WAL; the store's busy timeout).
-M8. Nothing from a memory reaches the client's text as a tag: each tool's text content is
-    its structured content as JSON with ``<``, ``>``, ``&``, U+2028 and U+2029 written
-    ``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029`` (the same JSON
-    values; control characters are escaped by JSON itself), and the default scope is
-    shown with the hook's escaping (:func:`sqlite_rrf.app.escape`).
-M11. Outputs are bounded (issue 21): ``recall`` cuts each hit's text at its ``max_chars``
-    argument (default :data:`DEFAULT_RECALL_MAX_CHARS`, at most :data:`MAX_CONTENT_CHARS`)
-    and says so (``cut_from``: the whole text's length); the hits' text is in the text
-    content only, and the structured content (``structured_content``) carries everything
-    else without repeating it. ``remember`` and ``update`` refuse a text longer than
-    :data:`MAX_CONTENT_CHARS` with a tool error saying the limit.
-M12. Written for the model that reads it (issue 23): the server's instructions and each
-    tool's and argument's description are one paragraph of plain words (no docstring
-    indentation, no "episode": the tools say "memory") saying when to use the tool:
-    ``recall`` before answering and before remembering, ``remember`` for durable facts,
-    preferences and decisions, ``update`` for corrections (not a second ``remember``),
-    ``forget`` when the user asks. A hit is compact: ``id``, ``text``, ``score`` (rounded),
-    ``when`` (ISO 8601 UTC and how long ago, :func:`sqlite_rrf.app.iso_time` and
-    :func:`~sqlite_rrf.app.human_age`) and ``scope`` (``shared`` for ``''``); its ranks,
-    relevance and the score's parts only with ``explain``. Fields with nothing to say are
-    left out, not sent as null.
-M13. Strict arguments: an argument a tool does not take is refused (the input schemas say
-    ``additionalProperties: false``), a blank ``query`` and a ``limit`` above
-    :data:`MAX_RECALL_LIMIT` are refused, and a missing or mistyped argument is said in
-    words naming it and what it takes: no validation library's text, URL or class name
-    (nor SQLite's binding's: :func:`sqlite_rrf.app.error_message`). An ``id`` that
-    exists is refused by ``remember`` with what to do (``update``).
-M14. The server advertises only what it has: tools and resources, no prompts. Resources:
-    ``memory://stats`` (the ``stats`` tool's answer: counts by scope, oldest and newest
-    as ISO 8601 UTC) and ``memory://recent`` (the :data:`RECENT_MEMORIES` memories saved
-    last in the scopes a recall covers by default, newest first, compact).
-M10. Another process holding the write lock (for minutes) never stalls the server: ``recall``
-    answers in its normal time (its touch waits at most 50 ms and is otherwise skipped, said
-    in ``warnings``); ``remember``, ``update`` and ``forget`` wait at most
-    :data:`WRITE_PATIENCE_MS` and then fail with a tool error saying the write lock was
-    held and nothing was written.
+Its requirements, M1–M14, are in docs/contract.md ("The MCP server"); tests/test_mcp.py cites them.
 """
 
 from __future__ import annotations
@@ -106,7 +39,7 @@ import os
 import sys
 from typing import Any, Iterator
 
-from ..app import UserError, derive_scope, open_store
+from ..app import UserError, open_store
 
 #: M10: how long ``remember``, ``update`` and ``forget`` wait for another process's write
 #: lock (ms) before they fail, nothing written (tools run one at a time, so a recall waits
@@ -137,9 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--scope",
         help="the tools' default scope: remember writes there and "
         "recall searches there unless a call names another ('' is the shared "
-        "memory, '*' recalls every scope); default: derived from the working "
-        "directory, the name of its git work tree's top directory, else of the "
-        "directory",
+        "memory, '*' recalls every scope); default: the name of the top directory of "
+        "the git work tree the server starts in, else (outside a project, or in the "
+        "home directory) the shared scope",
     )
     p.add_argument(
         "--log-level",
@@ -175,19 +108,67 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def open_served_store(args: argparse.Namespace) -> Any:
-    """The Store with the chosen model (M6); a read-only file is served for recall."""
+def open_served_store(args: argparse.Namespace, defer_model: bool = False) -> Any:
+    """The Store with the chosen model (M6); a read-only file is served for recall. With
+    ``defer_model`` the model is not loaded yet: :func:`load_model` attaches it."""
     return open_store(
         args.db,
         "serve",
         model=getattr(args, "model", None),
         n_ctx=getattr(args, "n_ctx", None),
         must_exist=False,
+        defer_model=defer_model,
     )
 
 
+def load_model(store: Any, args: argparse.Namespace) -> str:
+    """Attach the chosen model to ``store`` (M6) and say what it is, as the start-up
+    line's end: ``model NAME`` or ``no embedding model``."""
+    from ..app import attach_model
+
+    attach_model(
+        store, "serve", model=getattr(args, "model", None), n_ctx=getattr(args, "n_ctx", None)
+    )
+    model = getattr(store.embedder, "model_spec", None) or getattr(
+        store.embedder, "model_name", None
+    )
+    return f"model {model}" if model else "no embedding model"
+
+
+def _load_in_background(store: Any, args: argparse.Namespace, lock: Any) -> None:
+    """The loader thread of :func:`run`: load the model while the server already answers
+    (``initialize``, the tools' list), the endpoint's ``lock`` held so that the first
+    tool call waits for the model and uses it. A model that was named and cannot be
+    loaded ends the server, as it ends the command line, with the one-line error."""
+    import time
+
+    from ..app import error_message, fault_message
+
+    t0 = time.monotonic()
+    try:
+        said = load_model(store, args)
+        store.busy_timeout_ms = WRITE_PATIENCE_MS  # M10
+    except BaseException as e:
+        # the command line's one line (sqlite_rrf.cli.main)
+        if isinstance(e, UserError):
+            why = str(e)
+        else:
+            why = f"{args.db}: {error_message(e) or fault_message(e)}"
+        print(f"sqlite-rrf: {why}", file=sys.stderr, flush=True)
+        os._exit(1)  # the host sees the server end, as when it could not start
+    print(
+        f"sqlite-rrf mcp: {said} ({time.monotonic() - t0:.1f} s after start-up)",
+        file=sys.stderr,
+        flush=True,
+    )
+    lock.release()
+
+
 def run(args: argparse.Namespace) -> int:
-    """Serve ``args.db`` over stdio until the client closes the connection."""
+    """Serve ``args.db`` over stdio until the client closes the connection. The database
+    is opened first (a file that is not a database ends the command at once); the model
+    loads on a thread of its own while ``initialize`` is answered, and the tools wait for
+    it (:func:`_load_in_background`)."""
     try:
         import anyio  # noqa: F401
         import pydantic  # noqa: F401
@@ -196,25 +177,38 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})"
         ) from None
-    scope = args.scope if args.scope is not None else derive_scope()
+    import threading
+
+    from ..app import scope_in_words, server_scope
+
+    scope = args.scope if args.scope is not None else server_scope()
     with stdout_to_stderr():
-        store = open_served_store(args)
-    store.busy_timeout_ms = WRITE_PATIENCE_MS  # M10
+        store = open_served_store(args, defer_model=True)
+    store.busy_timeout_ms = 10_000  # the model's first record may wait for a writer
+    lock = threading.Lock()
+    lock.acquire()  # released by the loader: the tools wait for the model
+    loader = threading.Thread(
+        target=_load_in_background, args=(store, args, lock), name="model", daemon=True
+    )
     try:
         from .server import build_server
 
-        server = build_server(store, scope, log_level=args.log_level)
-        model = getattr(store.embedder, "model_spec", None) or getattr(
-            store.embedder, "model_name", None
+        # the loader starts once the transport owns fd 1 (M3): llama.cpp's output
+        # while it loads goes to stderr, never on the wire
+        server = build_server(
+            store, scope, log_level=args.log_level, lock=lock, on_start=loader.start
         )
         print(
-            f"sqlite-rrf mcp: serving {args.db} over stdio (default scope {scope!r}, "
-            f"{'model ' + str(model) if model else 'no embedding model'})",
+            f"sqlite-rrf mcp: serving {args.db} over stdio "
+            f"({scope_in_words(scope, given=args.scope is not None)}; the model loads "
+            "while the client connects)",
             file=sys.stderr,
             flush=True,
         )
         server.run("stdio")
     finally:
+        if loader.is_alive():
+            loader.join()
         if store.embedder is not None and hasattr(store.embedder, "close"):
             store.embedder.close()
         store.close()

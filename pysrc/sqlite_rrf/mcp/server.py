@@ -7,7 +7,7 @@ Imported only by what runs a server: ``sqlite-rrf mcp`` (:func:`sqlite_rrf.mcp.r
 """
 
 import contextlib
-from typing import Any, AsyncIterator, Dict
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -59,16 +59,26 @@ def endpoint_tools(ep: Endpoint) -> Dict[str, Tool]:
 
 
 def build_server(
-    store: Any, default_scope: str, log_level: str = "WARNING", lock: Any = None
+    store: Any,
+    default_scope: str,
+    log_level: str = "WARNING",
+    lock: Any = None,
+    on_start: Optional[Callable[[], None]] = None,
 ) -> MemoryServer:
     """An ``MCPServer`` whose tools work on ``store``; ``default_scope`` as in M4;
     ``lock`` (default: a lock of its own) serialises the tools' calls with the store's
     other users (``sqlite-rrf serve``'s hook socket). Its ``lifespan`` yields the
-    :class:`~.tools.Endpoint` the tools read from their context."""
+    :class:`~.tools.Endpoint` the tools read from their context, after calling
+    ``on_start`` once, when the server starts: over stdio, the transport owns file
+    descriptor 1 by then (M3), so a model loaded from there writes nothing on the wire."""
     ep = Endpoint(store, default_scope, lock)
+    started: List[bool] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[Endpoint]:
+        if on_start is not None and not started:
+            started.append(True)
+            on_start()
         yield ep
 
     tools = endpoint_tools(ep)

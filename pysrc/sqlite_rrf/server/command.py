@@ -94,7 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--scope",
         help="the MCP tools' default scope (as `sqlite-rrf mcp "
         "--scope`) at /mcp (and /t/TENANT/mcp); /s/SCOPE/mcp serves SCOPE. "
-        "Default: derived from the working directory ('' with --dir)",
+        "Default: the name of the git work tree the server starts in; outside one (or "
+        "from the home directory) and with --dir, the shared scope",
     )
     p.add_argument(
         "--log-level",
@@ -155,7 +156,7 @@ def http_app(server: Server, host: str, token: Optional[str], log_level: str) ->
     def build(tenant: Optional[str], scope: str) -> Any:
         return build_server(server.store, scope, log_level=log_level, lock=server.lock)
 
-    return HttpRouter(build, host, server.default_scope, token=token)
+    return HttpRouter(build, host, server.default_scope, token=token, hook=server)
 
 
 def run_tenants(args: argparse.Namespace) -> int:
@@ -239,7 +240,7 @@ def run_tenants(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Serve ``args.db`` until SIGTERM or SIGINT."""
-    from ..app import derive_scope
+    from ..app import scope_in_words, server_scope
 
     if getattr(args, "tenant_dir", None) is not None:
         return run_tenants(args)
@@ -269,7 +270,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--http needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})") from None
     path = args.socket or socket_path(args.db)
     prepare_socket(path)
-    scope = args.scope if args.scope is not None else derive_scope()
+    scope = args.scope if args.scope is not None else server_scope()
+    scope_said = scope_in_words(scope, given=args.scope is not None)
     store = open_store(
         args.db,
         "serve",
@@ -301,7 +303,10 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         if http is None:
-            say(f"serving {args.db} ({where}; {'model ' + model if model else 'no model'}); ready")
+            say(
+                f"serving {args.db} ({where}; {scope_said}; "
+                f"{'model ' + model if model else 'no model'}); ready"
+            )
             while not stop.wait(3600):
                 pass
         else:
@@ -312,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
             shown = f"[{host}]" if ":" in host else host
             say(
                 f"serving {args.db} ({where}; MCP at http://{shown}:{port}{MCP_PATH}"
-                f"{' (bearer token)' if token else ''}; "
+                f"{' (bearer token)' if token else ''}; {scope_said}; "
                 f"{'model ' + model if model else 'no model'}); ready"
             )
             uvicorn.Server(
