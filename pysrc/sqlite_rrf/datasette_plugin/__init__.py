@@ -23,7 +23,8 @@ Installed with the package (entry point ``datasette`` → ``sqlite_rrf``); with
   in Datasette never marks episodes accessed;
 - ``extra_body_script`` makes ``profile`` and ``pool`` select boxes and folds the
   rarely used fields; ``render_cell`` shows a recall row's scores to 3 decimals, its
-  times as ISO dates and its ``explain`` in words; ``extra_template_vars`` (the page)
+  times as ISO dates and its ``explain`` in words, and on the ``episodes`` table's pages
+  the times as ISO dates and an embedding as ``384-d vector``; ``extra_template_vars`` (the page)
   and ``asgi_wrapper`` (its JSON) say a bad field's fault in the command line's words.
 
 The model is the one ``--model`` would be: the plugin configuration's ``model`` (and
@@ -57,6 +58,7 @@ from .page import (
     json_form_error,
     page_script,
     render_recall_cell,
+    render_table_cell,
 )
 from .queries import CHOICE, PLUGIN_NAME, TITLE, canned_query, form_error, request_choice
 
@@ -200,10 +202,14 @@ def asgi_wrapper(datasette: Any) -> Any:
 @hookimpl
 def render_cell(row: Any, value: Any, column: str, table: Any) -> Optional[str]:
     """A recall row's cell: scores to 3 decimals, times as ISO dates, ``explain`` in
-    words (the JSON folded under it)."""
-    if table is not None or not is_recall_row(row):
+    words (the JSON folded under it); a memory table's cell (``episodes``): times as
+    ISO dates, an embedding as ``384-d vector``."""
+    if table is not None:
+        out = render_table_cell(value, column, str(table))
+    elif is_recall_row(row):
+        out = render_recall_cell(row, value, column)
+    else:
         return None
-    out = render_recall_cell(row, value, column)
     if out is None:
         return None
     from markupsafe import Markup

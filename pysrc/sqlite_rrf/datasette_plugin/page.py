@@ -1,6 +1,6 @@
-"""The recall page: a recall row's cells in words (scores, ISO times, ``explain``) and
-the script that turns ``profile`` and ``pool`` into select boxes and folds the rarely
-used fields."""
+"""The recall page: a recall row's cells in words (scores, ISO times, ``explain``), a
+memory table's cells (ISO times, ``384-d vector``), and the script that turns
+``profile`` and ``pool`` into select boxes and folds the rarely used fields."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ RECALL_COLUMNS = frozenset(
         "explain",
     }
 )
+#: How wide the recall page is at most, in CSS pixels (a 1,400 px window shows it all;
+#: tests/test_datasette.py measures it in headless Chromium).
+WIDTH_PX = 1400
 #: Columns shown to 3 decimals; times shown as ISO dates.
 ROUNDED = frozenset({"score", "similarity", "relevance", "bm25_score"})
 TIMES = frozenset({"created_at", "accessed_at"})
@@ -67,7 +70,10 @@ def render_recall_cell(row: Any, value: Any, column: str) -> Optional[str]:
     if column in ROUNDED and isinstance(value, float):
         return f'<span title="{value!r}">{value:.3f}</span>'
     if column in TIMES and isinstance(value, int):
-        return f'<span title="{value} ms">{html.escape(iso_time(value) or "")}</span>'
+        day, _, clock = (iso_time(value) or "").partition("T")
+        # the time may wrap under the date: the column is a date's width
+        when = html.escape(day) + (f"<wbr>T{html.escape(clock)}" if clock else "")
+        return f'<span title="{value} ms">{when}</span>'
     if column == "explain":
         lines = explain_text(row).split("\n")
         return (
@@ -75,6 +81,42 @@ def render_recall_cell(row: Any, value: Any, column: str) -> Optional[str]:
             + "<br>".join(html.escape(x) for x in lines)
             + f"</div><details><summary>JSON</summary><code>{html.escape(str(value))}"
             "</code></details>"
+        )
+    return None
+
+
+#: A memory database's tables whose ``embedding`` is a vector (little-endian float32)
+#: and whose ``created_at`` and ``accessed_at`` are times (ms since the epoch).
+MEMORY_TABLES = frozenset({"episodes", "episodes_vectors"})
+
+
+def render_table_cell(value: Any, column: str, table: str) -> Optional[str]:
+    """The HTML of a cell of a memory database's table page (and row page): times as ISO
+    8601 UTC (the ms in the title), an embedding as ``384-d vector`` (its size in the
+    title), not 1,536 bytes of blob, a content key in hex; None to leave it to
+    Datasette."""
+    from ..app import iso_time
+
+    if table not in MEMORY_TABLES or value is None:
+        return None
+    if column in TIMES and isinstance(value, int) and not isinstance(value, bool):
+        shown = iso_time(value)
+        if shown is None:
+            return None
+        return f'<span title="{value} ms since the epoch">{html.escape(shown)}</span>'
+    if column == "content_key" and isinstance(value, (bytes, bytearray, memoryview)):
+        return (
+            '<span title="the first 16 bytes of the SHA-256 of the normalised text (one '
+            'scope&#39;s duplicates share it)">'
+            f"{bytes(value).hex()}</span>"
+        )
+    if column == "embedding" and isinstance(value, (bytes, bytearray, memoryview)):
+        size = len(value)
+        if size % 4:
+            return None  # not a vector of float32: Datasette's own rendering
+        return (
+            f'<span title="{size:,} bytes: {size // 4} little-endian float32 values">'
+            f"{size // 4}-d vector</span>"
         )
     return None
 
@@ -105,12 +147,17 @@ def page_script() -> str:
         "pool": [["", f"default ({d['pool']})"]] + [[p, p] for p in POOLS],
     }
     visible = list(FORM_ORDER[:FORM_VISIBLE])
+    # The page fits in WIDTH_PX (docs/datasette.md): the text columns wrap within their
+    # bounds, and a column name breaks after its underscores (the script below), so a
+    # column of ranks is as wide as its numbers, not as "recency_rank".
     css = (
-        ".rows-and-columns td.col-content{min-width:20em;max-width:30em;"
+        ".rows-and-columns td.col-content{min-width:14em;max-width:24em;"
         "white-space:normal}"
-        ".rows-and-columns td.col-explain{min-width:25em;font-size:0.85em}"
+        ".rows-and-columns td.col-explain{min-width:16em;max-width:22em;font-size:0.85em}"
         ".rows-and-columns td.col-explain code{white-space:pre-wrap;"
         "word-break:break-all}"
+        ".rows-and-columns th{white-space:normal;font-size:0.85em}"
+        ".rows-and-columns th,.rows-and-columns td{padding-left:0.3em;padding-right:0.3em}"
         "form.sql details.rrf-more{margin:0.5em 0}"
         "form.sql label{display:inline-block;min-width:9em}"
         ".rows-and-columns td.col-id{white-space:nowrap}"
@@ -137,6 +184,12 @@ def page_script() -> str:
       select.appendChild(o);
     }});
     input.parentNode.replaceChild(select, input);
+  }});
+  document.querySelectorAll('table.rows-and-columns th').forEach(function (th) {{
+    var walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (var n = walker.nextNode(); n; n = walker.nextNode()) {{
+      n.nodeValue = n.nodeValue.replace(/_/g, '_\u200b');
+    }}
   }});
   var visible = {json.dumps(visible)};
   var more = document.createElement('details');
