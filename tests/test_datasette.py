@@ -727,7 +727,10 @@ def test_page_layout(demo_db, monkeypatch):
     html = r.text
     assert '<td class="col-score"><span title="1.0">1.000</span></td>' in html
     assert "vector #1 (cos 0.7" in html and "blend 0.5·cos/best 1.000" in html
-    assert re.search(r'<td class="col-created_at"><span title="\d+ ms">20\d\d-\d\d-\d\dT', html)
+    # the ISO time may wrap after its date (<wbr>): its column is a date's width
+    assert re.search(
+        r'<td class="col-created_at"><span title="\d+ ms">20\d\d-\d\d-\d\d<wbr>T\d\d:\d\d', html
+    )
     assert '"profile": [["", "default (hybrid)"]' in html  # the select boxes' script
     rows = get_json(
         f"/demo/recall.json?{qs(query=MODEL_QUERIES[0], limit=3, _shape='array')}", demo_db
@@ -929,6 +932,154 @@ def test_recall_in_headless_chromium(demo_db, tmp_path):
         assert len(explains) == len(expected)
         assert all(re.search(r"vector #\d+ \(cos 0\.\d{3}\)", e) for e in explains), explains
         assert "vector #1 (cos" in explains[0]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+# ---------------------------------------------------------------- table pages
+
+
+@needs_loading
+def test_table_pages_show_times_and_vectors_in_words(memory_db):
+    """The ``episodes`` table's page and a row's page: ``created_at`` and ``accessed_at``
+    as ISO 8601 UTC times (the ms in the title), the embedding as ``4-d vector`` (its
+    bytes in the title), not Datasette's ``<Binary: 16 bytes>``; the JSON keeps the raw
+    values."""
+    from sqlite_rrf.app import iso_time
+
+    (ep,) = [e for e in _episodes() if e["id"] == "db-01"]
+    table, row_json = fetch(
+        ["/memory/episodes?id=db-01", "/memory/episodes.json?id=db-01&_shape=array"],
+        memory_db,
+    )
+    assert table.status_code == 200 and row_json.status_code == 200
+    (raw,) = row_json.json()
+    assert raw["created_at"] == ep["created_at"]  # the JSON: ms, as stored
+    html = table.text
+    created = iso_time(ep["created_at"])
+    assert f'<span title="{ep["created_at"]} ms since the epoch">{created}</span>' in html, html[
+        -3000:
+    ]
+    assert f'<span title="{ep["accessed_at"]} ms since the epoch">' in html
+    assert ">4-d vector</span>" in html and "16 bytes: 4 little-endian float32" in html
+    assert "Binary:" not in html  # nor the content key: its hex
+    assert re.search(
+        r'<td class="col-content_key[^"]*"><span title="[^"]*SHA-256[^"]*">[0-9a-f]{32}<', html
+    )
+    (row_page,) = fetch([f"/memory/episodes/{raw['rowid']}"], memory_db)
+    assert row_page.status_code == 200
+    assert f">{created}</span>" in row_page.text and ">4-d vector</span>" in row_page.text
+    # another database's table of the same column names is left alone
+    (notes,) = fetch(["/memory/rrf_meta"], memory_db)
+    assert notes.status_code == 200 and "-d vector" not in notes.text
+
+
+#: The page that measures another page of the same origin in an iframe as wide as the
+#: browser's window: the right edge of the widest element of its body, the document's
+#: scroll width, and how many rows its table has, written into its own DOM (Chromium's
+#: --dump-dom prints it).
+MEASURE_HTML = """<!doctype html><html><head><meta charset="utf-8"></head>
+<body style="margin:0"><iframe id="f" style="width:WIDTHpx;height:1500px;border:0"></iframe>
+<script>
+var f = document.getElementById('f');
+f.addEventListener('load', function () {
+  var d = f.contentDocument, right = 0, widest = '';
+  d.querySelectorAll('body *').forEach(function (el) {
+    var r = el.getBoundingClientRect();
+    if (r.right > right) { right = r.right; widest = el.tagName + '.' + el.className; }
+  });
+  var out = document.createElement('pre');
+  out.id = 'measured';
+  out.textContent = 'right=' + Math.ceil(right) + ' scroll=' + d.documentElement.scrollWidth +
+    ' rows=' + d.querySelectorAll('table.rows-and-columns tbody tr').length +
+    ' widest=' + widest;
+  document.body.appendChild(out);
+});
+f.src = decodeURIComponent(location.hash.slice(1));
+</script></body></html>
+"""
+
+
+@needs_loading
+@needs_model
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK),
+    reason=f"{CHROMIUM} is missing: Debian's chromium "
+    "(apt-get install chromium; `make system-deps`)",
+)
+def test_recall_page_fits_in_1400_px(demo_db, tmp_path):
+    """The recall page of the demo memory, every list on (the model), its ten columns
+    of numbers and two of text, in a 1,400 px wide window of headless Chromium: no
+    element reaches past the window's right edge, and nothing scrolls sideways."""
+    from sqlite_rrf.datasette_plugin.page import WIDTH_PX
+
+    assert WIDTH_PX == WINDOW[0] == 1400
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "measure.html").write_text(MEASURE_HTML.replace("WIDTH", str(WIDTH_PX)))
+    port = _free_port()
+    log = open(tmp_path / "datasette.log", "w")
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "datasette",
+            "serve",
+            str(demo_db),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--static",
+            f"measure:{static}",
+            "--setting",
+            "sql_time_limit_ms",
+            "60000",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, SQLITE_RRF_MODEL=MODEL),
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/-/versions.json", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log.close()
+                    pytest.fail(
+                        "datasette did not start:\n" + (tmp_path / "datasette.log").read_text()
+                    )
+                time.sleep(0.2)
+        page = f"/demo/recall?{qs(query=MODEL_QUERIES[0], limit=5)}"
+        with urllib.request.urlopen(base + page, timeout=120) as r:  # loads the model
+            assert r.status == 200
+        url = f"{base}/measure/measure.html#{urllib.parse.quote(page, safe='')}"
+        measured = None
+        for attempt in range(2):  # a loaded machine: the first may end before the page
+            p = _chromium(
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                url,
+                tmp=tmp_path / f"profile-width{attempt}",
+            )
+            measured = re.search(r"right=(\d+) scroll=(\d+) rows=(\d+) widest=(\S*)", p.stdout)
+            if measured:
+                break
+        assert measured, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+        right, scroll, rows = (int(measured.group(i)) for i in (1, 2, 3))
+        assert rows == 5, measured.group(0)  # the recall's rows, not an error page
+        assert right <= WIDTH_PX and scroll <= WIDTH_PX, measured.group(0)
     finally:
         server.terminate()
         try:

@@ -82,3 +82,34 @@ def test_deterministic_and_now_is_a_parameter():
         resolve("yesterday", 1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="query must be str"):
         resolve(None, NOW)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text, start, end",
+    [
+        ("yesterday", ms(2023, 5, 29), ms(2023, 5, 30)),
+        ("  Last  week ", ms(2023, 5, 23), ms(2023, 5, 30)),
+        ("today", ms(2023, 5, 30), NOW + 1),
+        ("last month", ms(2023, 4, 1), ms(2023, 5, 1)),
+        ("in May", ms(2023, 5, 1), ms(2023, 6, 1)),
+        ("past 3 days", NOW - 3 * DAY_MS, NOW + 1),
+        ("2 days ago", NOW - 2 * DAY_MS, NOW - 2 * DAY_MS),  # a moment, not a window
+        ("a week ago", NOW - 7 * DAY_MS, NOW - 7 * DAY_MS),
+        ("now", NOW, NOW),
+    ],
+)
+def test_time_bound_reads_a_whole_option(text, start, end):
+    """An option's value (``--since yesterday``): the window's start, or its end."""
+    from sqlite_rrf.timeexpr import time_bound
+
+    assert time_bound(text, NOW) == start
+    assert time_bound(text, NOW, end=True) == end
+
+
+@pytest.mark.parametrize(
+    "text", ["", "2023-05-01", "what did I do yesterday", "yesterday morning", "2 days", "may"]
+)
+def test_time_bound_is_none_unless_the_whole_text_is_one_expression(text):
+    from sqlite_rrf.timeexpr import time_bound
+
+    assert time_bound(text, NOW) is None

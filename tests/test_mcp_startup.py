@@ -1,0 +1,120 @@
+"""``sqlite-rrf mcp`` answers ``initialize`` before its model has loaded, and its first
+tool call still waits for the model and uses it (issue 32: the stdio server took 1.2 to
+2.0 s before its first answer). Through the MCP SDK's own stdio client, with the real
+model; how long ``initialize`` takes is measured in tests/bench/bench_mcp_start.py, not
+asserted here.
+
+The proof that ``initialize`` does not wait for the model is made without a clock: a
+fresh memory records its model on first use, a write, and this test holds the
+database's write lock from another connection while the client initializes and lists
+the tools. A server that loads the model before it answers cannot answer then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+pytest.importorskip(
+    "mcp.server.mcpserver", reason="the MCP SDK is not installed: pip install 'sqlite-rrf[mcp]'"
+)
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from conftest import embedding_model, needs_model
+from sqlite_rrf.store import Store
+
+
+def _env(tmp_path: Path) -> dict:
+    env = {"SQLITE_RRF_MODEL": str(embedding_model()), "HOME": str(tmp_path)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
+@needs_model
+def test_initialize_answers_while_the_model_waits_and_the_first_call_uses_it(tmp_path):
+    db = tmp_path / "agent.db"
+    with Store(db) as s:  # migrated; no model recorded yet
+        assert s.model is None
+    holder = apsw.Connection(str(db))
+    holder.execute("BEGIN IMMEDIATE")  # the write lock: the model's first record waits
+    errlog = tmp_path / "err.txt"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", "shop"],
+        env=_env(tmp_path),
+        cwd=str(tmp_path),
+    )
+
+    async def main() -> None:
+        with open(errlog, "a", encoding="utf-8") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                async with ClientSession(read, write) as session:
+                    init = await asyncio.wait_for(session.initialize(), 60)
+                    assert init.server_info.name == "sqlite-rrf"
+                    tools = await asyncio.wait_for(session.list_tools(), 60)
+                    assert {"remember", "recall"} <= {t.name for t in tools.tools}
+                    # answered with the write lock held: the model had not been recorded
+                    c = apsw.Connection(str(db))
+                    assert list(c.execute("SELECT value FROM rrf_meta WHERE key = 'model'")) == []
+                    c.close()
+                    holder.execute("COMMIT")
+                    res = await session.call_tool(
+                        "remember", {"content": "The staging database is rebuilt nightly."}
+                    )
+                    assert not res.is_error, res.content
+                    assert res.structured_content["embedded"] is True  # the model, first call
+                    res = await session.call_tool(
+                        "recall", {"query": "when is staging rebuilt", "explain": True}
+                    )
+                    assert not res.is_error, res.content
+                    (hit,) = res.structured_content["hits"]
+                    assert hit["explain"]["vec_rank"] == 1, hit
+
+    try:
+        asyncio.run(main())
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    said = errlog.read_text()
+    assert "default scope 'shop' (--scope)" in said, said
+    with Store(db) as s:
+        assert s.model and s.dim == 384
+
+
+@needs_model
+def test_a_named_model_that_cannot_load_ends_the_server_with_one_line(tmp_path):
+    """The model loads after ``initialize``: one that was named and cannot be loaded
+    still ends the server, with the command line's one-line error (as it did when the
+    model loaded first: this test guards that, it passes on the old code too)."""
+    db = tmp_path / "agent.db"
+    with Store(db):
+        pass
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF not really" * 100)
+    env = dict(os.environ, SQLITE_RRF_MODEL=str(bad), HOME=str(tmp_path))
+    import subprocess
+
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "mcp", str(db), "--scope", "shop"],
+        input=b"",
+        capture_output=True,
+        timeout=120,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert p.stdout == b""
+    last = err.strip().splitlines()[-1]
+    assert (
+        last.startswith("sqlite-rrf: llama.cpp could not load the model") and "broken.gguf" in last
+    )
+    assert "Traceback" not in err
