@@ -171,6 +171,7 @@ def test_tools_have_typed_described_schemas(tmp_path):
         "explain",
         "min_relevance",
         "max_chars",
+        "include_superseded",
     }
     assert props["limit"]["type"] == "integer" and props["limit"]["minimum"] == 1
     assert props["limit"]["maximum"] == MAX_RECALL_LIMIT
@@ -179,7 +180,8 @@ def test_tools_have_typed_described_schemas(tmp_path):
     assert {"memory", "rrf", "convex"} <= set(props["profile"]["enum"])
     assert {a["type"] for a in props["since"]["anyOf"]} == {"integer", "string", "null"}
     props = tools["remember"].input_schema["properties"]
-    assert set(props) == {"content", "scope", "kind", "importance", "metadata", "id"}
+    assert set(props) == {"content", "scope", "kind", "importance", "metadata", "id", "replaces"}
+    assert props["replaces"]["maxLength"] == props["id"]["maxLength"] == 256
     assert props["importance"]["enum"] == ["low", "normal", "high"]
     assert {"type": "object", "additionalProperties": True} in props["metadata"]["anyOf"]
     assert set(tools["update"].input_schema["properties"]) == {
@@ -356,8 +358,8 @@ def test_bad_arguments_are_tool_errors_with_the_cli_messages(tmp_path):
             assert cli_error("add", str(db), " \n ", env=cli_env) in msg
             msg = await error(s, "recall", query="x", limit=0)
             assert f"limit: must be from 1 to {MAX_RECALL_LIMIT}, got 0" in msg
-            msg = await error(s, "recall", query="x", since="last tuesday")
-            cli = cli_error("recall", str(db), "x", "--since", "last tuesday", env=cli_env)
+            msg = await error(s, "recall", query="x", since="the day the moon fell")
+            cli = cli_error("recall", str(db), "x", "--since", "the day the moon fell", env=cli_env)
             assert cli.replace("--since", "since") in msg
             msg = await error(s, "remember", content="x", importance="urgent")
             assert "importance: must be one of ('low', 'normal', 'high'), got 'urgent'" in msg
@@ -766,7 +768,8 @@ def test_time_arguments_are_ascii_and_errors_name_them(tmp_path):
                 ("until", "1_000"),
             ):
                 msg = await error(s, "recall", query="zebra", **{name: value})
-                assert f"{name}: expected milliseconds since the epoch or an ISO date" in msg, msg
+                assert f"{name}: expected an ISO date" in msg, msg
+                assert "or milliseconds since the epoch" in msg, msg
 
     run(main())
 
