@@ -578,3 +578,23 @@ def test_server_forms_name_the_token_each_hosts_way(home: Path, project: Path) -
         "httpUrl": url + "/mcp",
         "headers": {"Authorization": "Bearer ${SQLITE_RRF_TOKEN}"},
     }
+
+
+def test_a_linked_settings_file_stays_linked_and_keeps_its_mode(home: Path, project: Path) -> None:
+    dotfiles = home / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "claude-settings.json"
+    target.write_text('{"model": "opus"}\n')
+    target.chmod(0o600)
+    (home / ".claude").mkdir()
+    link = home / ".claude" / "settings.json"
+    link.symlink_to(target)
+    args = ["claude-code", "--user", "--db", str(home / "m.db"), "--no-model"]
+    setup(home, *args)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    data = json.loads(target.read_text())
+    assert data["model"] == "opus" and "UserPromptSubmit" in data["hooks"]
+    assert (target.stat().st_mode & 0o777) == 0o600
+    assert [f.name for f in dotfiles.iterdir()] == ["claude-settings.json"]  # no temp left
+    setup(home, *args, "--undo")
+    assert link.is_symlink() and target.read_text() == '{"model": "opus"}\n'

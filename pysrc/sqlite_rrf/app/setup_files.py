@@ -92,7 +92,10 @@ def read_record(path: str) -> Optional[Dict[str, Any]]:
 
 def write_atomic(path: str, data: bytes) -> None:
     """``data`` into ``path``: a temporary file beside it, flushed, then renamed over it (a
-    reader sees the old file or the new one, never half of one); the file keeps its mode."""
+    reader sees the old file or the new one, never half of one); the file keeps its mode.
+    A symbolic link (settings kept in a dotfiles repository) stays one: its target is
+    written."""
+    path = os.path.realpath(path)
     d = os.path.dirname(path) or "."
     try:
         mode: Optional[int] = os.stat(path).st_mode & 0o7777
