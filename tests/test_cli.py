@@ -1393,7 +1393,7 @@ def test_add_twice_is_one_episode_and_an_import_says_how_many_repeated(tmp_path)
             stdin=json.dumps({"id": "x1", "content": texts[0]}) + "\n",
         )
     )
-    assert "imported 1 episodes" in p.stdout and "1 has an id of its own" in p.stdout
+    assert "imported 1 episode " in p.stdout and "1 has an id of its own" in p.stdout
 
 
 SCENARIO_FACT = "The team's shared password is stored in 1Password."

@@ -5,7 +5,6 @@ server's hook socket for it is."""
 from __future__ import annotations
 
 import os
-import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,16 +25,15 @@ def socket_path(db: str) -> str:
     """The hook socket of ``sqlite-rrf serve db`` (the server and the hook compute the
     same path): ``$XDG_RUNTIME_DIR/sqlite-rrf/NAME-CRC.sock`` when the user has a runtime
     directory (NAME: the database's file name, CRC: a checksum of its real path, so two
-    databases of one name differ), else ``DB.sock`` beside the database."""
+    databases of one name differ), else ``DB.sock`` beside the database (or, when a file
+    of another user is already there, ``$TMPDIR/sqlite-rrf-UID/NAME-CRC.sock``)."""
+    from .sockets import beside_or_private, socket_name
+
     real = os.path.realpath(db)
     run = os.environ.get("XDG_RUNTIME_DIR", "")
     if run and os.path.isabs(run) and os.path.isdir(run):
-        import zlib
-
-        crc = zlib.crc32(real.encode("utf-8", "surrogateescape"))
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:40]
-        return os.path.join(run, RUNTIME_SUBDIR, f"{name}-{crc:08x}.sock")
-    return real + ".sock"
+        return os.path.join(run, RUNTIME_SUBDIR, socket_name(real))
+    return beside_or_private(real + ".sock", real)
 
 
 def check_model_args(model: Optional[str], n_ctx: Optional[int]) -> None:

@@ -272,7 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
         "file",
         help="JSONL (what `export` writes): id, content, optional "
         "embedding (JSON array), created_at, accessed_at (ms since the epoch), "
-        "access_count, importance, kind, metadata, scope; - for stdin",
+        "access_count, importance, kind, metadata, scope, superseded_by, confirmed_at "
+        "(as export writes them), replaces (the id of an episode this line replaces: "
+        "it is kept, marked superseded); - for stdin",
     )
     p.add_argument("--replace", action="store_true", help="replace episodes whose id exists")
     add_model_options(p)

@@ -20,6 +20,7 @@ from .settings import (
     MCP_PATH,
     TENANT_SEGMENT,
     TOKEN_ENV,
+    check_token,
     say,
 )
 from .tenants import TenantPool, TenantStore, read_tenant_tokens
@@ -51,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         dest="tenant_tokens",
         help="with --dir: each tenant's own bearer token, one 'TENANT TOKEN' "
-        "line each; a tenant's token opens only its endpoints",
+        "line each (a token: at least 16 characters); a tenant's token opens only its "
+        "endpoints",
     )
     p.add_argument(
         "--max-open",
@@ -87,8 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--token-file",
         metavar="FILE",
         dest="token_file",
-        help=f"the HTTP bearer token, read from FILE (default: ${TOKEN_ENV}); "
-        "needed when --http binds an address other than loopback",
+        help=f"the HTTP bearer token (at least 16 characters), read from FILE (default: "
+        f"${TOKEN_ENV}); needed when --http binds an address other than loopback",
     )
     p.add_argument(
         "--scope",
@@ -143,9 +145,9 @@ def read_token(args: argparse.Namespace) -> Optional[str]:
             ) from None
         if not token:
             raise UserError(f"--token-file: {path} is empty")
-        return token
+        return check_token(token, f"--token-file: {path}")
     token = os.environ.get(TOKEN_ENV, "").strip()
-    return token or None
+    return check_token(token, f"${TOKEN_ENV}") if token else None
 
 
 def http_app(server: Server, host: str, token: Optional[str], log_level: str) -> Any:
