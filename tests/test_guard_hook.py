@@ -269,7 +269,6 @@ def test_an_explicit_socket_of_another_user_is_said_for_what_it_is(tmp_path):
 
 
 @needs_root
-@pytest.mark.xfail(reason="app.socket_path uses app.sockets.beside_or_private: requested")
 def test_a_planted_db_sock_makes_serve_and_the_hook_use_a_private_directory(tmp_path):
     with _shared_dir() as d:
         db = make_db(d / "m.db")

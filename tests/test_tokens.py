@@ -85,9 +85,6 @@ def test_serve_refuses_a_short_tenant_token_naming_the_line(tmp_path):
     assert "line 2 (tenant 'acme'): the token has 8 characters; at least 16" in p.stderr, p.stderr
 
 
-@pytest.mark.xfail(
-    reason="server/command.py read_token calls check_token: requested from its owner"
-)
 def test_serve_refuses_a_short_token_file(tmp_path):
     env = env_for(tmp_path)
     (tmp_path / "token").write_text("admin\n")
