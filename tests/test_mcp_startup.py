@@ -118,3 +118,80 @@ def test_a_named_model_that_cannot_load_ends_the_server_with_one_line(tmp_path):
         last.startswith("sqlite-rrf: llama.cpp could not load the model") and "broken.gguf" in last
     )
     assert "Traceback" not in err
+
+
+def test_initialize_is_answered_before_the_sdk_loads(tmp_path):
+    """The SDK's answer to ``initialize`` is remembered (in the user's cache); at the next
+    start the same request is answered before the SDK is imported. Shown without a
+    clock: the second server's SDK cannot be imported at all (a package named ``mcp``
+    that raises ImportError comes first on its path), and the client still gets the
+    answer, the one the SDK gave, before the server ends with its one-line error."""
+    import json
+    import subprocess
+
+    db = tmp_path / "agent.db"
+    with Store(db):
+        pass
+    env = {"HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", "shop"],
+        env=env,
+        cwd=str(tmp_path),
+    )
+    answers = []
+
+    async def main() -> None:
+        with open(tmp_path / "err.txt", "a", encoding="utf-8") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                async with ClientSession(read, write) as session:
+                    answers.append(await asyncio.wait_for(session.initialize(), 120))
+                    tools = await asyncio.wait_for(session.list_tools(), 120)
+                    assert "recall" in {t.name for t in tools.tools}
+
+    asyncio.run(main())  # the SDK answers; its answer is remembered
+    asyncio.run(main())  # answered from the cache, then by the SDK too: the same
+    first, second = (a.model_dump(by_alias=True, exclude_none=True) for a in answers)
+    assert first == second and first["serverInfo"]["name"] == "sqlite-rrf"
+    assert "differed" not in (tmp_path / "err.txt").read_text()
+
+    fake = tmp_path / "no-sdk"
+    fake.mkdir()
+    (fake / "mcp.py").write_text("raise ImportError(\"No module named 'mcp'\")\n")
+    request = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": first["protocolVersion"],
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    path = os.pathsep.join([str(fake)] + ([env["PYTHONPATH"]] if "PYTHONPATH" in env else []))
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "mcp", str(db), "--scope", "shop"],
+        input=json.dumps(request).encode() + b"\n",
+        capture_output=True,
+        timeout=120,
+        env=dict(env, PYTHONPATH=path),
+        cwd=str(tmp_path),
+    )
+    (line,) = p.stdout.decode().splitlines()
+    answer = json.loads(line)
+    assert answer["id"] == 7 and answer["result"] == first, answer
+    assert p.returncode == 1
+    err = p.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "pip install 'sqlite-rrf[mcp]'" in err[0], err
+    # another scope is another answer (its instructions name the scope): not remembered
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "mcp", str(db), "--scope", "blog"],
+        input=json.dumps(request).encode() + b"\n",
+        capture_output=True,
+        timeout=120,
+        env=dict(env, PYTHONPATH=path),
+        cwd=str(tmp_path),
+    )
+    assert p.stdout == b"" and p.returncode == 1

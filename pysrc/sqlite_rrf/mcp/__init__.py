@@ -165,36 +165,47 @@ def _load_in_background(store: Any, args: argparse.Namespace, lock: Any) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve ``args.db`` over stdio until the client closes the connection. The database
-    is opened first (a file that is not a database ends the command at once); the model
-    loads on a thread of its own while ``initialize`` is answered, and the tools wait for
-    it (:func:`_load_in_background`)."""
-    try:
-        import anyio  # noqa: F401
-        import pydantic  # noqa: F401
-        from mcp.server.mcpserver import MCPServer  # noqa: F401
-    except ImportError as e:
-        raise UserError(
-            f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})"
-        ) from None
+    """Serve ``args.db`` over stdio until the client closes the connection.
+
+    The wire (:class:`~.early.Wire`) is taken first, so that ``initialize`` is answered
+    while the SDK is imported (an answer remembered from an earlier start) and the
+    database opened; the model loads on a thread of its own once the server runs, and
+    the tools wait for it (:func:`_load_in_background`). A file that is not a database,
+    or an SDK that cannot be imported, ends the command with one line, the database
+    not created."""
+    import importlib.util
     import threading
 
     from ..app import scope_in_words, server_scope
 
+    if importlib.util.find_spec("mcp") is None:
+        raise UserError(f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT}")
     scope = args.scope if args.scope is not None else server_scope()
-    with stdout_to_stderr():
-        store = open_served_store(args, defer_model=True)
-    store.busy_timeout_ms = 10_000  # the model's first record may wait for a writer
-    lock = threading.Lock()
-    lock.acquire()  # released by the loader: the tools wait for the model
-    loader = threading.Thread(
-        target=_load_in_background, args=(store, args, lock), name="model", daemon=True
-    )
-    try:
-        from .server import build_server
+    from .early import Wire, cache_path
 
-        # the loader starts once the transport owns fd 1 (M3): llama.cpp's output
-        # while it loads goes to stderr, never on the wire
+    wire = Wire(scope, cache_path())
+    wire.start()
+    store = None
+    loader = None
+    try:
+        try:
+            import anyio  # noqa: F401
+            import pydantic  # noqa: F401
+            from mcp.server.mcpserver import MCPServer  # noqa: F401
+        except ImportError as e:
+            raise UserError(
+                f"the mcp command needs the MCP Python SDK 2.x: {INSTALL_HINT} ({e})"
+            ) from None
+        store = open_served_store(args, defer_model=True)
+        store.busy_timeout_ms = 10_000  # the model's first record may wait for a writer
+        lock = threading.Lock()
+        lock.acquire()  # released by the loader: the tools wait for the model
+        loader = threading.Thread(
+            target=_load_in_background, args=(store, args, lock), name="model", daemon=True
+        )
+        from .server import build_server, serve_stdio
+
+        # the loader starts when the server does: after the wire is the server's
         server = build_server(
             store, scope, log_level=args.log_level, lock=lock, on_start=loader.start
         )
@@ -205,11 +216,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        server.run("stdio")
+        serve_stdio(server, wire.server_in, wire.server_out)
     finally:
-        if loader.is_alive():
+        wire.close()
+        if loader is not None and loader.is_alive():
             loader.join()
-        if store.embedder is not None and hasattr(store.embedder, "close"):
-            store.embedder.close()
-        store.close()
+        if store is not None:
+            if store.embedder is not None and hasattr(store.embedder, "close"):
+                store.embedder.close()
+            store.close()
     return 0

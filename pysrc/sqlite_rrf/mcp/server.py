@@ -2,12 +2,13 @@
 binds the module-level tools and resources (:mod:`.tools`) to one endpoint: a store and
 its default scope, given to the tools through the server's ``lifespan``.
 
-Imported only by what runs a server: ``sqlite-rrf mcp`` (:func:`sqlite_rrf.mcp.run`) and
-``sqlite-rrf serve --http`` (:mod:`sqlite_rrf.server`), one server per endpoint.
+Imported only by what runs a server: ``sqlite-rrf mcp`` (:func:`sqlite_rrf.mcp.run`, over
+the wire of :mod:`.early`: :func:`serve_stdio`) and ``sqlite-rrf serve --http``
+(:mod:`sqlite_rrf.server`), one server per endpoint.
 """
 
 import contextlib
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional
+from typing import Any, AsyncIterator, BinaryIO, Callable, Dict, List, Optional
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -120,3 +121,22 @@ def build_server(
         )
     )
     return server
+
+
+def serve_stdio(server: MCPServer, server_in: BinaryIO, server_out: BinaryIO) -> None:
+    """Run ``server`` as ``server.run("stdio")`` does, on the binary streams of a
+    :class:`~.early.Wire` instead of the process's stdin and stdout (the wire owns
+    those). Returns when ``server_in`` ends (the client closed its side)."""
+    import io
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def serve() -> None:
+        stdin = anyio.wrap_file(io.TextIOWrapper(server_in, encoding="utf-8", errors="replace"))
+        stdout = anyio.wrap_file(io.TextIOWrapper(server_out, encoding="utf-8"))
+        lowlevel = server._lowlevel_server
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    anyio.run(serve)
