@@ -19,6 +19,7 @@ CHURN_SEED        ?= 0
 CHURN_FLAGS       ?=
 CHURN_TEXTS       ?= zipf
 CHURN_DIR         ?= build/churn
+CHURN_RECIPE_QUERIES ?= 40
 CRASH_RUNS   ?= 50
 CRASH_DIR    ?= build/crash
 
@@ -34,7 +35,9 @@ latency: build ## writer latency p50/p99 alone and under touching recalls (pools
 	$(PY) tests/soak/latency.py --episodes $(LATENCY_EPISODES) --seconds $(LATENCY_SECONDS) \
 	  --rounds $(LATENCY_ROUNDS) --workdir $(LATENCY_DIR) --json $(LATENCY_DIR)-report.json
 
-churn: build ## churn soak: CHURN_EPISODES=20000 episodes, CHURN_OPS=100000 operations from Store and the sqlite3 shell (no rrf), CHURN_CHECKPOINTS=25 checks of every BM25 path against bm25() and a fresh index (CHURN_TEXTS=scifact: SciFact abstracts; CHURN_FLAGS=--knn: with the vec0 index)
+churn: build ## churn soak: first the recipe of one shell transaction after the Store's writes, checked before any write through the product (SciFact + 3,100 episodes, CHURN_RECIPE_QUERIES=40 queries, tests/soak/recipe_shell_txn.py); then CHURN_EPISODES=20000 episodes, CHURN_OPS=100000 operations from Store and the sqlite3 shell (no rrf), CHURN_CHECKPOINTS=25 checks of every BM25 path against bm25() and a fresh index (CHURN_TEXTS=scifact: SciFact abstracts; CHURN_FLAGS=--knn: with the vec0 index)
+	$(PY) tests/soak/recipe_shell_txn.py --workdir $(CHURN_DIR)-recipe \
+	  --queries $(CHURN_RECIPE_QUERIES) --json $(CHURN_DIR)-recipe-report.json
 	$(PY) tests/soak/churn.py --episodes $(CHURN_EPISODES) --ops $(CHURN_OPS) \
 	  --checkpoints $(CHURN_CHECKPOINTS) --seed $(CHURN_SEED) --workdir $(CHURN_DIR) \
 	  --texts $(CHURN_TEXTS) --json $(CHURN_DIR)-report.json $(CHURN_FLAGS)

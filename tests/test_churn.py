@@ -261,3 +261,64 @@ def test_a_stale_stopword_hint_never_changes_the_bm25_list(tmp_path):
     assert [h.id for h in hits][:1] == ["k1"]
     assert len(c.store.recall("the xylophonist", touch=False, pool_size=0, limit=20)) == 20
     c.store.close()
+
+
+def _recipe():
+    spec = importlib.util.spec_from_file_location(
+        "rrf_recipe_shell_txn", os.path.join(HERE, "soak", "recipe_shell_txn.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.skipif(
+    not os.path.exists(os.path.join(SCIFACT, "corpus.jsonl")),
+    reason="the SciFact data (../shared/data/scifact) is not there",
+)
+def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
+    """Issue 30's recipe (tests/soak/recipe_shell_txn.py), before any write through the
+    product: SciFact's 5,183 abstracts and 3,100 'zorblax' episodes by the Store, then one
+    transaction of the 3.40 shell (3,099 deleted, 3,099 title-only inserted, 20 INSERT OR
+    REPLACE, 20 upserts, 10 UPDATE of content, 10 DELETE); the command line's list for the
+    issue's two titles, and every path of the BM25 list for them and 10 more titles and
+    claims at depths 20 and 50, are bm25()'s."""
+    recipe = _recipe()
+    report = recipe.run(str(tmp_path / "recipe"), queries=10)
+    with capsys.disabled():
+        print(
+            f"\nrecipe: {report['queries']} queries, {report['checked']['bm25_paths']} paths, "
+            f"{report['cli_queries']} command-line recalls: {len(report['differences'])} "
+            "differences"
+        )
+    assert report["differences"] == []
+    assert report["episodes"] == 5183 + 3100
+    assert report["cli_queries"] == 2 and report["queries"] == 12
+    checked = report["checked"]
+    assert checked["bm25_queries"] == 12 * len(recipe.DEPTHS)
+    assert checked["bm25_paths"] == PATHS * checked["bm25_fresh_queries"] == PATHS * 24
+    assert checked["bm25_path_rows"] > 20 * checked["bm25_paths"]
+
+
+@pytest.mark.skipif(
+    not os.path.exists(os.path.join(SCIFACT, "corpus.jsonl")),
+    reason="the SciFact data (../shared/data/scifact) is not there",
+)
+def test_the_recipes_checks_can_fail(tmp_path):
+    """Controls: a write through the product before the checks is seen (the observer), and
+    the command line's list compared with another query's bm25() list differs."""
+    recipe = _recipe()
+
+    def write(store):
+        store.add("a write through the product", id="product-write")
+
+    report = recipe.run(str(tmp_path / "recipe"), zorblax=300, queries=0, cli=False, between=write)
+    assert report["differences"][-1] == "a write through the product came before the checks ended"
+    from sqlite_rrf.store import Store
+
+    a, b = recipe.ISSUE_TITLES
+    with Store(report["db"]) as store:
+        assert recipe.cli_differs(recipe.cli_list(report["db"], a), *recipe.ranked(store.conn, b))
+        assert not recipe.cli_differs(
+            recipe.cli_list(report["db"], a), *recipe.ranked(store.conn, a)
+        )

@@ -832,7 +832,10 @@ class Churn:
         b.update(query=q, bm25_limit=n, since=since)
         if hint == "stored":
             return [tuple(r) for r in conn.execute(self.cte, b).fetchall()]
-        conn.execute("SAVEPOINT churn_hint")
+        # outside a transaction, a whole one rolled back: a savepoint released after its
+        # rollback still commits (empty), which other connections see as a write
+        outer = conn.in_transaction
+        conn.execute("SAVEPOINT churn_hint" if outer else "BEGIN")
         try:
             if hint is None:
                 conn.execute("DELETE FROM rrf_meta WHERE key = 'bm25_stopwords'")
@@ -843,8 +846,11 @@ class Churn:
                 )
             return [tuple(r) for r in conn.execute(self.cte, b).fetchall()]
         finally:
-            conn.execute("ROLLBACK TO churn_hint")
-            conn.execute("RELEASE churn_hint")
+            if outer:
+                conn.execute("ROLLBACK TO churn_hint")
+                conn.execute("RELEASE churn_hint")
+            else:
+                conn.execute("ROLLBACK")
 
     def check_paths(self, q: str, n: int) -> None:
         """(b') every path of the BM25 list against bm25() on the live index, row for row and

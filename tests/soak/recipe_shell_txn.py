@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""The BM25 list after another client's one-transaction churn (``make churn`` runs it
+before the random churn; tests/test_churn.py runs it too).
+
+The memory: SciFact's abstracts (``../shared/data/scifact``, title and abstract; no
+embedding: the list checked is BM25's alone), plus ``--zorblax`` (3,100) episodes
+``z1`` ... whose text holds one made-up word (``zorblax``), all written by the Store.
+Then the Debian ``sqlite3`` shell (3.40, **no** rrf extension), in ONE transaction:
+
+* deletes ``z1`` ... ``z<zorblax - 1>``;
+* inserts as many title-only episodes (a SciFact title each), so the count is unchanged;
+* 20 ``INSERT OR REPLACE``, 20 ``INSERT ... ON CONFLICT(id) DO UPDATE``, 10
+  ``UPDATE ... SET content`` and 10 ``DELETE`` of SciFact rows.
+
+With no write through the product in between, every query (the two SciFact titles of
+the issue and ``--queries`` random titles and claims) is checked: the recall
+statement's BM25 list (``sqlite-rrf recall DB QUERY --json --limit 20 --no-touch --force
+--profile rrf --weights 1,0,0,0 --no-collapse --scope '*'``, the command line itself for
+the issue's two titles, ``Store.recall`` for the rest) equals FTS5's ``bm25()`` over
+the OR query of every word, top 20 (rows tied at the cut: any of them); and at depths 20
+and 50, row for row and bit for bit, so does every path of that list (the statement with ``rrf_bm25_or_top`` and with its per-row filtered
+scan under the stored, no, a fresh and an all-words stopword hint, ``rrf_bm25_or_top``,
+``rrf_bm25_or`` and ``rrf_bm25`` called directly: tests/soak/churn.py's checks).
+
+    python tests/soak/recipe_shell_txn.py --workdir build/churn-recipe
+
+An observer connection's ``PRAGMA data_version`` shows that nothing the checks ran
+committed a write. Prints what it checked and exits 1 on any difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(TESTS)
+SCIFACT = os.path.join(os.path.dirname(ROOT), "shared", "data", "scifact")
+SHELL = "/usr/bin/sqlite3"
+WORD = "zorblax"
+#: The issue's two titles (the first as the issue gives it, shorter than SciFact's).
+ISSUE_TITLES = (
+    "The Evolution of Dominance in Sporophytic Self-Incompatibility",
+    "Cryo-EM structure of a herpesvirus capsid at 3.1 \u00c5",
+)
+LIMIT = 20
+#: The BM25 list's depths checked by every path: the recall's LIMIT, and the statement's
+#: default bm25_limit (the command line's list above is drawn from that one).
+DEPTHS = (LIMIT, 50)
+
+
+def sql_text(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def load_corpus(folder: str) -> Tuple[List[Tuple[str, str, str]], List[str]]:
+    """SciFact's documents as (id, title, abstract), and its claims."""
+    docs = []
+    with open(os.path.join(folder, "corpus.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            docs.append((str(d["_id"]), d["title"], d["text"]))
+    with open(os.path.join(folder, "queries.jsonl"), encoding="utf-8") as f:
+        claims = [json.loads(line)["text"] for line in f]
+    return docs, claims
+
+
+def build(db: str, docs: List[Tuple[str, str, str]], zorblax: int) -> None:
+    """The memory, written by the Store (as the command line's ``add`` writes it)."""
+    from sqlite_rrf.store import Store
+
+    with Store(db) as store:
+        batch = [dict(id=f"sf{i}", content=f"{t} {a}") for i, t, a in docs]
+        for k in range(0, len(batch), 2000):
+            store.add_many(batch[k : k + 2000])
+        zs = [dict(id=f"z{i}", content=f"note {i} about {WORD} {i}") for i in range(1, zorblax + 1)]
+        for k in range(0, len(zs), 2000):
+            store.add_many(zs[k : k + 2000])
+
+
+def churn_script(docs: List[Tuple[str, str, str]], zorblax: int, seed: int) -> str:
+    """The other client's one transaction."""
+    rng = random.Random(seed)
+    lines = [".bail on", "BEGIN;"]
+    gone = [f"z{i}" for i in range(1, zorblax)]
+    for k in range(0, len(gone), 500):
+        lines.append(
+            "DELETE FROM episodes WHERE id IN ("
+            + ", ".join(sql_text(x) for x in gone[k : k + 500])
+            + ");"
+        )
+    for i in range(len(gone)):
+        _id, title, _a = rng.choice(docs)
+        lines.append(
+            f"INSERT INTO episodes(id, content) VALUES ({sql_text(f't{i}')}, {sql_text(title)});"
+        )
+    picked = rng.sample(range(len(docs)), 60)
+    text = lambda: (lambda d: f"{d[1]} {d[2]}")(rng.choice(docs))  # noqa: E731
+    for j in picked[:20]:
+        lines.append(
+            "INSERT OR REPLACE INTO episodes(id, content) VALUES "
+            f"({sql_text('sf' + docs[j][0])}, {sql_text(text())});"
+        )
+    for j in picked[20:40]:
+        lines.append(
+            f"INSERT INTO episodes(id, content) VALUES ({sql_text('sf' + docs[j][0])}, "
+            f"{sql_text(text())}) ON CONFLICT(id) DO UPDATE SET content = excluded.content;"
+        )
+    for j in picked[40:50]:
+        lines.append(
+            f"UPDATE episodes SET content = {sql_text(text())} "
+            f"WHERE id = {sql_text('sf' + docs[j][0])};"
+        )
+    for j in picked[50:60]:
+        lines.append(f"DELETE FROM episodes WHERE id = {sql_text('sf' + docs[j][0])};")
+    lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"
+
+
+def run_shell(db: str, script: str) -> None:
+    out = subprocess.run(
+        [SHELL, "-batch", db], input=script, capture_output=True, text=True, timeout=600
+    )
+    if out.returncode != 0 or out.stderr.strip():
+        raise RuntimeError(f"the sqlite3 shell failed ({out.returncode}): {out.stderr[:500]}")
+
+
+BM25_REF = (
+    "SELECT rowid, bm25(episodes_fts) AS s FROM episodes_fts WHERE episodes_fts MATCH "
+    "coalesce(fts5_query(?1), '\"\"') ORDER BY s, rowid LIMIT ?2"
+)
+
+
+def cli_list(db: str, query: str) -> List[Tuple[str, int]]:
+    """The command line's recall of the issue: (id, BM25 rank) of its hits, by rank."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sqlite_rrf",
+            "recall",
+            db,
+            query,
+            "--json",
+            "--limit",
+            str(LIMIT),
+            "--no-touch",
+            "--force",
+            "--profile",
+            "rrf",
+            "--weights",
+            "1,0,0,0",
+            "--no-collapse",
+            "--scope",
+            "*",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"sqlite-rrf recall failed: {out.stderr[:500]}")
+    hits = json.loads(out.stdout)
+    return sorted((h["id"], h["bm25_rank"]) for h in hits if h["bm25_rank"] is not None)
+
+
+def ranked(conn: Any, query: str) -> Tuple[List[Tuple[str, int]], List[Tuple[str, int]]]:
+    """bm25()'s top LIMIT as (id, rank), the statement's dense rank (equal scores share
+    one): the rows ranked above the LIMIT-th row's rank, and every row of that rank (a
+    tie at the cut: the recall may keep any of them)."""
+    rows = [tuple(r) for r in conn.execute(BM25_REF, (query, LIMIT + 50))]
+    out: List[Tuple[str, int]] = []
+    rank, last = 0, None
+    for rowid, s in rows:
+        if s != last:
+            rank, last = rank + 1, s
+        (eid,) = conn.execute("SELECT id FROM episodes WHERE rowid = ?", (rowid,)).fetchone()
+        out.append((eid, rank))
+    if len(out) <= LIMIT:
+        return sorted(out), []
+    cut = out[LIMIT - 1][1]
+    return sorted(r for r in out if r[1] < cut), sorted(r for r in out if r[1] == cut)
+
+
+def cli_differs(
+    got: List[Tuple[str, int]], above: List[Tuple[str, int]], tied: List[Tuple[str, int]]
+) -> str:
+    """'' when the command line's list is bm25()'s top LIMIT (any of the rows tied at the
+    cut), else what differs."""
+    rest = [r for r in got if r not in above]
+    if (
+        all(r in got for r in above)
+        and set(rest) <= set(tied)
+        and len(got) == min(LIMIT, len(above) + len(tied))
+    ):
+        return ""
+    return (
+        f"missing (id, bm25() rank) {sorted(set(above) - set(got))}, extra "
+        f"{sorted(set(rest) - set(tied))}, {len(got)} rows"
+    )
+
+
+def check(
+    db: str,
+    queries: List[str],
+    cli_queries: List[str],
+    between: Optional[Callable[[Any], None]] = None,
+) -> Dict[str, Any]:
+    """Every query's BM25 list against bm25(), by every path (tests/soak/churn.py's checks,
+    on a Store that writes nothing: opened after the shell, recall without touch).
+    ``between(store)`` runs once the Store is open, before the checks (the tests' control
+    of the observer)."""
+    sys.path.insert(0, HERE)
+    import apsw
+    import churn  # tests/soak/churn.py
+
+    from sqlite_rrf.store import Store
+
+    report: Dict[str, Any] = {"queries": 0, "cli_queries": 0, "differences": []}
+    # an observer: PRAGMA data_version moves when another connection commits, so it tells
+    # whether anything the checks ran (the command line, the Store) wrote to the database
+    observer = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
+    version = observer.execute("PRAGMA data_version").fetchone()[0]
+    store = Store(db)
+    try:
+        conn = store.conn
+        if between is not None:
+            between(store)
+        for q in cli_queries:
+            differs = cli_differs(cli_list(db, q), *ranked(conn, q))
+            report["cli_queries"] += 1
+            if differs:
+                report["differences"].append(f"sqlite-rrf recall {q[:60]!r}: {differs}")
+        args = churn.make_args(episodes=0, ops=0, checkpoints=0, quiet=True, workdir=None)
+        c = churn.Churn.__new__(churn.Churn)
+        c.args, c.store = args, store
+        c.cte, c.cte_params = churn.bm25_cte()
+        c.checked, c.mismatch, c.examples = churn.Counter(), churn.Counter(), []
+        c.fresh_ready, c.stop_now = False, ""
+        c.failures, c.failure_count = [], 0
+        for q in queries:
+            for n in DEPTHS:
+                c.check_bm25(q, n)
+            report["queries"] += 1
+        report["checked"] = dict(c.checked)
+        report["mismatch"] = dict(c.mismatch)
+        report["differences"] += c.examples
+    finally:
+        store.close()
+    if observer.execute("PRAGMA data_version").fetchone()[0] != version:
+        report["differences"].append("a write through the product came before the checks ended")
+    observer.close()
+    return report
+
+
+def run(
+    workdir: str,
+    scifact: str = SCIFACT,
+    zorblax: int = 3100,
+    queries: int = 40,
+    seed: int = 30,
+    cli: bool = True,
+    between: Optional[Callable[[Any], None]] = None,
+) -> Dict[str, Any]:
+    """Build, churn in the shell, check. The report's ``differences`` lists every miss."""
+    os.makedirs(workdir, exist_ok=True)
+    db = os.path.join(workdir, "recipe.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.remove(db + suffix)
+    docs, claims = load_corpus(scifact)
+    t0 = time.perf_counter()
+    build(db, docs, zorblax)
+    t1 = time.perf_counter()
+    run_shell(db, churn_script(docs, zorblax, seed))
+    t2 = time.perf_counter()
+    rng = random.Random(seed + 1)
+    titles = [d[1] for d in docs]
+    qs = list(ISSUE_TITLES) + [
+        rng.choice(titles) if rng.random() < 0.7 else rng.choice(claims) for _ in range(queries)
+    ]
+    report = check(db, qs, list(ISSUE_TITLES) if cli else [], between)
+    report.update(
+        db=db,
+        episodes=len(docs) + zorblax,
+        build_s=round(t1 - t0, 1),
+        shell_s=round(t2 - t1, 1),
+        check_s=round(time.perf_counter() - t2, 1),
+    )
+    return report
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", default="build/churn-recipe")
+    p.add_argument("--scifact", default=SCIFACT)
+    p.add_argument("--zorblax", type=int, default=3100)
+    p.add_argument("--queries", type=int, default=40, help="random titles and claims")
+    p.add_argument("--seed", type=int, default=30)
+    p.add_argument("--json", help="also write the report to this file")
+    a = p.parse_args(argv)
+    if not os.path.exists(os.path.join(a.scifact, "corpus.jsonl")):
+        print(f"recipe: skipped, no SciFact data in {a.scifact}")
+        return 0
+    r = run(a.workdir, a.scifact, a.zorblax, a.queries, a.seed)
+    print(
+        f"recipe: {r['episodes']} episodes (built {r['build_s']} s, shell {r['shell_s']} s), "
+        f"{r['cli_queries']} command-line recalls, {r['queries']} queries checked by "
+        f"{r['checked'].get('bm25_paths', 0)} paths ({r['check_s']} s): "
+        f"{len(r['differences'])} differences"
+    )
+    for d in r["differences"][:20]:
+        print("  " + d)
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(r, f, indent=1)
+    return 1 if r["differences"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
