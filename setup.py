@@ -163,6 +163,7 @@ loadable = Extension(
         "csrc/kernels.c",
         "csrc/quant.c",
         "csrc/topk.c",
+        "csrc/fold.c",
     ],
     include_dirs=["csrc", *SQLITE_INCLUDE],
     define_macros=[("SQLITE_RRF_VERSION", '"%s"' % VERSION)],

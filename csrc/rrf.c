@@ -19,6 +19,8 @@
 ** aggregates (SQLITE_UTF8 | SQLITE_INNOCUOUS):
 **   rrf_topk(k, score, value)                              topk.c
 **   rrf_hamming_topk(k, qcode, rowids, codes)              quant.c
+**   rrf_fold(collapse, min_cosine, stopwords, pos, rowid, id, score, created_at, key,
+**            content, embedding, usable)                   fold.c
 ** FTS5 auxiliary functions, through the connection's fts5_api when it has FTS5
 ** (bm25.c, B1):
 **   rrf_bm25(fts_table, n [, weight ...])                  bm25.c, bm25_score.c
@@ -156,6 +158,7 @@ static const RrfFunction kFunctions[] = {
     /* aggregates */
     AGGREGATE("rrf_topk", 3, rrf_topk),
     AGGREGATE("rrf_hamming_topk", 4, rrf_hamming_topk),
+    AGGREGATE("rrf_fold", 12, rrf_fold),
     /* FTS5 auxiliary functions, when the connection has FTS5 */
     FTS5_AUX("rrf_bm25", RRF_AUX_BM25),
     FTS5_AUX("rrf_bm25_or", RRF_AUX_OR),

@@ -38,6 +38,8 @@ void rrf_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_topk_final(sqlite3_context *ctx);
 void rrf_hamming_topk_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void rrf_hamming_topk_final(sqlite3_context *ctx);
+void rrf_fold_step(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void rrf_fold_final(sqlite3_context *ctx);
 
 /* ---- topk.c: the bounded heap of rrf_topk, shared with rrf_hamming_topk (quant.c) ---- */
 

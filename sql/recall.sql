@@ -56,23 +56,34 @@ WITH
 --    profile. time_from/time_to (ms, no default) is the window a time expression of
 --    the query names (sqlite_rrf.timeexpr; NULL: none), w_time its weight in 'hybrid'.
 params AS (
-  SELECT 'hybrid'                   AS profile,
-         coalesce(:k, 60.0)         AS k,
-         coalesce(:w_bm25, 1.0)     AS w_bm25,
-         coalesce(:w_vec, 1.0)      AS w_vec,
-         coalesce(:w_recency, 0.6)  AS w_recency,
-         coalesce(:w_access, 0.4)   AS w_access,
-         coalesce(:bm25_limit, 50)  AS bm25_limit,
-         coalesce(:pool_size, 200)  AS pool_size,
-         'quantized'                AS pool,
-         coalesce(:oversample, 40)  AS oversample,
-         coalesce(:limit, 3)        AS result_limit,
-         coalesce(:alpha, 0.5)      AS alpha,
-         coalesce(:w_time, 0.2)     AS w_time,
-         :time_from                 AS time_from,
-         :time_to                   AS time_to,
-         :min_similarity            AS min_similarity,
+  SELECT 'hybrid'                          AS profile,
+         coalesce(:k, 60.0)                AS k,
+         coalesce(:w_bm25, 1.0)            AS w_bm25,
+         coalesce(:w_vec, 1.0)             AS w_vec,
+         coalesce(:w_recency, 0.6)         AS w_recency,
+         coalesce(:w_access, 0.4)          AS w_access,
+         coalesce(:bm25_limit, 50)         AS bm25_limit,
+         coalesce(:pool_size, 200)         AS pool_size,
+         'quantized'                       AS pool,
+         coalesce(:oversample, 40)         AS oversample,
+         coalesce(:limit, 3)               AS result_limit,
+         coalesce(:alpha, 0.5)             AS alpha,
+         coalesce(:w_time, 0.2)            AS w_time,
+         coalesce(:collapse, 1)            AS collapse,
+         coalesce(:min_share, 0.5)         AS min_share,
+         coalesce(:include_superseded, 0)  AS include_superseded,
+         :time_from                        AS time_from,
+         :time_to                          AS time_to,
+         :min_similarity                   AS min_similarity,
+         :min_relevance                    AS min_relevance,
          coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS now_ms
+),
+-- 0a. The superseded episodes (superseded_by set: a fact that another replaced),
+--     left out of both lists unless :include_superseded is 1 (one seek of the
+--     partial index idx_episodes_superseded_by; none, usually).
+superseded AS MATERIALIZED (
+  SELECT rowid FROM episodes INDEXED BY idx_episodes_superseded_by
+  WHERE superseded_by IS NOT NULL AND NOT (SELECT include_superseded FROM params)
 ),
 -- 1. Full-text hits over ALL episodes: FTS5 bm25()'s top :bm25_limit for the OR
 --    query of all the words of :query, fts5_query(:query), exactly: the rows, order
@@ -144,7 +155,8 @@ bm25_exact AS MATERIALIZED (
   FROM bm25_stop AS s, params AS p
 ),
 --    1d. The list: 1b, or else the whole query (bm25_exact is the outer loop, so
---        the second scan never starts when 1b is exact).
+--        the second scan never starts when 1b is exact), without the superseded
+--        episodes (0a), ranked.
 bm25 AS MATERIALIZED (
   SELECT rowid, bm25_score,
          dense_rank() OVER (ORDER BY bm25_score) AS bm25_rank
@@ -167,6 +179,7 @@ bm25 AS MATERIALIZED (
                                   AND created_at < coalesce(:until, created_at + 1)))
           ORDER BY bm25_score, rowid
           LIMIT (SELECT bm25_limit FROM params)))
+  WHERE rowid NOT IN (SELECT rowid FROM superseded)
 ),
 -- 2. The vector pool 'quantized': the same :pool_size nearest episodes as 'all',
 --    found in two stages. 2a. the :pool_size * :oversample episodes whose
@@ -218,12 +231,13 @@ pool_quantized AS (
 pool AS (SELECT rowid FROM pool_quantized),
 -- 3. Candidates: the pool plus the BM25 hits it missed (one row per rowid), so an
 --    old episode that matches the words is never dropped, each with its BM25 score
---    and rank (NULL when it is not a hit).
+--    and rank (NULL when it is not a hit); no superseded episode (0a).
 candidates AS (
   SELECT rowid, max(bm25_score) AS bm25_score, max(bm25_rank) AS bm25_rank
   FROM (SELECT rowid, NULL AS bm25_score, NULL AS bm25_rank FROM pool
         UNION ALL
         SELECT rowid, bm25_score, bm25_rank FROM bm25)
+  WHERE rowid NOT IN (SELECT rowid FROM superseded)
   GROUP BY rowid
 ),
 -- 4. The similarity, computed once per candidate (MATERIALIZED), except for the
@@ -300,12 +314,13 @@ score_hybrid AS (
                               / nullif(p.w_recency + p.w_access, 0), 0) AS t
               FROM ranked AS r, params AS p))
 ),
--- 8. The returned rows (top_lists) with the profile's explanation: the relevance blend's
+-- 8. The shown rows (top_lists) with the profile's explanation: the relevance blend's
 --    inputs (each list's score relative to the best, and :alpha) and the nudge of
 --    recency, use and importance.
 explain_hybrid AS (
   SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank,
-         l.access_rank, l.similarity, l.bm25_score,
+         l.access_rank, l.similarity, l.bm25_score, l.slot, l.final_score, l.relevance,
+         l.duplicates, l.duplicate_ids,
          json_object('relevance', json_object('cosine', l.cos_norm, 'bm25', l.bm25_norm,
                                               'alpha', p.alpha),
                      'recency_access_importance', json_object('nudge', l.multiplier))
@@ -314,37 +329,110 @@ explain_hybrid AS (
   GROUP BY l.rowid
 ),
 scores AS (SELECT * FROM score_hybrid),
--- 7. The best :limit candidates by the profile's score (scores); ties broken by
---    similarity, then recency, use, rowid. Nothing to match (no BM25 hit and no
---    query vector): no episode, not the most recent.
+-- 7. The best candidates by the profile's score (scores), numbered (pos) in the
+--    ranking's order: score, then similarity, recency, use, rowid. With :collapse
+--    (the default) 2 * :limit + 10 of them, so that :limit slots remain after the
+--    fold (7a); else :limit. Nothing to match (no BM25 hit and no query vector): no
+--    episode, not the most recent.
+best AS MATERIALIZED (
+  SELECT * FROM (
+    SELECT s.rowid, s.score, s.boost, s.multiplier, s.cos_norm, s.bm25_norm,
+           r.bm25_rank, r.vec_rank, r.recency_rank, r.access_rank, r.similarity,
+           r.bm25_score, r.age_days, r.access_count, r.created_at,
+           row_number() OVER (ORDER BY s.score DESC, r.similarity IS NULL, r.similarity DESC,
+                                       r.recency_rank, r.access_rank, s.rowid) AS pos
+    FROM scores AS s JOIN ranked AS r ON r.rowid = s.rowid
+    WHERE :qvec IS NOT NULL OR r.any_hit)
+  WHERE pos <= (SELECT CASE WHEN collapse THEN min(2 * result_limit + 10, 2147483647)
+                            ELSE result_limit END FROM params)
+),
+-- 7a. The fold (rrf_fold, in the extension; with :collapse, else every row is its
+--     own group): a row duplicates a better-ranked one when their texts are the same
+--     (content_key, the normal form's digest; where a key is pending, the texts
+--     trimmed and ASCII case folded) or when both have a usable vector (a similarity:
+--     there is a query vector), their embeddings' cosine is at least
+--     0.95 and their words, but for the stopwords listed, are the same
+--     set (a changed number or name is not a duplicate: it may be an update). Each group of duplicates fills one slot,
+--     its best row's, with its newest row (created_at; a tie: the better ranked), the
+--     others named in duplicate_ids (newest first). JSON, one array per group in the
+--     order of their best rows: [best pos, rowid, best score, [other ids]].
+fold AS MATERIALIZED (
+  SELECT rrf_fold(p.collapse, 0.95, 'a about above after again all also am an and any are as at be been before being below between both but by can could did do does doing down during each few for from further had has have having he her here hers him his how i if in instead into is it its itself just me more most my no nor not now of off on once only or other our ours out over own rather same she should so some such than that the their theirs them then there these they this those through to too under until up very was we were what when where which while who whom why will with would you your yours', b.pos, b.rowid, e.id,
+                  b.score, b.created_at, e.content_key, e.content, e.embedding,
+                  b.similarity IS NOT NULL) AS groups
+  FROM params AS p CROSS JOIN best AS b CROSS JOIN episodes AS e ON e.rowid = b.rowid
+),
+-- 7b. The returned rows: the first :limit slots, each with its group's best score as
+--     the final score (so the rows' order is their scores').
 top AS MATERIALIZED (
-  SELECT s.rowid, s.score, s.boost, s.multiplier, s.cos_norm, s.bm25_norm,
-         r.bm25_rank, r.vec_rank, r.recency_rank, r.access_rank, r.similarity,
-         r.bm25_score, r.age_days, r.access_count
-  FROM scores AS s JOIN ranked AS r ON r.rowid = s.rowid
-  WHERE :qvec IS NOT NULL OR r.any_hit
-  ORDER BY s.score DESC, r.similarity IS NULL, r.similarity DESC, r.recency_rank,
-           r.access_rank, s.rowid
+  SELECT b.*, json_extract(g.value, '$[0]') AS slot, json_extract(g.value, '$[2]') AS final_score,
+         json_array_length(g.value, '$[3]') AS duplicates,
+         json_extract(g.value, '$[3]') AS duplicate_ids
+  FROM fold AS f, json_each(f.groups) AS g
+       CROSS JOIN best AS b ON b.rowid = json_extract(g.value, '$[1]')
+  ORDER BY g.key
   LIMIT (SELECT result_limit FROM params)
 ),
--- The returned rows once per list (the four lists, with rank and weight), for the
--- explanations (which read top through this CTE only).
+-- 7c. The relevance of each returned row (sqlite_rrf.relevance: in [0, 1], the same
+--     scale for every query), from its cosine and its BM25 score as a share of the
+--     query's IDF mass: its distinct terms' IDFs, a term no episode holds as if one
+--     did, a word of the stopwords hint 1e-6.
+rrf_mass AS MATERIALIZED (
+  SELECT coalesce(sum(idf), 0.0) AS mass, count(*) AS terms FROM (
+    SELECT CASE WHEN instr(x.stop, ' ' || t.term || ' ') > 0 THEN 1e-6
+                ELSE coalesce((SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts
+                               WHERE episodes_fts MATCH t.phrase LIMIT 1),
+                              max(ln((x.n - 1 + 0.5) / 1.5), 1e-6)) END AS idf
+    FROM (SELECT json_extract(j.value, '$[1]') AS term,
+                 min(json_extract(j.value, '$[0]')) AS phrase
+          FROM json_each(fts5_query(:query, 'terms', NULL, 'porter unicode61')) AS j
+          GROUP BY 1) AS t,
+         (SELECT coalesce((SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords_rows'
+                           AND typeof(value) = 'integer' AND value > 0),
+                          (SELECT count(*) FROM episodes)) AS n,
+                 ' ' || coalesce((SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'
+                                  AND typeof(value) = 'text'), '') || ' ' AS stop) AS x)
+),
+--     What is shown. With :min_relevance (none: every returned row), the policy: a
+--     row is shown when its relevance reaches :min_relevance and is at least
+--     :min_share of the best returned row's relevance.
+shown AS MATERIALIZED (
+  SELECT r.*
+  FROM (SELECT t.*, max(t.relevance) OVER () AS best_relevance
+        FROM (SELECT t.*,
+                     1.0 / (1.0 + exp(-(CASE WHEN t.similarity IS NULL
+                                             THEN -2.55 + 7.08 * t.b
+                                             ELSE -3.79 + 6.35 * t.similarity
+                                                  + 4.07 * t.b END))) AS relevance
+              FROM (SELECT t.*,
+                           CASE WHEN t.bm25_score IS NULL OR m.mass <= 0 THEN 0.0
+                                ELSE min(max(-t.bm25_score / m.mass * m.terms
+                                             / (m.terms + 2.0), 0.0), 2.0)
+                                END AS b
+                    FROM top AS t, rrf_mass AS m) AS t) AS t) AS r, params AS p
+  WHERE p.min_relevance IS NULL
+     OR (r.relevance >= p.min_relevance AND r.relevance >= p.min_share * r.best_relevance)
+),
+-- The shown rows once per list (the four lists, with rank and weight), for the
+-- explanations (which read the shown rows through this CTE only).
 top_lists AS (
   SELECT t.*, l.list,
          CASE l.list WHEN 'bm25' THEN t.bm25_rank WHEN 'vector' THEN t.vec_rank
                      WHEN 'recency' THEN t.recency_rank ELSE t.access_rank END AS rank,
          CASE l.list WHEN 'bm25' THEN p.w_bm25 WHEN 'vector' THEN p.w_vec
                      WHEN 'recency' THEN p.w_recency ELSE p.w_access END AS weight
-  FROM top AS t, params AS p,
+  FROM shown AS t, params AS p,
        (SELECT 'bm25' AS list UNION ALL SELECT 'vector' UNION ALL SELECT 'recency'
         UNION ALL SELECT 'access') AS l
 ),
 explain AS (SELECT * FROM explain_hybrid)
--- 9. The returned rows (explain: top's rows with the profile's explanation), best
---    first, with high importance's boost added to the explanation.
+-- 9. The shown rows with the profile's explanation (high importance's boost added to
+--    it), in the order of the final score: score is the slot's (its fold group's best
+--    row's) score, fused_score the row's own; relevance and the fold (duplicates, and
+--    duplicate_ids, a JSON array) as columns.
 SELECT e.id,
        e.content,
-       t.score,
+       t.final_score AS score,
        t.bm25_rank,
        t.vec_rank,
        t.recency_rank,
@@ -358,8 +446,11 @@ SELECT e.id,
        e.created_at,
        e.accessed_at,
        e.access_count,
-       e.rowid
+       e.rowid,
+       t.relevance,
+       t.duplicates,
+       t.duplicate_ids,
+       t.score AS fused_score
 FROM explain AS t
 JOIN episodes AS e ON e.rowid = t.rowid
-ORDER BY t.score DESC, t.similarity IS NULL, t.similarity DESC, t.recency_rank,
-         t.access_rank, t.rowid;
+ORDER BY t.final_score DESC, t.slot;

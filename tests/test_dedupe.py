@@ -7,9 +7,10 @@ test_cli.py, test_mcp.py and test_hook.py):
   :func:`sqlite_rrf.dedupe.normalise`) is not stored twice; its episode is refreshed and
   its id returned; other clients' rows (the sqlite3 shell, without the extension) count
   too (migration 0010's ``content_key``, its stale trigger);
-* the recall (:mod:`sqlite_rrf.diversify`): near-duplicates fill one slot, the newest,
-  which says how many it stands for; a correction ranks before the fact it corrects,
-  also with ``limit`` 2; the freed slots are filled from further down;
+* the recall (the statement's fold, :mod:`sqlite_rrf.diversify`): near-duplicates fill
+  one slot, the newest, which says how many it stands for; the freed slots are filled
+  from further down; the hits stay in score order (a correction is not moved up: a fact
+  stored with ``replaces`` hides the one it replaces, ``superseded_by``);
 * the topic gate is off unless asked for.
 """
 
@@ -261,21 +262,32 @@ def test_three_copies_and_a_correction(tmp_path, embedder, limit):
     with Store(tmp_path / "m.db", embedder=embedder) as s:
         _scenario(s)
         hits = s.recall(QUESTION, limit=limit, touch=False)
-        assert [h.content for h in hits][:2] == [CORRECTION, FACT]
+        assert set([h.content for h in hits][:2]) == {CORRECTION, FACT}
         assert len(hits) == limit  # the freed slots are filled from further down
-        copy = hits[1]
+        (copy,) = [h for h in hits if h.content == FACT]
         assert copy.id == "copy2"  # the newest copy stands for the others
-        assert copy.duplicates == 2 and sorted(copy.duplicate_ids) == ["copy0", "copy1"]
-        assert [h.content for h in hits].count(FACT) == 1
-        # without the step: the statement's own ranking, the copies first
+        assert copy.duplicates == 2 and list(copy.duplicate_ids) == ["copy1", "copy0"]
+        # one final score per slot, in order: the copies' best fused score
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert copy.score >= copy.fused_score
+        # without the fold: the statement's own ranking, the copies first
         raw = s.recall(QUESTION, limit=limit, touch=False, collapse=False)
         assert [h.content for h in raw][:2] == [FACT, FACT]
+        assert copy.score == max(h.score for h in raw if h.content == FACT)
+        # the correction stored as replacing the copies: they are never shown
+        s.conn.execute(
+            "UPDATE episodes SET superseded_by = (SELECT id FROM episodes WHERE content = ?) "
+            "WHERE content = ?",
+            (CORRECTION, FACT),
+        )
+        hits = s.recall(QUESTION, limit=limit, touch=False)
+        assert hits[0].content == CORRECTION and FACT not in [h.content for h in hits]
 
 
 @needs_model
 def test_remembered_twice_then_corrected(tmp_path, embedder):
     """The issue's case through add: the second add is the first episode, refreshed; the
-    correction ranks first, with limit 2 as with more."""
+    correction, once it replaces the fact, is the only one shown, with limit 1, 2 or 3."""
     with Store(tmp_path / "m.db", embedder=embedder) as s:
         for i, t in enumerate(OTHERS):
             s.add(t, created_at=T0 + i)
@@ -284,10 +296,12 @@ def test_remembered_twice_then_corrected(tmp_path, embedder):
         fix = s.add(
             "Update: the password is now in Vault, not in 1Password.", created_at=T0 + 2 * DAY
         )
+        both = [h.id for h in s.recall("where is the password?", limit=2, touch=False)]
+        assert set(both) == {fix, a}  # in score order, the correction not moved up
+        s.conn.execute("UPDATE episodes SET superseded_by = ? WHERE id = ?", (fix, a))
         for limit in (1, 2, 3):
             hits = s.recall("where is the password?", limit=limit, touch=False)
-            assert hits[0].id == fix, [h.content for h in hits]
-        assert [h.id for h in s.recall("where is the password?", limit=2, touch=False)] == [fix, a]
+            assert hits[0].id == fix and a not in [h.id for h in hits], [h.content for h in hits]
 
 
 @needs_model
@@ -305,8 +319,8 @@ def test_near_duplicates_collapse_but_a_changed_number_does_not(tmp_path, embedd
         a = s.add("I have 3 cats.", created_at=T0)
         b = s.add("I now have 4 cats.", created_at=T0 + DAY)
         hits = s.recall("how many cats do I have?", limit=3, touch=False)
-        assert [h.id for h in hits][:2] == [b, a]  # both shown, the newer first
-        assert hits[0].duplicates == 0
+        assert set([h.id for h in hits][:2]) == {a, b}  # both shown, in score order
+        assert hits[0].duplicates == 0 and hits[1].duplicates == 0
 
 
 @needs_model

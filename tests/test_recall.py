@@ -431,6 +431,10 @@ def test_defaults_are_the_designs(small_store):
         w_time=0.2,
         time_from=None,
         time_to=None,
+        collapse=1,
+        min_relevance=None,
+        min_share=recall_defaults()["min_share"],
+        include_superseded=0,
     )
     rng = np.random.default_rng(3)
     qvec = rng.normal(size=DIM)

@@ -27,6 +27,7 @@ import pytest
 
 from conftest import embedding_model, needs_model
 from sqlite_rrf import relevance as R
+from sqlite_rrf.statements import recall_defaults
 from sqlite_rrf.store import Store, StoreError
 
 #: A small agent memory: project facts and preferences.
@@ -203,8 +204,8 @@ def test_store_floor_silences_off_topic_and_keeps_on_topic(model_db, embedder):
             )
             assert got[0].id == want and got.reason is None
             assert got[0].relevance >= R.DEFAULT_MIN_RELEVANCE
-        # the floor applies after the ranking and decides whether the recall speaks: one
-        # hit above it keeps every hit, as ranked, the weak ones too
+        # the policy is per hit: a weak hit under a strong one is not shown (the floor and
+        # the share of the best hit's relevance, the statement's :min_share)
         every = store.recall("which shell does the user use?", limit=8, touch=False, force=True)
         assert min(h.relevance for h in every) < R.DEFAULT_MIN_RELEVANCE < every[0].relevance
         kept = store.recall(
@@ -214,7 +215,14 @@ def test_store_floor_silences_off_topic_and_keeps_on_topic(model_db, embedder):
             force=True,
             min_relevance=R.DEFAULT_MIN_RELEVANCE,
         )
-        assert [(h.id, h.relevance) for h in kept] == [(h.id, h.relevance) for h in every]
+        share = recall_defaults()["min_share"]
+        best = max(h.relevance for h in every)
+        want = [
+            (h.id, h.relevance)
+            for h in every
+            if h.relevance >= R.DEFAULT_MIN_RELEVANCE and h.relevance >= share * best
+        ]
+        assert [(h.id, h.relevance) for h in kept] == want and len(want) < len(every)
         assert len(store.recall("hi", touch=False, force=True, min_relevance=0)) == 3
 
 
@@ -315,9 +323,9 @@ def test_hook_prints_nothing_for_off_topic_prompts(model_db):
         rc, out, err = hook(model_db, prompt)
         assert rc == 0 and err == ""
         assert f"`{want}`" in out.splitlines()[1], out
-    # the floor can be set: 0 shows every hit, 1 none
+    # the floor can be set: 0 shows the hits close enough to the best one, 1 none
     rc, out, _ = hook(model_db, "tell me a joke about cats", "--min-relevance", "0")
-    assert rc == 0 and len([l for l in out.splitlines() if l.startswith("- ")]) == 3
+    assert rc == 0 and 1 <= len([l for l in out.splitlines() if l.startswith("- ")]) <= 3
     rc, out, _ = hook(model_db, "which shell does the user use?", "--min-relevance", "1")
     assert (rc, out) == (0, "")
     rc, out, err = hook(model_db, "hi", "--min-relevance", "2")
@@ -337,7 +345,7 @@ def test_cli_recall_min_relevance(model_db):
         "--min-relevance",
         str(R.DEFAULT_MIN_RELEVANCE),
     )
-    assert rc == 0 and out.startswith("nothing relevant enough: 3 hit(s) below min_relevance")
+    assert rc == 0 and out.startswith("nothing relevant enough: no hit reaches min_relevance")
     rc, out, _ = cli(
         "recall",
         str(model_db),
@@ -348,7 +356,8 @@ def test_cli_recall_min_relevance(model_db):
         "0.5",
     )
     hits = json.loads(out)
-    assert hits[0]["id"] == "shell" and hits[0]["relevance"] >= 0.5 and len(hits) == 3
+    # the policy per hit: only the hits that reach the floor (and half the best's)
+    assert hits[0]["id"] == "shell" and all(h["relevance"] >= 0.5 for h in hits)
     rc, out, _ = cli(
         "recall",
         str(model_db),
@@ -464,6 +473,9 @@ def test_datasette_recall_has_the_relevance_and_the_floor(tmp_path):
         for r in got:
             assert r["relevance"] == pytest.approx(want[r["id"]], rel=1e-9), r["id"]
         floor = sorted(r["relevance"] for r in got)[-2]
-        kept = rows(**params, min_relevance=floor)
+        kept = rows(**params, min_relevance=floor, min_share=0)
         assert [r["id"] for r in kept] == [r["id"] for r in got if r["relevance"] >= floor]
         assert len(kept) == 2
+        best = max(r["relevance"] for r in got)
+        kept = rows(**params, min_relevance=0, min_share=0.9)
+        assert [r["id"] for r in kept] == [r["id"] for r in got if r["relevance"] >= 0.9 * best]

@@ -52,6 +52,8 @@ def sql_defaults(profile):
 def test_defaults_equal_what_sqlite_computes(profile):
     want = sql_defaults(profile)
     assert want.pop("min_similarity") is None
+    # no policy unless a floor is given (the hook and MCP give one)
+    assert want.pop("min_relevance") is None
     # the query's time window has no default: no window
     assert want.pop("time_from") is None and want.pop("time_to") is None
     want.pop("now_ms")

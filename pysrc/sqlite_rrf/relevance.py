@@ -26,18 +26,21 @@ cosine (no model, or an episode without an embedding) by :data:`BM25_ONLY`. The
 coefficients were fitted on development data only; ``docs/python.md`` ("Relevance and the
 floor") says on what and how, and ``tests/bench/bench_silence.py`` measures the floor.
 
-:data:`DEFAULT_MIN_RELEVANCE` is the floor the prompt hook and the MCP ``recall`` use by
-default: a recall none of whose hits reaches it returns nothing, so a prompt about nothing
-in the memory gets nothing (:func:`above_floor`). :meth:`Store.recall
-<sqlite_rrf.store.Store.recall>` itself has no floor unless given ``min_relevance``.
+The recall statement computes the same number for each hit it returns
+(``sql/recall/top.sql``, 7c, written from these constants), and applies the policy there
+(7d): with ``:min_relevance``, a hit is shown only when its relevance reaches that floor
+and is at least ``:min_share`` of the best hit's. This module's :func:`relevance` is the
+reference the statement is tested against. :data:`DEFAULT_MIN_RELEVANCE` is the floor
+the prompt hook and the MCP ``recall`` use by default. :meth:`Store.recall
+<sqlite_rrf.store.Store.recall>` itself has no policy unless given ``min_relevance``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
-from typing import Any, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
 
 #: The floor of the prompt hook and of MCP ``recall`` (``--min-relevance`` / the tool's
 #: ``min_relevance`` change it): a recall none of whose hits reaches it shows nothing.
@@ -163,102 +166,3 @@ def check_min_relevance(value: Any, name: str = "min_relevance") -> Optional[flo
 
         raise StoreError(f"{name}: must be a number from 0 to 1, got {value!r}")
     return float(value)
-
-
-def with_relevance(conn: Any, query: str, hits: Sequence[Any]) -> List[Any]:
-    """``hits`` (:class:`~sqlite_rrf.results.RecallHit`) with their ``relevance`` set, in
-    the same order; the query's IDF mass is read from ``conn`` once."""
-    if not hits:
-        return []
-    ev = query_idf_mass(conn, query)
-    return [
-        replace(h, relevance=relevance(h.similarity, h.bm25_score, ev.idf_mass, ev.terms))
-        for h in hits
-    ]
-
-
-def above_floor(
-    hits: Sequence[Any], min_relevance: Optional[float]
-) -> Tuple[List[Any], Optional[str]]:
-    """The floor, applied after the ranking: ``hits`` as they are when one of them has a
-    relevance of at least ``min_relevance`` (or it is None), else no hit and why.
-
-    The floor decides whether the recall has anything to say, not which hits make it:
-    the hits of a recall that passes keep their ranks, weak ones included. Dropping each
-    hit below the floor instead cost answerable questions 5x as much recall for the same
-    silence on off-topic prompts (LongMemEval_S dev half; ``tests/bench/bench_silence.py``
-    prints both): the evidence turn of a question is often a long message whose cosine
-    with it is low, ranked under a stronger hit."""
-    if min_relevance is None or not hits:
-        return list(hits), None
-    if any(h.relevance is not None and h.relevance >= min_relevance for h in hits):
-        return list(hits), None
-    best = max((h.relevance for h in hits if h.relevance is not None), default=0.0)
-    return [], (
-        f"nothing relevant enough: {len(hits)} hit(s) below min_relevance "
-        f"{min_relevance:g} (the best {best:.3f})"
-    )
-
-
-def relevance_sql(statement: str) -> str:
-    """``statement`` (a recall statement, e.g. :func:`sqlite_rrf.statements.recall_statement`)
-    for clients that run SQL alone (Datasette's canned query): every row gets a last
-    column, ``relevance``, computed as :func:`relevance` computes it (the same IDF mass, the
-    same coefficients, written in from this module), and ``:min_relevance`` keeps only the
-    rows that reach it (NULL or unbound: every row).
-
-    That is not :func:`above_floor`'s rule (a recall speaks, all its hits, when one hit
-    reaches the floor): deciding on all the rows at once needs a second look at the
-    ranking, and the statement that chooses its profile at run time then nests deeper than
-    SQLite allows. The query's IDF mass is one more CTE, joined to the final SELECT
-    (sql/recall/select.sql), which gains the column and the filter in place. Needs SQLite's
-    math functions (``exp``, ``ln``; built in since 3.35 in most builds)."""
-    from .resources import read_sql
-
-    final = read_sql("recall/select.sql")
-    head, sep, order = final.partition("\nORDER BY ")
-    if not statement.endswith(final) or not sep or "\nFROM explain AS t" not in head:
-        raise ValueError(
-            "relevance_sql: not a recall statement (its final SELECT is not "
-            "sql/recall/select.sql's)"
-        )
-    ctes = statement[: -len(final)].rstrip().rstrip(",")
-    c0, cc, cb = WITH_VECTOR
-    d0, db = BM25_ONLY
-    b = (
-        f"CASE WHEN t.bm25_score IS NULL OR m.mass <= 0 THEN 0.0 ELSE "
-        f"min(max(-t.bm25_score / m.mass * m.terms / (m.terms + {TERMS_PRIOR!r}), 0.0), "
-        f"{BM25_CAP!r}) END"
-    )
-    rel = (
-        f"1.0 / (1.0 + exp(-(CASE WHEN t.similarity IS NULL THEN {d0!r} + {db!r} * ({b})\n"
-        f"       ELSE {c0!r} + {cc!r} * t.similarity + {cb!r} * ({b}) END)))"
-    )
-    select, frm = head.split("\nFROM explain AS t", 1)
-    return f"""{ctes},
--- The query's IDF mass (sqlite_rrf.relevance.query_idf_mass): its distinct terms' IDFs,
--- a term no episode holds as if one did, a word of the stopwords hint 1e-6; and how many
--- terms.
-rrf_mass AS MATERIALIZED (
-  SELECT coalesce(sum(idf), 0.0) AS mass, count(*) AS terms FROM (
-    SELECT CASE WHEN instr(x.stop, ' ' || t.term || ' ') > 0 THEN 1e-6
-                ELSE coalesce((SELECT rrf_bm25_idf(episodes_fts) FROM episodes_fts
-                               WHERE episodes_fts MATCH t.phrase LIMIT 1),
-                              max(ln((x.n - 1 + 0.5) / 1.5), 1e-6)) END AS idf
-    FROM (SELECT json_extract(j.value, '$[1]') AS term,
-                 min(json_extract(j.value, '$[0]')) AS phrase
-          FROM json_each(fts5_query(:query, 'terms', NULL, '{_TOKENIZE}')) AS j
-          GROUP BY 1) AS t,
-         (SELECT coalesce((SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords_rows'
-                           AND typeof(value) = 'integer' AND value > 0),
-                          (SELECT count(*) FROM episodes)) AS n,
-                 ' ' || coalesce((SELECT value FROM rrf_meta WHERE key = 'bm25_stopwords'
-                                  AND typeof(value) = 'text'), '') || ' ' AS stop) AS x)
-)
--- 9. (with relevance) The returned rows, each with its absolute relevance; only those
---    that reach :min_relevance.
-{select},
-       {rel} AS relevance
-FROM rrf_mass AS m CROSS JOIN explain AS t{frm}
-WHERE :min_relevance IS NULL OR {rel} >= :min_relevance
-ORDER BY {order}"""

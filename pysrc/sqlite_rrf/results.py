@@ -42,8 +42,8 @@ class RecallHit:
     (lower is better), ``explain`` the per-list contributions (``rrf_explain``).
 
     ``duplicates`` is how many other episodes of the recall this hit stands for: its
-    near-duplicates, collapsed into it (it is the newest of them), whose ids are
-    ``duplicate_ids`` (:mod:`sqlite_rrf.diversify`).
+    near-duplicates, folded into it by the statement (it is the newest of them), whose
+    ids are ``duplicate_ids`` (:mod:`sqlite_rrf.diversify`).
     """
 
     id: str
@@ -66,6 +66,9 @@ class RecallHit:
     relevance: Optional[float] = None
     duplicates: int = 0
     duplicate_ids: Tuple[str, ...] = ()
+    #: The hit's own fused score; ``score`` is its slot's (the best fused score of the
+    #: near-duplicates folded into it), which orders the hits.
+    fused_score: Optional[float] = None
 
     def as_dict(self) -> Dict[str, Any]:
         """The hit as a plain dict (what ``sqlite-rrf recall --json`` prints)."""

@@ -59,6 +59,9 @@ DEFAULTS: Tuple[Tuple[str, str, Any], ...] = (
     ("limit", "result_limit", 3),
     ("alpha", "alpha", 0.5),
     ("w_time", "w_time", 0.2),
+    ("collapse", "collapse", 1),
+    ("min_share", "min_share", 0.5),
+    ("include_superseded", "include_superseded", 0),
 )
 #: The RRF constant ``k`` by profile (``None``: every profile not named).
 K_DEFAULTS: Tuple[Tuple[Optional[str], float], ...] = (("decay", 30.0), (None, 60.0))
@@ -108,6 +111,7 @@ def params_cte(pool: str, profile: str) -> str:
         (":time_from", "time_from"),
         (":time_to", "time_to"),
         (":min_similarity", "min_similarity"),
+        (":min_relevance", "min_relevance"),
         ("coalesce(:now, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))", "now_ms"),
     ]
     width = max(len(e) for e, _ in rows[:-1]) + 1
@@ -135,8 +139,32 @@ def _splice(text: str) -> str:
     return re.sub(r"\{(filter|no_filter)\}", put, text)
 
 
+def _constants() -> Dict[str, str]:
+    """The constants a fragment names as ``{name}``, each written once in Python: the
+    fold's cosine and stopwords (:mod:`sqlite_rrf.diversify`) and the relevance
+    model's coefficients (:mod:`sqlite_rrf.relevance`)."""
+    from .diversify import COLLAPSE_COSINE, STOPWORDS
+    from .relevance import BM25_CAP, BM25_ONLY, TERMS_PRIOR, WITH_VECTOR
+
+    values = {
+        "collapse_cosine": COLLAPSE_COSINE,
+        "vec_c0": WITH_VECTOR[0],
+        "vec_cc": WITH_VECTOR[1],
+        "vec_cb": WITH_VECTOR[2],
+        "bm25_c0": BM25_ONLY[0],
+        "bm25_cb": BM25_ONLY[1],
+        "terms_prior": TERMS_PRIOR,
+        "bm25_cap": BM25_CAP,
+    }
+    out = {k: repr(float(v)) for k, v in values.items()}
+    out["fold_stopwords"] = _literal(" ".join(sorted(STOPWORDS)))
+    return out
+
+
 def _fragment(name: str) -> str:
-    return _splice(read_sql(f"recall/{name}.sql").rstrip().rstrip(";").rstrip(","))
+    text = _splice(read_sql(f"recall/{name}.sql").rstrip().rstrip(";").rstrip(","))
+    consts = _constants()
+    return re.sub(r"\{([a-z_0-9]+)\}", lambda m: consts.get(m.group(1), m.group(0)), text)
 
 
 def _names(pool: Optional[str], profile: Optional[str]) -> Tuple[str, str]:
@@ -153,6 +181,7 @@ def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) 
     pool, profile = _names(pool, profile)
     ctes: List[str] = [
         params_cte(pool, profile),
+        _fragment("superseded"),
         _fragment("bm25"),
         _fragment(f"pool_{pool}"),
         f"pool AS (SELECT rowid FROM pool_{pool})",

@@ -65,7 +65,8 @@ bm25_exact AS MATERIALIZED (
   FROM bm25_stop AS s, params AS p
 ),
 --    1d. The list: 1b, or else the whole query (bm25_exact is the outer loop, so
---        the second scan never starts when 1b is exact).
+--        the second scan never starts when 1b is exact), without the superseded
+--        episodes (0a), ranked.
 bm25 AS MATERIALIZED (
   SELECT rowid, bm25_score,
          dense_rank() OVER (ORDER BY bm25_score) AS bm25_rank
@@ -85,4 +86,5 @@ bm25 AS MATERIALIZED (
                               AND {filter}))
           ORDER BY bm25_score, rowid
           LIMIT (SELECT bm25_limit FROM params)))
+  WHERE rowid NOT IN (SELECT rowid FROM superseded)
 )

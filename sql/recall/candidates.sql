@@ -1,11 +1,12 @@
 -- 3. Candidates: the pool plus the BM25 hits it missed (one row per rowid), so an
 --    old episode that matches the words is never dropped, each with its BM25 score
---    and rank (NULL when it is not a hit).
+--    and rank (NULL when it is not a hit); no superseded episode (0a).
 candidates AS (
   SELECT rowid, max(bm25_score) AS bm25_score, max(bm25_rank) AS bm25_rank
   FROM (SELECT rowid, NULL AS bm25_score, NULL AS bm25_rank FROM pool
         UNION ALL
         SELECT rowid, bm25_score, bm25_rank FROM bm25)
+  WHERE rowid NOT IN (SELECT rowid FROM superseded)
   GROUP BY rowid
 ),
 -- 4. The similarity, computed once per candidate (MATERIALIZED), except for the

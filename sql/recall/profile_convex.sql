@@ -14,10 +14,11 @@ score_convex AS (
                                   0.5) END AS bm25_norm
         FROM ranked) AS n, params AS p
 ),
--- 8. The returned rows (top_lists) with the profile's explanation: the blend's inputs.
+-- 8. The shown rows (top_lists) with the profile's explanation: the blend's inputs.
 explain_convex AS (
   SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank,
-         l.access_rank, l.similarity, l.bm25_score,
+         l.access_rank, l.similarity, l.bm25_score, l.slot, l.final_score, l.relevance,
+         l.duplicates, l.duplicate_ids,
          json_object('cos_norm', l.cos_norm, 'bm25_norm', l.bm25_norm, 'alpha', p.alpha)
            AS explain
   FROM top_lists AS l, params AS p

@@ -39,12 +39,13 @@ score_hybrid AS (
                               / nullif(p.w_recency + p.w_access, 0), 0) AS t
               FROM ranked AS r, params AS p))
 ),
--- 8. The returned rows (top_lists) with the profile's explanation: the relevance blend's
+-- 8. The shown rows (top_lists) with the profile's explanation: the relevance blend's
 --    inputs (each list's score relative to the best, and :alpha) and the nudge of
 --    recency, use and importance.
 explain_hybrid AS (
   SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank,
-         l.access_rank, l.similarity, l.bm25_score,
+         l.access_rank, l.similarity, l.bm25_score, l.slot, l.final_score, l.relevance,
+         l.duplicates, l.duplicate_ids,
          json_object('relevance', json_object('cosine', l.cos_norm, 'bm25', l.bm25_norm,
                                               'alpha', p.alpha),
                      'recency_access_importance', json_object('nudge', l.multiplier))

@@ -28,11 +28,12 @@ score_memory AS (
                     ELSE 0 END AS boost
         FROM ranked AS r, params AS p, memory_bound AS b)
 ),
--- 8. The returned rows (top_lists) with the profile's explanation: the two relevance lists'
+-- 8. The shown rows (top_lists) with the profile's explanation: the two relevance lists'
 --    rank, weight and contribution, and the recency and access multiplier.
 explain_memory AS (
   SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank,
-         l.access_rank, l.similarity, l.bm25_score,
+         l.access_rank, l.similarity, l.bm25_score, l.slot, l.final_score, l.relevance,
+         l.duplicates, l.duplicate_ids,
          json_set(coalesce(rrf_explain(l.list, CASE WHEN l.weight > 0
                                                      AND l.list IN ('bm25', 'vector')
                                                 THEN l.rank END, l.weight, p.k), '{}'),

@@ -12,11 +12,12 @@ score_rrf AS (
                     ELSE 0 END AS boost
         FROM ranked AS r, params AS p)
 ),
--- 8. The returned rows (top_lists) with the profile's explanation: each list's rank, weight
+-- 8. The shown rows (top_lists) with the profile's explanation: each list's rank, weight
 --    and contribution (rrf_explain over the returned rows' four lists).
 explain_rrf AS (
   SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank,
-         l.access_rank, l.similarity, l.bm25_score,
+         l.access_rank, l.similarity, l.bm25_score, l.slot, l.final_score, l.relevance,
+         l.duplicates, l.duplicate_ids,
          rrf_explain(l.list, CASE WHEN l.weight > 0 THEN l.rank END, l.weight, p.k) AS explain
   FROM top_lists AS l, params AS p
   GROUP BY l.rowid

@@ -17,10 +17,11 @@ score_weighted AS (
                max(access_count) OVER () AS max_access_count
         FROM ranked)
 ),
--- 8. The returned rows (top_lists) with the profile's explanation: the blend's inputs.
+-- 8. The shown rows (top_lists) with the profile's explanation: the blend's inputs.
 explain_weighted AS (
   SELECT l.rowid, l.score, l.boost, l.bm25_rank, l.vec_rank, l.recency_rank,
-         l.access_rank, l.similarity, l.bm25_score,
+         l.access_rank, l.similarity, l.bm25_score, l.slot, l.final_score, l.relevance,
+         l.duplicates, l.duplicate_ids,
          json_object('similarity', l.similarity, 'bm25_norm', l.bm25_norm,
                      'age_days', l.age_days, 'access_count', l.access_count) AS explain
   FROM top_lists AS l

@@ -1,8 +1,10 @@
--- 9. The returned rows (explain: top's rows with the profile's explanation), best
---    first, with high importance's boost added to the explanation.
+-- 9. The shown rows with the profile's explanation (high importance's boost added to
+--    it), in the order of the final score: score is the slot's (its fold group's best
+--    row's) score, fused_score the row's own; relevance and the fold (duplicates, and
+--    duplicate_ids, a JSON array) as columns.
 SELECT e.id,
        e.content,
-       t.score,
+       t.final_score AS score,
        t.bm25_rank,
        t.vec_rank,
        t.recency_rank,
@@ -16,8 +18,11 @@ SELECT e.id,
        e.created_at,
        e.accessed_at,
        e.access_count,
-       e.rowid
+       e.rowid,
+       t.relevance,
+       t.duplicates,
+       t.duplicate_ids,
+       t.score AS fused_score
 FROM explain AS t
 JOIN episodes AS e ON e.rowid = t.rowid
-ORDER BY t.score DESC, t.similarity IS NULL, t.similarity DESC, t.recency_rank,
-         t.access_rank, t.rowid;
+ORDER BY t.final_score DESC, t.slot;

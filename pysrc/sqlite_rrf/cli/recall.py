@@ -91,6 +91,7 @@ def recall_and_print(store: Any, args: argparse.Namespace) -> int:
             alpha=args.alpha,
             min_similarity=args.min_similarity,
             min_relevance=getattr(args, "min_relevance", None),
+            include_superseded=getattr(args, "include_superseded", False),
         )
     except StoreError as e:
         raise CliError(str(e)) from None
@@ -114,6 +115,7 @@ def recall_and_print(store: Any, args: argparse.Namespace) -> int:
             "duplicates",
             "duplicate_ids",
             "relevance",
+            "fused_score",
         )
         print(
             json.dumps(

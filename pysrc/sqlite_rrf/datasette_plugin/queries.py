@@ -61,8 +61,9 @@ def _description() -> str:
         f"statement's defaults: limit {d['result_limit']}, pool {d['pool']} (or {pools}), "
         "every scope ('shared' is the shared one). since and until take an ISO date "
         "(2026-11-01, 2026-11-01T09:30) or ms since the epoch. relevance (0 to 1, the same "
-        "scale for every query) is each row's last column; min_relevance keeps the rows "
-        "that reach it. Read-only: recalling here does not mark episodes accessed."
+        "scale for every query) is a column; min_relevance shows only the rows that reach it "
+        "and min_share of the best row's relevance. Read-only: recalling here does not "
+        "mark episodes accessed."
     )
 
 
@@ -137,13 +138,13 @@ def canned_query(pool: Optional[str] = None, profile: Optional[str] = None) -> D
     """The canned query definition for the recall statement of ``pool`` and ``profile``
     (None: the default's; ``pool='knn'``: the ``recall_knn`` page), as Datasette's
     ``queries`` metadata takes it: the statement :class:`~sqlite_rrf.store.Store` runs
-    for them (:func:`sqlite_rrf.statements.recall_statement`), with its relevance."""
-    from ..relevance import relevance_sql
+    for them (:func:`sqlite_rrf.statements.recall_statement`) (relevance and the
+    policy included)."""
     from ..statements import recall_defaults
 
     d = recall_defaults()
     knn = pool == "knn"
-    sql = relevance_sql(recall_statement(pool or d["pool"], profile or d["profile"]))
+    sql = recall_statement(pool or d["pool"], profile or d["profile"])
     return {
         "sql": form_sql(sql),
         "title": TITLE if not knn else TITLE + " — knn pool",

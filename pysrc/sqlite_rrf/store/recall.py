@@ -18,9 +18,8 @@ import numpy as np
 from .. import knn
 from .._sqlite import patience, transaction
 from ..checks import Vector, blob, check_dim, has_text, recall_params, recall_query, vector_fault
-from ..diversify import candidates, diversify
 from ..gate import gate_key, session_row
-from ..relevance import above_floor, check_min_relevance, with_relevance
+from ..relevance import check_min_relevance
 from ..results import RecallHit, RecallResult
 from ..statements import recall_defaults, recall_statement
 from ..timeexpr import resolve as resolve_time
@@ -58,6 +57,8 @@ class Recall(Connection):
         min_relevance: Optional[float] = None,
         time_expressions: bool = True,
         time_weight: Optional[float] = None,
+        min_share: Optional[float] = None,
+        include_superseded: bool = False,
     ) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement of the
         chosen pool and profile (:func:`sqlite_rrf.statements.recall_statement`): BM25,
@@ -99,21 +100,28 @@ class Recall(Connection):
         never fails the recall: ``result.touched`` is False and ``result.touch_error`` says
         why. With ``touch=False`` nothing is written; :meth:`touch` makes the touch later.
 
-        Then the hits are deduplicated and the newest fact put first
-        (:func:`sqlite_rrf.diversify.diversify`, unless ``collapse=False``): near-duplicates
-        fill one slot, the newest of them, whose ``duplicates`` says how many others it
-        stands for; among hits about the same thing whose scores nearly tie, the newer
-        ranks first (a correction before the fact it corrects). The freed slots are filled
-        from further down the ranking.
+        Everything that decides which episodes come back, and in what order, is the
+        statement's (the same rows in the sqlite3 shell, Datasette and every front-end):
 
-        Each hit carries ``relevance``, in [0, 1] and absolute: the same number means the
-        same for every query (:func:`sqlite_rrf.relevance.relevance`, from the hit's cosine
-        and its BM25 score as a share of the query's IDF mass). ``min_relevance`` is a
-        floor applied after the ranking: when no hit reaches it, the result is empty and
-        ``result.reason`` says so; otherwise the hits are returned as ranked
-        (:func:`sqlite_rrf.relevance.above_floor`). Its default here is None, no floor: a
-        library caller gets the whole ranking with the relevance to judge it by; the prompt
-        hook and the MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
+        - the fold (``collapse``, the default): near-duplicates, the same text or an
+          embedding cosine of at least :data:`sqlite_rrf.diversify.COLLAPSE_COSINE` with
+          the same terms, fill one slot, the newest of them, whose ``duplicates`` says
+          how many others it stands for and ``duplicate_ids`` names them; the freed
+          slots are filled from further down. A fact that another replaced
+          (``superseded_by``) is left out unless ``include_superseded``.
+        - the order: ``score`` is the final score (the slot's best fused score; the
+          row's own is ``fused_score``); the hits come in its order.
+        - ``relevance``, in [0, 1] and absolute: the same number means the same for
+          every query (:func:`sqlite_rrf.relevance.relevance`, from the hit's cosine and
+          its BM25 score as a share of the query's IDF mass).
+        - the policy, with ``min_relevance`` (a floor in [0, 1]): a hit is returned only
+          when its relevance reaches the floor and is at least ``min_share`` (default in
+          ``params.sql``) of the best hit's; when none is, the result is empty and
+          ``result.reason`` says so. Its default here is None, no policy: a library
+          caller gets the whole ranking with the relevance to judge it by; the prompt
+          hook and the MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
+
+        A touch marks only the hits returned (after the policy).
 
         The topic gate is off unless ``topic_gate=True``: then it skips the recall
         (``result.skipped``) when the query's embedding has a cosine above
@@ -129,6 +137,7 @@ class Recall(Connection):
         if session is not None:
             gate_key(session)  # checks it
         min_relevance = check_min_relevance(min_relevance)
+        min_share = check_min_relevance(min_share, "min_share")
         params = self._recall_params(
             limit,
             weights,
@@ -167,9 +176,15 @@ class Recall(Connection):
                     [], query, skipped=True, gate_cosine=held[0], params=params, reason=held[1]
                 )
         knn.check_pool(self.conn, params, qblob)
-        bindings = dict(params, query=query, qvec=qblob)
-        if collapse:  # more rows than asked: diversify fills the slots it frees
-            bindings["limit"] = candidates(params["limit"])
+        bindings = dict(
+            params,
+            query=query,
+            qvec=qblob,
+            collapse=int(bool(collapse)),
+            min_relevance=min_relevance,
+            min_share=min_share,
+            include_superseded=int(bool(include_superseded)),
+        )
         hits: List[RecallHit] = []
         warnings: List[str] = list(self.schema_warnings)
         # the unusable vectors keep pending codes: a seek finds them, on every recall
@@ -195,11 +210,11 @@ class Recall(Connection):
                 f"({fault}): it is left out of the vector list; rewrite its embedding "
                 "(or set it to NULL and run `sqlite-rrf embed`)"
             )
-        if collapse:
-            hits = diversify(self.conn, hits, params["limit"], query)
-        with transaction(self.conn, write=False):
-            hits = with_relevance(self.conn, query, hits)
-        hits, floor_reason = above_floor(hits, min_relevance)
+        floor_reason = None
+        if not hits and min_relevance is not None:
+            floor_reason = (
+                f"nothing relevant enough: no hit reaches min_relevance {min_relevance:g}"
+            )
         if qarr is not None:
             self._gate.remember(qarr)
         touched, why = False, None
@@ -229,8 +244,10 @@ class Recall(Connection):
                 params["pool"] or defaults["pool"], params["profile"] or defaults["profile"]
             )
             for row in self.conn.execute(sql, bindings):
-                fields: List[Any] = list(row)  # RecallHit's, in order; explain is JSON text
+                # RecallHit's fields, in order; explain and duplicate_ids are JSON text
+                fields: List[Any] = list(row)
                 fields[9] = json.loads(fields[9]) if fields[9] else {}
+                fields[17] = tuple(json.loads(fields[17])) if fields[17] else ()
                 hits.append(RecallHit(*fields))
         return hits
 
