@@ -338,6 +338,24 @@ def test_a_client_gone_from_the_hook_is_one_line(tmp_path: Path, caplog: Any) ->
 
 
 @needs_model
+def mcp_call(url: str, headers: Dict[str, str], tool: str, args: Dict[str, Any]) -> Any:
+    """One tool call through the SDK's streamable-HTTP client."""
+    import asyncio
+
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> Any:
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.call_tool(tool, args)
+
+    return asyncio.run(main())
+
+
 def test_the_hook_setup_writes_is_answered_by_serve(tmp_path: Path) -> None:
     """End to end: ``sqlite-rrf setup systemd`` and ``setup claude-code --server`` write the
     HTTP hook; ``sqlite-rrf serve DB --http PORT`` (as the unit runs it) answers the POST
@@ -396,6 +414,19 @@ def test_the_hook_setup_writes_is_answered_by_serve(tmp_path: Path) -> None:
         context = json.loads(got)["hookSpecificOutput"]["additionalContext"]
         assert "secret/shop/postgres" in context and "scope `shop`" in context
         assert post(hook["url"], body)[0] == 401
+        # the MCP entry setup wrote, through the SDK's streamable-HTTP client: what the agent
+        # remembers there, the project's hook recalls (its scope, not the server's default)
+        entry = json.loads((shop / ".mcp.json").read_text())["mcpServers"]["memory"]
+        assert entry["url"] == f"{url}/s/shop/mcp"
+        mcp_headers = {
+            k: v.replace("${MYTOKEN}", env["MYTOKEN"]) for k, v in entry["headers"].items()
+        }
+        done = mcp_call(
+            entry["url"], mcp_headers, "remember", {"content": "The canary ships on Fridays."}
+        )
+        assert done.structured_content["scope"] == "shop"
+        status, got = post(hook["url"], payload("when does the canary ship?", shop), headers)
+        assert status == 200 and "canary ships on Fridays" in got.decode()
         # setup --check runs the HTTP hook as Claude Code would, and finds nothing wrong
         p = subprocess.run(
             [SCRIPT, "setup", "--check", "--project", str(shop)],

@@ -438,7 +438,7 @@ def test_systemd_unit(home: Path) -> None:
     assert hook == {"type": "http", "url": "http://127.0.0.1:8799/hook", "timeout": 5}
     assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["memory"] == {
         "type": "http",
-        "url": "http://127.0.0.1:8799/mcp",
+        "url": "http://127.0.0.1:8799/s/proj/mcp",  # the project's scope
     }
     setup(home, "systemd", "--undo")
     assert not (home / ".config").exists()
@@ -567,15 +567,15 @@ def test_server_forms_name_the_token_each_hosts_way(home: Path, project: Path) -
 
     assert server(".mcp.json") == {
         "type": "http",
-        "url": url + "/mcp",
+        "url": url + "/s/shop/mcp",
         "headers": {"Authorization": "Bearer ${SQLITE_RRF_TOKEN}"},
     }
     assert server(".cursor/mcp.json") == {
-        "url": url + "/mcp",
+        "url": url + "/s/shop/mcp",
         "headers": {"Authorization": "Bearer ${env:SQLITE_RRF_TOKEN}"},
     }
     assert server(".gemini/settings.json") == {
-        "httpUrl": url + "/mcp",
+        "httpUrl": url + "/s/shop/mcp",
         "headers": {"Authorization": "Bearer ${SQLITE_RRF_TOKEN}"},
     }
 

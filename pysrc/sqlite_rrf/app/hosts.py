@@ -137,7 +137,19 @@ def hook_url(o: Options) -> str:
 
 
 def mcp_url(o: Options) -> str:
-    return o.url.rstrip("/") + "/mcp"
+    """The server's MCP endpoint for ``o``: ``/s/SCOPE/mcp`` for the project's scope (the
+    scope the hook derives from the project's directory, or ``--scope``), so an agent
+    remembers where its hook recalls; ``/mcp`` (the server's default) for ``--user``
+    without ``--scope``."""
+    from urllib.parse import quote
+
+    from .scopes import SHARED_SCOPE, derive_scope
+
+    scope = o.scope if o.scope is not None else None if o.user else derive_scope(o.project)
+    base = o.url.rstrip("/")
+    if scope is None or scope in ("", SHARED_SCOPE):
+        return base + "/mcp"
+    return f"{base}/s/{quote(scope, safe='')}/mcp"
 
 
 def _needs_token(o: Options) -> bool:

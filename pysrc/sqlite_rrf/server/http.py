@@ -430,15 +430,8 @@ def hook_request(body: bytes, query: bytes, real_db: str) -> Dict[str, Any]:
     from urllib.parse import parse_qsl
 
     from ..app import UserError, derive_scope, recall_scopes
-    from ..app.prompt_recall import HookFault, check_request
+    from ..app.prompt_recall import DEFAULT_MAX_CHARS, DEFAULT_MAX_TOTAL, HookFault, check_request
 
-    try:
-        from ..app.prompt_recall import (
-            DEFAULT_MAX_CHARS,
-            DEFAULT_MAX_TOTAL,
-        )
-    except ImportError:  # temporary: the command hook's defaults, until the app layer has them
-        DEFAULT_MAX_CHARS, DEFAULT_MAX_TOTAL = 400, 6000
     try:
         payload = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
