@@ -197,6 +197,9 @@ def test_an_unknown_option_is_refused_under_its_command(tmp_path):
     p = run("list", "m.db", "--sinse=yesterday", cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.startswith("usage: sqlite-rrf list ")
     assert "(did you mean '--since'?)" in p.stderr
+    p = run("mcp", "m.db", "--scpoe", "shop", cwd=tmp_path)  # mcp's own parser: the same
+    assert p.returncode == 2 and p.stderr.startswith("usage: sqlite-rrf mcp ")
+    assert "unrecognized arguments: --scpoe shop (did you mean '--scope'?)" in p.stderr
     p = run("add", "m.db", "text", "more text", cwd=tmp_path)  # a second positional
     assert p.returncode == 2 and p.stderr.startswith("usage: sqlite-rrf add ")
     assert "unrecognized arguments: more text" in p.stderr and "did you mean" not in p.stderr

@@ -33,9 +33,28 @@ def _env(pythonpath: str) -> Dict[str, str]:
     return env
 
 
-async def one(db: Path, pythonpath: str, n: int) -> Tuple[float, float]:
-    """(seconds to the initialize answer, seconds to the first call's answer: a
-    ``remember`` of a new text, which the model embeds)."""
+def children_cpu() -> float:
+    """The CPU seconds (user and system) this process's children have used so far, read
+    from /proc (Linux): the server's, independent of how loaded the machine is. It
+    includes what the server does beside the answer (it goes on importing the SDK)."""
+    me, total = os.getpid(), 0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:  # ppid
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+async def one(db: Path, pythonpath: str, n: int) -> Tuple[float, float, float]:
+    """(seconds to the initialize answer, the server's CPU seconds then, seconds to the
+    first call's answer: a ``remember`` of a new text, which the model embeds)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", "bench"],
@@ -48,13 +67,14 @@ async def one(db: Path, pythonpath: str, n: int) -> Tuple[float, float]:
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 t_init = time.perf_counter() - t0
+                cpu = children_cpu()
                 res = await session.call_tool(
                     "remember", {"content": f"Benchmark note number {n} of this run."}
                 )
                 t_call = time.perf_counter() - t0
                 assert not res.is_error, res.content
                 assert res.structured_content["embedded"] is True
-    return t_init, t_call
+    return t_init, cpu, t_call
 
 
 def python_pass() -> float:
@@ -85,15 +105,17 @@ def main() -> None:
                 capture_output=True,
             )
         asyncio.run(one(db, args.pythonpath, 0))  # warm the page cache: every run alike
-        inits, calls, floor = [], [], []
+        inits, cpus, calls, floor = [], [], [], []
         for n in range(args.runs):
-            t_init, t_call = asyncio.run(one(db, args.pythonpath, n + 1))
+            t_init, cpu, t_call = asyncio.run(one(db, args.pythonpath, n + 1))
             inits.append(t_init)
+            cpus.append(cpu)
             calls.append(t_call)
             floor.append(python_pass())
     print(f"sqlite-rrf mcp over stdio, {args.runs} runs, model {os.environ['SQLITE_RRF_MODEL']}")
     print(summary("python -c pass", floor))
     print(summary("start to the initialize answer", inits))
+    print(summary("the server's CPU at that answer", cpus))
     print(summary("start to the first call's answer", calls))
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 from ..app import error_message, fault_message
 from .common import EXIT_ERROR, EXIT_USAGE, CliError
-from .parser import PROFILE_SUMMARIES, build_parser
+from .parser import PROFILE_SUMMARIES, Parser, add_model_options, build_parser
 
 # relevance, resources and statements are imported where they are used: `sqlite-rrf hook`
 # asking a warm server imports none of them (hook.main)
@@ -56,6 +56,17 @@ def check_time_options(args: object) -> None:
         check_time_range(since, until)
 
 
+def _mcp_parser() -> Parser:
+    """``sqlite-rrf mcp``'s own parser: its options as the full parser has them."""
+    from .. import mcp
+
+    p = Parser(prog="sqlite-rrf mcp")
+    mcp.add_arguments(p)
+    add_model_options(p)
+    p.set_defaults(func=mcp.run, command="mcp")
+    return p
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -69,7 +80,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .manage import ALIASES
 
         argv[0] = ALIASES[argv[0]]
-    args = build_parser().parse_args(argv)
+    if argv[:1] == ["mcp"] and not {"-h", "--help"} & set(argv):
+        # an agent's host waits for its first answer: the parser of this command only
+        # (building every command's costs 0.1 s of CPU); its --help is the full one's
+        args = _mcp_parser().parse_args(argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     try:
         check_time_options(args)
         return int(args.func(args) or 0)
