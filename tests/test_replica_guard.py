@@ -270,3 +270,18 @@ def test_replicate_config_never_overwrites_the_database_or_a_foreign_file(tmp_pa
         assert r.returncode == 0, r.stderr
     # written whole: no temporary file left beside it
     assert sorted(p.name for p in tmp_path.iterdir() if ".tmp" in p.name) == []
+
+
+def test_check_reads_a_refreshed_copy_and_repairs_only_the_primary(tmp_path):
+    env = env_for(tmp_path)
+    db, replica, copy = tmp_path / "m.db", tmp_path / "rep", tmp_path / "copy.db"
+    memory(db, 5)
+    once(env, db, replica)
+    replicate.refresh(str(replica), str(copy), interval="1s", rounds=1, out=quiet())
+    before = copy.read_bytes()
+    r = cli(env, "check", str(copy))
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = cli(env, "check", str(copy), "--repair")
+    assert r.returncode == 1 and "repair the primary" in r.stderr, r.stdout + r.stderr
+    assert copy.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy")) == ["copy.db"]

@@ -130,9 +130,14 @@ def check_path(path: str, *, repair_it: bool = False) -> Report:
     it is installed; the rrf extension is not needed). Another application's SQLite file,
     or a repair of a file that can only be read, is refused with a
     :class:`~sqlite_rrf.checks.StoreError` and nothing is written."""
-    from .._sqlite import foreign
+    from .._sqlite import foreign, replica_of
     from ..checks import StoreError
 
+    if repair_it and replica_of(path) is not None:
+        raise StoreError(
+            f"{path} is a read replica that `sqlite-rrf restore --refresh` replaces whole: "
+            "repair the primary (the next refresh brings the repair)"
+        )
     conn = apsw.Connection(path)
     try:
         conn.set_busy_timeout(10_000)
