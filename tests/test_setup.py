@@ -598,3 +598,73 @@ def test_a_linked_settings_file_stays_linked_and_keeps_its_mode(home: Path, proj
     assert [f.name for f in dotfiles.iterdir()] == ["claude-settings.json"]  # no temp left
     setup(home, *args, "--undo")
     assert link.is_symlink() and target.read_text() == '{"model": "opus"}\n'
+
+
+CODEX_TOML = """# my Codex settings
+model = "o3"
+
+[mcp_servers.docs]
+command = "npx"
+args = ["-y", "docs-mcp"]  # keep this comment
+"""
+
+
+def test_codex_toml(home: Path, project: Path) -> None:
+    import tomllib
+
+    db = home / "m.db"
+    path = project / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(CODEX_TOML)
+    args = ["codex", "--project", str(project), "--db", str(db), "--no-model"]
+    setup(home, *args)
+    text = path.read_text()
+    assert text.startswith(CODEX_TOML)  # every byte of the user's stays
+    data = tomllib.loads(text)
+    assert data["model"] == "o3" and data["mcp_servers"]["docs"]["args"] == ["-y", "docs-mcp"]
+    ours = data["mcp_servers"]["memory"]
+    assert os.path.basename(ours["command"]) == "sqlite-rrf" and ours["args"] == ["mcp", str(db)]
+    assert "unchanged" in setup(home, *args).stdout and path.read_text() == text
+    # other options: the table is rewritten in place
+    setup(home, *args, "--scope", "shop")
+    assert tomllib.loads(path.read_text())["mcp_servers"]["memory"]["args"][-2:] == [
+        "--scope",
+        "shop",
+    ]
+    setup(home, *args, "--undo")
+    assert path.read_text() == CODEX_TOML
+    # edited by the user since: only setup's table goes
+    setup(home, *args)
+    path.write_text(path.read_text() + '\n[profiles.fast]\nmodel = "o4-mini"\n')
+    setup(home, *args, "--undo")
+    after = tomllib.loads(path.read_text())
+    assert "memory" not in after["mcp_servers"] and after["profiles"]["fast"]["model"] == "o4-mini"
+    assert path.read_text().startswith(CODEX_TOML)
+
+
+def test_codex_refusals_and_the_server_form(home: Path, project: Path) -> None:
+    import tomllib
+
+    path = project / ".codex" / "config.toml"
+    path.parent.mkdir()
+    common = ["--project", str(project), "--db", str(home / "m.db"), "--no-model"]
+    theirs = '[mcp_servers.memory]\ncommand = "other-memory"\n'
+    path.write_text(theirs)
+    p = setup(home, "codex", *common, ok=False)
+    assert p.returncode == 1 and "not sqlite-rrf's; pass --name OTHER" in p.stderr
+    assert path.read_text() == theirs
+    inline = 'mcp_servers = { docs = { command = "npx" } }\n'
+    path.write_text(inline)
+    p = setup(home, "codex", *common, ok=False)
+    assert (
+        p.returncode == 1 and "add this yourself" in p.stderr and "[mcp_servers.memory]" in p.stderr
+    )
+    assert path.read_text() == inline
+    path.write_text("")
+    url = "http://10.1.2.3:8765"
+    setup(home, "systemd", "--url", url, *common)
+    setup(home, "codex", "--server", "--url", url, *common)
+    assert tomllib.loads(path.read_text())["mcp_servers"]["memory"] == {
+        "url": url + "/s/shop/mcp",
+        "bearer_token_env_var": "SQLITE_RRF_TOKEN",
+    }

@@ -9,6 +9,8 @@ own configuration files (what to write, where, and how to take it back out).
 - **cursor**: the MCP server in ``.cursor/mcp.json`` (``--user``: ``~/.cursor/mcp.json``).
 - **gemini**: the MCP server in ``.gemini/settings.json`` (``--user``:
   ``~/.gemini/settings.json``).
+- **codex**: the MCP server in ``.codex/config.toml`` (``--user``: ``~/.codex/config.toml``,
+  or ``$CODEX_HOME/config.toml``), an ``[mcp_servers.NAME]`` table (:mod:`.codex`).
 - **systemd**: the user unit that keeps ``sqlite-rrf serve DB --http PORT`` running
   (``~/.config/systemd/user/`` + :data:`UNIT_NAME`).
 
@@ -42,7 +44,7 @@ from .setup_files import (
 )
 
 #: The hosts ``setup`` knows.
-HOSTS = ("claude-code", "cursor", "gemini", "systemd")
+HOSTS = ("claude-code", "cursor", "gemini", "codex", "systemd")
 #: The MCP server's name in a host's configuration (``--name``'s default).
 MCP_NAME = "memory"
 #: The command hook's ``timeout`` (seconds) that setup writes: a cold hook with a model
@@ -252,7 +254,7 @@ def is_our_server(entry: Any) -> bool:
     if isinstance(cmd, str) and isinstance(args, list):
         return os.path.basename(cmd) == "sqlite-rrf" and args[:1] == ["mcp"]
     url = entry.get("url") or entry.get("httpUrl")
-    known = {"type", "url", "httpUrl", "headers"}
+    known = {"type", "url", "httpUrl", "headers", "bearer_token_env_var"}
     return isinstance(url, str) and url.endswith("/mcp") and set(entry) <= known
 
 
@@ -282,6 +284,10 @@ def config_paths(o: Options) -> Dict[str, str]:
             if o.user
             else os.path.join(root, ".cursor", "mcp.json")
         }
+    if o.host == "codex":
+        from .codex import config_path
+
+        return {"mcp": config_path(o.project, o.user)}
     if o.host == "gemini":
         return {
             "mcp": _home(".gemini", "settings.json")
@@ -408,6 +414,13 @@ def plan(o: Options, undo: bool = False) -> Plan:
         p.changes.append(
             _json_change(path, f"the {HOOK_EVENT} hook", _edit_hook(o, undo, path), undo)
         )
+    if o.host == "codex":
+        from .codex import codex_entry, toml_change
+
+        token = (o.token_env or TOKEN_ENV) if o.server and _needs_token(o) else None
+        entry = codex_entry(o.exe, mcp_argv(o), mcp_url(o) if o.server else None, token)
+        p.changes.append(toml_change(paths["mcp"], o.name, entry, is_our_server, undo, o.force))
+        return p
     if "mcp" in paths:
         path = paths["mcp"]
         p.changes.append(

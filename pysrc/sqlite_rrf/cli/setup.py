@@ -29,8 +29,8 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", db_h
     """Register ``setup``'s command line."""
     p = sub.add_parser(
         "setup",
-        help="wire the memory into an agent's host (Claude Code, Cursor, Gemini CLI, a "
-        "systemd user unit), or --check the hook a host runs",
+        help="wire the memory into an agent's host (Claude Code, Cursor, Gemini CLI, Codex, "
+        "a systemd user unit), or --check the hook a host runs",
         description="Write the prompt hook and the MCP server into the host's own files, "
         "merged with what is there; --undo takes out exactly what it put in.",
     )
@@ -40,6 +40,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", db_h
         choices=HOSTS,
         help="claude-code: the UserPromptSubmit hook (.claude/settings.json) and the MCP "
         "server (.mcp.json); cursor: .cursor/mcp.json; gemini: .gemini/settings.json; "
+        "codex: .codex/config.toml; "
         f"systemd: the user unit {UNIT_NAME} that keeps `sqlite-rrf serve` running",
     )
     p.add_argument(
@@ -59,7 +60,8 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", db_h
         "--user",
         action="store_true",
         help="write your own files (~/.claude/settings.json, ~/.cursor/mcp.json, "
-        "~/.gemini/settings.json) instead of the project's: every project gets it",
+        "~/.gemini/settings.json, ~/.codex/config.toml) instead of the project's: every "
+        "project gets it",
     )
     p.add_argument(
         "--db",
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return check(args)
     if args.host is None:
-        raise UserError("setup: name the host (claude-code, cursor, gemini, systemd) or --check")
+        raise UserError("setup: name the host (" + ", ".join(HOSTS) + ") or --check")
     if not os.path.isdir(args.project):
         raise UserError(f"--project: {args.project} is not a directory")
     if args.user and args.host == "systemd":
