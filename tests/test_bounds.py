@@ -220,3 +220,26 @@ def test_over_http_a_server_refuses_them_too(tmp_path):
             f"http://127.0.0.1:{port}/mcp", [("remember", {"content": "x", "scope": "s" * BIG})]
         )
     assert res.is_error and res.content[0].text.startswith("scope: 1,000,000 characters")
+
+
+def test_stats_through_a_tenants_url_names_the_tenant_not_the_servers_path(tmp_path):
+    pytest.importorskip("mcp.server.mcpserver")
+    from test_server import env_for, http_call
+    from test_tenants import server
+
+    tenants = tmp_path / "tenants"
+    tenants.mkdir()
+    token = "token-of-acme-0123456789abcdef"
+    (tmp_path / "tokens").write_text(f"acme {token}\n")
+    with server(
+        env_for(tmp_path),
+        "--dir",
+        str(tenants),
+        "--create-tenants",
+        "--tenant-tokens",
+        str(tmp_path / "tokens"),
+    ) as (proc, port):
+        (res,) = http_call(f"http://127.0.0.1:{port}/t/acme/mcp", [("stats", {})], token)
+    assert not res.is_error, res.content
+    assert res.structured_content["path"] == "tenant acme"
+    assert str(tmp_path) not in res.content[0].text
