@@ -668,3 +668,22 @@ def test_codex_refusals_and_the_server_form(home: Path, project: Path) -> None:
         "url": url + "/s/shop/mcp",
         "bearer_token_env_var": "SQLITE_RRF_TOKEN",
     }
+
+
+@needs_model
+def test_check_catches_an_mcp_server_of_another_database(home: Path, project: Path) -> None:
+    db = home / "m.db"
+    fill(db, "shop")
+    setup(home, "claude-code", "--project", str(project), "--db", str(db), "--model", model())
+    p = check(home, project)
+    assert p.returncode == 0 and "'memory' serves the hook's database" in p.stdout, p.stdout
+    mcp = project / ".mcp.json"
+    data = json.loads(mcp.read_text())
+    data["mcpServers"]["memory"]["args"][1] = str(home / "other.db")
+    mcp.write_text(json.dumps(data))
+    p = check(home, project)
+    assert p.returncode == 1
+    assert (
+        f"the MCP server 'memory' serves {home / 'other.db'}, the hook recalls from {db}"
+        in p.stdout
+    )

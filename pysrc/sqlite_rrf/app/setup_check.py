@@ -287,6 +287,7 @@ def check(project: str) -> Report:
         report.problem("the hook names no database", "sqlite-rrf setup claude-code --db PATH")
         return report
     db = os.path.expanduser(db)
+    _check_mcp(db, project, report)
     store = _check_database(db, opts, report)
     if store is None:
         _run(h, project, report)
@@ -311,6 +312,32 @@ def check(project: str) -> Report:
         close_store(store)
     _run(h, project, report)
     return report
+
+
+def _check_mcp(db: str, project: str, report: Report) -> None:
+    """The project's ``.mcp.json``: a sqlite-rrf stdio server of another database than the
+    hook's remembers where the hook never recalls."""
+    path = os.path.join(os.path.abspath(project), ".mcp.json")
+    try:
+        servers = load_json(path, read_bytes(path)).get("mcpServers")
+    except UserError:
+        return  # Claude Code's problem to say; the hook does not read it
+    for name, entry in (servers or {}).items() if isinstance(servers, dict) else []:
+        args = entry.get("args") if isinstance(entry, dict) else None
+        cmd = entry.get("command") if isinstance(entry, dict) else None
+        if not (isinstance(cmd, str) and os.path.basename(cmd) == "sqlite-rrf"):
+            continue
+        if not (isinstance(args, list) and len(args) >= 2 and args[0] == "mcp"):
+            continue
+        theirs = os.path.expanduser(str(args[1]))
+        if os.path.realpath(theirs) == os.path.realpath(db):
+            report.fact("mcp", f"{path}: {name!r} serves the hook's database")
+        else:
+            report.problem(
+                f"{path}: the MCP server {name!r} serves {theirs}, the hook recalls from "
+                f"{db}: what the agent remembers, the hook never recalls",
+                "point both at one database: sqlite-rrf setup claude-code --db PATH",
+            )
 
 
 def _check_database(db: str, opts: Dict[str, Any], report: Report) -> Any:
