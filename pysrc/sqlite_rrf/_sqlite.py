@@ -65,6 +65,11 @@ FULL_BELOW = 1 << 20
 #: written in place, so it is opened as immutable: no lock, no journal-mode switch, no
 #: ``-wal``/``-shm``, and a connection keeps reading the restore it opened.
 REPLICA_KEY = "read_replica_of"
+#: Why such a copy was opened as immutable (the Store's ``opened_as``).
+REPLICA_OPENED_AS = (
+    "it is a read replica kept by `sqlite-rrf restore --refresh`, so it was opened as "
+    "immutable (read as it is, without locks; open it again to read the next refresh)"
+)
 
 
 def replica_of(path: str) -> Optional[str]:
@@ -223,12 +228,8 @@ class TextSafeCursor(apsw.Cursor):
 
 def _prepare(conn: apsw.Connection) -> apsw.Connection:
     """Give ``conn`` :class:`TextSafeCursor` and :data:`REPLACE_FUNCTION`."""
-    conn.create_scalar_function(
-        REPLACE_FUNCTION,
-        decode_replacing,
-        1,
-        deterministic=True,  # type: ignore[arg-type]
-    )
+    fn: Any = decode_replacing
+    conn.create_scalar_function(REPLACE_FUNCTION, fn, 1, deterministic=True)
     conn.cursor_factory = TextSafeCursor
     return conn
 
@@ -269,11 +270,7 @@ def _open_connection(path: str, *, readonly: bool) -> Tuple[apsw.Connection, Opt
     if path not in (":memory:", "") and os.path.isfile(path):
         replica = _replica_connection(path)
         if replica is not None:
-            return replica, (
-                "it is a read replica kept by `sqlite-rrf restore --refresh`, so it was "
-                "opened as immutable (read as it is, without locks; open it again to read "
-                "the next refresh)"
-            )
+            return replica, REPLICA_OPENED_AS
     if path in (":memory:", "") or not os.path.isfile(path) or not is_wal_file(path):
         flags = (
             apsw.SQLITE_OPEN_READONLY

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
 import apsw
 
-from .._sqlite import foreign, meta as _meta
+from .._sqlite import REPLICA_OPENED_AS, foreign, meta as _meta
 from ..checks import StoreError
 from ..gate import TopicGate
 from ..stopwords import StopwordsRefresh
@@ -67,6 +67,17 @@ class Connection:
         self._busy_timeout_ms = ms
         if getattr(self, "conn", None) is not None:
             self.conn.set_busy_timeout(ms)
+
+    @property
+    def readonly_reason(self) -> str:
+        """Why this Store cannot write, for a message (``f"{path} is read-only
+        ({store.readonly_reason}): nothing was written"``)."""
+        if self.opened_as == REPLICA_OPENED_AS:
+            return (
+                "a read replica that `sqlite-rrf restore --refresh` replaces whole; "
+                "write to the primary"
+            )
+        return "read-only media or permissions"
 
     def _busy_message(self) -> str:
         return (
