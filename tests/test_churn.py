@@ -281,8 +281,9 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
     product: SciFact's 5,183 abstracts and 3,100 'zorblax' episodes by the Store, then one
     transaction of the 3.40 shell (3,099 deleted, 3,099 title-only inserted, 20 INSERT OR
     REPLACE, 20 upserts, 10 UPDATE of content, 10 DELETE); the command line's list for the
-    issue's two titles, and every path of the BM25 list for them and 10 more titles and
-    claims at depths 20 and 50, are bm25()'s."""
+    issue's two titles, every path of the BM25 list for them and 10 more titles and claims
+    at depths 20 and 50, and the list of a Store that recalled them before the shell
+    wrote, are bm25()'s."""
     recipe = _recipe()
     report = recipe.run(str(tmp_path / "recipe"), queries=10)
     with capsys.disabled():
@@ -294,6 +295,7 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
     assert report["differences"] == []
     assert report["episodes"] == 5183 + 3100
     assert report["cli_queries"] == 2 and report["queries"] == 12
+    assert report["warm_queries"] == 12 * len(recipe.DEPTHS)
     checked = report["checked"]
     assert checked["bm25_queries"] == 12 * len(recipe.DEPTHS)
     assert checked["bm25_paths"] == PATHS * checked["bm25_fresh_queries"] == PATHS * 24

@@ -20,7 +20,8 @@ the issue's two titles, ``Store.recall`` for the rest) equals FTS5's ``bm25()`` 
 the OR query of every word, top 20 (rows tied at the cut: any of them); and at depths 20
 and 50, row for row and bit for bit, so does every path of that list (the statement with ``rrf_bm25_or_top`` and with its per-row filtered
 scan under the stored, no, a fresh and an all-words stopword hint, ``rrf_bm25_or_top``,
-``rrf_bm25_or`` and ``rrf_bm25`` called directly: tests/soak/churn.py's checks).
+``rrf_bm25_or`` and ``rrf_bm25`` called directly: tests/soak/churn.py's checks); so does
+the list of a Store opened, and used for the same queries, before the shell wrote.
 
     python tests/soak/recipe_shell_txn.py --workdir build/churn-recipe
 
@@ -138,6 +139,26 @@ BM25_REF = (
 )
 
 
+def bm25_list(store: Any, query: str, n: int) -> List[Tuple[int, float]]:
+    """The statement's BM25 list through ``store.recall`` (no vector list, no touch), as
+    (rowid, bm25 score), best first, ties by rowid (as tests/soak/churn.py reads it)."""
+    res = store.recall(
+        query,
+        limit=n,
+        weights=(1.0, 0.0, 0.0, 0.0),
+        pool_size=0,
+        bm25_limit=n,
+        profile="rrf",
+        touch=False,
+        force=True,
+        collapse=False,
+    )
+    return sorted(
+        ((h.rowid, h.bm25_score) for h in res if h.bm25_rank is not None),
+        key=lambda r: (r[1], r[0]),
+    )
+
+
 def cli_list(db: str, query: str) -> List[Tuple[str, int]]:
     """The command line's recall of the issue: (id, BM25 rank) of its hits, by rank."""
     out = subprocess.run(
@@ -212,9 +233,12 @@ def check(
     queries: List[str],
     cli_queries: List[str],
     between: Optional[Callable[[Any], None]] = None,
+    warm: Any = None,
 ) -> Dict[str, Any]:
     """Every query's BM25 list against bm25(), by every path (tests/soak/churn.py's checks,
-    on a Store that writes nothing: opened after the shell, recall without touch).
+    on a Store that writes nothing: opened after the shell, recall without touch); and the
+    list of ``warm``, a Store opened and used for these queries before the shell wrote
+    (as a server holds one), against the same bm25() list.
     ``between(store)`` runs once the Store is open, before the checks (the tests' control
     of the observer)."""
     sys.path.insert(0, HERE)
@@ -223,7 +247,7 @@ def check(
 
     from sqlite_rrf.store import Store
 
-    report: Dict[str, Any] = {"queries": 0, "cli_queries": 0, "differences": []}
+    report: Dict[str, Any] = {"queries": 0, "cli_queries": 0, "warm_queries": 0, "differences": []}
     # an observer: PRAGMA data_version moves when another connection commits, so it tells
     # whether anything the checks ran (the command line, the Store) wrote to the database
     observer = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
@@ -248,6 +272,15 @@ def check(
         for q in queries:
             for n in DEPTHS:
                 c.check_bm25(q, n)
+                if warm is not None:
+                    got = bm25_list(warm, q, n)
+                    want = [tuple(r) for r in conn.execute(BM25_REF, (q, n))]
+                    report["warm_queries"] += 1
+                    if got != want:
+                        report["differences"].append(
+                            f"a Store opened before the shell wrote, {q[:60]!r} top {n}: "
+                            f"{churn.Churn.difference(got, want)}"
+                        )
             report["queries"] += 1
         report["checked"] = dict(c.checked)
         report["mismatch"] = dict(c.mismatch)
@@ -276,17 +309,26 @@ def run(
         if os.path.exists(db + suffix):
             os.remove(db + suffix)
     docs, claims = load_corpus(scifact)
-    t0 = time.perf_counter()
-    build(db, docs, zorblax)
-    t1 = time.perf_counter()
-    run_shell(db, churn_script(docs, zorblax, seed))
-    t2 = time.perf_counter()
     rng = random.Random(seed + 1)
     titles = [d[1] for d in docs]
     qs = list(ISSUE_TITLES) + [
         rng.choice(titles) if rng.random() < 0.7 else rng.choice(claims) for _ in range(queries)
     ]
-    report = check(db, qs, list(ISSUE_TITLES) if cli else [], between)
+    from sqlite_rrf.store import Store
+
+    t0 = time.perf_counter()
+    build(db, docs, zorblax)
+    warm = Store(db)  # a long-lived reader: its statements and caches made before the shell
+    for q in qs:
+        for n in DEPTHS:
+            bm25_list(warm, q, n)
+    t1 = time.perf_counter()
+    run_shell(db, churn_script(docs, zorblax, seed))
+    t2 = time.perf_counter()
+    try:
+        report = check(db, qs, list(ISSUE_TITLES) if cli else [], between, warm)
+    finally:
+        warm.close()
     report.update(
         db=db,
         episodes=len(docs) + zorblax,
