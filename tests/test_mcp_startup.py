@@ -199,3 +199,26 @@ def test_initialize_is_answered_before_the_sdk_loads(tmp_path):
     # another scope's instructions name it: another answer, not remembered, so the
     # server waits for its SDK (which never comes)
     assert first_line("blog", 5) == b""
+
+
+def test_mcp_says_it_created_a_new_memory(tmp_path):
+    """``sqlite-rrf mcp NEW.db`` (a host's configuration with a mistyped path): the
+    memory is created and that is said on stderr, as ``add`` and ``import`` say it."""
+    import subprocess
+
+    new = tmp_path / "memroy.db"
+    env = {"HOME": str(tmp_path), "PATH": os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "mcp", str(new), "--scope", "shop"],
+        input=b"",  # the client goes at once: the server stops
+        capture_output=True,
+        timeout=120,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b""
+    assert f"sqlite-rrf: created a new memory at {new}" in p.stderr.decode().splitlines()
+    assert new.is_file()
