@@ -260,3 +260,48 @@ def test_datasette_recall_leaves_the_replaced_fact_out(tmp_path):
 )
 def test_what_a_new_text_changes(old, new, what):
     assert differs_in_detail(old, new) == what
+
+
+def test_remember_names_the_memory_a_new_text_may_update(tmp_path):
+    """With the real model, through the SDK's client: a changed day is named, with the
+    cosine, an unrelated fact is not."""
+    pytest.importorskip("mcp.server.mcpserver")
+    from conftest import embedding_model
+
+    model = embedding_model()
+    if model is None:
+        pytest.skip("needs the embedding model (SQLITE_RRF_MODEL)")
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    keep = ("PATH", "HOME", "PYTHONPATH")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sqlite_rrf", "mcp", str(tmp_path / "m.db"), "--scope", "shop"],
+        env={**{k: v for k, v in os.environ.items() if k in keep}, "SQLITE_RRF_MODEL": model},
+    )
+
+    async def main() -> List[Any]:
+        with open(tmp_path / "err.txt", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    out = []
+                    for text, extra in [
+                        (OLD, {"id": "deploys"}),
+                        ("Shop deploys go out on Thursdays after the nightly Postgres backup.", {}),
+                        ("The user prefers green tea, no sugar.", {}),
+                    ]:
+                        out.append(await s.call_tool("remember", {"content": text, **extra}))
+                    return out
+
+    first, changed, unrelated = asyncio.run(main())
+    assert "may_update" not in first.structured_content
+    got = changed.structured_content
+    assert got["may_update"] == "deploys", got
+    assert "this may update 'deploys' (cos 0.9" in got["note"] and "a day" in got["note"]
+    assert "replaces='deploys'" in got["note"]
+    assert (
+        "may_update" not in unrelated.structured_content
+        and "note" not in unrelated.structured_content
+    )
