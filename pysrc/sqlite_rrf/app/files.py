@@ -148,4 +148,3 @@ def atomic_write_text(path: str, text: str) -> str:
     with atomic_writer(path) as f:
         f.write(text)
     return path
-
