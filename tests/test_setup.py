@@ -687,3 +687,13 @@ def test_check_catches_an_mcp_server_of_another_database(home: Path, project: Pa
         f"the MCP server 'memory' serves {home / 'other.db'}, the hook recalls from {db}"
         in p.stdout
     )
+
+
+def test_the_project_is_the_git_work_trees_top(home: Path, project: Path) -> None:
+    sub = project / "src" / "pkg"
+    sub.mkdir(parents=True)
+    setup(home, "claude-code", "--db", str(home / "m.db"), "--no-model", cwd=sub)
+    assert (project / ".claude" / "settings.json").exists() and (project / ".mcp.json").exists()
+    assert not (sub / ".claude").exists()
+    p = setup(home, "--check", cwd=sub, ok=False)
+    assert str(project / ".claude" / "settings.json") + ":" in p.stdout

@@ -53,8 +53,8 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", db_h
     p.add_argument(
         "--project",
         metavar="DIR",
-        default=".",
-        help="the project whose files are written (default: this directory)",
+        help="the project whose files are written (default: the top of the git work tree "
+        "this directory is in, else this directory)",
     )
     p.add_argument(
         "--user",
@@ -112,6 +112,23 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", db_h
     p.set_defaults(func=run)
 
 
+def project_dir(given: "str | None") -> str:
+    """``--project``, or the top of the git work tree this directory is in (where Claude
+    Code is started and reads ``.claude/``), else this directory."""
+    if given is not None:
+        if not os.path.isdir(given):
+            raise UserError(f"--project: {given} is not a directory")
+        return os.path.abspath(given)
+    here = d = os.getcwd()
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return here
+        d = parent
+
+
 def _shown(path: str) -> str:
     home = os.path.expanduser("~")
     return "~" + path[len(home) :] if path.startswith(home + os.sep) else path
@@ -122,8 +139,7 @@ def run(args: argparse.Namespace) -> int:
         return check(args)
     if args.host is None:
         raise UserError("setup: name the host (" + ", ".join(HOSTS) + ") or --check")
-    if not os.path.isdir(args.project):
-        raise UserError(f"--project: {args.project} is not a directory")
+    args.project = project_dir(args.project)
     if args.user and args.host == "systemd":
         raise UserError("--user: a systemd unit is always the user's own")
     db = os.path.abspath(os.path.expanduser(args.db or default_db()))
@@ -172,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.undo and args.host == "claude-code":
         print(
             "try it: sqlite-rrf setup --check"
-            + (" --project " + shlex.quote(args.project) if args.project != "." else "")
+            + (" --project " + shlex.quote(args.project) if args.project != os.getcwd() else "")
         )
     return 0
 
@@ -215,7 +231,7 @@ def _run_or_print(cmd: "list[str]") -> None:
 def check(args: argparse.Namespace) -> int:
     from ..app.setup_check import check as run_check
 
-    report = run_check(args.project)
+    report = run_check(project_dir(args.project))
     width = max((len(k) for k, _ in report.facts), default=0)
     for label, text in report.facts:
         print(f"{label.ljust(width)}  {text}")
