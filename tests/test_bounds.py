@@ -192,8 +192,13 @@ def test_a_recall_that_fails_its_checks_touches_nothing(tmp_path):
         ("recall", {"query": "kafka broker", "max_chars": 0, "min_relevance": 0}),
         ("recall", {"query": "kafka broker", "max_chars": 10**9, "min_relevance": 0}),
     ]
-    for res in mcp_calls(db, tmp_path, calls):
+    calls.append(
+        ("recall", {"query": "kafka broker", "since": "2026-11-25", "until": "2026-11-24"})
+    )
+    *bad_chars, bad_times = mcp_calls(db, tmp_path, calls)
+    for res in bad_chars:
         assert res.is_error and res.content[0].text.startswith("max_chars: must be from 1 to")
+    assert bad_times.is_error and "is not before until" in bad_times.content[0].text
     with Store(db) as s:
         counts = [s.get(f"k{i}").access_count for i in range(3)]
     assert counts == [0, 0, 0], counts  # no hit was touched

@@ -282,18 +282,26 @@ def export_lines(
     the stored scope (``''`` for the shared one), the times and access count as they
     are, the metadata decoded, the embedding as a list of numbers (exactly its float32
     values; null when it has none, or with ``embeddings=False``). Read in one snapshot.
-    Importing the lines into a new database and exporting that gives the same bytes."""
+    Importing the lines into a new database and exporting that gives the same bytes.
+
+    A text another client stored as bytes that are not valid UTF-8 is written as every read
+    shows it (each invalid sequence U+FFFD), and its original bytes, base64, under
+    ``invalid_utf8`` (by field), which ``import`` ignores."""
     where, params = filters.where()
+    import base64
+
     import numpy as np
 
     from ._sqlite import transaction
+    from .doctor.text import invalid_text
 
     with transaction(store.conn, write=False):
+        bad = {b.rowid: b.columns for b in invalid_text(store.conn)}
         for row in store.conn.execute(
-            f"SELECT {_COLUMNS} FROM episodes WHERE {where} ORDER BY rowid", params
+            f"SELECT {_COLUMNS}, rowid FROM episodes WHERE {where} ORDER BY rowid", params
         ):
             (eid, content, scope, kind, importance, md, created, accessed, count, emb, by, conf) = (
-                row
+                row[:-1]
             )
             vec = None
             if embeddings and isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
@@ -312,6 +320,11 @@ def export_lines(
                 "superseded_by": by,
                 "confirmed_at": conf,
             }
+            if row[-1] in bad:
+                line["invalid_utf8"] = {
+                    col: base64.b64encode(raw).decode("ascii")
+                    for col, raw in sorted(bad[row[-1]].items())
+                }
             yield json.dumps(line, ensure_ascii=False) + "\n"
 
 

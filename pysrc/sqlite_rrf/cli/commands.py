@@ -84,6 +84,7 @@ def read_jsonl(path: str) -> tuple:
                 "replaces",
                 "superseded_by",
                 "confirmed_at",
+                "invalid_utf8",
             }
             if unknown:
                 raise CliError(
@@ -94,6 +95,7 @@ def read_jsonl(path: str) -> tuple:
                     ep["scope"] = stored_scope(ep["scope"], "scope")
                 except UserError as e:
                     raise CliError(f"{path}: line {n}: {e}; nothing was imported") from None
+            ep.pop("invalid_utf8", None)  # an export's note of bytes that were not UTF-8
             episodes.append(ep)
             labels.append(f"line {n}")
     return episodes, labels

@@ -430,9 +430,15 @@ def _add_filters(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
         "--since",
         metavar="TIME",
-        help=f"only {what} created at or after TIME (ms since the epoch, or an ISO date/time, UTC)",
+        help=f"only {what} created at or after TIME: an ISO date/time (UTC), 'yesterday', "
+        "'2 days ago', 'last week' (its start), or ms since the epoch",
     )
-    p.add_argument("--until", metavar="TIME", help=f"only {what} created before TIME")
+    p.add_argument(
+        "--until",
+        metavar="TIME",
+        help=f"only {what} created before TIME (as --since; a day or week named counts "
+        "whole: --since yesterday --until yesterday is yesterday)",
+    )
 
 
 def add_parsers(sub: Any, db_help: str, add_model: Any) -> None:

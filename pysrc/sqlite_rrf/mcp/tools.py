@@ -26,9 +26,9 @@ from ..app import (
     ALL_SCOPES,
     SHARED_SCOPE,
     UserError,
+    check_time_range,
     escape,
     iso_time,
-    parse_time,
     recall_scopes,
     scope_name,
     stored_scope,
@@ -133,11 +133,6 @@ def call(ep: Endpoint, tool: str, fn: Callable[[], Any], result: Any = as_result
             if is_fault(e):
                 log.exception("tool %s failed", tool)
             raise ToolError(words(e, ep.store)) from None
-
-
-def time_ms(value: Union[int, str, None], name: str) -> Optional[int]:
-    """A time argument (ISO 8601 or milliseconds) in milliseconds."""
-    return None if value is None else parse_time(str(value), name)
 
 
 def scopes_searched(store_scope: Any) -> Optional[List[str]]:
@@ -417,7 +412,12 @@ def recall(
         raise ToolError(str(e)) from None
 
     def go() -> Recollection:
-        since_ms, until_ms = time_ms(since, "since"), time_ms(until, "until")
+        since_ms, until_ms = check_time_range(
+            None if since is None else str(since),
+            None if until is None else str(until),
+            "since",
+            "until",
+        )
         result = store.recall(
             query,
             limit=limit,

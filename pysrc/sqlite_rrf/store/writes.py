@@ -177,7 +177,7 @@ class Writes(Maintenance):
         rows = [r for r in batch.rows if not r.get("skip")]
         if self.readonly:
             raise StoreError(
-                f"{self.path} is read-only (read-only media or permissions): nothing was written"
+                f"{self.path} is read-only ({self.readonly_reason}): nothing was written"
             )
         try:
             with transaction(self.conn):
@@ -458,7 +458,7 @@ class Writes(Maintenance):
             sets["embedding"] = emb
         if self.readonly:
             raise StoreError(
-                f"{self.path} is read-only (read-only media or permissions): nothing was written"
+                f"{self.path} is read-only ({self.readonly_reason}): nothing was written"
             )
         try:
             with transaction(self.conn):
@@ -507,7 +507,7 @@ class Writes(Maintenance):
         """Delete the episode ``id``; True if it existed."""
         if self.readonly:
             raise StoreError(
-                f"{self.path} is read-only (read-only media or permissions): nothing was deleted"
+                f"{self.path} is read-only ({self.readonly_reason}): nothing was deleted"
             )
         try:
             # BEGIN IMMEDIATE like every other write: a deferred transaction that reads
@@ -536,7 +536,7 @@ class Writes(Maintenance):
                 raise StoreError(f"id: must be text, got {type(eid).__name__}")
         if self.readonly:
             raise StoreError(
-                f"{self.path} is read-only (read-only media or permissions): nothing was deleted"
+                f"{self.path} is read-only ({self.readonly_reason}): nothing was deleted"
             )
         try:
             with transaction(self.conn):
