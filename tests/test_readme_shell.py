@@ -10,7 +10,7 @@ the expected output, matched in order (``…`` stands for any text; a line that 
 printed (``…`` standing for its directories); it is replaced by that path, nothing else.
 
 A sqlite3 session that ``.read``s a statement must print labeled columns: the labels of
-each hit are the statement's column names (all 15 of the recall statement), and the hits
+each hit are the statement's column names (all 19 of the recall statement), and the hits
 are the ones the same statement gives through apsw with the same parameters, in the same
 order; the recall of the README finds ``ep-001`` first.
 
@@ -307,7 +307,7 @@ def test_readme_sessions_replay_outside_the_checkout(tmp_path):
     for step, out, params, read in reads:
         db = cwd / shlex.split(step.command)[1]
         names, rows = statement_result(db, (cwd / read).read_text(encoding="utf-8"), params)
-        assert len(names) == 15 and rows, (names, rows)
+        assert len(names) == 19 and rows, (names, rows)
         records = line_mode_records(out)
         assert records, f"{step.where}: the shell printed no labeled columns:\n{out}"
         for r in records:
