@@ -117,22 +117,17 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
             f"scale for every prompt) is at least R (default "
             f"{DEFAULT_MIN_RELEVANCE:g}; 0: always print)",
         )
-    if light:
-        p.add_argument("--max-total", type=int_arg, default=DEFAULT_MAX_TOTAL, dest="max_total")
-    else:
-        from .checks import MAX_ID_CHARS
-
-        p.add_argument(
-            "--max-total",
-            type=int_arg,
-            default=DEFAULT_MAX_TOTAL,
-            dest="max_total",
-            metavar="N",
-            help=f"print at most N characters in all, every field counted (an id or "
-            f"scope longer than its {MAX_ID_CHARS}-character maximum is shown cut): the "
-            f"episodes that do not fit are left out, and a last line says how many "
-            f"(default {DEFAULT_MAX_TOTAL}; 0: no cap)",
-        )
+    p.add_argument(
+        "--max-total",
+        type=int_arg,
+        default=DEFAULT_MAX_TOTAL,
+        dest="max_total",
+        metavar="N",
+        help=f"print at most N characters in all, every field counted (an id or scope "
+        f"longer than its documented maximum is shown cut): the episodes that do not fit "
+        f"are left out, and a last line says how many (default {DEFAULT_MAX_TOTAL}; 0: no "
+        f"cap)",
+    )
     p.add_argument(
         "--format",
         choices=FORMATS,

@@ -12,7 +12,6 @@ import tempfile
 import time
 from typing import Any, Optional, Sequence
 
-from .._sqlite import REPLICA_KEY, is_wal_file, replica_of
 from ..app import UserError
 from ..app.files import SQLITE_SIDE_FILES, check_output
 from . import duration_seconds, litestream_duration, replica_url, restore
@@ -23,6 +22,8 @@ __all__ = ["check_refresh_output", "is_own_refresh", "refresh"]
 def is_own_refresh(path: str, url: str) -> bool:
     """True when ``path`` is a copy that ``restore --refresh`` made from the replica
     ``url`` (its :data:`~sqlite_rrf._sqlite.REPLICA_KEY` names ``url``)."""
+    from .._sqlite import replica_of  # apsw: not at import (the parser imports this)
+
     return replica_of(path) == url
 
 
@@ -80,6 +81,8 @@ def refresh(
     rename). ``rounds`` stops after that many restores (default: until interrupted).
     Returns 0."""
     import apsw
+
+    from .._sqlite import REPLICA_KEY, is_wal_file
 
     out = out or sys.stdout
     url = replica_url(src, option="--from")
