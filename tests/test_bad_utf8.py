@@ -94,7 +94,6 @@ def test_the_command_line_reads_the_row_with_replacement(tmp_path, in_id):
 
 
 @needs_shell
-@pytest.mark.xfail(reason="export's invalid_utf8 field: requested from the export's owner")
 def test_export_keeps_the_row_and_its_bytes(tmp_path):
     import base64
 
