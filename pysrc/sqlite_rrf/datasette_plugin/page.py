@@ -30,6 +30,8 @@ RECALL_COLUMNS = frozenset(
 WIDTH_PX = 1400
 #: Columns shown to 3 decimals; times shown as ISO dates.
 ROUNDED = frozenset({"score", "similarity", "relevance", "bm25_score"})
+#: Columns of small numbers (sums of 1/(k + rank)) shown to 3 significant digits.
+SMALL = frozenset({"fused_score"})
 TIMES = frozenset({"created_at", "accessed_at"})
 
 
@@ -69,6 +71,8 @@ def render_recall_cell(row: Any, value: Any, column: str) -> Optional[str]:
         return None
     if column in ROUNDED and isinstance(value, float):
         return f'<span title="{value!r}">{value:.3f}</span>'
+    if column in SMALL and isinstance(value, float):  # an RRF sum: 0.0328
+        return f'<span title="{value!r}">{value:.3g}</span>'
     if column in TIMES and isinstance(value, int):
         day, _, clock = (iso_time(value) or "").partition("T")
         # the time may wrap under the date: the column is a date's width
@@ -151,9 +155,10 @@ def page_script() -> str:
     # bounds, and a column name breaks after its underscores (the script below), so a
     # column of ranks is as wide as its numbers, not as "recency_rank".
     css = (
-        ".rows-and-columns td.col-content{min-width:14em;max-width:24em;"
+        "table.rows-and-columns{font-size:0.9em}"
+        ".rows-and-columns td.col-content{min-width:12em;max-width:22em;"
         "white-space:normal}"
-        ".rows-and-columns td.col-explain{min-width:16em;max-width:22em;font-size:0.85em}"
+        ".rows-and-columns td.col-explain{min-width:14em;max-width:20em;font-size:0.85em}"
         ".rows-and-columns td.col-explain code{white-space:pre-wrap;"
         "word-break:break-all}"
         ".rows-and-columns th{white-space:normal;font-size:0.85em}"
