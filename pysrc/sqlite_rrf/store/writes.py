@@ -213,6 +213,8 @@ class Writes(Maintenance):
         """In the write transaction, before :func:`sqlite_rrf.dedupe.write_rows`: for
         each stored episode whose text a ``dedupe`` row repeats, by rowid, its
         ``created_at`` then the repeating rows' ``created_at``."""
+        while _dedupe.fill_pending(self.conn):  # other clients' rows: their keys first
+            pass
         first: Dict[int, List[int]] = {}
         for row in rows:
             if row.get("dedupe"):
