@@ -57,6 +57,7 @@ JSON_KEYS = {
     "duplicates",
     "duplicate_ids",
     "relevance",
+    "fused_score",
 }
 
 
