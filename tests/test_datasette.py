@@ -233,7 +233,6 @@ def test_form_fields_are_the_statements_parameters():
     """Every named parameter of recall.sql is a form field (query first), each is
     wrapped so that '' means NULL, and numbers are converted: a new parameter in
     recall.sql shows up here and must be classified (TEXT_PARAMS or numeric)."""
-    from sqlite_rrf.relevance import relevance_sql
     from sqlite_rrf.resources import statement_params
     from sqlite_rrf.statements import recall_statement
 
@@ -250,7 +249,7 @@ def test_form_fields_are_the_statements_parameters():
         "min_relevance",
     ]
     # the statement's parameters, and profile and pool, which choose the statement
-    in_sql = set(statement_params(relevance_sql(recall_statement())))
+    in_sql = set(statement_params(recall_statement()))  # relevance is the statement's
     assert set(q["params"]) == in_sql | {"profile", "pool"}
     assert {
         "query",
