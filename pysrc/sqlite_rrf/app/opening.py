@@ -190,8 +190,7 @@ def _open(
     try:
         if use == "write" and store.readonly:
             raise UserError(
-                f"{db}: the database is read-only (read-only media or "
-                "permissions): nothing can be added"
+                f"{db}: the database is read-only ({store.readonly_reason}): nothing can be added"
             )
         if use is not None and not defer:
             attach_model(store, use, model=model, n_ctx=n_ctx)
