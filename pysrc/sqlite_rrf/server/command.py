@@ -164,7 +164,7 @@ def http_app(server: Server, host: str, token: Optional[str], log_level: str) ->
 def run_tenants(args: argparse.Namespace) -> int:
     """``sqlite-rrf serve --dir DIR --http [HOST:]PORT``: every tenant's memory, one file
     each, until SIGTERM or SIGINT (S9)."""
-    from ..app import check_model_args, choose_embedder
+    from ..app import check_model_args, choose_embedder, scope_name
 
     directory = args.tenant_dir
     if args.db is not None:
@@ -219,8 +219,9 @@ def run_tenants(args: argparse.Namespace) -> int:
     say(
         f"serving the tenants of {directory} (MCP at http://{shown}:{port}/"
         f"{TENANT_SEGMENT}/TENANT{MCP_PATH}"
-        f"{'; bearer tokens' if token or tenant_tokens else ''}; at most {args.max_open} "
-        f"open; {'model ' + model if model else 'no model'}); ready"
+        f"{'; bearer tokens' if token or tenant_tokens else ''}; default scope "
+        f"{scope_name(default_scope)!r}{' (--scope)' if args.scope is not None else ''}; "
+        f"at most {args.max_open} open; {'model ' + model if model else 'no model'}); ready"
     )
     # uvicorn restores these when it stops, then raises the signal it caught again: it
     # lands here, and the server closes its stores
