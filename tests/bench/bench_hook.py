@@ -1,5 +1,5 @@
 """End-to-end latency of ``sqlite-rrf hook DB`` per prompt, process start included, with
-and without a warm server (issue 21, item 5).
+and without a warm server (issue 21, item 5), and through Claude Code's HTTP hook (issue 32).
 
     .venv/bin/python tests/bench/bench_hook.py [--sizes 10000,100000] [--runs 20]
                                                [--server-sizes 1000000] [--model PATH]
@@ -20,6 +20,10 @@ interleaved run by run so that the machine's load falls on all alike:
 - ``cold``: no server (``--no-server``): the hook opens the database and loads the model;
 - ``server``: ``sqlite-rrf serve DB`` running (started once, warm; not timed): the hook
   only hands the prompt over its Unix socket;
+- ``http``: Claude Code's ``"type": "http"`` hook, no process per prompt: the same
+  payload POSTed (a new connection each time, from this running process, as the host
+  posts it) to the same server's ``/hook`` (``--http``), the same options (``?scope=*``);
+  its CPU is the server's, not counted in the CPU column;
 - ``cold, lock held`` and ``server, lock held``: the same while another process holds the
   database's write lock (``BEGIN IMMEDIATE`` and a written row, never committed).
 
@@ -54,7 +58,15 @@ sys.path.insert(0, HERE)
 import bench_recall as br
 import bench_scale as bs
 
-CASES = ("python3 -c pass", "cold", "server", "cold, lock held", "server, lock held")
+CASES = (
+    "python3 -c pass",
+    "cold",
+    "server",
+    "http",
+    "cold, lock held",
+    "server, lock held",
+    "http, lock held",
+)
 
 
 def pct(xs: List[float], q: float) -> float:
@@ -89,9 +101,38 @@ def timed(
     return wall, cpu, p.stdout
 
 
-def start_server(db: str, sock: str, env: Dict[str, str]) -> subprocess.Popen:
+def posted(port: int, body: bytes) -> Tuple[float, bytes]:
+    """The HTTP hook's POST, timed as the host sees it: connect, send, read the answer."""
+    import http.client
+
+    t = time.perf_counter()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request("POST", "/hook?scope=*", body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = r.read()
+    finally:
+        c.close()
+    wall = time.perf_counter() - t
+    if r.status != 200:
+        raise SystemExit(f"the HTTP hook answered {r.status}: {out[:2000]!r}")
+    return wall, out
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(
+    db: str, sock: str, env: Dict[str, str], port: Optional[int] = None
+) -> subprocess.Popen:
     from sqlite_rrf.hook import ask_server
 
+    http = ["--http", str(port)] if port else []
     proc = subprocess.Popen(
         [
             os.path.join(os.path.dirname(sys.executable), "sqlite-rrf"),
@@ -99,6 +140,7 @@ def start_server(db: str, sock: str, env: Dict[str, str]) -> subprocess.Popen:
             db,
             "--socket",
             sock,
+            *http,
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -186,7 +228,17 @@ def bench_size(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> 
     payload0 = json.dumps({"prompt": texts[0], "session_id": "warm", "cwd": tmp}).encode()
     clock = Child()
     timed([script, "hook", db, "--scope", "*", "--no-server"], payload0, env, clock)
-    server = start_server(db, sock, env)
+    port = free_port()
+    server = start_server(db, sock, env, port)
+    deadline = time.time() + 60
+    while True:  # the HTTP side starts after the socket
+        try:
+            posted(port, payload0)
+            break
+        except (OSError, SystemExit):
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
     times: Dict[str, List[float]] = {c: [] for c in CASES}
     cpus: Dict[str, List[float]] = {c: [] for c in CASES}
     same = True
@@ -200,13 +252,18 @@ def bench_size(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> 
                         {"prompt": text, "cwd": tmp, "session_id": f"bench-{time.time_ns()}"}
                     ).encode()
                     order = (["python3 -c pass"] if not locked else []) + (
-                        ["cold", "server"]
+                        ["cold", "server", "http"]
                         if not locked
-                        else ["cold, lock held", "server, lock held"]
+                        else ["cold, lock held", "server, lock held", "http, lock held"]
                     )
                     order = order[i % len(order) :] + order[: i % len(order)]
                     outs = {}
                     for case in order:
+                        if case.startswith("http"):
+                            w, out = posted(port, payload)
+                            times[case].append(w)
+                            outs[case] = out
+                            continue
                         if case == "python3 -c pass":
                             argv = [sys.executable, "-c", "pass"]
                         elif case.startswith("cold"):
@@ -219,6 +276,7 @@ def bench_size(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> 
                         outs[case] = out
                     if not locked:
                         same &= outs["cold"].split(b"\n")[1:] == outs["server"].split(b"\n")[1:]
+                        same &= outs["cold"].split(b"\n")[1:] == as_markdown(outs["http"])[1:]
             finally:
                 if holder is not None:
                     holder.kill()
@@ -231,13 +289,22 @@ def bench_size(n: int, args: argparse.Namespace, tmp: str, texts: List[str]) -> 
             "p50_ms": statistics_p50(times[c]) * 1000,
             "p90_ms": pct(times[c], 0.9) * 1000,
             "ratio": statistics_p50(times[c]) / base,
-            "cpu_ms": sum(cpus[c]) / len(cpus[c]) * 1000,
+            "cpu_ms": sum(cpus[c]) / len(cpus[c]) * 1000 if cpus[c] else None,
         }
         for c in CASES
         if times[c]
     }
     bs.remove_db(db)
     return {"n": n, "source": how, "runs": args.runs, "cases": rows, "same_output": same}
+
+
+def as_markdown(answer: bytes) -> List[bytes]:
+    """The HTTP hook's answer (hookSpecificOutput JSON, or empty) as the command hook's
+    Markdown lines, to compare the two."""
+    if not answer:
+        return [b""]
+    text = json.loads(answer)["hookSpecificOutput"]["additionalContext"]
+    return text.encode("utf-8").split(b"\n")
 
 
 def statistics_p50(xs: List[float]) -> float:
@@ -328,9 +395,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("| case | p50 ms | p90 ms | p50 / python3 -c pass | CPU ms |")
             print("| --- | ---: | ---: | ---: | ---: |")
             for case, row in r["cases"].items():
+                cpu = "server's" if row["cpu_ms"] is None else f"{row['cpu_ms']:.0f}"
                 print(
-                    f"| {case} | {row['p50_ms']:.0f} | {row['p90_ms']:.0f} | "
-                    f"{row['ratio']:.2f}x | {row['cpu_ms']:.0f} |",
+                    f"| {case} | {row['p50_ms']:.1f} | {row['p90_ms']:.1f} | "
+                    f"{row['ratio']:.2f}x | {cpu} |",
                     flush=True,
                 )
         warm = []
@@ -356,6 +424,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                 f"{c['cold, lock held']['p50_ms'] / c['cold']['p50_ms']:.2f}x, server "
                 f"{c['server, lock held']['p50_ms'] / c['server']['p50_ms']:.2f}x of "
                 "without"
+            )
+            print(
+                f"  N={r['n']:,}: the HTTP hook p50 {c['http']['p50_ms']:.1f} ms "
+                f"({c['http']['ratio']:.2f}x python3 -c pass; lock held "
+                f"{c['http, lock held']['p50_ms'] / c['http']['p50_ms']:.2f}x of without)"
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
