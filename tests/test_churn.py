@@ -281,11 +281,11 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
     product: SciFact's 5,183 abstracts and 3,100 'zorblax' episodes by the Store, then one
     transaction of the 3.40 shell (3,099 deleted, 3,099 title-only inserted, 20 INSERT OR
     REPLACE, 20 upserts, 10 UPDATE of content, 10 DELETE); the command line's list for the
-    issue's two titles, every path of the BM25 list for them and 10 more titles and claims
-    at depths 20 and 50, and the list of a Store that recalled them before the shell
-    wrote, are bm25()'s."""
+    issue's two titles, every path of the BM25 list for them and 4 more titles and claims
+    at depths 20 and 50, the functions alone at depths 1 to 10, and the list of a Store that
+    recalled them before the shell wrote, are bm25()'s."""
     recipe = _recipe()
-    report = recipe.run(str(tmp_path / "recipe"), queries=10)
+    report = recipe.run(str(tmp_path / "recipe"), queries=4)
     with capsys.disabled():
         print(
             f"\nrecipe: {report['queries']} queries, {report['checked']['bm25_paths']} paths, "
@@ -294,11 +294,12 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
         )
     assert report["differences"] == []
     assert report["episodes"] == 5183 + 3100
-    assert report["cli_queries"] == 2 and report["queries"] == 12
-    assert report["warm_queries"] == 12 * len(recipe.DEPTHS)
+    assert report["cli_queries"] == 2 and report["queries"] == 6
+    assert report["warm_queries"] == 6 * len(recipe.DEPTHS)
+    assert report["shallow_checks"] == 6 * len(recipe.SHALLOW) * 3
     checked = report["checked"]
-    assert checked["bm25_queries"] == 12 * len(recipe.DEPTHS)
-    assert checked["bm25_paths"] == PATHS * checked["bm25_fresh_queries"] == PATHS * 24
+    assert checked["bm25_queries"] == 6 * len(recipe.DEPTHS)
+    assert checked["bm25_paths"] == PATHS * checked["bm25_fresh_queries"] == PATHS * 12
     assert checked["bm25_path_rows"] > 20 * checked["bm25_paths"]
 
 
@@ -306,9 +307,10 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
     not os.path.exists(os.path.join(SCIFACT, "corpus.jsonl")),
     reason="the SciFact data (../shared/data/scifact) is not there",
 )
-def test_the_recipes_checks_can_fail(tmp_path):
-    """Controls: a write through the product before the checks is seen (the observer), and
-    the command line's list compared with another query's bm25() list differs."""
+def test_the_recipes_checks_can_fail(tmp_path, monkeypatch):
+    """Controls: a write through the product before the checks is seen (the observer), the
+    command line's list compared with another query's bm25() list differs, and so does
+    rrf_bm25's list ordered worst first in the shallow checks."""
     recipe = _recipe()
 
     def write(store):
@@ -324,3 +326,12 @@ def test_the_recipes_checks_can_fail(tmp_path):
         assert not recipe.cli_differs(
             recipe.cli_list(report["db"], a), *recipe.ranked(store.conn, a)
         )
+        shallow = {"differences": []}
+        recipe.shallow(store.conn, a, shallow)
+        assert shallow["differences"] == []
+        import churn  # the module recipe_shell_txn imported, tests/soak/churn.py
+
+        monkeypatch.setattr(churn, "FN_FULL", churn.FN_FULL.replace("ORDER BY s,", "ORDER BY -s,"))
+        recipe.shallow(store.conn, a, shallow)
+        assert len(shallow["differences"]) == len(recipe.SHALLOW)  # every depth
+        assert all(d.startswith("rrf_bm25 ") for d in shallow["differences"])

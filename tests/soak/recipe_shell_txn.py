@@ -13,15 +13,20 @@ Then the Debian ``sqlite3`` shell (3.40, **no** rrf extension), in ONE transacti
   ``UPDATE ... SET content`` and 10 ``DELETE`` of SciFact rows.
 
 With no write through the product in between, every query (the two SciFact titles of
-the issue and ``--queries`` random titles and claims) is checked: the recall
-statement's BM25 list (``sqlite-rrf recall DB QUERY --json --limit 20 --no-touch --force
---profile rrf --weights 1,0,0,0 --no-collapse --scope '*'``, the command line itself for
-the issue's two titles, ``Store.recall`` for the rest) equals FTS5's ``bm25()`` over
-the OR query of every word, top 20 (rows tied at the cut: any of them); and at depths 20
-and 50, row for row and bit for bit, so does every path of that list (the statement with ``rrf_bm25_or_top`` and with its per-row filtered
-scan under the stored, no, a fresh and an all-words stopword hint, ``rrf_bm25_or_top``,
-``rrf_bm25_or`` and ``rrf_bm25`` called directly: tests/soak/churn.py's checks); so does
-the list of a Store opened, and used for the same queries, before the shell wrote.
+the issue and ``--queries`` random titles and claims) is checked against FTS5's
+``bm25()`` over the OR query of every word:
+
+* the command line's list for the issue's two titles (``sqlite-rrf recall DB QUERY --json
+  --limit 20 --no-touch --force --profile rrf --weights 1,0,0,0 --no-collapse --scope
+  '*'``): bm25()'s top 20 (rows tied at the cut: any of them);
+* at depths 20 and 50, row for row and bit for bit, every path of the BM25 list
+  (tests/soak/churn.py's checks: the statement with ``rrf_bm25_or_top`` and with its
+  per-row filtered scan under the stored, no, a fresh and an all-words stopword hint;
+  ``rrf_bm25_or_top``, ``rrf_bm25_or`` and ``rrf_bm25`` called directly; bm25() of a
+  freshly built index), and the list of a Store opened, and used for the same queries,
+  before the shell wrote;
+* ``rrf_bm25``, ``rrf_bm25_or_top`` and ``rrf_bm25_or`` alone at depths 1 to 10, where
+  they prune most.
 
     python tests/soak/recipe_shell_txn.py --workdir build/churn-recipe
 
@@ -55,6 +60,8 @@ LIMIT = 20
 #: The BM25 list's depths checked by every path: the recall's LIMIT, and the statement's
 #: default bm25_limit (the command line's list above is drawn from that one).
 DEPTHS = (LIMIT, 50)
+#: Shallower depths, where the functions prune most, checked on the functions alone.
+SHALLOW = (1, 2, 3, 5, 10)
 
 
 def sql_text(s: str) -> str:
@@ -228,6 +235,35 @@ def cli_differs(
     )
 
 
+def shallow(conn: Any, q: str, report: Dict[str, Any]) -> None:
+    """rrf_bm25, rrf_bm25_or_top and rrf_bm25_or (the words in half of the rows now
+    dropped) at the SHALLOW depths against bm25(): the top m rows, m as B13 allows
+    (tests/soak/churn.py's check_paths does the same at the recall's depths)."""
+    import churn  # tests/soak/churn.py
+
+    stop = set(conn.execute(churn.STOP_NOW).fetchone()[0].split())
+    terms = conn.execute("SELECT fts5_query(?, 'terms', NULL, 'porter unicode61')", (q,))
+    common = " ".join(t for _p, t in json.loads(terms.fetchone()[0]) if t in stop)
+    floor = -churn.DROP_BOUND * len(common.split())
+    for n in SHALLOW:
+        want = [tuple(r) for r in conn.execute(BM25_REF, (q, n))]
+        top = conn.execute(churn.FN_TOP, (q, n, common)).fetchall()
+        paths = {
+            "rrf_bm25": [tuple(r) for r in conn.execute(churn.FN_FULL, (q, n))],
+            "rrf_bm25_or_top": [tuple(r) for r in json.loads(top[0][0])] if top else [],
+            "rrf_bm25_or": [tuple(r) for r in conn.execute(churn.FN_OR, (q, n, common))],
+        }
+        for name, got in paths.items():
+            m = len(want)
+            if common and name != "rrf_bm25":
+                m = sum(1 for _r, v in got if v < floor)
+            report["shallow_checks"] = report.get("shallow_checks", 0) + 1
+            if got[:m] != want[:m]:
+                report["differences"].append(
+                    f"{name} {q[:60]!r} top {n}: {churn.Churn.difference(got[:m], want[:m])}"
+                )
+
+
 def check(
     db: str,
     queries: List[str],
@@ -281,6 +317,7 @@ def check(
                             f"a Store opened before the shell wrote, {q[:60]!r} top {n}: "
                             f"{churn.Churn.difference(got, want)}"
                         )
+            shallow(conn, q, report)
             report["queries"] += 1
         report["checked"] = dict(c.checked)
         report["mismatch"] = dict(c.mismatch)
@@ -355,7 +392,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(
         f"recipe: {r['episodes']} episodes (built {r['build_s']} s, shell {r['shell_s']} s), "
         f"{r['cli_queries']} command-line recalls, {r['queries']} queries checked by "
-        f"{r['checked'].get('bm25_paths', 0)} paths ({r['check_s']} s): "
+        f"{r['checked'].get('bm25_paths', 0)} paths, {r.get('shallow_checks', 0)} shallow "
+        f"checks of the functions, {r['warm_queries']} of a Store opened before the shell "
+        f"({r['check_s']} s): "
         f"{len(r['differences'])} differences"
     )
     for d in r["differences"][:20]:
