@@ -833,7 +833,8 @@ class Churn:
         if hint == "stored":
             return [tuple(r) for r in conn.execute(self.cte, b).fetchall()]
         # outside a transaction, a whole one rolled back: a savepoint released after its
-        # rollback still commits (empty), which other connections see as a write
+        # rollback still commits (the pages it touched, unchanged), which other connections
+        # see as a write (their PRAGMA data_version moves)
         outer = conn.in_transaction
         conn.execute("SAVEPOINT churn_hint" if outer else "BEGIN")
         try:
