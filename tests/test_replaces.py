@@ -214,7 +214,9 @@ def test_mcp_remember_with_replaces(tmp_path):
     assert made.structured_content["replaced"] == "deploys"
     ids = [h["id"] for h in current.structured_content["hits"]]
     assert new in ids and "deploys" not in ids and "Tuesdays after" not in current.content[0].text
-    assert "deploys" in [h["id"] for h in every.structured_content["hits"]]
+    old = [h for h in every.structured_content["hits"] if h["id"] == "deploys"]
+    assert old and old[0]["replaced_by"] == new  # the agent sees it is out of date
+    assert all("replaced_by" not in h for h in current.structured_content["hits"])
 
 
 # ---- Datasette ----

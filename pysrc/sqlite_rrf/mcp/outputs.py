@@ -150,6 +150,11 @@ class Hit(BaseModel):
     explain: Optional[Explanation] = Field(
         default=None, description="why it ranked here (only with explain=true)"
     )
+    replaced_by: Optional[str] = Field(
+        default=None,
+        description="present (with include_superseded) when another memory replaced this "
+        "one: its id. The fact is out of date",
+    )
 
 
 class Recollection(BaseModel):

@@ -434,8 +434,9 @@ def recall(
         facts = store.hit_facts([h.rowid for h in result])
         hits, texts = [], []
         for h in result:
-            scope, confirmed = facts.get(h.rowid, ("", None))
+            scope, confirmed, by = facts.get(h.rowid, ("", None, None))
             hit, text = hit_out(h, scope_name(scope), confirmed, max_chars, explain, now)
+            hit.replaced_by = by  # only with include_superseded
             hits.append(hit)
             texts.append(text)
         warnings = [plain(w) for w in result.warnings]

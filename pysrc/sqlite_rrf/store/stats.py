@@ -55,17 +55,21 @@ class Stats(Connection):
             )
         ]
 
-    def hit_facts(self, rowids: Sequence[int]) -> Dict[int, Tuple[str, Optional[int]]]:
-        """The stored scope and ``confirmed_at`` of each of the episodes ``rowids``."""
-        out: Dict[int, Tuple[str, Optional[int]]] = {}
+    def hit_facts(
+        self, rowids: Sequence[int]
+    ) -> Dict[int, Tuple[str, Optional[int], Optional[str]]]:
+        """The stored scope, ``confirmed_at`` and ``superseded_by`` of each of the
+        episodes ``rowids``."""
+        out: Dict[int, Tuple[str, Optional[int], Optional[str]]] = {}
         for i in range(0, len(rowids), 500):
             chunk = list(rowids[i : i + 500])
             marks = ",".join("?" * len(chunk))
-            for rowid, scope, confirmed in self.conn.execute(
-                f"SELECT rowid, scope, confirmed_at FROM episodes WHERE rowid IN ({marks})",
+            for rowid, scope, confirmed, by in self.conn.execute(
+                "SELECT rowid, scope, confirmed_at, superseded_by FROM episodes "
+                f"WHERE rowid IN ({marks})",
                 chunk,
             ):
-                out[rowid] = (scope, confirmed)
+                out[rowid] = (scope, confirmed, by)
         return out
 
     def recent(self, scopes: Optional[Sequence[str]], most: int) -> List[Tuple[str, str, str, int]]:
