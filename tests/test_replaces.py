@@ -307,3 +307,17 @@ def test_remember_names_the_memory_a_new_text_may_update(tmp_path):
         "may_update" not in unrelated.structured_content
         and "note" not in unrelated.structured_content
     )
+
+
+def test_an_import_line_may_name_the_fact_it_replaces(tmp_path):
+    db = make_db(tmp_path / "m.db")
+    lines = [
+        dict(id="thu", content=NEW, scope="shop", replaces="deploys"),
+        dict(id="x", content="Another note.", scope="shop", replaces="nope"),
+    ]
+    rc, out, err = cli("import", str(db), "-", stdin=json.dumps(lines[1]) + "\n", ok=False)
+    assert rc == 1 and "line 1: replaces: no episode with id 'nope'" in err, err
+    cli("import", str(db), "-", stdin=json.dumps(lines[0]) + "\n")
+    with Store(db) as s:
+        assert s.superseded_by("deploys") == "thu" and s.get("x") is None
+    assert "deploys" not in recalled(db) and "thu" in recalled(db)

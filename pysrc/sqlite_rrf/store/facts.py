@@ -77,14 +77,17 @@ def differs_in_detail(old: str, new: str) -> Optional[str]:
 
 
 def check_replaces(conn: Any, rows: Sequence[Dict[str, Any]]) -> None:
-    """In the write transaction, before the rows are written: every episode a row
-    ``replaces`` exists (else a :class:`StoreError` naming ``replaces``)."""
+    """Before the rows are written (and again in the write transaction): every episode a
+    row ``replaces`` exists, or is another row of the batch (else a :class:`StoreError`
+    naming ``replaces``, after the row's ``label`` when it has one)."""
+    batch = {r["id"] for r in rows}
     for row in rows:
         old = row.get("replaces")
-        if old is None:
+        if old is None or old in batch:
             continue
         if not conn.execute("SELECT 1 FROM episodes WHERE id = ?", (old,)).fetchall():
-            raise StoreError(f"replaces: no episode with id {old!r}; nothing was written")
+            label = f"{row['label']}: " if row.get("label") else ""
+            raise StoreError(f"{label}replaces: no episode with id {old!r}; nothing was written")
 
 
 def supersede(conn: Any, rows: Sequence[Dict[str, Any]]) -> None:

@@ -119,8 +119,11 @@ class Writes(Maintenance):
                 raise StoreError(
                     f"{label}: {e}" if len(episodes) > 1 or labels else str(e)
                 ) from None
-        for row in rows:
+        for i, row in enumerate(rows):
             row["content_key"] = _dedupe.content_key(row["content"])
+            if row.get("replaces") is not None and (len(rows) > 1 or labels):
+                row["label"] = labels[i] if labels else f"episode {i}"
+        _facts.check_replaces(self.conn, rows)
         if dedupe:
             known = _dedupe.mark(self.conn, [ep.get("id") is not None for ep in episodes], rows)
             for i in known:
