@@ -6,7 +6,8 @@ episodes, in the same run as ``python -c pass`` (the floor of any Python server)
     .venv/bin/python tests/bench/bench_mcp_start.py [--runs 5] [--pythonpath DIR]
 
 ``--pythonpath`` runs the servers from another copy of the package (to compare two
-versions in one run). Prints the median and the spread of each, in seconds.
+versions in one run); ``--cold`` gives each start an empty cache, so that ``initialize``
+waits for the SDK (a first start). Prints the median and the spread of each, in seconds.
 """
 
 from __future__ import annotations
@@ -26,8 +27,13 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 
-def _env(pythonpath: str) -> Dict[str, str]:
-    env = {"SQLITE_RRF_MODEL": os.environ["SQLITE_RRF_MODEL"], "HOME": tempfile.gettempdir()}
+def _env(pythonpath: str, home: str = "") -> Dict[str, str]:
+    """The server's environment; ``home`` (default: the temporary directory) holds the
+    remembered ``initialize`` answers (~/.cache/sqlite-rrf)."""
+    env = {
+        "SQLITE_RRF_MODEL": os.environ["SQLITE_RRF_MODEL"],
+        "HOME": home or tempfile.gettempdir(),
+    }
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     return env
@@ -52,13 +58,13 @@ def children_cpu() -> float:
     return total / tick
 
 
-async def one(db: Path, pythonpath: str, n: int) -> Tuple[float, float, float]:
+async def one(db: Path, pythonpath: str, n: int, home: str = "") -> Tuple[float, float, float]:
     """(seconds to the initialize answer, the server's CPU seconds then, seconds to the
     first call's answer: a ``remember`` of a new text, which the model embeds)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "sqlite_rrf", "mcp", str(db), "--scope", "bench"],
-        env=_env(pythonpath),
+        env=_env(pythonpath, home),
         cwd=str(db.parent),
     )
     with open(os.devnull, "w") as err:
@@ -91,6 +97,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--pythonpath", default="", help="run the servers from this copy")
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="each start with an empty cache (a new HOME): no remembered initialize answer",
+    )
     args = ap.parse_args()
     if not os.path.isfile(os.environ.get("SQLITE_RRF_MODEL", "")):
         sys.exit("set SQLITE_RRF_MODEL to the GGUF model")
@@ -107,12 +118,17 @@ def main() -> None:
         asyncio.run(one(db, args.pythonpath, 0))  # warm the page cache: every run alike
         inits, cpus, calls, floor = [], [], [], []
         for n in range(args.runs):
-            t_init, cpu, t_call = asyncio.run(one(db, args.pythonpath, n + 1))
+            home = tempfile.mkdtemp(dir=tmp) if args.cold else ""
+            t_init, cpu, t_call = asyncio.run(one(db, args.pythonpath, n + 1, home))
             inits.append(t_init)
             cpus.append(cpu)
             calls.append(t_call)
             floor.append(python_pass())
-    print(f"sqlite-rrf mcp over stdio, {args.runs} runs, model {os.environ['SQLITE_RRF_MODEL']}")
+    cache = "an empty cache each start" if args.cold else "the initialize answer remembered"
+    print(
+        f"sqlite-rrf mcp over stdio, {args.runs} runs, {cache}, "
+        f"model {os.environ['SQLITE_RRF_MODEL']}"
+    )
     print(summary("python -c pass", floor))
     print(summary("start to the initialize answer", inits))
     print(summary("the server's CPU at that answer", cpus))
