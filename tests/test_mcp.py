@@ -808,7 +808,7 @@ def test_remember_twice_is_one_episode(tmp_path):
 
 
 @needs_model
-def test_recall_shows_the_correction_first_and_copies_once(tmp_path):
+def test_recall_shows_copies_once_and_a_replaced_fact_never(tmp_path):
     db = tmp_path / "agent.db"
     fact = "The team's shared password is stored in 1Password."
     fix = "Update: the shared password moved from 1Password to Vault."
@@ -836,15 +836,20 @@ def test_recall_shows_the_correction_first_and_copies_once(tmp_path):
         async with connect(
             db, "--scope", "shop", env=model_env(), errlog=tmp_path / "err.txt"
         ) as s:
-            r = await call(s, "remember", content=fix)
-            assert r["duplicate"] is False
-            for limit in (2, 3):
-                got = await call(s, "recall", query="where is the shared password?", limit=limit)
-                hits = got["hits"]
-                assert [h["text"] for h in hits][:2] == [fix, fact], hits
-                assert hits[1]["id"] == "copy2" and hits[1]["duplicates"] == 2
-                assert sorted(hits[1]["duplicate_ids"]) == ["copy0", "copy1"]
-                assert len(hits) == limit
+            query = "where is the shared password?"
+            got = await call(s, "recall", query=query, limit=3, min_relevance=0)
+            (hit,) = [h for h in got["hits"] if h["text"] == fact]  # the copies: one hit
+            assert hit["id"] == "copy2" and hit["duplicates"] == 2
+            assert sorted(hit["duplicate_ids"]) == ["copy0", "copy1"]
+            r = await call(s, "remember", content=fix, replaces="copy2")
+            assert r["duplicate"] is False and r["replaced"] == "copy2"
+            for limit in (1, 3):
+                got = await call(s, "recall", query=query, limit=limit, min_relevance=0)
+                texts = [h["text"] for h in got["hits"]]
+                assert texts[0] == fix and fact not in texts, texts  # nor any copy of it
+            got = await call(s, "recall", query=query, limit=5, include_superseded=True)
+            old = [h for h in got["hits"] if h["text"] == fact]
+            assert old and all(h["replaced_by"] == r["id"] for h in old)
 
     run(main())
 

@@ -93,14 +93,31 @@ def check_replaces(conn: Any, rows: Sequence[Dict[str, Any]]) -> None:
 def supersede(conn: Any, rows: Sequence[Dict[str, Any]]) -> None:
     """In the write transaction, after the rows are written (their ids final): each
     episode a row ``replaces`` is marked superseded by the row's episode, which is made
-    current (a fact asserted again with ``replaces`` is current again). A row whose text
-    is the replaced episode's own (the same episode) replaces nothing."""
+    current (a fact asserted again with ``replaces`` is current again), and so are the
+    replaced episode's copies (the same text in its scope, stored with ids of their own).
+    A row whose text is the replaced episode's own (the same episode) replaces nothing."""
     for row in rows:
         old = row.get("replaces")
         if old is None or old == row["id"]:
             continue
         conn.execute("UPDATE episodes SET superseded_by = NULL WHERE id = ?", (row["id"],))
         conn.execute("UPDATE episodes SET superseded_by = ? WHERE id = ?", (row["id"], old))
+        # its copies (the same text in its scope, ids of their own) are the same old fact
+        for key, scope, text in conn.execute(
+            "SELECT content_key, scope, content FROM episodes WHERE id = ?", (old,)
+        ).fetchall():
+            if key is None or not isinstance(text, str):
+                continue
+            norm = _dedupe.normalise(text)
+            for eid, content in conn.execute(
+                "SELECT id, content FROM episodes INDEXED BY idx_episodes_content_key "
+                "WHERE content_key = ? AND scope = ? AND superseded_by IS NULL AND id != ?",
+                (key, scope, row["id"]),
+            ).fetchall():
+                if isinstance(content, str) and _dedupe.normalise(content) == norm:
+                    conn.execute(
+                        "UPDATE episodes SET superseded_by = ? WHERE id = ?", (row["id"], eid)
+                    )
 
 
 def superseded_twin(conn: Any, row: Dict[str, Any]) -> Optional[Tuple[str, str]]:
