@@ -107,8 +107,10 @@ class Endpoint:
             "of a task and before answering about the user, this project or earlier "
             "decisions. Call `remember` to keep a durable fact, a preference of the user or "
             "a decision (recall first, so that nothing is saved twice). When a memory is "
-            "wrong or out of date, call `update` with its id instead of remembering a "
-            "second version. Call `forget` when the user asks you to forget something. "
+            "wrong, call `update` with its id instead of remembering a second version; when "
+            "a fact changed (a new day, number or name), `update` it, or `remember` the new "
+            "fact with `replaces` set to the old one's id (kept, no longer recalled). Call "
+            "`forget` when the user asks you to forget something. "
             f"Recall searches {self.covers} memories unless you name a scope; remember "
             "saves into "
             + (f"{self.project}" if self.write_scope else repr(SHARED_SCOPE))
