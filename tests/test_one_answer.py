@@ -10,7 +10,8 @@ process); MCP ``recall`` through the SDK's client (a server subprocess; default 
 its default ``min_relevance``, so the policy is on); Datasette's ``recall.json``.
 
 Data: the LongMemEval_S dev half at both units (a subsample, to keep the test fast:
-:data:`LME_QUESTIONS` questions per unit, each asked of its own haystack) and SciFact
+:data:`LME_QUESTIONS` scored questions per unit among every 16th, each asked of its own
+haystack) and SciFact
 (the whole corpus, :data:`SCIFACT_QUERIES` test claims), for every pool that needs only
 the extension and every profile.
 
@@ -90,8 +91,8 @@ def memories(tmp_path_factory, embedder) -> List[Tuple[str, Path, List[str]]]:
     out: List[Tuple[str, Path, List[str]]] = []
     model = embedding_model()
     for unit in ("session", "turn"):
-        qs = [q for q in load_longmemeval(str(LME), unit) if q.scored]
-        qs = qs[:: len(qs) // LME_QUESTIONS][:LME_QUESTIONS]
+        # every 16th question (the order the evaluation's cache is filled in), scored ones
+        qs = [q for q in load_longmemeval(str(LME), unit)[::16] if q.scored][:LME_QUESTIONS]
         texts = [q.question for q in qs] + [t.content for q in qs for t in q.turns]
         with EmbeddingCache(model_fingerprint(model, DEFAULT_N_CTX), None) as cache:
             mat, _, _ = embed_cached(texts, cache, lambda: embedder)
@@ -124,9 +125,18 @@ def memories(tmp_path_factory, embedder) -> List[Tuple[str, Path, List[str]]]:
     return out
 
 
+def _window(query: str) -> Dict[str, Any]:
+    """The time window the query names, as Store.recall binds it (sqlite_rrf.timeexpr)."""
+    from sqlite_rrf.timeexpr import resolve
+
+    w = resolve(query, NOW)
+    return {"time_from": w.start, "time_to": w.end} if w is not None else {}
+
+
 def _bindings(pool: str, profile: str, **given: Any) -> Dict[str, Any]:
     b: Dict[str, Any] = dict.fromkeys(recall_parameters(pool, profile))
     b.update(given)
+    b.update(_window(given["query"]))
     return b
 
 
@@ -135,8 +145,9 @@ def _apsw(path: Path, pool: str, profile: str, **given: Any) -> List[Dict[str, A
     conn.enable_load_extension(True)
     conn.load_extension(EXT)
     cur = conn.cursor()
-    rows = list(cur.execute(recall_statement(pool, profile), _bindings(pool, profile, **given)))
+    cur.execute(recall_statement(pool, profile), _bindings(pool, profile, **given))
     names = [d[0] for d in cur.getdescription()]
+    rows = cur.fetchall()
     conn.close()
     return [dict(zip(names, r)) for r in rows]
 
@@ -170,10 +181,14 @@ def _shell(path: Path, runs: Sequence[Tuple[str, str, str]], tmp: Path) -> List[
                 assert main(["sql", "--pool", pool, "--profile", profile]) == 0
             f.write_text(out.getvalue())
         q = query.replace("'", "''")
-        lines += [
-            ".param clear",
-            f".param set :query '{q}'",
-            f".param set :now {NOW}",
+        lines += [  # SQL, not .param set, so that any text is one value
+            f"INSERT OR REPLACE INTO temp.sqlite_parameters(key, value) VALUES (':query', '{q}');",
+            f"INSERT OR REPLACE INTO temp.sqlite_parameters(key, value) VALUES (':now', {NOW});",
+            "DELETE FROM temp.sqlite_parameters WHERE key IN (':time_from', ':time_to');",
+            *[
+                f"INSERT INTO temp.sqlite_parameters(key, value) VALUES (':{k}', {v});"
+                for k, v in _window(query).items()
+            ],
             f".print ===RUN {i}",
             f".read {f}",
         ]
