@@ -218,9 +218,9 @@ def run(args: argparse.Namespace) -> int:
         )
         serve_stdio(server, wire.server_in, wire.server_out)
     finally:
-        wire.close()
         if loader is not None and loader.is_alive():
-            loader.join()
+            loader.join()  # before the wire gives fd 1 back: its line goes to stderr
+        wire.close()
         if store is not None:
             if store.embedder is not None and hasattr(store.embedder, "close"):
                 store.embedder.close()

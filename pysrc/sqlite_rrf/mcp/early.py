@@ -89,6 +89,12 @@ def remember(path: Optional[str], key: str, result: Any) -> None:
             os.unlink(tmp)
 
 
+def _flush_stdout() -> None:
+    """Flush Python's stdout, if there is one (None when fd 1 was closed at start)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stdout.flush()
+
+
 def _initialize_request(line: bytes) -> Optional[Tuple[Any, str]]:
     """(id, protocol version) when ``line`` is a well-formed ``initialize`` request."""
     try:
@@ -126,9 +132,31 @@ class Wire:
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        sys.stdout.flush()
-        self._in = os.dup(0)
-        self._out = os.dup(1)
+        """Take stdin and stdout (a :class:`~sqlite_rrf.app.UserError` when either is
+        closed: the protocol has nothing to run on) and start the threads."""
+        import fcntl
+
+        from ..app import UserError
+
+        _flush_stdout()
+        for fd, said in (
+            (0, "stdin is closed: the MCP server reads its client there"),
+            (1, "stdout is closed: the MCP server answers its client there"),
+        ):
+            try:
+                os.fstat(fd)
+            except OSError:
+                raise UserError(said) from None
+        try:
+            os.fstat(2)
+        except OSError:  # no stderr: nowhere, so that no pipe of ours lands on fd 2
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != 2:
+                os.dup2(null, 2)
+                os.close(null)
+        # private copies above the standard range, so that nothing lands on fd 0 to 2
+        self._in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        self._out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -217,6 +245,6 @@ class Wire:
         self._writer.join(timeout=10)
         with contextlib.suppress(OSError, ValueError):
             self.server_in.close()
-        sys.stdout.flush()
+        _flush_stdout()
         os.dup2(self._out, 1)
         os.close(self._out)
