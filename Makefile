@@ -68,13 +68,15 @@ test: build ## run the whole test suite (installs what it needs)
 	$(PY) -m pytest -q
 
 bench: ## run the benchmarks in tests/bench (not part of the tests; BENCH_SIZES for the recall ones)
-	$(MAKE) build EXTRAS=test,embed,bench
+	$(MAKE) build EXTRAS=test,embed,bench,mcp
 	$(PY) tests/bench/bench_vec_cosine.py
 	$(PY) tests/bench/bench_recall.py --sizes $(BENCH_SIZES)
 	$(PY) tests/bench/bench_scale.py --sizes $(BENCH_SIZES)
 	$(PY) tests/bench/bench_bm25.py --sizes $(BENCH_SIZES)
 	$(PY) tests/bench/bench_filters.py
 	$(PY) tests/bench/bench_hook.py
+	$(PY) tests/bench/bench_mcp_start.py
+	$(PY) tests/bench/bench_mcp_start.py --cold
 
 drill: build ## the restore drill with the real Litestream, 3 rounds of 60 s (tests/drill/drill.py)
 	$(PY) tests/drill/drill.py --seconds 60 --rounds 3
