@@ -222,3 +222,28 @@ def test_mcp_says_it_created_a_new_memory(tmp_path):
     assert p.stdout == b""
     assert f"sqlite-rrf: created a new memory at {new}" in p.stderr.decode().splitlines()
     assert new.is_file()
+
+
+@pytest.mark.parametrize("closed, said", [(0, "stdin is closed"), (1, "stdout is closed")])
+def test_a_closed_stdin_or_stdout_is_one_line(tmp_path, closed, said):
+    """A host that starts the server without a pipe on one side: one line on stderr,
+    exit status 1, and no memory created."""
+    import subprocess
+
+    new = tmp_path / "m.db"
+    env = {"HOME": str(tmp_path), "PATH": os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    p = subprocess.run(
+        [sys.executable, "-m", "sqlite_rrf", "mcp", str(new), "--scope", "shop"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL if closed == 1 else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(closed),
+        timeout=120,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    err = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 1 and len(err) == 1 and said in err[0], err
+    assert not new.exists()
