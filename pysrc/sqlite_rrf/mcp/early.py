@@ -1,6 +1,6 @@
 """``sqlite-rrf mcp``'s wire (M16, docs/contract.md): stdin and stdout, owned here, so
-that ``initialize`` is answered before the MCP SDK has loaded (importing it costs about 1.5 s of CPU, the most
-of a cold start) and the store and the model are opened.
+that ``initialize`` is answered before the MCP SDK has loaded (importing it costs about
+1.5 s of CPU, the most of a cold start) and the store and the model are opened.
 
 :class:`Wire` takes the process's stdin and stdout (file descriptor 1 then points at
 stderr, so that nothing else writes on the wire: M3) and talks to the SDK's server
