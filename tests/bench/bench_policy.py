@@ -43,7 +43,9 @@ FLOORS = (0.0, 0.05, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25)
 SHARES = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
-def lme_lists(unit: str, limit: int, n: Optional[int]) -> List[Dict[str, Any]]:
+def lme_lists(
+    unit: str, limit: int, n: Optional[int], only: Optional[Sequence[str]] = None
+) -> List[Dict[str, Any]]:
     """Per answerable question: type, the returned hits (corpus id, relevance), gold."""
     from sqlite_rrf.evaluation.embcache import EmbeddingCache, model_fingerprint
     from sqlite_rrf.evaluation.longmemeval import load_longmemeval
@@ -51,6 +53,8 @@ def lme_lists(unit: str, limit: int, n: Optional[int]) -> List[Dict[str, Any]]:
     from sqlite_rrf.store import Store
 
     qs = [q for q in load_longmemeval(str(LME), unit) if q.scored]
+    if only is not None:
+        qs = [q for q in qs if q.question_id in set(only)]
     if n:
         qs = qs[:: max(1, len(qs) // n)][:n]
     model = resolve_model(choose_model())
@@ -179,6 +183,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--scifact", action="store_true", help="SciFact train instead")
     ap.add_argument("--limit", type=int, default=3, help="hits returned (the hook's: 3)")
     ap.add_argument("--n", type=int, default=None, help="a subsample of questions")
+    ap.add_argument("--questions", help="a file of question ids (one a line): only these")
     ap.add_argument("--json", help="save the lists here")
     ap.add_argument("--from", dest="src", help="read saved lists instead of recalling")
     a = ap.parse_args(argv)
@@ -189,7 +194,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     elif a.scifact:
         lists = scifact_lists(a.limit, a.n)
     else:
-        lists = lme_lists(a.unit, a.limit, a.n)
+        only = open(a.questions).read().split() if a.questions else None
+        lists = lme_lists(a.unit, a.limit, a.n, only)
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(lists, f)
