@@ -1086,3 +1086,23 @@ def test_recall_page_fits_in_1400_px(demo_db, tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@needs_loading
+def test_since_not_before_until_is_said_not_an_empty_page(memory_db):
+    """since later than until: the page says so in the command line's words, and the JSON
+    is a 400 with that line, instead of an empty answer; relative times are read."""
+    r, r_json, ok = fetch(
+        [
+            f"/memory/recall?{qs(query=QUERY, since='2026-11-02', until='2026-11-01')}",
+            f"/memory/recall.json?{qs(query=QUERY, since='yesterday', until='3 days ago')}",
+            f"/memory/recall.json?{qs(query=QUERY, since='last week', until='now')}",
+        ],
+        memory_db,
+    )
+    said = "since '2026-11-02' (2026-11-02T00:00:00Z) is not before until '2026-11-01'"
+    assert said in r.text.replace("&#39;", "'"), r.text[-2000:]
+    assert r_json.status_code == 400
+    assert r_json.json()["error"].startswith("since 'yesterday' (")
+    assert "is not before until '3 days ago'" in r_json.json()["error"]
+    assert ok.status_code == 200, ok.text

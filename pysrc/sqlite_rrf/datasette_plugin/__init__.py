@@ -56,6 +56,7 @@ from .page import (
     is_recall_path,
     is_recall_row,
     json_form_error,
+    page_error,
     page_script,
     render_recall_cell,
     render_table_cell,
@@ -153,7 +154,7 @@ def extra_template_vars(request: Any) -> Optional[Dict[str, Any]]:
     function raised exception")."""
     if request is None or not is_recall_page(request):
         return None
-    error = form_error(request.args)
+    error = page_error(request.args)
     return {"error": error} if error else None
 
 

@@ -223,13 +223,31 @@ def is_recall_path(path: str) -> bool:
     return last in ("recall", "recall_knn")
 
 
+def page_error(args: Any) -> Optional[str]:
+    """The fault of a recall page's fields (``args``: field to text), in the command
+    line's words, or None: a bad field (:func:`form_error`), else ``since`` not before
+    ``until`` (:func:`sqlite_rrf.app.check_time_range`: the answer would be empty)."""
+    from ..app import UserError, check_time_range
+
+    error = form_error(args)
+    if error is not None:
+        return error
+    since, until = ((args.get(k) or "").strip() for k in ("since", "until"))
+    if since and until:
+        try:
+            check_time_range(since, until, "since", "until")
+        except UserError as e:
+            return str(e)
+    return None
+
+
 def json_form_error(path: str, query_string: bytes) -> Optional[str]:
     """The fault of a bad field in a request for a recall page's JSON (``path`` ending
     in ``/recall.json`` or ``/recall_knn.json``), or None (not such a request, or no
-    bad field): :func:`form_error` of its query string."""
+    bad field): :func:`page_error` of its query string."""
     if not path.endswith(("/recall.json", "/recall_knn.json")):
         return None
     from urllib.parse import parse_qs
 
     fields = parse_qs(query_string.decode("utf-8", "replace"), keep_blank_values=True)
-    return form_error({k: v[0] for k, v in fields.items()})
+    return page_error({k: v[0] for k, v in fields.items()})
