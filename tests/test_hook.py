@@ -241,6 +241,41 @@ def test_render_cuts_joins_lines_and_marks_importance():
     assert "x" * 50 in full and "every scope" in full
 
 
+@pytest.mark.parametrize(
+    "age_ms, words",
+    [
+        (65_000, "1 minute ago"),
+        (47 * 3_600_000, "1 day ago"),
+        (100 * 86_400_000, "3 months ago"),
+        (800 * 86_400_000, "2 years ago"),
+    ],
+)
+def test_the_hook_says_ages_as_the_command_line_and_mcp(age_ms, words):
+    """One formatter for ages: a hit's age in the hook's bullet is the one ``list``,
+    ``get`` and MCP's ``when`` say (sqlite_rrf.app.display)."""
+    from sqlite_rrf.app.display import human_age, noted
+
+    now = 1_800_000_000_000
+
+    class H:
+        id, importance, content = "a", "normal", "text"
+        created_at = now - age_ms
+
+    out = render([H()], "p", 0, now_ms=now)
+    assert out.splitlines()[1] == f"- text _(id `a`, {words})_"
+    assert human_age(H.created_at, now) == words
+    assert noted(H.created_at, None, now).endswith(f"({words})")
+
+
+def test_an_age_another_client_wrote_as_text_is_unknown():
+    class H:
+        id, importance, content, created_at = "a", "normal", "text", "yesterday"
+
+    assert render([H()], "p", 0, now_ms=0).splitlines()[1] == (
+        "- text _(id `a`, at an unknown time)_"
+    )
+
+
 def test_nothing_matched_prints_nothing(plain_db, project, tmp_path):
     rc, out, err = hook(
         plain_db, payload("zebra quantum marmalade", project), env=no_model_env(tmp_path)

@@ -1,5 +1,5 @@
 """Values shown to people and agents: a time (:func:`iso_time`, :func:`human_age`,
-:func:`noted`), a
+:func:`when`, :func:`noted`: the one way every front-end says a time and an age), a
 recall hit's ranks and score in words (:func:`ranks_in_words`, :func:`explain_in_words`)
 and text that cannot forge structure in an agent's context (:func:`flatten`,
 :func:`escape`, :func:`code`)."""
@@ -33,13 +33,21 @@ def iso_time(ms: Optional[int]) -> Optional[str]:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def human_age(ms: Optional[int], now_ms: Optional[int] = None) -> Optional[str]:
+#: What :func:`human_age` says of a time that is not an integer (another client's value).
+UNKNOWN_AGE = "at an unknown time"
+
+
+def human_age(ms: Any, now_ms: Optional[int] = None) -> Optional[str]:
     """How long ago ``ms`` (ms since the epoch) was at ``now_ms`` (default: now), in
     words: ``just now`` (under a minute), ``5 minutes ago``, ``1 hour ago``,
     ``3 days ago``, ``2 months ago`` (30 days), ``1 year ago`` (365 days), the largest
-    whole unit; a time after ``now_ms`` is ``in 3 days``. None for None."""
+    whole unit; a time after ``now_ms`` is ``in 3 days``. None for None;
+    :data:`UNKNOWN_AGE` for a value that is not an integer (another client wrote it). The
+    command line, the hook, the MCP server and the HTTP server all say ages with it."""
     if ms is None:
         return None
+    if isinstance(ms, bool) or not isinstance(ms, int):
+        return UNKNOWN_AGE
     if now_ms is None:
         import time
 
@@ -53,21 +61,30 @@ def human_age(ms: Optional[int], now_ms: Optional[int] = None) -> Optional[str]:
     return "just now"
 
 
+def when(ms: Any, now_ms: Optional[int] = None) -> str:
+    """A time for people and agents: its ISO 8601 UTC time and how long ago,
+    ``2026-11-23T14:02:00Z (3 days ago)`` (:func:`iso_time`, :func:`human_age`); ``-`` for
+    None, :data:`UNKNOWN_AGE` for a value that is not an integer."""
+    if ms is None:
+        return "-"
+    if isinstance(ms, bool) or not isinstance(ms, int):
+        return UNKNOWN_AGE
+    return f"{iso_time(ms)} ({human_age(ms, now_ms)})"
+
+
 def noted(
     created_ms: Optional[int], confirmed_ms: Optional[int], now_ms: Optional[int] = None
 ) -> str:
     """When a fact was noted, for people and agents: ``2026-11-24T09:30:00Z (5 days ago)``;
     a fact stored again later (``confirmed_ms``, ``episodes.confirmed_at``) keeps its
     first date: ``2026-11-24T09:30:00Z (first noted 5 days ago, confirmed just now)``.
-    ``-`` for no time."""
-    if created_ms is None:
-        return "-"
-    age = human_age(created_ms, now_ms)
-    if confirmed_ms is None or confirmed_ms <= created_ms:
-        return f"{iso_time(created_ms)} ({age})"
-    return (
-        f"{iso_time(created_ms)} (first noted {age}, confirmed {human_age(confirmed_ms, now_ms)})"
-    )
+    ``-`` for no time (as :func:`when`)."""
+    if not (isinstance(created_ms, int) and isinstance(confirmed_ms, int)) or (
+        confirmed_ms <= created_ms
+    ):
+        return when(created_ms, now_ms)
+    first, again = human_age(created_ms, now_ms), human_age(confirmed_ms, now_ms)
+    return f"{iso_time(created_ms)} (first noted {first}, confirmed {again})"
 
 
 #: What :func:`escape` rewrites: ``<``, ``>``, and an ``&`` that starts a character

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 
-from .display import code, escape, flatten
+from .display import UNKNOWN_AGE, code, escape, flatten, human_age
 from .errors import UserError
 
 TYPE_CHECKING = False  # typing is not imported at run time (the hook's H6)
@@ -32,21 +32,6 @@ DEFAULT_MAX_TOTAL = 6000
 
 class HookFault(UserError):
     """A fault of the hook's input, said as one line on stderr."""
-
-
-def _age(ms: Any, now_ms: int) -> str:
-    if isinstance(ms, bool) or not isinstance(ms, int):  # another client wrote a non-integer
-        return "at an unknown time"
-    s = max(0, (now_ms - ms) // 1000)
-    if s < 90:
-        return "just now"
-    if s < 90 * 60:
-        return f"{round(s / 60)} minutes ago"
-    if s < 36 * 3600:
-        return f"{round(s / 3600)} hours ago"
-    if s < 60 * 86400:
-        return f"{round(s / 86400)} days ago"
-    return time.strftime("%Y-%m-%d", time.gmtime(ms / 1000))
 
 
 def scope_words(scope: Any) -> str:
@@ -108,9 +93,10 @@ def render(
             text = text[:max_chars].rstrip() + " …"
         mark = ", important" if h.importance == "high" else ""
         dups = getattr(h, "duplicates", 0)
-        if dups:  # issue 20: the near-duplicates collapsed into this one
+        if dups:  # the near-duplicates collapsed into this one
             mark += f", stands for {dups} near-duplicate{'s' if dups != 1 else ''}"
-        tail = f" _(id {code(_cut(str(h.id), id_cap))}, {_age(h.created_at, now_ms)}{mark})_"
+        age = human_age(h.created_at, now_ms) or UNKNOWN_AGE
+        tail = f" _(id {code(_cut(str(h.id), id_cap))}, {age}{mark})_"
         body = escape(text)
         line = f"- {body}{tail}"
         if max_total:

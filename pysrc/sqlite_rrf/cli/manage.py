@@ -18,6 +18,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 
+    from ..manage import Filters
+    from ..store import Store
+
 from ..app import UserError, close_store, int_arg, note, open_store, parse_time
 
 #: Other names of the commands (``sqlite-rrf ls`` is ``sqlite-rrf list``).
@@ -30,13 +33,13 @@ FORGET_PREVIEW = 10
 VACUUM_HINT_BYTES = 1 << 20
 
 
-def _open(args: argparse.Namespace, use: Optional[str] = None) -> Any:
+def _open(args: argparse.Namespace, use: Optional[str] = None) -> Store:
     return open_store(
         args.db, use, model=getattr(args, "model", None), n_ctx=getattr(args, "n_ctx", None)
     )
 
 
-def _filters(args: argparse.Namespace) -> Any:
+def _filters(args: argparse.Namespace) -> Filters:
     from ..manage import Filters
 
     return Filters(
@@ -108,8 +111,7 @@ def _summary(rec: Dict[str, Any], lines: int = 2, width: int = WRAP_WIDTH) -> st
 
 def _print_episode(rec: Dict[str, Any], db: str, now: int) -> None:
     """Everything about one episode (``get``, ``update``)."""
-    from ..app.display import noted
-    from ..manage import when
+    from ..app.display import noted, when
 
     emb = (
         f"{rec['embedding_dim']} dimensions"
@@ -390,7 +392,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """``sqlite-rrf stats``."""
-    from ..manage import stats, when
+    from ..app.display import when
+    from ..manage import stats
 
     if not os.path.exists(args.db):
         raise UserError(f"{args.db}: no such database")

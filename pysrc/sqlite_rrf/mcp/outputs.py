@@ -1,6 +1,6 @@
 """The tools' outputs: their structured content (pydantic models, M1) and their text, that
 content as JSON with no tag-like text (M8); compact hits and times for the model (M11,
-M12)."""
+M12: :func:`sqlite_rrf.app.display.when`, as the command line says them)."""
 
 # No `from __future__ import annotations`: pydantic and the SDK read these annotations.
 import json
@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, PrivateAttr
 
-from ..app import human_age, iso_time, scope_name
-from ..app.display import noted
+from ..app import scope_name
+from ..app.display import noted, when
 
 
 def as_result(out: BaseModel) -> CallToolResult:
@@ -40,11 +40,6 @@ def inert_json(data: Any) -> str:
     for ch in "<>&\u2028\u2029":  # never outside a JSON string: the same values
         text = text.replace(ch, f"\\u{ord(ch):04x}")
     return text
-
-
-def when(ms: int, now: int) -> str:
-    """A time for the model: ISO 8601 UTC and how long ago (M12)."""
-    return f"{iso_time(ms)} ({human_age(ms, now)})"
 
 
 def rounded(value: Any) -> Any:

@@ -33,10 +33,11 @@ from ..app import (
     scope_name,
     stored_scope,
 )
+from ..app.display import when
 from ..checks import MAX_ID_CHARS, MAX_KIND_CHARS, MAX_SCOPE_CHARS, check_size
 from ..relevance import DEFAULT_MIN_RELEVANCE
 from ..statements import recall_defaults
-from ..store import IMPORTANCE, PROFILES, StoreError, now_ms
+from ..store import IMPORTANCE, PROFILES, Store, StoreError, now_ms
 from . import (
     DEFAULT_RECALL_MAX_CHARS,
     MAX_CONTENT_CHARS,
@@ -58,7 +59,6 @@ from .outputs import (
     memory_out,
     remembered_out,
     shown_path,
-    when,
 )
 
 log = logging.getLogger("sqlite_rrf.mcp")
@@ -76,7 +76,7 @@ class Endpoint:
     ``lock`` (default: a lock of its own), which serialises the tools' calls with the
     store's other users (``sqlite-rrf serve``'s hook socket)."""
 
-    def __init__(self, store: Any, default_scope: str, lock: Any = None) -> None:
+    def __init__(self, store: Store, default_scope: str, lock: Any = None) -> None:
         self.store = store
         self.default_scope = default_scope
         self.lock = threading.Lock() if lock is None else lock
