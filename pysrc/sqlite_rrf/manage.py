@@ -7,7 +7,8 @@ Scopes are taken as a user names them (:data:`sqlite_rrf.app.SHARED_SCOPE` or ``
 the shared memory, :data:`sqlite_rrf.app.ALL_SCOPES` for every scope) and shown by name
 (:func:`sqlite_rrf.app.scope_name`); an export keeps the stored value, so that ``import``
 puts every episode back where it was. Times are ms since the epoch in the data;
-:func:`when` says them for people.
+:func:`sqlite_rrf.app.display.when` says them for people. The SQL is the Store's
+(:mod:`sqlite_rrf.store.records`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Generator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional, Tuple
 
-from .app import ALL_SCOPES, UserError, human_age, iso_time, scope_name, stored_scope
+from .app import ALL_SCOPES, UserError, iso_time, scope_name, stored_scope
+
+if TYPE_CHECKING:
+    from .store import EpisodeFilter, Store
 
 __all__ = [
     "DEFAULT_LIST_LIMIT",
@@ -36,7 +40,6 @@ __all__ = [
     "stats",
     "update_episode",
     "vacuum",
-    "when",
 ]
 
 #: How many episodes ``list`` shows when no limit is given.
@@ -58,18 +61,6 @@ EXPORT_FIELDS = (
     "confirmed_at",
 )
 
-_COLUMNS = (
-    "id, content, scope, kind, importance, metadata, created_at, accessed_at, "
-    "access_count, embedding, superseded_by, confirmed_at"
-)
-
-
-def when(ms: Optional[int], now_ms: Optional[int] = None) -> str:
-    """A time for people: ``2026-11-23T14:02:00Z (3 days ago)``; ``-`` for None."""
-    if ms is None:
-        return "-"
-    return f"{iso_time(ms)} ({human_age(ms, now_ms)})"
-
 
 @dataclass(frozen=True)
 class Filters:
@@ -88,17 +79,14 @@ class Filters:
         """Whether any filter was given (a scope of every scope counts)."""
         return any(v is not None for v in (self.scope, self.kind, self.since, self.until))
 
-    def where(self) -> Tuple[str, Dict[str, Any]]:
-        """The SQL condition on ``episodes`` and its bindings."""
+    def stored(self) -> EpisodeFilter:
+        """The filters as the Store takes them (the scope as stored)."""
+        from .store import EpisodeFilter
+
         scope = None
         if self.scope is not None and self.scope != ALL_SCOPES:
             scope = stored_scope(self.scope, "--scope")
-        sql = (
-            "(:scope IS NULL OR scope = :scope) AND (:kind IS NULL OR kind = :kind) "
-            "AND (:since IS NULL OR created_at >= :since) "
-            "AND (:until IS NULL OR created_at < :until)"
-        )
-        return sql, {"scope": scope, "kind": self.kind, "since": self.since, "until": self.until}
+        return EpisodeFilter(scope=scope, kind=self.kind, since=self.since, until=self.until)
 
     def describe(self) -> str:
         """The filters in words (``scope proj, kind fact, created since …``)."""
@@ -129,7 +117,8 @@ def _metadata(text: Any) -> Any:
 
 
 def episode_record(row: Any) -> Dict[str, Any]:
-    """One episode as plain data (a row of :data:`_COLUMNS`): ``id``, ``content``,
+    """One episode as plain data (a row of
+    :data:`~sqlite_rrf.store.RECORD_COLUMNS`): ``id``, ``content``,
     ``scope`` (by name), ``kind``, ``importance``, ``metadata`` (decoded), ``created_at``,
     ``accessed_at`` (ms), ``access_count``, ``embedded`` (whether it has an embedding),
     ``superseded_by`` (the id of the fact that replaced it; None: it is current),
@@ -152,7 +141,7 @@ def episode_record(row: Any) -> Dict[str, Any]:
 
 
 def list_episodes(
-    store: Any,
+    store: Store,
     filters: Filters = Filters(),
     limit: Optional[int] = DEFAULT_LIST_LIMIT,
     include_superseded: bool = False,
@@ -162,44 +151,28 @@ def list_episodes(
     Episodes another fact replaced are left out unless ``include_superseded``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise UserError(f"--limit: must be 0 (every episode) or more, got {limit!r}")
-    where, params = filters.where()
-    if not include_superseded:
-        where += " AND superseded_by IS NULL"
-    from ._sqlite import transaction
-
-    with transaction(store.conn, write=False):  # the page and its count: one snapshot
-        total = store.conn.execute(
-            f"SELECT count(*) FROM episodes WHERE {where}", params
-        ).fetchall()[0][0]
-        rows = store.conn.execute(
-            f"SELECT {_COLUMNS} FROM episodes WHERE {where} "
-            "ORDER BY created_at DESC, rowid DESC LIMIT :limit",
-            dict(params, limit=-1 if not limit else limit),
-        ).fetchall()
+    rows, total = store.episode_rows(
+        filters.stored(), limit=limit, include_superseded=include_superseded
+    )
     return [episode_record(r) for r in rows], total
 
 
-def get_episode(store: Any, id: str, command: str = "get") -> Dict[str, Any]:
+def get_episode(store: Store, id: str, command: str = "get") -> Dict[str, Any]:
     """The episode ``id`` (:func:`episode_record`, with ``embedding_dim``: its
-    embedding's size, or None); a :class:`UserError` naming ``command`` when there is
-    none."""
-    rows = store.conn.execute(f"SELECT {_COLUMNS} FROM episodes WHERE id = ?", (id,)).fetchall()
-    if not rows:
+    embedding's size, or None, and ``replaced``: the ids of the episodes it replaced); a
+    :class:`UserError` naming ``command`` when there is none."""
+    row = store.episode_row(id)
+    if row is None:
         raise UserError(f"{command}: no episode with id {id!r}")
-    rec = episode_record(rows[0])
-    emb = rows[0][-3]
+    rec = episode_record(row)
+    emb = row[-3]
     rec["embedding_dim"] = len(emb) // 4 if isinstance(emb, bytes) else None
-    rec["replaced"] = [
-        r[0]
-        for r in store.conn.execute(
-            "SELECT id FROM episodes WHERE superseded_by = ? ORDER BY rowid", (id,)
-        )
-    ]
+    rec["replaced"] = store.replaced(id)
     return rec
 
 
 def update_episode(
-    store: Any,
+    store: Store,
     id: str,
     *,
     content: Optional[str] = None,
@@ -245,18 +218,12 @@ def update_episode(
     return get_episode(store, id, "update")
 
 
-def matching_ids(store: Any, filters: Filters) -> List[str]:
+def matching_ids(store: Store, filters: Filters) -> List[str]:
     """The ids of the episodes that match ``filters``, newest first."""
-    where, params = filters.where()
-    return [
-        r[0]
-        for r in store.conn.execute(
-            f"SELECT id FROM episodes WHERE {where} ORDER BY created_at DESC, rowid DESC", params
-        )
-    ]
+    return store.matching_ids(filters.stored())
 
 
-def forget(store: Any, ids: List[str]) -> int:
+def forget(store: Store, ids: List[str]) -> int:
     """Delete the episodes ``ids`` in one transaction, all or none (an id that does not
     exist is a :class:`UserError` and nothing is deleted); returns how many."""
     from .checks import StoreError
@@ -268,14 +235,13 @@ def forget(store: Any, ids: List[str]) -> int:
         raise UserError(f"forget: {why[4:] if why.startswith('id: ') else why}") from None
 
 
-def reclaimable_bytes(store: Any) -> int:
+def reclaimable_bytes(store: Store) -> int:
     """The bytes of the file's free pages: what ``vacuum`` gives back at least."""
-    free = store.conn.execute("PRAGMA freelist_count").fetchall()[0][0]
-    return free * store.conn.execute("PRAGMA page_size").fetchall()[0][0]
+    return store.free_bytes()
 
 
 def export_lines(
-    store: Any, filters: Filters = Filters(), embeddings: bool = True
+    store: Store, filters: Filters = Filters(), embeddings: bool = True
 ) -> Generator[str, None, None]:
     """The episodes that match ``filters``, oldest row first, as JSONL lines (each ends
     with a newline) with every field ``sqlite-rrf import`` reads (:data:`EXPORT_FIELDS`):
@@ -287,45 +253,34 @@ def export_lines(
     A text another client stored as bytes that are not valid UTF-8 is written as every read
     shows it (each invalid sequence U+FFFD), and its original bytes, base64, under
     ``invalid_utf8`` (by field), which ``import`` ignores."""
-    where, params = filters.where()
     import base64
 
     import numpy as np
 
-    from ._sqlite import transaction
-    from .doctor.text import invalid_text
-
-    with transaction(store.conn, write=False):
-        bad = {b.rowid: b.columns for b in invalid_text(store.conn)}
-        for row in store.conn.execute(
-            f"SELECT {_COLUMNS}, rowid FROM episodes WHERE {where} ORDER BY rowid", params
-        ):
-            (eid, content, scope, kind, importance, md, created, accessed, count, emb, by, conf) = (
-                row[:-1]
-            )
-            vec = None
-            if embeddings and isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
-                vec = np.frombuffer(emb, "<f4").tolist()
-            line = {
-                "id": eid,
-                "content": content,
-                "scope": scope,
-                "kind": kind,
-                "importance": importance,
-                "metadata": _metadata(md),
-                "created_at": created,
-                "accessed_at": accessed,
-                "access_count": count,
-                "embedding": vec,
-                "superseded_by": by,
-                "confirmed_at": conf,
+    for row, bad in store.export_rows(filters.stored()):
+        (eid, content, scope, kind, importance, md, created, accessed, count, emb, by, conf) = row
+        vec = None
+        if embeddings and isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
+            vec = np.frombuffer(emb, "<f4").tolist()
+        line = {
+            "id": eid,
+            "content": content,
+            "scope": scope,
+            "kind": kind,
+            "importance": importance,
+            "metadata": _metadata(md),
+            "created_at": created,
+            "accessed_at": accessed,
+            "access_count": count,
+            "embedding": vec,
+            "superseded_by": by,
+            "confirmed_at": conf,
+        }
+        if bad:
+            line["invalid_utf8"] = {
+                col: base64.b64encode(raw).decode("ascii") for col, raw in sorted(bad.items())
             }
-            if row[-1] in bad:
-                line["invalid_utf8"] = {
-                    col: base64.b64encode(raw).decode("ascii")
-                    for col, raw in sorted(bad[row[-1]].items())
-                }
-            yield json.dumps(line, ensure_ascii=False) + "\n"
+        yield json.dumps(line, ensure_ascii=False) + "\n"
 
 
 def is_export(path: str) -> bool:
@@ -362,7 +317,7 @@ def file_size(path: str) -> int:
 VACUUM_CHECKPOINT_PATIENCE_MS = 1000
 
 
-def vacuum(store: Any) -> Dict[str, Any]:
+def vacuum(store: Store) -> Dict[str, Any]:
     """Give the space of deleted episodes back to the disk: rebuild the full-text index
     from the episodes (FTS5's ``rebuild``), rebuild the file (``VACUUM``), and write the
     rebuilt file back from the ``-wal`` and empty that (``wal_checkpoint(TRUNCATE)``: in
@@ -380,9 +335,7 @@ def vacuum(store: Any) -> Dict[str, Any]:
     until a later checkpoint, at the latest when the last connection closes) and
     ``wal_bytes``. A read-only database is a :class:`UserError`; so is another process
     holding the write lock past the busy timeout (nothing is lost then)."""
-    import apsw
-
-    from ._sqlite import patience, transaction
+    from .checks import StoreError
 
     path = store.path
     if store.readonly:
@@ -390,25 +343,16 @@ def vacuum(store: Any) -> Dict[str, Any]:
             f"vacuum: {path} is read-only (read-only media or permissions): nothing was changed"
         )
     before = file_size(path)
-    conn = store.conn
     try:
-        with transaction(conn):
-            conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
-        conn.execute("VACUUM")
-        with patience(conn, VACUUM_CHECKPOINT_PATIENCE_MS, store.busy_timeout_ms):
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
-    except (apsw.BusyError, apsw.LockedError):
-        raise UserError(
-            f"vacuum: {path}: another process held the write lock past the "
-            "busy timeout; the episodes are as they were; run it again "
-            "later"
-        ) from None
+        emptied = store.vacuum(VACUUM_CHECKPOINT_PATIENCE_MS)
+    except StoreError as e:
+        raise UserError(f"vacuum: {e}") from None
     wal = file_size(path) - file_size_main(path)
     return {
         "path": path,
         "size_before": before,
         "size_after": file_size(path),
-        "wal_emptied": not busy,
+        "wal_emptied": emptied,
         "wal_bytes": wal,
     }
 
@@ -421,14 +365,12 @@ def file_size_main(path: str) -> int:
         return 0
 
 
-def stats(store: Any) -> Dict[str, Any]:
+def stats(store: Store) -> Dict[str, Any]:
     """:meth:`Store.stats <sqlite_rrf.store.Store.stats>` and ``by_scope``: the
     episodes per scope, by name (as MCP's ``stats``)."""
     st = store.stats()
     by_scope: Dict[str, int] = {}
-    for scope, n in store.conn.execute(
-        "SELECT scope, count(*) FROM episodes GROUP BY scope ORDER BY scope"
-    ):
+    for scope, n in store.scope_counts(by_name=True):
         name = scope_name(scope)
         by_scope[name] = by_scope.get(name, 0) + n
     out: Dict[str, Any] = {}

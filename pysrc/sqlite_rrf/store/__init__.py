@@ -19,7 +19,9 @@ connection:
   codes, the 'knn' index (:class:`Maintenance`);
 * :mod:`.writes` — add, upsert, update, delete, get (:class:`Writes`);
 * :mod:`.recall` — recall and touch (:class:`Recall`);
-* :mod:`.stats` — counts and facts (:class:`Stats`).
+* :mod:`.stats` — counts and facts (:class:`Stats`);
+* :mod:`.records` — episodes as whole rows for a memory's management (list, get,
+  export), the free space and ``VACUUM`` (:class:`Records`).
 
 :class:`Store` itself is the open: the order in which a database is checked, migrated
 and readied. The concerns around the store have modules of their own: input checking
@@ -47,6 +49,7 @@ from ..stopwords import StopwordsRefresh
 from .binding import Binding, EmbedderLike
 from .connection import now_ms
 from .recall import Recall
+from .records import RECORD_COLUMNS, EpisodeFilter, Records
 from .stats import Stats
 from .writes import UNSET, Writes
 
@@ -57,10 +60,12 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "POOL_MODES",
     "PROFILES",
+    "RECORD_COLUMNS",
     "TOPIC_GATE_COSINE",
     "UNSET",
     "EmbedderLike",
     "Episode",
+    "EpisodeFilter",
     "RecallHit",
     "RecallResult",
     "Store",
@@ -72,7 +77,7 @@ __all__ = [
 ]
 
 
-class Store(Recall, Writes, Binding, Stats):
+class Store(Recall, Writes, Binding, Stats, Records):
     """An agent's memory in one SQLite file.
 
     Opening creates or migrates the database (WAL journal, ``busy_timeout``) and

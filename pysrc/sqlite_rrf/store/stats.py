@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .. import knn
 from ..migrations import current_version
 from ..stopwords import read_stopwords
 from .connection import Connection
@@ -43,17 +44,27 @@ class Stats(Connection):
             "bm25_stopwords": read_stopwords(self.conn),
         }
 
-    def scope_counts(self, most: Optional[int] = None) -> List[Tuple[str, int]]:
-        """``(stored scope, episodes)`` per scope, the largest first (then by name), at
-        most ``most`` of them (None: all)."""
+    def scope_counts(
+        self, most: Optional[int] = None, by_name: bool = False
+    ) -> List[Tuple[str, int]]:
+        """``(stored scope, episodes)`` per scope, the largest first (then by name), or
+        with ``by_name`` in the order of the stored names; at most ``most`` of them
+        (None: all)."""
+        order = "scope" if by_name else "n DESC, scope"
         return [
             (s, n)
             for s, n in self.conn.execute(
                 "SELECT scope, count(*) AS n FROM episodes GROUP BY scope "
-                "ORDER BY n DESC, scope LIMIT ?",
+                f"ORDER BY {order} LIMIT ?",
                 (-1 if most is None else most,),
             )
         ]
+
+    def knn_vectors(self) -> int:
+        """How many vectors the 'knn' pool's index holds (0: no index)."""
+        if not knn.has_knn(self.conn):
+            return 0
+        return int(self.conn.execute("SELECT count(*) FROM episodes_vec").fetchall()[0][0])
 
     def hit_facts(
         self, rowids: Sequence[int]
