@@ -352,14 +352,15 @@ best AS MATERIALIZED (
 --     trimmed and ASCII case folded) or when both have a usable vector (a similarity:
 --     there is a query vector), their embeddings' cosine is at least
 --     0.95 and their words, but for the stopwords listed, are the same
---     set (a changed number or name is not a duplicate: it may be an update). Each group of duplicates fills one slot,
---     its best row's, with its newest row (created_at; a tie: the better ranked), the
+--     set (a changed number or name is not a duplicate: it may be an update). Each
+--     group of duplicates fills one slot, its best row's, with its newest row (when it
+--     was last said: confirmed_at, else created_at; a tie: the better ranked), the
 --     others named in duplicate_ids (newest first). JSON, one array per group in the
 --     order of their best rows: [best pos, rowid, best score, [other ids]].
 fold AS MATERIALIZED (
   SELECT rrf_fold(p.collapse, 0.95, 'a about above after again all also am an and any are as at be been before being below between both but by can could did do does doing down during each few for from further had has have having he her here hers him his how i if in instead into is it its itself just me more most my no nor not now of off on once only or other our ours out over own rather same she should so some such than that the their theirs them then there these they this those through to too under until up very was we were what when where which while who whom why will with would you your yours', b.pos, b.rowid, e.id,
-                  b.score, b.created_at, e.content_key, e.content, e.embedding,
-                  b.similarity IS NOT NULL) AS groups
+                  b.score, coalesce(e.confirmed_at, b.created_at), e.content_key, e.content,
+                  e.embedding, b.similarity IS NOT NULL) AS groups
   FROM params AS p CROSS JOIN best AS b CROSS JOIN episodes AS e ON e.rowid = b.rowid
 ),
 -- 7b. The returned rows: the first :limit slots, each with its group's best score as
