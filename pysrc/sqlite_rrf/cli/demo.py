@@ -27,25 +27,20 @@ def _check_demo_db(path: str, sample_ids: set) -> None:
     as the demo's whose episodes are all the sample's."""
     import apsw
 
+    from ..store import Store, StoreError
+
     refuse = (
         f"{path} exists and is not a database the demo made; the demo never replaces "
         "a database it did not create. Give the demo another path "
         f"(sqlite-rrf demo {DEMO_DB})"
     )
     try:
-        conn = apsw.Connection(
-            f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        )
-    except apsw.Error:
+        with Store(path, readonly=True) as store:
+            mark = store.meta(_DEMO_MARK)
+            ids = set(store.matching_ids())
+    except (StoreError, apsw.Error):
         raise CliError(refuse) from None
-    try:
-        mark = conn.execute("SELECT value FROM rrf_meta WHERE key = ?", (_DEMO_MARK,)).fetchall()
-        ids = {r[0] for r in conn.execute("SELECT id FROM episodes")}
-    except apsw.Error:
-        raise CliError(refuse) from None
-    finally:
-        conn.close()
-    if not mark or not ids <= sample_ids:
+    if mark is None or not ids <= sample_ids:
         raise CliError(refuse)
 
 
@@ -73,7 +68,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"sqlite-rrf {__version__} — extension: {loadable_path()}")
     embedder = embedder_for(args)
     with Store(args.db) as store:
-        store.conn.execute("INSERT INTO rrf_meta VALUES (?, 1)", (_DEMO_MARK,))
+        store.add_meta(_DEMO_MARK, 1)
         if embedder is not None:
             store.attach_embedder(embedder)
         print(f"created {args.db} (schema version {store.stats()['schema_version']})")
