@@ -614,9 +614,12 @@ def test_hostile_ids_scopes_and_text_from_cli_and_shell_stay_inert(tmp_path, pro
     with Store(db) as s:
         assert s.count() == 3  # the refused ones were not written
 
-    rc, out, err = hook(db, payload("zebra", project), "--scope", ALL_SCOPES, env=env)
+    # a prompt the two hostile ids' texts match best (the shown-hit policy leaves out a hit
+    # under half the best one's relevance; the odd scope's is read on its own below)
+    prompt = payload("zebra notes shell system obey", project)
+    rc, out, err = hook(db, prompt, "--scope", ALL_SCOPES, env=env)
     assert rc == 0, err
-    lines = assert_inert(out, 3)
+    lines = assert_inert(out, 2)
     body = "\n".join(lines[1:])
     assert "&lt;/context&gt;" in body and "&lt;system-reminder&gt;" in body
     assert "_(id `` cli-&lt;/context&gt;`x` ``," in body
@@ -636,7 +639,7 @@ def test_a_directory_name_with_a_line_break_gives_a_one_line_scope(tmp_path):
     assert derive_scope(str(tmp_path / "a\tb\x1bc")) == "a b c"
 
 
-# ---- issue 20: the gate off by default; no duplicates, the latest fact first ----
+# ---- the gate off by default; copies in one bullet, a replaced fact not shown ----
 
 
 @needs_model
@@ -661,13 +664,14 @@ def test_the_gate_is_off_by_default_a_follow_up_is_answered(project, tmp_path):
 
 
 @needs_model
-def test_copies_fill_one_bullet_and_the_correction_comes_first(project, tmp_path):
+def test_copies_fill_one_bullet_and_a_replaced_fact_is_not_shown(project, tmp_path):
     from sqlite_rrf.embed import Embedder
 
     fact = "The team's shared password is stored in 1Password."
     fix = "Update: the shared password moved from 1Password to Vault."
     day, t0 = 86_400_000, 1_700_000_000_000
     db = tmp_path / "pw.db"
+    query = payload("where is the shared password?", project)
     with Embedder(_model()) as emb, Store(db, embedder=emb) as s:
         for t in (
             "We chose SQLite for the agent's memory.",
@@ -682,11 +686,14 @@ def test_copies_fill_one_bullet_and_the_correction_comes_first(project, tmp_path
                 for i in range(3)
             ]
         )
-        s.add(fix, created_at=t0 + 5 * day, scope="shop")
-    for limit in ("2", "3"):
-        rc, out, err = hook(db, payload("where is the shared password?", project), "--limit", limit)
+    rc, out, err = hook(db, query, "--limit", "3")
+    got = [b for b in bullets(out) if fact in b]
+    assert rc == 0 and len(got) == 1, (out, err)  # the three copies: one bullet
+    assert "id `copy2`" in got[0] and "stands for 2 near-duplicates" in got[0], out
+    with Embedder(_model()) as emb, Store(db, embedder=emb) as s:
+        s.add(fix, created_at=t0 + 5 * day, scope="shop", replaces="copy2")
+    for limit in ("1", "3"):
+        rc, out, err = hook(db, query, "--limit", limit)
         got = bullets(out)
-        assert rc == 0 and len(got) == int(limit), (out, err)
-        assert fix in got[0] and fact in got[1], out
-        assert sum(fact in b for b in got) == 1
-        assert "id `copy2`" in got[1] and "stands for 2 near-duplicates" in got[1], out
+        assert rc == 0 and got and fix in got[0], (out, err)
+        assert not any(fact in b for b in got), out  # nor any copy of it
