@@ -368,7 +368,8 @@ def test_three_tenants_in_three_processes_one_file_each(tmp_path):
             assert code == 0, err
             assert not any(r["error"] for r in results), results
             assert sorted(recalled(results[4])) == sorted(notes(i))
-            assert results[5]["structured"]["path"].endswith(f"tenant-{i}.db")
+            # a tenant sees its own name, never the server's path to its file
+            assert results[5]["structured"]["path"] == f"tenant tenant-{i}"
             assert results[5]["structured"]["memories"] == 4
         code, out, _ = outs["borrowed-token"]
         assert code == 3 and set(out["statuses"]) == {401}, out
