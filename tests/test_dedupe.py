@@ -114,7 +114,10 @@ def test_remembering_the_same_text_twice_keeps_one_episode_refreshed(tmp_path):
         assert s.count() == 2
         ep = s.get(first)
         assert ep.content == "The user uses fish shell, not bash."  # the text stays
-        assert (ep.created_at, ep.accessed_at) == (T0 + DAY, T0 + DAY)  # refreshed
+        # the first date stays; the repeat is recorded (confirmed_at) and refreshes the use
+        assert (ep.created_at, ep.accessed_at) == (T0, T0 + DAY)
+        confirmed = s.conn.execute("SELECT confirmed_at FROM episodes WHERE id = ?", (first,))
+        assert confirmed.fetchall()[0][0] == T0 + DAY
         assert ep.importance == "high" and ep.kind == "fact"
         assert ep.metadata == {"source": "chat"}
         # an older re-statement never moves the times back, nor lowers the importance
@@ -122,7 +125,7 @@ def test_remembering_the_same_text_twice_keeps_one_episode_refreshed(tmp_path):
             s.add("The user uses fish shell, not bash.", created_at=T0, importance="low") == first
         )
         ep = s.get(first)
-        assert (ep.created_at, ep.importance) == (T0 + DAY, "high")
+        assert (ep.created_at, ep.importance) == (T0, "high")
         keys_consistent(s)
 
 
