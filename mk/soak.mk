@@ -35,7 +35,7 @@ latency: build ## writer latency p50/p99 alone and under touching recalls (pools
 	$(PY) tests/soak/latency.py --episodes $(LATENCY_EPISODES) --seconds $(LATENCY_SECONDS) \
 	  --rounds $(LATENCY_ROUNDS) --workdir $(LATENCY_DIR) --json $(LATENCY_DIR)-report.json
 
-churn: build ## churn soak: first the recipe of one shell transaction after the Store's writes, checked before any write through the product (SciFact + 3,100 episodes, CHURN_RECIPE_QUERIES=40 queries, tests/soak/recipe_shell_txn.py); then CHURN_EPISODES=20000 episodes, CHURN_OPS=100000 operations from Store and the sqlite3 shell (no rrf), CHURN_CHECKPOINTS=25 checks of every BM25 path against bm25() and a fresh index (CHURN_TEXTS=scifact: SciFact abstracts; CHURN_FLAGS=--knn: with the vec0 index)
+churn: build ## churn soak: first the recipe of one shell transaction after the Store's writes, checked before any write through the product (SciFact + 3,100 episodes; the titles and new texts of the 60 rows the transaction wrote, REPLACEs of five forms first, and CHURN_RECIPE_QUERIES=40 random queries; tests/soak/recipe_shell_txn.py); then CHURN_EPISODES=20000 episodes, CHURN_OPS=100000 operations from Store and the sqlite3 shell (no rrf), CHURN_CHECKPOINTS=25 checks of every BM25 path against bm25() and a fresh index (CHURN_TEXTS=scifact: SciFact abstracts; CHURN_FLAGS=--knn: with the vec0 index)
 	$(PY) tests/soak/recipe_shell_txn.py --workdir $(CHURN_DIR)-recipe \
 	  --queries $(CHURN_RECIPE_QUERIES) --json $(CHURN_DIR)-recipe-report.json
 	$(PY) tests/soak/churn.py --episodes $(CHURN_EPISODES) --ops $(CHURN_OPS) \

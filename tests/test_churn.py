@@ -280,12 +280,14 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
     """Issue 30's recipe (tests/soak/recipe_shell_txn.py), before any write through the
     product: SciFact's 5,183 abstracts and 3,100 'zorblax' episodes by the Store, then one
     transaction of the 3.40 shell (3,099 deleted, 3,099 title-only inserted, 20 INSERT OR
-    REPLACE, 20 upserts, 10 UPDATE of content, 10 DELETE); the command line's list for the
-    issue's two titles, every path of the BM25 list for them and 4 more titles and claims
-    at depths 20 and 50, the functions alone at depths 1 to 10, and the list of a Store that
-    recalled them before the shell wrote, are bm25()'s."""
+    REPLACE of five forms, 20 upserts, 10 UPDATE of content, 10 DELETE); the command line's
+    list for the issue's two titles and the old titles of 5 rows the shell replaced, every
+    path of the BM25 list for the issue's titles, the old titles and new texts of 8 rows the
+    shell replaced (every form of REPLACE) and 4 more titles and claims at depths 20 and 50,
+    the functions alone at depths 1 to 10, and the list of a Store that recalled them before
+    the shell wrote, are bm25()'s."""
     recipe = _recipe()
-    report = recipe.run(str(tmp_path / "recipe"), queries=4)
+    report = recipe.run(str(tmp_path / "recipe"), queries=4, touched=8, cli_touched=5)
     with capsys.disabled():
         print(
             f"\nrecipe: {report['queries']} queries, {report['checked']['bm25_paths']} paths, "
@@ -294,12 +296,20 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
         )
     assert report["differences"] == []
     assert report["episodes"] == 5183 + 3100
-    assert report["cli_queries"] == 2 and report["queries"] == 6
-    assert report["warm_queries"] == 6 * len(recipe.DEPTHS)
-    assert report["shallow_checks"] == 6 * len(recipe.SHALLOW) * 3
+    # the rows the shell wrote: 20 REPLACEs (four of each form) first, then the others
+    forms = report["touched"]
+    assert len(forms) == 60 and forms[20:] == ["upsert"] * 20 + ["update"] * 10 + ["delete"] * 10
+    assert sorted(set(forms[:8])) == sorted(set(forms[:20])) and len(set(forms[:20])) == 5
+    # each of the 8 rows: its old title, and its new text's words (but for the same text)
+    assert 8 + 6 <= report["touched_queries"] <= 16
+    q = report["queries"]
+    assert 2 + report["touched_queries"] <= q <= 6 + report["touched_queries"]
+    assert report["cli_queries"] == 2 + 5
+    assert report["warm_queries"] == q * len(recipe.DEPTHS)
+    assert report["shallow_checks"] == q * len(recipe.SHALLOW) * 3
     checked = report["checked"]
-    assert checked["bm25_queries"] == 6 * len(recipe.DEPTHS)
-    assert checked["bm25_paths"] == PATHS * checked["bm25_fresh_queries"] == PATHS * 12
+    assert checked["bm25_queries"] == q * len(recipe.DEPTHS)
+    assert checked["bm25_paths"] == PATHS * checked["bm25_fresh_queries"] == PATHS * 2 * q
     assert checked["bm25_path_rows"] > 20 * checked["bm25_paths"]
 
 
@@ -316,7 +326,9 @@ def test_the_recipes_checks_can_fail(tmp_path, monkeypatch):
     def write(store):
         store.add("a write through the product", id="product-write")
 
-    report = recipe.run(str(tmp_path / "recipe"), zorblax=300, queries=0, cli=False, between=write)
+    report = recipe.run(
+        str(tmp_path / "recipe"), zorblax=300, queries=0, cli=False, between=write, touched=0
+    )
     assert report["differences"][-1] == "a write through the product came before the checks ended"
     from sqlite_rrf.store import Store
 

@@ -9,14 +9,18 @@ Then the Debian ``sqlite3`` shell (3.40, **no** rrf extension), in ONE transacti
 
 * deletes ``z1`` ... ``z<zorblax - 1>``;
 * inserts as many title-only episodes (a SciFact title each), so the count is unchanged;
-* 20 ``INSERT OR REPLACE``, 20 ``INSERT ... ON CONFLICT(id) DO UPDATE``, 10
-  ``UPDATE ... SET content`` and 10 ``DELETE`` of SciFact rows.
+* 20 ``INSERT OR REPLACE`` (of five forms: another text under the same id, the same
+  text, the title alone, another text at the row's own rowid, another text at a second
+  row's rowid), 20 ``INSERT ... ON CONFLICT(id) DO UPDATE``, 10 ``UPDATE ... SET
+  content`` and 10 ``DELETE`` of SciFact rows.
 
 With no write through the product in between, every query (the two SciFact titles of
-the issue and ``--queries`` random titles and claims) is checked against FTS5's
-``bm25()`` over the OR query of every word:
+the issue; the old title and the new text's first words of each row the transaction
+wrote, ``--touched`` of them, the REPLACEs first; ``--queries`` random titles and
+claims) is checked against FTS5's ``bm25()`` over the OR query of every word:
 
-* the command line's list for the issue's two titles (``sqlite-rrf recall DB QUERY --json
+* the command line's list for the issue's two titles and the old titles of
+  ``--cli-touched`` rows written (``sqlite-rrf recall DB QUERY --json
   --limit 20 --no-touch --force --profile rrf --weights 1,0,0,0 --no-collapse --scope
   '*'``): bm25()'s top 20 (rows tied at the cut: any of them);
 * at depths 20 and 50, row for row and bit for bit, every path of the BM25 list
@@ -93,8 +97,22 @@ def build(db: str, docs: List[Tuple[str, str, str]], zorblax: int) -> None:
             store.add_many(zs[k : k + 2000])
 
 
-def churn_script(docs: List[Tuple[str, str, str]], zorblax: int, seed: int) -> str:
-    """The other client's one transaction."""
+def churn_script(
+    docs: List[Tuple[str, str, str]],
+    zorblax: int,
+    seed: int,
+    touched: Optional[List[Tuple[str, str, str]]] = None,
+) -> str:
+    """The other client's one transaction. ``touched`` (when given) gets one (form, old
+    title, new text) per SciFact row the transaction wrote, in the order written.
+
+    The INSERT OR REPLACEs vary what a REPLACE can do, four of each form: ``replace``
+    another document's text (the id conflicts: the old row goes, the new one takes a new
+    rowid, and SQLite fires no DELETE trigger for the old row, recursive_triggers being
+    off); ``replace-same`` the row's own text again; ``replace-title`` its title alone;
+    ``replace-rowid`` another text at the row's own rowid (both rowid and id conflict
+    with one row); ``replace-two`` another text with the rowid of one row and the id of
+    another (two rows removed by one statement)."""
     rng = random.Random(seed)
     lines = [".bail on", "BEGIN;"]
     gone = [f"z{i}" for i in range(1, zorblax)]
@@ -111,25 +129,57 @@ def churn_script(docs: List[Tuple[str, str, str]], zorblax: int, seed: int) -> s
         )
     picked = rng.sample(range(len(docs)), 60)
     text = lambda: (lambda d: f"{d[1]} {d[2]}")(rng.choice(docs))  # noqa: E731
-    for j in picked[:20]:
-        lines.append(
-            "INSERT OR REPLACE INTO episodes(id, content) VALUES "
-            f"({sql_text('sf' + docs[j][0])}, {sql_text(text())});"
+    note = touched.append if touched is not None else (lambda _t: None)
+    forms = ("replace", "replace-same", "replace-title", "replace-rowid", "replace-two")
+    for k, j in enumerate(picked[:20]):
+        form, sid, (_i, title, abstract) = (
+            forms[k % len(forms)],
+            sql_text("sf" + docs[j][0]),
+            docs[j],
         )
+        new = {"replace-same": f"{title} {abstract}", "replace-title": title}.get(form) or text()
+        rowid = "NULL"
+        if form == "replace-rowid":
+            rowid = f"(SELECT rowid FROM episodes WHERE id = {sid})"
+        elif form == "replace-two":  # the rowid of the next picked row that is still there
+            other = sql_text("sf" + docs[picked[(k + 1) % 20]][0])
+            rowid = f"(SELECT rowid FROM episodes WHERE id = {other})"
+        lines.append(
+            "INSERT OR REPLACE INTO episodes(rowid, id, content) VALUES "
+            f"({rowid}, {sid}, {sql_text(new)});"
+        )
+        note((form, title, new))
     for j in picked[20:40]:
+        new = text()
         lines.append(
             f"INSERT INTO episodes(id, content) VALUES ({sql_text('sf' + docs[j][0])}, "
-            f"{sql_text(text())}) ON CONFLICT(id) DO UPDATE SET content = excluded.content;"
+            f"{sql_text(new)}) ON CONFLICT(id) DO UPDATE SET content = excluded.content;"
         )
+        note(("upsert", docs[j][1], new))
     for j in picked[40:50]:
+        new = text()
         lines.append(
-            f"UPDATE episodes SET content = {sql_text(text())} "
+            f"UPDATE episodes SET content = {sql_text(new)} "
             f"WHERE id = {sql_text('sf' + docs[j][0])};"
         )
+        note(("update", docs[j][1], new))
     for j in picked[50:60]:
         lines.append(f"DELETE FROM episodes WHERE id = {sql_text('sf' + docs[j][0])};")
+        note(("delete", docs[j][1], ""))
     lines.append("COMMIT;")
     return "\n".join(lines) + "\n"
+
+
+def touched_queries(touched: List[Tuple[str, str, str]], n: int) -> List[str]:
+    """Queries from the rows the transaction wrote, the REPLACEs first: each row's old
+    title, and the first words of its new text (a title, or the start of one), for the
+    first ``n`` rows; no query twice."""
+    out: List[str] = []
+    for _form, title, new in touched[:n]:
+        out.append(title)
+        if new:
+            out.append(" ".join(new.split()[:12]))
+    return list(dict.fromkeys(q for q in out if q.strip()))
 
 
 def run_shell(db: str, script: str) -> None:
@@ -209,8 +259,9 @@ def ranked(conn: Any, query: str) -> Tuple[List[Tuple[str, int]], List[Tuple[str
     for rowid, s in rows:
         if s != last:
             rank, last = rank + 1, s
-        (eid,) = conn.execute("SELECT id FROM episodes WHERE rowid = ?", (rowid,)).fetchone()
-        out.append((eid, rank))
+        row = conn.execute("SELECT id FROM episodes WHERE rowid = ?", (rowid,)).fetchone()
+        # a rowid of the index that no row of episodes has (a REPLACE's phantom) is named
+        out.append((row[0] if row else f"<rowid {rowid}: in the index, not in episodes>", rank))
     if len(out) <= LIMIT:
         return sorted(out), []
     cut = out[LIMIT - 1][1]
@@ -338,19 +389,29 @@ def run(
     seed: int = 30,
     cli: bool = True,
     between: Optional[Callable[[Any], None]] = None,
+    touched: int = 60,
+    cli_touched: int = 20,
 ) -> Dict[str, Any]:
-    """Build, churn in the shell, check. The report's ``differences`` lists every miss."""
+    """Build, churn in the shell, check. The queries: the issue's two titles, those of
+    the first ``touched`` rows the shell's transaction wrote (touched_queries: the
+    REPLACEs first), and ``queries`` random titles and claims; the command line's recall
+    for the issue's titles and the old titles of the first ``cli_touched`` rows written.
+    The report's ``differences`` lists every miss."""
     os.makedirs(workdir, exist_ok=True)
     db = os.path.join(workdir, "recipe.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(db + suffix):
             os.remove(db + suffix)
     docs, claims = load_corpus(scifact)
+    written: List[Tuple[str, str, str]] = []
+    script = churn_script(docs, zorblax, seed, written)
     rng = random.Random(seed + 1)
     titles = [d[1] for d in docs]
-    qs = list(ISSUE_TITLES) + [
-        rng.choice(titles) if rng.random() < 0.7 else rng.choice(claims) for _ in range(queries)
-    ]
+    from_touched = touched_queries(written, touched)
+    qs = list(ISSUE_TITLES) + from_touched
+    qs += [rng.choice(titles) if rng.random() < 0.7 else rng.choice(claims) for _ in range(queries)]
+    qs = list(dict.fromkeys(qs))
+    cli_qs = list(dict.fromkeys(list(ISSUE_TITLES) + [t for _f, t, _n in written[:cli_touched]]))
     from sqlite_rrf.store import Store
 
     t0 = time.perf_counter()
@@ -360,15 +421,17 @@ def run(
         for n in DEPTHS:
             bm25_list(warm, q, n)
     t1 = time.perf_counter()
-    run_shell(db, churn_script(docs, zorblax, seed))
+    run_shell(db, script)
     t2 = time.perf_counter()
     try:
-        report = check(db, qs, list(ISSUE_TITLES) if cli else [], between, warm)
+        report = check(db, qs, cli_qs if cli else [], between, warm)
     finally:
         warm.close()
     report.update(
         db=db,
         episodes=len(docs) + zorblax,
+        touched=[f for f, _t, _n in written],
+        touched_queries=len(from_touched),
         build_s=round(t1 - t0, 1),
         shell_s=round(t2 - t1, 1),
         check_s=round(time.perf_counter() - t2, 1),
@@ -383,12 +446,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--zorblax", type=int, default=3100)
     p.add_argument("--queries", type=int, default=40, help="random titles and claims")
     p.add_argument("--seed", type=int, default=30)
+    p.add_argument(
+        "--touched",
+        type=int,
+        default=60,
+        help="rows the transaction wrote whose titles are queried",
+    )
+    p.add_argument(
+        "--cli-touched", type=int, default=20, help="of those, recalled by the command line"
+    )
     p.add_argument("--json", help="also write the report to this file")
     a = p.parse_args(argv)
     if not os.path.exists(os.path.join(a.scifact, "corpus.jsonl")):
         print(f"recipe: skipped, no SciFact data in {a.scifact}")
         return 0
-    r = run(a.workdir, a.scifact, a.zorblax, a.queries, a.seed)
+    r = run(
+        a.workdir,
+        a.scifact,
+        a.zorblax,
+        a.queries,
+        a.seed,
+        touched=a.touched,
+        cli_touched=a.cli_touched,
+    )
     print(
         f"recipe: {r['episodes']} episodes (built {r['build_s']} s, shell {r['shell_s']} s), "
         f"{r['cli_queries']} command-line recalls, {r['queries']} queries checked by "
