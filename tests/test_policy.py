@@ -135,6 +135,12 @@ def test_a_superseded_episode_is_left_out_unless_asked(tmp_path):
         assert rc == 0
         ids = [h["id"] for h in json.loads(out.getvalue())]
         assert ("e0" in ids) == present, (extra, ids)
+    out = io.StringIO()  # the text output says which fact replaced a hit
+    with contextlib.redirect_stdout(out):
+        rc = main(["recall", str(path), q, "--no-touch", "--scope", "*", "--include-superseded"])
+    assert rc == 0
+    (line,) = [l for l in out.getvalue().splitlines() if " e0 " in l]
+    assert line.endswith("[replaced by new]"), line
 
 
 # ---------------------------------------------------------------- the sample memory, as the hook

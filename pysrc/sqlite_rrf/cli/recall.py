@@ -9,15 +9,18 @@ import sys
 
 TYPE_CHECKING = False  # typing is not imported at run time: `sqlite-rrf hook` starts fast
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Dict, Optional
 
 from ..app import explain_in_words, note, parse_time, ranks_in_words
 from .common import CliError, open_db, weights_arg
 
 
-def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
+def format_hit(
+    i: int, h: Any, explain: bool, width: int = 100, replaced_by: Optional[str] = None
+) -> str:
     """Hit ``i`` as ``sqlite-rrf recall`` prints it: its id, score and relevance, its text,
-    its rank in each list and, with ``explain``, how its score was made."""
+    its rank in each list and, with ``explain``, how its score was made; ``replaced_by``:
+    the fact that replaced it (``--include-superseded`` shows such hits)."""
     rel = f"  relevance {h.relevance:.3f}" if h.relevance is not None else ""
     head = (
         f"{i}. {h.id}  score {h.score:.5f}{rel}"
@@ -27,6 +30,7 @@ def format_hit(i: int, h: Any, explain: bool, width: int = 100) -> str:
             if h.duplicates
             else ""
         )
+        + (f"  [replaced by {replaced_by}]" if replaced_by else "")
     )
     ranks = "   " + ranks_in_words(
         h.bm25_rank, h.vec_rank, h.recency_rank, h.access_rank, h.similarity
@@ -125,8 +129,12 @@ def recall_and_print(store: Any, args: argparse.Namespace) -> int:
         return 0
     if not result.skipped and not result.hits:
         print(result.reason or "no episodes matched")
+    replaced: Dict[int, Optional[str]] = {}
+    if getattr(args, "include_superseded", False) and result.hits:
+        facts = store.hit_facts([h.rowid for h in result])
+        replaced = {r: f[2] for r, f in facts.items()}
     for i, h in enumerate(result, 1):
-        print(format_hit(i, h, args.explain))
+        print(format_hit(i, h, args.explain, replaced_by=replaced.get(h.rowid)))
     return 0
 
 
