@@ -280,7 +280,7 @@ def cmd_knn(args: argparse.Namespace) -> int:
     with open_db(args) as store:
         had = store.has_knn
         store.enable_knn()
-        n = store.conn.execute("SELECT count(*) FROM episodes_vec").fetchall()[0][0]
+        n = store.knn_vectors()
     print(
         f"{args.db}: knn index {'already present' if had else 'created'} ({n} vectors); "
         "recall with --pool knn"
