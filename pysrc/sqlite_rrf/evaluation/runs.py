@@ -60,6 +60,8 @@ RUN_PARAMETERS = (
     "min_relevance",
     "time_expressions",
     "time_weight",
+    "min_share",
+    "include_superseded",
 )
 #: Parameters tuned on SciFact's **train** split (reported on test; docs/evaluation.md).
 #: convex: alpha swept 0.3-0.7 on train, nDCG@10 0.7242 / 0.7308 / 0.7368 / 0.7388 /
