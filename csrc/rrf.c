@@ -19,8 +19,8 @@
 ** aggregates (SQLITE_UTF8 | SQLITE_INNOCUOUS):
 **   rrf_topk(k, score, value)                              topk.c
 **   rrf_hamming_topk(k, qcode, rowids, codes)              quant.c
-**   rrf_fold(collapse, min_cosine, stopwords, pos, rowid, id, score, created_at, key,
-**            content, embedding, usable)                   fold.c
+**   rrf_fold(collapse, cos, stops, pos, rowid, id, score, at, key, text, vec, ok)
+**                                                          fold.c (docs/sql/rrf_fold.md)
 ** FTS5 auxiliary functions, through the connection's fts5_api when it has FTS5
 ** (bm25.c, B1):
 **   rrf_bm25(fts_table, n [, weight ...])                  bm25.c, bm25_score.c

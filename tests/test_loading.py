@@ -36,6 +36,7 @@ EXPECTED = {
     ("rrf_hamming", 2): "s",
     ("rrf_topk", 3): "a",
     ("rrf_hamming_topk", 4): "a",
+    ("rrf_fold", 12): "a",
     ("rrf_sum", -1): "s",
     ("fts5_query", 1): "s",
     ("fts5_query", 2): "s",
@@ -187,7 +188,7 @@ def test_flags_scalars_deterministic_innocuous_aggregates_innocuous():
     rows = c.execute(
         "SELECT name, narg, type, flags FROM pragma_function_list "
         "WHERE name IN ('vec_cosine','fts5_query','rrf_version','rrf_debug','rrf_fuse','rrf_explain',"
-        "'vec_signbits','rrf_hamming','rrf_topk','rrf_hamming_topk','rrf_sum')"
+        "'vec_signbits','rrf_hamming','rrf_topk','rrf_hamming_topk','rrf_sum','rrf_fold')"
     ).fetchall()
     assert len(rows) == len([k for k in EXPECTED if not k[0].startswith("rrf_bm25")])
     for name, narg, type_, flags in rows:
