@@ -108,7 +108,7 @@ def main() -> int:
     qs = questions(args.sample)
     texts = sorted({t for q in qs for t in [q["question"], *q["old"], *q["new"], *q["others"]]})
     n_ctx = 256
-    cache = EmbeddingCache(default_cache_path(), model_fingerprint(MODEL, n_ctx))
+    cache = EmbeddingCache(model_fingerprint(MODEL, n_ctx), default_cache_path())
     vecs, embedded, secs = embed_cached(
         texts, cache, lambda: Embedder(MODEL, n_ctx=n_ctx), progress=True
     )
