@@ -53,7 +53,7 @@
 **        the k nearest, as [rowid, null], pending rowids in ascending order (not
 **        counted in k). Another row with a NULL argument is skipped (H10).
 **   H17. A row whose rowids and codes do not fit together (stored data another
-**        client damaged) is pending, never an error (issue 19): codes that is not a
+**        client damaged) is pending, never an error: codes that is not a
 **        BLOB, or not n * length(qcode) bytes for its n rowids, makes each of its
 **        rowids pending (H16); a rowids BLOB whose length is not a multiple of 8
 **        stands for its whole int64s (the bytes after the last are ignored), each

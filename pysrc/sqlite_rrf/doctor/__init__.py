@@ -1,4 +1,4 @@
-"""Checking and repairing a memory database (``sqlite-rrf check DB [--repair]``, issue 19).
+"""Checking and repairing a memory database (``sqlite-rrf check DB [--repair]``).
 
 A memory is written by more than the Store; the schema's triggers keep the derived
 tables right under every write (docs/schema.md), but a client can still drop a trigger,

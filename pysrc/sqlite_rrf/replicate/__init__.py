@@ -1,5 +1,5 @@
 """A memory replicated with Litestream: ``sqlite-rrf replicate``, ``sqlite-rrf restore`` and
-read replicas (issue 24; docs/scaling.md says what each guarantees and costs). The
+read replicas (docs/scaling.md says what each guarantees and costs). The
 command line's part is :mod:`sqlite_rrf.cli.replicate`; the refreshed copy's is
 :mod:`.refresh`.
 
