@@ -1,5 +1,5 @@
 # Concurrency soak, writer latency under recalls, churn soak, crash-safety harness and
-# recall resources (issue 5, items 3-5; issue 11, items 3, 6 and 7).
+# recall resources.
 # Bounded: SOAK_SECONDS of soak, LATENCY_ROUNDS x 5 configurations x LATENCY_SECONDS,
 # CHURN_OPS operations, SOAK_RECALLS recalls, CRASH_RUNS kills.
 

@@ -1,4 +1,4 @@
-"""Writes from any client keep the indexes right (issue 11, items 2 and 6; migration
+"""Writes from any client keep the indexes right (migration
 0004, sql/knn.sql, docs/schema.md).
 
 A client here is the Debian ``sqlite3`` 3.40 shell (``/usr/bin/sqlite3``) or an apsw
@@ -692,7 +692,7 @@ def test_store_fills_the_codes_another_client_left_pending(tmp_path, how):
 
 @needs_shell
 def test_shell_insert_or_replace_leaves_no_old_text(tmp_path):
-    """Issue 11, item 2: INSERT OR REPLACE in the shell, then MATCH 'vault'."""
+    """INSERT OR REPLACE in the shell, then MATCH 'vault'."""
     db = new_store(
         tmp_path / "m.db",
         episodes=[
@@ -730,7 +730,7 @@ def test_shell_insert_or_replace_leaves_no_old_text(tmp_path):
 @needs_shell
 @needs_vec
 def test_knn_replace_then_delete_then_store_add_with_embedding(tmp_path):
-    """Issue 11, item 5: on a knn database a shell REPLACE of the newest episode
+    """On a knn database a shell REPLACE of the newest episode
     followed by its DELETE left a vector behind, and every Store.add with an
     embedding then failed (UNIQUE constraint on episodes_vec's primary key)."""
     db = new_store(tmp_path / "k.db", knn=True)
@@ -769,7 +769,7 @@ def test_knn_replace_then_delete_then_store_add_with_embedding(tmp_path):
 @needs_shell
 @pytest.mark.parametrize("knn", [False, pytest.param(True, marks=needs_vec)])
 def test_rowid_update_keeps_the_episode_findable_by_its_words(tmp_path, knn):
-    """Issue 11, item 5: UPDATE episodes SET rowid = 9000 WHERE id = 'e10'."""
+    """UPDATE episodes SET rowid = 9000 WHERE id = 'e10'."""
     db = new_store(tmp_path / "r.db", knn=knn)
     out = shell_ok(
         db,
@@ -803,7 +803,7 @@ def test_rowid_update_keeps_the_episode_findable_by_its_words(tmp_path, knn):
 
 @needs_shell
 def test_first_vector_fixes_the_dimension_whoever_writes(tmp_path):
-    """Issue 11, item 5: before rrf_meta held embedding_dim, a 3-d and a 4-d blob both
+    """Before rrf_meta held embedding_dim, a 3-d and a 4-d blob both
     landed. Now the first vector fixes the dimension, and a wrong-sized, empty,
     non-float32 or non-blob vector is refused, in the shell and through apsw."""
     db = tmp_path / "d.db"
@@ -864,7 +864,7 @@ def test_first_vector_fixes_the_dimension_whoever_writes(tmp_path):
 
 @needs_shell
 def test_trusted_schema_off_in_the_debian_shell(tmp_path):
-    """Issue 11, item 7: with PRAGMA trusted_schema=OFF the shell could not even read
+    """With PRAGMA trusted_schema=OFF the shell could not even read
     the database ("unsafe use of json_valid()"). Now it reads, searches and runs the
     recall statement; a write is refused whole, because SQLite 3.40's FTS5 is not an
     innocuous virtual table, which its triggers need."""

@@ -1,4 +1,4 @@
-"""The BM25 list is exactly FTS5 bm25()'s top :bm25_limit (issue 11): the recall statement's
+"""The BM25 list is exactly FTS5 bm25()'s top :bm25_limit: the recall statement's
 ``bm25`` CTE (sql/recall.sql 1a-1d), ``rrf_bm25_or`` and ``rrf_bm25_idf`` (csrc/bm25_or.c
 B10..B13, csrc/bm25_idf.c B14).
 
@@ -988,7 +988,7 @@ def test_property_B16_the_one_call_list_equals_bm25_across_sql_churn(
     c.close()
 
 
-# ------------------------------------------- issue 19: every path, every writer, a fresh index
+# ------------------------------------------- every path, every writer, a fresh index
 #
 # After a churn of writes from the Store and from Debian's sqlite3 shell (no extension), with a
 # word rising above half of the rows and falling back, every path of the BM25 list must be

@@ -1,5 +1,5 @@
 """The churn soak's short form (tests/soak/churn.py; ``make churn`` runs the full one:
-20,000 episodes, 100,000 operations, 25 checkpoints). Issue 11, item 7.
+20,000 episodes, 100,000 operations, 25 checkpoints).
 
 A memory of 1,500 episodes goes through 5,000 operations from the Store and from the
 Debian sqlite3 shell without the rrf extension (recursive_triggers OFF), with 4
@@ -9,7 +9,7 @@ what the writes should have left, that the recall statement's BM25 list equals F
 bm25() over the OR query of every word (top bm25_limit, ids in order, ties by rowid),
 and that Store.recall of profile 'rrf' equals tests/test_recall.py's reference.
 
-Issue 19: every path of the BM25 list (the statement with rrf_bm25_or_top and with its
+Every path of the BM25 list (the statement with rrf_bm25_or_top and with its
 per-row filtered scan, under the stored, no, a fresh and an all-words stopword hint; the
 functions rrf_bm25_or_top, rrf_bm25_or and rrf_bm25 called directly) is bm25()'s top row
 for row and bit for bit, bm25() of the live index is that of an index built afresh from
@@ -90,7 +90,7 @@ def test_short_churn(tmp_path, capsys):
     assert checked["bm25_queries"] == 5 * 12 and checked["bm25_rows"] > 1000
     assert checked["reference_recalls"] == 5 * 4
     assert report["episodes_end"] > 1000
-    # issue 19: every path, a fresh index, the crossing of half of the rows
+    # every path, a fresh index, the crossing of half of the rows
     assert_issue19_checks(report, checkpoints=5, queries=12)
 
 
@@ -118,8 +118,8 @@ SCIFACT = os.path.join(os.path.dirname(HERE), "..", "shared", "data", "scifact")
     reason="the SciFact data (../shared/data/scifact) is not there",
 )
 def test_short_churn_of_scifact_abstracts(tmp_path, capsys):
-    """Issue 19's data: SciFact abstracts (each used again now and then: equal scores),
-    queried by SciFact titles and claims, the issue's two titles among them."""
+    """SciFact abstracts (each used again now and then: equal scores),
+    queried by SciFact titles and claims, the two titles of ``ISSUE19`` among them."""
     churn = _churn()
     report = churn.run(
         episodes=700,
@@ -277,7 +277,7 @@ def _recipe():
     reason="the SciFact data (../shared/data/scifact) is not there",
 )
 def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
-    """Issue 30's recipe (tests/soak/recipe_shell_txn.py), before any write through the
+    """The recipe of tests/soak/recipe_shell_txn.py, before any write through the
     product: SciFact's 5,183 abstracts and 3,100 'zorblax' episodes by the Store, then one
     transaction of the 3.40 shell (3,099 deleted, 3,099 title-only inserted, 20 INSERT OR
     REPLACE of five forms, 20 upserts, 10 UPDATE of content, 10 DELETE); the command line's

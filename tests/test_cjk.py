@@ -1,4 +1,4 @@
-"""Keyword hits in every script (issue 22; migration 0011, fts5_query's Q16,
+"""Keyword hits in every script (migration 0011, fts5_query's Q16,
 docs/languages.md).
 
 Migration 0011 indexes a segmented copy of each episode's text: every run of CJK

@@ -987,7 +987,7 @@ def test_touch_no_touch_and_topic_gate(tmp_path, rdb, corpus, embedder):
     assert isinstance(last, bytes)
     assert unit_cos(np.frombuffer(last, "<f4"), embedder.embed(QUERY)) > 0.999
 
-    # the gate is off unless asked for (issue 20): the same query in that session is answered
+    # the gate is off unless asked for: the same query in that session is answered
     again, p = recall_json(rdb, QUERY, "--session", "agent-1", "--no-touch", cwd=tmp_path)
     assert "skipped" not in p.stderr and len(again) == 3
     # with --topic-gate, the same query again in that session, in another process:
@@ -1210,7 +1210,7 @@ def test_demo_first_hit_is_the_vault_episode(demo_run):
     assert hits[0]["id"] == vault
 
 
-# ---- read-only media (issue 11, item 6) ----
+# ---- read-only media ----
 
 
 def _read_only_mount(src, mnt):
@@ -1361,7 +1361,7 @@ def test_a_command_imports_only_what_it_runs(tmp_path):
     assert _imported_by(tmp_path, "recall", db, "postgres") == ["apsw", "numpy", "sqlite_rrf.store"]
 
 
-# ---- issue 20: no duplicates, the latest fact first ----
+# ---- no duplicates, the latest fact first ----
 
 
 def test_add_twice_is_one_episode_and_an_import_says_how_many_repeated(tmp_path):

@@ -1,4 +1,4 @@
-"""A memory's whole life from the command line (issue 23): ``list``/``ls``, ``get``,
+"""A memory's whole life from the command line: ``list``/``ls``, ``get``,
 ``update``/``edit``, ``forget``/``rm``, ``export`` (and ``import`` back), ``vacuum`` and
 ``stats`` by scope, run as a user runs them (``python -m sqlite_rrf`` in a subprocess, once
 the ``sqlite-rrf`` script) on real database files, read back with apsw.

@@ -1,4 +1,4 @@
-"""Issue 20, items 4 and 6: no duplicates, the latest fact first, the topic gate off.
+"""No duplicates, the latest fact first, the topic gate off.
 
 Through the Store (the command line, the MCP server and the hook have their own tests in
 test_cli.py, test_mcp.py and test_hook.py):

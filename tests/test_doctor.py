@@ -1,4 +1,4 @@
-"""Issue 19, parts 2-5: every derived table heals or is named, whatever another client
+"""Every derived table heals or is named, whatever another client
 does to it (migration 0009, rrf_hamming_topk's H17, the open check and ``sqlite-rrf
 check``; pysrc/sqlite_rrf/doctor/).
 

@@ -161,7 +161,7 @@ def test_related_texts_are_closer(emb):
     assert float(a @ b) > float(a @ c) + 0.2
 
 
-# -- input robustness (issue 5, item 6) ----------------------------------------------------
+# -- input robustness ----------------------------------------------------------------------
 
 
 def test_long_text_is_truncated_to_context(emb, corpus_sample):

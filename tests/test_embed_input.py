@@ -1,4 +1,4 @@
-"""Hostile embedding input through the Store and the CLI (issue 5, item 6).
+"""Hostile embedding input through the Store and the CLI.
 
 tests/test_embed.py covers the Embedder itself (empty text, text far beyond the
 context, binary junk, missing and corrupt GGUF files). This file covers the paths

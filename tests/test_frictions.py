@@ -1,4 +1,4 @@
-"""What a new user met in a week with the command line (issue 32, section 2), each as the
+"""What a new user met in a week with the command line, each as the
 user meets it: the ``sqlite-rrf`` command in a subprocess, no model (SQLITE_RRF_MODEL
 unset, an empty offline Hugging Face cache), a real SQLite file read back with apsw.
 

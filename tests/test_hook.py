@@ -525,7 +525,7 @@ def test_a_database_on_read_only_media_is_recalled(tmp_path, project):
             subprocess.run(["umount", str(mnt)], capture_output=True)
 
 
-# ---- H4a: nothing from a memory forges structure (issue 19, item 6) ----
+# ---- H4a: nothing from a memory forges structure ----
 
 SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.which("sqlite3")
 #: A memory's text that tries to end the host's context block and start one of its own.

@@ -1,5 +1,5 @@
 """Hostile-input matrix: every SQL function of the extension x arguments of every
-type and shape (issue 5, item 2).
+type and shape.
 
 The functions: vec_cosine/2, fts5_query/1-2, rrf_version/0, rrf_debug/0, and
 rrf_fuse/1-3 and rrf_explain/2-4, each as an aggregate, as a window function

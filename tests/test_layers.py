@@ -299,8 +299,8 @@ def test_the_rule_sees_a_front_end_importing_another(tmp_path, monkeypatch, modu
     assert bool(found) is breach, found
 
 
-#: The most lines a Python module of the package may have, and a C file of csrc/ (issue
-#: 25): a newcomer finds one concern per file.
+#: The most lines a Python module of the package may have, and a C file of csrc/:
+#: a newcomer finds one concern per file.
 MAX_PY_LINES = 600
 MAX_C_LINES = 500
 

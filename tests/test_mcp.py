@@ -699,7 +699,7 @@ def test_a_read_only_database_is_served_for_recall(tmp_path):
     assert "is read-only: recall works" in errlog.read_text()
 
 
-# ---- issue 19: nothing from a memory forges structure (M8); numbers are ASCII ----
+# ---- nothing from a memory forges structure (M8); numbers are ASCII ----
 
 
 def test_hostile_memories_through_mcp_stay_inert(tmp_path):
@@ -774,7 +774,7 @@ def test_time_arguments_are_ascii_and_errors_name_them(tmp_path):
     run(main())
 
 
-# ---- M9: no duplicates, the latest fact first (issue 20) ----
+# ---- M9: no duplicates, the latest fact first ----
 
 
 def test_remember_twice_is_one_episode(tmp_path):
@@ -857,7 +857,7 @@ def test_recall_shows_copies_once_and_a_replaced_fact_never(tmp_path):
 def test_outputs_are_bounded(tmp_path):
     """M11: remember refuses a text above MAX_CONTENT_CHARS, nothing written; recall cuts
     each hit's text at max_chars, says so, and the structured content does not repeat
-    the text (issue 21: a 10 MB memory was answered with 20 MB)."""
+    the text (a 10 MB memory must not be answered with 20 MB)."""
     from sqlite_rrf.mcp import DEFAULT_RECALL_MAX_CHARS, MAX_CONTENT_CHARS
 
     db = tmp_path / "agent.db"
@@ -898,7 +898,7 @@ def test_outputs_are_bounded(tmp_path):
     run(main())
 
 
-# ---- issue 23: tools written for the model that reads them (M12-M14) ----
+# ---- tools written for the model that reads them (M12-M14) ----
 
 JARGON = re.compile(r"\bepisodes?\b|``|\bBM25\b|\browid\b|\bfused\b", re.IGNORECASE)
 

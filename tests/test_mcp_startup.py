@@ -1,7 +1,7 @@
 """M16 (docs/contract.md): ``sqlite-rrf mcp`` answers ``initialize`` before its model (and,
 from the second start, the SDK) has loaded, and its first tool call still waits for the
-model and uses it (issue 32: the stdio server took 1.2 to
-2.0 s before its first answer). Through the MCP SDK's own stdio client, with the real
+model and uses it (a stdio server that waited for the model took 1.2 to 2.0 s before its
+first answer). Through the MCP SDK's own stdio client, with the real
 model; how long ``initialize`` takes is measured in tests/bench/bench_mcp_start.py, not
 asserted here.
 

@@ -1,7 +1,7 @@
 """The schema migrations (pysrc/sqlite_rrf/migrations.py, sql/migrations/*.sql).
 
 Every test uses a real database file in ``tmp_path`` opened with apsw. The
-expectations come from DESIGN.md ("Schema") and issue 3, computed here without the
+expectations come from DESIGN.md ("Schema"), computed here without the
 runner's help: the migration files are counted and hashed by the test, the schema
 is read back from ``sqlite_master`` and the PRAGMAs, and the FTS index is checked
 by FTS5 itself (``integrity-check`` against the external content table) and by

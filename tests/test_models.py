@@ -1,10 +1,10 @@
-"""Models for people outside this repository (issue 10).
+"""Models for people outside this repository.
 
 - a model is a path or ``hf:ORG/REPO/FILE.gguf``, fetched through huggingface_hub; here the
   Hugging Face cache is filled offline (``HF_HUB_OFFLINE=1``) from the shared GGUF model,
   laid out as huggingface_hub lays out a download;
 - the order: ``--model``, ``SQLITE_RRF_MODEL``, the default; the database's own model is
-  never loaded or downloaded because the database names it (issue 19, item 7);
+  never loaded or downloaded because the database names it;
 - a database remembers its model by name, dimension and fingerprint, and refuses another
   model of the same dimension (a real second GGUF: the shared one with its token
   embeddings shuffled);
@@ -111,7 +111,7 @@ def test_a_path_spec_expands_the_home_directory(monkeypatch, tmp_path):
 def test_choice_order(monkeypatch):
     monkeypatch.delenv(MODEL_ENV, raising=False)
     assert choose_model() == DEFAULT_MODEL
-    # the database's model is never chosen because the database names it (issue 19, 7)
+    # the database's model is never chosen because the database names it
     assert choose_model(remembered="hf:a/b/c.gguf") == DEFAULT_MODEL
     assert choose_model(remembered="/abs/m.gguf") == DEFAULT_MODEL
     assert choose_model(remembered="all-MiniLM-L6-v2-f16.gguf") == DEFAULT_MODEL
@@ -330,7 +330,7 @@ def test_without_a_model_everything_works_and_says_so_once(tmp_path):
         '{"id": "c", "content": "Backups of Postgres run every six hours"}\n'
     )
     p = ok(cli("import", db, jsonl, cwd=tmp_path))
-    # said once a day per database (issue 23): the add above said it
+    # said once a day per database: the add above said it
     assert "imported 2" in p.stdout and "vector list is off" not in p.stderr
     p = ok(cli("recall", db, "postgres credentials", "--json", cwd=tmp_path))
     import json
@@ -417,7 +417,7 @@ def test_a_database_with_embeddings_recalls_without_a_model_and_says_so(tmp_path
     assert p.stderr.count("vector list is off") == 1
     assert str(gone) in p.stderr  # the database's own model, which is missing
     p = ok(cli("add", db, "another one", "--id", "b", cwd=tmp_path))
-    # the recall above said that the vector list is off (once a day per database, issue 23)
+    # the recall above said that the vector list is off (once a day per database)
     assert "vector list is off" not in p.stderr and f"sqlite-rrf embed {db}" in p.stderr
     assert _count(db, "embedding IS NULL") == 1 and _count(db) == 2
 
@@ -510,7 +510,7 @@ def test_demo_never_replaces_a_database_it_did_not_make(tmp_path):
     assert p.returncode == 1 and _count(tmp_path / "sqlite-rrf-demo.db", "id = 'real'") == 1
 
 
-# ---- a model named only by the database is not loaded (issue 19, item 7) ----
+# ---- a model named only by the database is not loaded ----
 
 
 def _set_remembered(db: Path, spec: str) -> None:
@@ -569,7 +569,7 @@ def test_a_path_named_by_the_database_is_never_opened(tmp_path):
         input=json.dumps({"prompt": "postgres credentials"}),
         text=True,
         capture_output=True,
-        timeout=300,  # notes of its own (issue 23)
+        timeout=300,  # notes of its own
         env=dict(_no_model_env(tmp_path), XDG_CACHE_HOME=str(tmp_path / "c")),
     )
     assert hook.returncode == 0 and "_(id `a`" in hook.stdout, hook.stderr

@@ -1,5 +1,5 @@
 """Notes on stderr about a database are said once a day per database, not once per
-process (issue 23): the prompt hook runs a process per prompt, and its "the vector list is
+process: the prompt hook runs a process per prompt, and its "the vector list is
 off" note (about 520 characters) went to stderr on every one.
 
 :func:`sqlite_rrf.app.note` with a database remembers what it said in

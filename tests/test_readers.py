@@ -1,4 +1,4 @@
-"""Reads never wait, and opening is cheap (issue 21, items 2 and 3).
+"""Reads never wait, and opening is cheap.
 
 Each case runs the real thing: a second process (the ``sqlite3`` shell, else Python)
 holding ``BEGIN IMMEDIATE``; a real full file system (a small tmpfs); a real read-only file

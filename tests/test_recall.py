@@ -1050,7 +1050,7 @@ def test_equal_scores_come_newest_first(store):
     assert [h.id for h in got] == [f"t{i}" for i in range(8)]
 
 
-# ---- vectors the store cannot use (issue 11, item 6) ----
+# ---- vectors the store cannot use ----
 
 
 def test_unusable_vectors_are_refused_where_the_extension_is_loaded(small_store):
@@ -1102,7 +1102,7 @@ def test_a_nan_vector_from_another_client_is_skipped_and_named(tmp_path):
         assert [h.id for h in res if h.id != want[0]][:5] == want[1:6]
 
 
-# ---- filters: scope, kind, since, until (issue 12, item 2) ----
+# ---- filters: scope, kind, since, until ----
 
 
 @pytest.fixture(scope="module")

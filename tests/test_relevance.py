@@ -1,4 +1,4 @@
-"""Absolute relevance and the floor (issue 20, item 3: silence when nothing is relevant).
+"""Absolute relevance and the floor (silence when nothing is relevant).
 
 - every hit's ``relevance`` equals a plain reference computed here from the texts (FTS5's
   IDF and bm25 formulas written out, the logistic model of :mod:`sqlite_rrf.relevance`);

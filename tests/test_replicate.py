@@ -1,4 +1,4 @@
-"""Replication with the real Litestream (issue 24): the restore drill, point-in-time
+"""Replication with the real Litestream: the restore drill, point-in-time
 restore, the read replicas (Litestream's VFS with the extension loaded, and a followed
 copy), and the command line's refusals.
 

@@ -1,4 +1,4 @@
-"""Resource use of recall (issue 5, item 5).
+"""Resource use of recall.
 
 * **Flat memory over many recalls**: one process, one Store on a small database,
   ``RECALLS`` (10,000 in the suite; ``make soak`` runs 100,000) calls of

@@ -1,4 +1,4 @@
-"""Scopes (issue 23): the shared scope has a name (``shared``, stored as ``''``), and a
+"""Scopes: the shared scope has a name (``shared``, stored as ``''``), and a
 recall covers the project's scope and the shared one by default, everywhere (the hook,
 MCP, the command line); an explicit scope narrows it. These are the application layer's
 rules (pysrc/sqlite_rrf/app.py)."""

@@ -6,7 +6,7 @@ exactly once with their last content, nothing from a raised operation visible, P
 integrity_check, both FTS5 integrity checks, FTS index = episodes, no SQLITE_BUSY
 reaching a caller.
 
-tests/soak/latency.py (issue 11, items 3 and 6): writers alone, and with touching
+tests/soak/latency.py: writers alone, and with touching
 recall readers of pools 'recent' and 'all', and the control that holds the write lock
 for the whole recall the way Store did before. The figures must exist and no
 BusyError may reach a caller; the speeds are shown, never asserted."""

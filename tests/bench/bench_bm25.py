@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the recall statement's BM25 list against FTS5's floor (issue 13, target 3).
+"""Benchmark: the recall statement's BM25 list against FTS5's floor.
 
 Run by hand (not part of the test suite)::
 
@@ -55,7 +55,7 @@ DB_DIR = os.path.join(OUT_DIR, "bm25")
 SEED = 20240607
 LIMIT = 50
 
-#: The statement's BM25 list before issue 13's target 3 (sql/recall.sql's CTEs 1a-1d,
+#: The statement's older, slower BM25 list (sql/recall.sql's CTEs 1a-1d,
 #: comments removed, ``params`` reduced to the one parameter they read).
 OLD_BM25_SQL = """WITH
 params AS (SELECT coalesce(:bm25_limit, 50) AS bm25_limit),

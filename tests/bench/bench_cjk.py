@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark: keyword recall in every script, and what it costs English (issue 22,
-migration 0011, docs/languages.md).
+"""Benchmark: keyword recall in every script, and what it costs English
+(migration 0011, docs/languages.md).
 
 Run by hand (not part of the test suite)::
 

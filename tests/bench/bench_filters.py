@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What a filter costs: the recall statement at N episodes (default 100k) with no filter,
 with a scope that holds 1 %, 10 % or 50 % of the rows, with a kind, and with a time range
-(issue 12, item 2: "indexes make a filtered recall at 100k cost no more than an
-unfiltered one"), and with two scopes, a project's and the shared one (:scope2, issue 23:
+(the target: "indexes make a filtered recall at 100k cost no more than an
+unfiltered one"), and with two scopes, a project's and the shared one (:scope2:
 what the hook, MCP and the CLI recall by default), in the default pool and in 'recent'.
 
 The database is bench_recall's (built once and cached under tests/bench/out/cache), copied

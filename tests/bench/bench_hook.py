@@ -1,5 +1,5 @@
 """End-to-end latency of ``sqlite-rrf hook DB`` per prompt, process start included, with
-and without a warm server (issue 21, item 5), and through Claude Code's HTTP hook (issue 32).
+and without a warm server, and through Claude Code's HTTP hook.
 
     .venv/bin/python tests/bench/bench_hook.py [--sizes 10000,100000] [--runs 20]
                                                [--server-sizes 1000000] [--model PATH]
@@ -33,7 +33,7 @@ and 1,000,000), the recall in the warm server alone: the socket round trip of a 
 that is already running (the server's default recall: embed the prompt, the statement,
 render), p50/p90 over the same prompts.
 
-Targets (issue 21): with the server and the model, p50 <= 2.5x ``python3 -c pass``;
+Targets: with the server and the model, p50 <= 2.5x ``python3 -c pass``;
 without a server, <= 240 ms of CPU; under a held write lock, the same as without one.
 Exit status 0 even when a target is missed (a measurement, not a test).
 """

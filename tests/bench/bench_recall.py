@@ -117,8 +117,8 @@ TOLERANCE = 1e-9
 TARGET_SPEEDUP = 3.0  # (a) at least 3x faster than (b), at 100k
 TARGET_OVER_BM25 = 1.25  # (a) at most 1.25x (c), at 100k
 TARGET_SIZE = 100_000
-TARGET_OVER_B_OURS = 1.1  # (a) at most 1.1x (b:ours), at every size (issue 13)
-TARGET_PREPARE_MS = 2.0  # preparing (a) at most 2 ms (issue 13)
+TARGET_OVER_B_OURS = 1.1  # (a) at most 1.1x (b:ours), at every size
+TARGET_PREPARE_MS = 2.0  # preparing (a) at most 2 ms
 OLD_STATEMENT_COMMIT = "c9de0b7"  # sql/recall.sql before the statements were composed
 CHILD_FLAG = "--_child"
 
@@ -1756,7 +1756,7 @@ def report(result: dict, variants: List[str]) -> None:
 
 
 def fusion_target_lines(results: List[dict]) -> List[str]:
-    """Issue 13's target 4 per size: (a) / (b:ours) (wall, cpu, paired cpu) and the prepare."""
+    """The fusion target per size: (a) / (b:ours) (wall, cpu, paired cpu) and the prepare."""
     out = []
     for r in results:
         m = r["methods"]

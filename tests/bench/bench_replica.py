@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: Litestream replication of a memory (issue 24) — the restore time and the
+"""Benchmark: Litestream replication of a memory — the restore time and the
 replica's disk at N memories, and the read replicas' lag and recall latency against the
 primary's.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: recall latency vs N for every pool, the stages and baselines it is made of,
-the quantized pool's quality, and the memory each needs (issue 13: "a million episodes
-in under 100 ms").
+the quantized pool's quality, and the memory each needs (the target: "a million
+episodes in under 100 ms").
 
 Run by hand or by ``make bench`` (not part of the test suite)::
 
@@ -347,7 +347,7 @@ def bench_size(n: int, queries: List[Tuple[str, str, bytes]], args: argparse.Nam
         probe.close()
         t0 = time.perf_counter()
         store = TimedStore(dst)
-        store.fill_codes()  # an open does no upkeep (issue 21): the upgrade's last step
+        store.fill_codes()  # an open does no upkeep: the upgrade's last step
         open_s = time.perf_counter() - t0
         res["upgrade"] = {
             "store_open_s": open_s,

@@ -1,4 +1,4 @@
-"""Silence when nothing is relevant (issue 20, item 3): how often the prompt hook prints
+"""Silence when nothing is relevant: how often the prompt hook prints
 nothing for prompts its memory cannot answer, and what the relevance floor costs the
 questions it can.
 

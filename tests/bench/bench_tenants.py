@@ -1,4 +1,4 @@
-"""Many tenants, one server (issue 24): ``sqlite-rrf serve --dir DIR --http PORT`` with one
+"""Many tenants, one server: ``sqlite-rrf serve --dir DIR --http PORT`` with one
 memory file per tenant, asked by the MCP SDK's streamable-HTTP client.
 
     .venv/bin/python tests/bench/bench_tenants.py [--tenants 100] [--clients 3,5,10]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Crash-safety harness of the memory store (issue 5, item 4; ``make crash``).
+"""Crash-safety harness of the memory store (``make crash``).
 
 Kills (SIGKILL) a writing process at random points, at least ``--kills`` times, half
 of them during imports and half during migrations, and after every kill checks the

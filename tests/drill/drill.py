@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The restore drill (issue 24): lose the machine while several processes write, restore
+"""The restore drill: lose the machine while several processes write, restore
 from the Litestream replica, and count what was lost.
 
 One run, in a fresh directory:

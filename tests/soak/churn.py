@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Churn soak: a memory's long life, written by the Store and by the plain sqlite3 shell
-(issue 11, item 7; ``make churn``; the short form is tests/test_churn.py).
+(``make churn``; the short form is tests/test_churn.py).
 
 A memory of ``--episodes`` episodes (20,000) goes through ``--ops`` operations (100,000),
 in segments that alternate between two clients:
@@ -44,7 +44,7 @@ memory is checked:
     200), ids in order, ties by rowid, and the scores equal. The statement's list is
     read through ``Store.recall`` (``pool_size=0``, no query vector, so the candidates
     are the BM25 hits; sorted by ``bm25_score``, rowid);
-(b') every path of that list (issue 19), row for row and bit for bit against the same
+(b') every path of that list, row for row and bit for bit against the same
     bm25() list: the statement's own BM25 CTEs (sql/recall.sql) with rrf_bm25_or_top and
     with the per-row filtered scan (a ``since`` every row passes), each under the stored
     stopword hint, no hint, the hint of this moment and a hint of every word of the query;
@@ -66,7 +66,7 @@ memory is checked:
 
 ``--texts scifact`` writes BEIR SciFact's abstracts instead (title and abstract, each
 used again now and then, so equal scores and ties are common) and queries SciFact's
-titles and claims, issue 19's two titles among the fixed queries.
+titles and claims, the two titles of ``ISSUE19`` among the fixed queries.
 
 prints the counts (episodes, operations by kind and by client, checkpoints, queries
 checked, mismatches) and exits 1 on any mismatch or unexpected error. ``--client apsw``
@@ -97,7 +97,7 @@ if TESTS not in sys.path:
 SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.which("sqlite3")
 #: --texts scifact reads the BEIR SciFact corpus and claims (../shared/data/scifact).
 SCIFACT = os.path.join(os.path.dirname(os.path.dirname(TESTS)), "shared", "data", "scifact")
-#: Two SciFact titles for which issue 19 saw a BM25 list that was not bm25()'s top 20.
+#: Two SciFact titles for which an earlier statement gave a BM25 list that was not bm25()'s top 20.
 ISSUE19 = (
     "Cryo-EM structure of a herpesvirus capsid at 3.1 \u00c5",
     "The Evolution of Dominance in Sporophytic Self-Incompatibility Systems. II. "

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writer latency with and without concurrent touching recalls (issue 11, items 3 and 6;
-``make soak``).
+"""Writer latency with and without concurrent touching recalls
+(``make soak``).
 
 Readers never block writers: a recall reads in a read transaction and touches its hits
 afterwards in a short write transaction of its own (``Store._touch``). This tool shows it
@@ -13,8 +13,8 @@ copy of the same database for ``--seconds``:
 ``recent``    the writers and one reader process recalling with ``pool='recent'``;
 ``all``       the writers and one reader recalling with ``pool='all'``;
 ``mixed``     the writers, one ``all`` reader and one ``recent`` reader (the issue's setup);
-``control``   the writers and one ``all`` reader that recalls the way Store did before
-              issue 11: ``BEGIN IMMEDIATE``, the statement, the touch, ``COMMIT`` — the
+``control``   the writers and one ``all`` reader that recalls the way Store once did:
+              ``BEGIN IMMEDIATE``, the statement, the touch, ``COMMIT`` — the
               write lock held for the whole statement. Not the product: it shows that the
               figures can tell a writer that waits for recalls from one that does not.
 
@@ -277,7 +277,7 @@ def reader(args: argparse.Namespace) -> int:
         t = time.perf_counter()
         try:
             if args.how == "locked":
-                # Store.recall before issue 11: the write lock for the whole statement
+                # Store.recall as it once was: the write lock for the whole statement
                 params = Store._recall_params(10, None, None, args.pool, None, None)
                 b = dict(params, query=query, qvec=qvec.tobytes())
                 store.conn.execute("BEGIN IMMEDIATE")

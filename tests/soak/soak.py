@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Concurrency soak of the memory store (issue 5, item 3; ``make soak``).
+"""Concurrency soak of the memory store (``make soak``).
 
 Several processes work on one WAL database through :class:`sqlite_rrf.store.Store`
 for a fixed time:
