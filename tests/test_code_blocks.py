@@ -21,6 +21,7 @@ from tests.bench.bench_recall import split_ctes
 from tests.test_any_client import SHELL, check_blocks, check_consistent, needs_shell, plain
 
 from sqlite_rrf.checks import recall_params
+from sqlite_rrf.resources import statement_params
 from sqlite_rrf.statements import recall_statement
 from sqlite_rrf.store import Store
 
@@ -95,7 +96,8 @@ def ref_codes(conn, qvec: bytes, scope=None, since=None) -> list:
 
 
 def rows(conn, sql: str, b: dict) -> list:
-    return [r for (r,) in conn.execute(sql, b)]
+    # every parameter the stage names is bound (None: the statement's default)
+    return [r for (r,) in conn.execute(sql, {**dict.fromkeys(statement_params(sql)), **b})]
 
 
 def without_blocks(conn, sql: str, b: dict) -> list:
