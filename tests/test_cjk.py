@@ -872,7 +872,7 @@ def test_a_long_migration_says_how_long_on_a_terminal(monkeypatch):
     err = Tty()
     monkeypatch.setattr(mig, "PROGRESS_EVERY_S", 0.0)
     monkeypatch.setattr(mig.sys, "stderr", err)
-    assert migrate(conn) == [11]
+    assert migrate(conn, [m for m in available() if m.version <= 11]) == [11]
     lines = err.getvalue().splitlines()
     assert lines and all(
         line.startswith("sqlite-rrf: migration 0011_every_script: ") for line in lines

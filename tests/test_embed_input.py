@@ -216,6 +216,7 @@ def test_cli_import_nul_only_content_is_a_one_line_error(tmp_path, embedder):
         + json.dumps({"id": "b", "content": "\u0000"})
         + "\n"
     )
+    Store(db).close()  # an existing memory: import says only what went wrong
     proc = _cli("import", db, str(f), "--model", embedder.model_path)
     _one_line_error(proc)
     assert b"line 2" in proc.stderr

@@ -320,7 +320,7 @@ def test_without_a_model_everything_works_and_says_so_once(tmp_path):
     db = tmp_path / "m.db"
     p = ok(cli("add", db, "Postgres credentials are kept in Vault", "--id", "a", cwd=tmp_path))
     assert p.stdout.strip() == "a"
-    notes = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    notes = [ln for ln in p.stderr.splitlines() if ln.strip() and "created a new memory" not in ln]
     assert len(notes) == 1 and "vector list is off" in notes[0]
     assert "sqlite-rrf model" in notes[0] and "--model" in notes[0]
     assert "shared" not in p.stderr
