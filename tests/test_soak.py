@@ -91,8 +91,11 @@ def test_short_latency_soak(tmp_path, capsys):
     for name, pool in (("recent", "recent"), ("all", "all")):
         rec = configs[name]["recalls"][pool]
         assert rec["n"] > 0 and rec["p50_ms"] is not None, name
-        # every recall that returned hits touched them, and the touches were measured
-        assert configs[name]["touched"] > 0 and configs[name]["not_touched"] == 0, name
+        # the recalls that returned hits touched them, and the touches were measured; a
+        # touch is best effort (it waits 50 ms for a writer's lock, then gives up), so on
+        # a loaded machine a few may give up, never most of them
+        done, skipped = configs[name]["touched"], configs[name]["not_touched"]
+        assert done > 0 and skipped <= done // 10, (name, done, skipped)
         assert configs[name]["touch_ms"]["n"] == rec["n"], name
     # the control (the old way: the write lock for the whole statement) made writers wait:
     # the lock-wait meter sees what it is there to see

@@ -241,6 +241,7 @@ def writer(args: argparse.Namespace) -> int:
 def reader(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from sqlite_rrf.resources import statement_params
     from sqlite_rrf.statements import recall_statement
     from sqlite_rrf.store import Store
 
@@ -279,14 +280,22 @@ def reader(args: argparse.Namespace) -> int:
             if args.how == "locked":
                 # Store.recall as it once was: the write lock for the whole statement
                 params = Store._recall_params(10, None, None, args.pool, None, None)
-                b = dict(params, query=query, qvec=qvec.tobytes())
+                sql = recall_statement(args.pool)
+                b = {
+                    **dict.fromkeys(statement_params(sql)),  # None: the statement's default
+                    **params,
+                    "query": query,
+                    "qvec": qvec.tobytes(),
+                }
                 store.conn.execute("BEGIN IMMEDIATE")
                 try:
-                    rows = store.conn.execute(recall_statement(args.pool), b).fetchall()
+                    cur = store.conn.execute(sql, b)
+                    at = [d[0] for d in cur.getdescription()].index("rowid")
+                    rows = cur.fetchall()
                     store.conn.executemany(
                         "UPDATE episodes SET accessed_at = ?, access_count = access_count + 1 "
                         "WHERE rowid = ?",
-                        [(int(time.time() * 1000), r[-1]) for r in rows],
+                        [(int(time.time() * 1000), r[at]) for r in rows],
                     )
                     store.conn.execute("COMMIT")
                 except BaseException:
