@@ -101,4 +101,4 @@ include $(sort $(wildcard mk/*.mk))
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf build dist *.egg-info pysrc/*.egg-info pysrc/sqlite_rrf/rrf.so pysrc/sqlite_rrf/rrf.dylib \
-	  pysrc/sqlite_rrf/_kernels*.so pysrc/sqlite_rrf/_kernels.c demo wheels/*.whl wheels/*.tar.gz
+	  pysrc/sqlite_rrf/core/_kernels*.so pysrc/sqlite_rrf/core/_kernels.c demo wheels/*.whl wheels/*.tar.gz

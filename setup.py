@@ -4,8 +4,8 @@
    It is built with the setuptools compiler but as a plain shared library: no
    Python module init, no libpython, and only ``sqlite3_rrf_init`` exported, so
    the ``sqlite3`` shell and every other SQLite client can ``.load`` it.
-2. ``sqlite_rrf._kernels``: a cffi binding to csrc/kernels.c, so Python code can
-   run the cosine kernel on numpy arrays (see pysrc/sqlite_rrf/_build_kernels.py).
+2. ``sqlite_rrf.core._kernels``: a cffi binding to csrc/kernels.c, so Python code can
+   run the cosine kernel on numpy arrays (see pysrc/sqlite_rrf/core/_build_kernels.py).
 """
 
 import os
@@ -174,6 +174,6 @@ loadable = Extension(
 setup(
     version=VERSION,
     ext_modules=[loadable],
-    cffi_modules=["pysrc/sqlite_rrf/_build_kernels.py:ffibuilder"],
+    cffi_modules=["pysrc/sqlite_rrf/core/_build_kernels.py:ffibuilder"],
     cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
 )

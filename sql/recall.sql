@@ -5,7 +5,7 @@
 -- statement of any other, e.g. `sqlite-rrf sql --profile rrf > rrf.sql`.
 --
 -- Parameters (all named; NULL or unbound means the default given in `params`, the
--- first CTE below, written from the one table of defaults in sqlite_rrf.statements):
+-- first CTE below, written from the one table of defaults in sqlite_rrf.core.statements):
 --   :query        the user's text (searched with FTS5 through fts5_query)
 --   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
 --   The profiles (how the lists are fused, docs/profiles.md):
@@ -46,15 +46,15 @@
 -- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
 -- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in
 -- sql/recall/ (one per stage, pool and profile, and the filters written once;
--- python -m sqlite_rrf.statements --write): sqlite-rrf's Store, CLI, MCP server, hook
+-- python -m sqlite_rrf.core.statements --write): sqlite-rrf's Store, CLI, MCP server, hook
 -- and Datasette plugin run the statement of their pool and profile, made the same way.
 -- This statement: pool 'quantized', profile 'hybrid'.
 WITH
--- 0. Parameters with their defaults (generated from sqlite_rrf.statements.DEFAULTS,
---    the one place the defaults are written: python -m sqlite_rrf.statements --write).
+-- 0. Parameters with their defaults (generated from sqlite_rrf.core.statements.DEFAULTS,
+--    the one place the defaults are written: python -m sqlite_rrf.core.statements --write).
 --    The profile and the pool are this statement's own; k's default depends on the
 --    profile. time_from/time_to (ms, no default) is the window a time expression of
---    the query names (sqlite_rrf.timeexpr; NULL: none), w_time its weight in 'hybrid'.
+--    the query names (sqlite_rrf.core.timeexpr; NULL: none), w_time its weight in 'hybrid'.
 params AS (
   SELECT 'hybrid'                          AS profile,
          coalesce(:k, 60.0)                AS k,
@@ -374,7 +374,7 @@ top AS MATERIALIZED (
   ORDER BY g.key
   LIMIT (SELECT result_limit FROM params)
 ),
--- 7c. The relevance of each returned row (sqlite_rrf.relevance: in [0, 1], the same
+-- 7c. The relevance of each returned row (sqlite_rrf.core.relevance: in [0, 1], the same
 --     scale for every query), from its cosine and its BM25 score as a share of the
 --     query's IDF mass: its distinct terms' IDFs, a term no episode holds as if one
 --     did, a word of the stopwords hint 1e-6.

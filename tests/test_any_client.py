@@ -56,9 +56,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
+from sqlite_rrf.core.migrations import MigrationError, available, current_version, migrate
+from sqlite_rrf.core.sql_files import read_sql
 from sqlite_rrf.doctor import check_data
-from sqlite_rrf.migrations import MigrationError, available, current_version, migrate
-from sqlite_rrf.resources import read_sql
 from sqlite_rrf.store import Store, StoreError
 
 try:

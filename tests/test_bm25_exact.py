@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import sqlite_rrf
-from sqlite_rrf.migrations import migrate
-from sqlite_rrf.resources import read_sql, statement_params
+from sqlite_rrf.core.migrations import migrate
+from sqlite_rrf.core.sql_files import read_sql, statement_params
 from sqlite_rrf.store import Store
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,5 +1,5 @@
 """Every field has a documented maximum, refused at every way in, naming the field
-(sqlite_rrf.checks: MAX_ID_CHARS, MAX_SCOPE_CHARS, MAX_KIND_CHARS, MAX_METADATA_CHARS,
+(sqlite_rrf.core.validate: MAX_ID_CHARS, MAX_SCOPE_CHARS, MAX_KIND_CHARS, MAX_METADATA_CHARS,
 MAX_CONTENT_CHARS); every output of MCP is bounded, every field counted; an MCP recall
 that fails its checks writes nothing. Through the Store, the command line, ``import``, MCP
 (the SDK's stdio client) and ``serve --http`` (the SDK's HTTP client)."""
@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from sqlite_rrf.checks import (
+from sqlite_rrf.core.validate import (
     MAX_CONTENT_CHARS,
     MAX_ID_CHARS,
     MAX_KIND_CHARS,

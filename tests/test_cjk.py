@@ -51,8 +51,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
-from sqlite_rrf.migrations import available, migrate
-from sqlite_rrf.resources import read_sql, statement_params
+from sqlite_rrf.core.migrations import available, migrate
+from sqlite_rrf.core.sql_files import read_sql, statement_params
 from sqlite_rrf.store import Store
 
 SHELL = "/usr/bin/sqlite3" if os.path.exists("/usr/bin/sqlite3") else shutil.which("sqlite3")
@@ -855,7 +855,7 @@ def test_a_long_migration_says_how_long_on_a_terminal(monkeypatch):
     PROGRESS_EVERY_S seconds; 0 here so that every progress callback reports)."""
     import io
 
-    from sqlite_rrf import migrations as mig
+    from sqlite_rrf.core import migrations as mig
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -539,7 +539,7 @@ def embedder():
         pytest.skip("llama_cpp (the embed extra) is not importable")
     if not os.path.isfile(MODEL):
         pytest.skip(f"the embedding model {MODEL} is not there")
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     e = Embedder(MODEL, n_ctx=256)
     yield e
@@ -1316,7 +1316,7 @@ HEAVY = (
     "numpy",
     "apsw",
     "sqlite_rrf.store",
-    "sqlite_rrf.embed",
+    "sqlite_rrf.embedding.embedder",
     "llama_cpp",
     "sqlite_rrf.evaluation.runner",
 )

@@ -707,7 +707,7 @@ def test_stats_by_scope_with_human_dates(tmp_path):
 
 
 def test_eval_help_names_the_default_model_a_user_has():
-    from sqlite_rrf.models import DEFAULT_MODEL
+    from sqlite_rrf.embedding.models import DEFAULT_MODEL
 
     p = ok(run("eval", "--help", cwd=REPO))
     text = "".join(p.stdout.split())  # argparse wraps the name at its hyphens
@@ -716,7 +716,7 @@ def test_eval_help_names_the_default_model_a_user_has():
 
 
 def test_import_help_names_every_field_export_writes():
-    from sqlite_rrf.manage import EXPORT_FIELDS
+    from sqlite_rrf.app.manage import EXPORT_FIELDS
 
     text = " ".join(ok(run("import", "--help", cwd=REPO)).stdout.split())
     for field in EXPORT_FIELDS:

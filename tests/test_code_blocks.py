@@ -20,9 +20,9 @@ import pytest
 from tests.bench.bench_recall import split_ctes
 from tests.test_any_client import SHELL, check_blocks, check_consistent, needs_shell, plain
 
-from sqlite_rrf.checks import recall_params
-from sqlite_rrf.resources import statement_params
-from sqlite_rrf.statements import recall_statement
+from sqlite_rrf.core.sql_files import statement_params
+from sqlite_rrf.core.statements import recall_statement
+from sqlite_rrf.core.validate import recall_params
 from sqlite_rrf.store import Store
 
 DIM = 24

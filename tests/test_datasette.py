@@ -233,8 +233,8 @@ def test_form_fields_are_the_statements_parameters():
     """Every named parameter of recall.sql is a form field (query first), each is
     wrapped so that '' means NULL, and numbers are converted: a new parameter in
     recall.sql shows up here and must be classified (TEXT_PARAMS or numeric)."""
-    from sqlite_rrf.resources import statement_params
-    from sqlite_rrf.statements import recall_statement
+    from sqlite_rrf.core.sql_files import statement_params
+    from sqlite_rrf.core.statements import recall_statement
 
     q = plugin.canned_query()
     assert q["params"][:9] == [

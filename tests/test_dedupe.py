@@ -4,10 +4,10 @@ Through the Store (the command line, the MCP server and the hook have their own 
 test_cli.py, test_mcp.py and test_hook.py):
 
 * the write path: a text its scope already has (the same after
-  :func:`sqlite_rrf.dedupe.normalise`) is not stored twice; its episode is refreshed and
+  :func:`sqlite_rrf.core.dedupe.normalise`) is not stored twice; its episode is refreshed and
   its id returned; other clients' rows (the sqlite3 shell, without the extension) count
   too (migration 0010's ``content_key``, its stale trigger);
-* the recall (the statement's fold, :mod:`sqlite_rrf.diversify`): near-duplicates fill
+* the recall (the statement's fold, :mod:`sqlite_rrf.core.fold`): near-duplicates fill
   one slot, the newest, which says how many it stands for; the freed slots are filled
   from further down; the hits stay in score order (a correction is not moved up: a fact
   stored with ``replaces`` hides the one it replaces, ``superseded_by``);
@@ -52,7 +52,7 @@ def embedder():
     model = embedding_model()
     if model is None:
         pytest.skip("needs the embedding model")
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     e = Embedder(str(model))
     yield e
@@ -70,7 +70,7 @@ def shell(db: Path, script: str) -> str:
 
 def keys_consistent(store: Store) -> None:
     """Every content_key is pending (NULL) or the digest of its row's content."""
-    from sqlite_rrf.dedupe import content_key
+    from sqlite_rrf.core.dedupe import content_key
 
     for rowid, content, key in store.conn.execute(
         "SELECT rowid, content, content_key FROM episodes"
@@ -82,7 +82,7 @@ def keys_consistent(store: Store) -> None:
 
 
 def test_the_same_text_is_nfkc_case_folded_white_space_collapsed():
-    from sqlite_rrf.dedupe import content_key, normalise
+    from sqlite_rrf.core.dedupe import content_key, normalise
 
     assert (
         normalise("  The user uses\tFISH shell,\n not bash. ")

@@ -51,8 +51,9 @@ import apsw
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf import cli, kernels, migrations, store as store_mod
-from sqlite_rrf.embed import Embedder
+from sqlite_rrf import cli, store as store_mod
+from sqlite_rrf.core import kernels, migrations
+from sqlite_rrf.embedding.embedder import Embedder
 from sqlite_rrf.store import Episode, RecallHit, RecallResult, Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -730,7 +731,7 @@ def test_recall_page_quotes_every_cte():
 
 
 def _model_path() -> Optional[str]:
-    from sqlite_rrf.embed import default_model_path
+    from sqlite_rrf.embedding.embedder import default_model_path
 
     path = default_model_path()
     if path is None or not os.path.isfile(path):

@@ -487,8 +487,8 @@ def test_check_refuses_another_applications_file_and_a_read_only_repair(tmp_path
 def test_the_shipped_schema_objects_are_current():
     """sql/schema_objects.sql is what the migrations make (opening a Store reads it instead
     of migrating an in-memory database)."""
+    from sqlite_rrf.core.sql_files import read_sql
     from sqlite_rrf.doctor import SCHEMA_FILE, render_expected
-    from sqlite_rrf.resources import read_sql
 
     assert read_sql(SCHEMA_FILE) == render_expected(), (
         f"sql/{SCHEMA_FILE} is stale (a migration was added or changed): run "

@@ -1,4 +1,4 @@
-"""Tests of sqlite_rrf.embed against the real all-MiniLM-L6-v2 GGUF model.
+"""Tests of sqlite_rrf.embedding.embedder against the real all-MiniLM-L6-v2 GGUF model.
 
 The cached SciFact embeddings in ../shared/data/scifact/*.minilm.npy were made with the
 same model and settings (n_ctx 256, token truncation); the embedder must reproduce them.
@@ -23,7 +23,7 @@ pytest.importorskip(
 )
 
 from conftest import SHARED_MODEL
-from sqlite_rrf.embed import (
+from sqlite_rrf.embedding.embedder import (
     MODEL_ENV,
     Embedder,
     EmbeddingError,
@@ -299,7 +299,7 @@ def test_corrupt_gguf_is_an_error_not_a_crash(tmp_path):
     script = textwrap.dedent(
         """
         import sys
-        from sqlite_rrf.embed import Embedder, EmbeddingError
+        from sqlite_rrf.embedding.embedder import Embedder, EmbeddingError
         for path in sys.argv[1:]:
             try:
                 Embedder(path)

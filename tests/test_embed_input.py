@@ -122,7 +122,7 @@ def embedder():
     pytest.importorskip(
         "llama_cpp", reason="llama-cpp-python is not installed: pip install 'sqlite-rrf[embed]'"
     )
-    from sqlite_rrf.embed import Embedder, default_model_path
+    from sqlite_rrf.embedding.embedder import Embedder, default_model_path
 
     path = default_model_path()
     if path is None or not os.path.isfile(path):
@@ -142,7 +142,7 @@ def estore(tmp_path, embedder):
 @pytest.mark.embed
 @pytest.mark.parametrize("content", ["", "   ", "\x00", "\x00 \x00\n"])
 def test_store_add_empty_text_with_embedder_raises_and_writes_nothing(estore, content):
-    from sqlite_rrf.embed import EmbeddingError
+    from sqlite_rrf.embedding.embedder import EmbeddingError
 
     with pytest.raises((StoreError, EmbeddingError), match="empty"):
         estore.add(content)

@@ -23,7 +23,8 @@ import apsw
 import numpy as np
 import pytest
 
-from sqlite_rrf.evaluation import beir, cached_store, cli, metrics, report, runner, runs
+from sqlite_rrf.cli import evaluate as cli
+from sqlite_rrf.evaluation import beir, cached_store, metrics, report, runner, runs
 from sqlite_rrf.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -490,7 +491,7 @@ def test_missing_vectors_are_embedded(tmp_path):
     res = runner.evaluate(
         root, runs=["vector"], embedder=emb, progress=False, db_path=tmp_path / "p.db"
     )
-    from sqlite_rrf.models import FINGERPRINT_TEXTS
+    from sqlite_rrf.embedding.models import FINGERPRINT_TEXTS
 
     # the missing vectors, and the fixed texts of the database's model fingerprint
     assert sorted(emb.calls) == sorted(

@@ -4,7 +4,7 @@ unset, an empty offline Hugging Face cache), a real SQLite file read back with a
 
 - a command that creates a memory says so on stderr (a mistyped path is seen at once),
   and one that then fails leaves no empty memory behind;
-- ``--since``/``--until`` take what :mod:`sqlite_rrf.timeexpr` reads ("yesterday",
+- ``--since``/``--until`` take what :mod:`sqlite_rrf.core.timeexpr` reads ("yesterday",
   "2 days ago", "last week"), and ``--since`` not before ``--until`` is an error naming
   both (recall, list, forget), never an empty answer;
 - a mistyped command, choice or option gets "did you mean", and an unknown option is

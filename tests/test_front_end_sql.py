@@ -46,7 +46,7 @@ ALLOWED: Dict[Tuple[str, str], int] = {
     ("sqlite_rrf.evaluation.cached_store", "execute"): 1,
     # restore --refresh marks the restored copy before any Store opens it (a Store would
     # switch it to WAL): a helper of the core's (_sqlite.py)
-    ("sqlite_rrf.replicate.refresh", "execute"): 2,
+    ("sqlite_rrf.app.replicate.refresh", "execute"): 2,
 }
 
 
@@ -91,13 +91,13 @@ def test_the_rule_covers_the_front_ends_and_the_app():
         "sqlite_rrf.cli.manage",
         "sqlite_rrf.hook",
         "sqlite_rrf.mcp.tools",
-        "sqlite_rrf.server.command",
+        "sqlite_rrf.serve.command",
         "sqlite_rrf.app.prompt_recall",
-        "sqlite_rrf.manage",
-        "sqlite_rrf.replicate",
+        "sqlite_rrf.app.manage",
+        "sqlite_rrf.app.replicate",
     ):
         assert module in MODULES and covered(module), module
-    for module in ("sqlite_rrf.store.records", "sqlite_rrf.statements", "sqlite_rrf.doctor"):
+    for module in ("sqlite_rrf.store.records", "sqlite_rrf.core.statements", "sqlite_rrf.doctor"):
         assert not covered(module), module  # the store and the core run the SQL
     assert not covered("sqlite_rrf.datasette_plugin.queries")
 

@@ -22,7 +22,7 @@ import pytest
 from tests.test_server import _default_socket, env_for, make_db, ping, serving
 
 from sqlite_rrf.app.prompt_recall import DEFAULT_MAX_TOTAL, render
-from sqlite_rrf.server.settings import HOOK_IO_TIMEOUT, MAX_HOOK_CONNECTIONS
+from sqlite_rrf.serve.settings import HOOK_IO_TIMEOUT, MAX_HOOK_CONNECTIONS
 
 SQLITE3 = "/usr/bin/sqlite3"
 

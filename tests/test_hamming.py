@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf import kernels
-from sqlite_rrf._kernels import ffi, lib  # type: ignore[import-not-found]
+from sqlite_rrf.core import kernels
+from sqlite_rrf.core._kernels import ffi, lib  # type: ignore[import-not-found]
 
 PATH_CODES = {"scalar": 0, "avx2-fma": 1, "neon": 2}
 PATHS = kernels.simd_paths()

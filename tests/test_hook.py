@@ -73,7 +73,7 @@ def plain_db(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def model_db(tmp_path_factory) -> Path:
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     with Embedder(_model()) as emb:
         return make_db(tmp_path_factory.mktemp("hook") / "model.db", emb)
@@ -644,7 +644,7 @@ def test_a_directory_name_with_a_line_break_gives_a_one_line_scope(tmp_path):
 
 @needs_model
 def test_the_gate_is_off_by_default_a_follow_up_is_answered(project, tmp_path):
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     db = tmp_path / "paintings.db"
     with Embedder(_model()) as emb, Store(db, embedder=emb) as s:
@@ -665,7 +665,7 @@ def test_the_gate_is_off_by_default_a_follow_up_is_answered(project, tmp_path):
 
 @needs_model
 def test_copies_fill_one_bullet_and_a_replaced_fact_is_not_shown(project, tmp_path):
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     fact = "The team's shared password is stored in 1Password."
     fix = "Update: the shared password moved from 1Password to Vault."

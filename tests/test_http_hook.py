@@ -1,4 +1,4 @@
-"""The prompt hook over HTTP (pysrc/sqlite_rrf/server/http.py, S10 and S11): Claude Code's
+"""The prompt hook over HTTP (pysrc/sqlite_rrf/mcp/http.py, S10 and S11): Claude Code's
 ``"type": "http"`` hook POSTs the hook's JSON to ``sqlite-rrf serve --http``'s ``/hook``
 and gets what ``sqlite-rrf hook DB --format json`` prints for it; a client that goes away
 mid-request costs one line."""
@@ -35,7 +35,7 @@ def free_port() -> int:
 
 
 def fill(db: Path) -> None:
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
     from sqlite_rrf.store import Store
 
     emb = Embedder(embedding_model())
@@ -63,9 +63,9 @@ def router(db: Path, token: Optional[str] = None, hook: bool = True) -> Iterator
     import uvicorn
 
     from sqlite_rrf.app import close_store, open_store
-    from sqlite_rrf.mcp.server import build_server
-    from sqlite_rrf.server.hook_socket import Server
-    from sqlite_rrf.server.http import HttpRouter
+    from sqlite_rrf.mcp.build import build_server
+    from sqlite_rrf.mcp.http import HttpRouter
+    from sqlite_rrf.serve.hook_socket import Server
 
     store = open_store(str(db), "serve", model=embedding_model())
     server = Server(store, str(db), "shop")
@@ -192,7 +192,7 @@ def test_the_query_sets_the_hooks_options(tmp_path: Path, shop: Path) -> None:
 
 @needs_model
 def test_bad_requests_are_one_line_and_non_2xx(tmp_path: Path, shop: Path) -> None:
-    from sqlite_rrf.server.settings import MAX_REQUEST_BYTES
+    from sqlite_rrf.serve.settings import MAX_REQUEST_BYTES
 
     db = tmp_path / "m.db"
     fill(db)

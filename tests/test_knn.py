@@ -13,8 +13,8 @@ pytest.importorskip(
     "sqlite_vec", reason="sqlite-vec is not installed: pip install 'sqlite-rrf[knn]'"
 )
 
-from sqlite_rrf.resources import read_sql
-from sqlite_rrf.statements import recall_statement
+from sqlite_rrf.core.sql_files import read_sql
+from sqlite_rrf.core.statements import recall_statement
 from sqlite_rrf.store import Store, StoreError
 
 DIM = 12

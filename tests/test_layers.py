@@ -30,54 +30,51 @@ PACKAGE = "sqlite_rrf"
 CORE, STORE, APP, FRONT = 0, 1, 2, 3
 LAYER_NAMES = {CORE: "core", STORE: "store and embedding", APP: "app", FRONT: "front-end"}
 
-#: module (or package: it covers its modules) → layer. The longest key that is the module
-#: or a package holding it wins. A new module must be given a layer here.
+#: package → layer: the tree is the layer table. A package covers its modules; a new
+#: package (or a new module beside the package's own files below) must be given a layer here.
 LAYERS: Dict[str, int] = {
-    # core: the extension, the SQL, the schema, the checks, small pure helpers
-    "sqlite_rrf": CORE,  # the package itself: __version__, load, loadable_path
-    "sqlite_rrf._version": CORE,
-    "sqlite_rrf._sqlite": CORE,
-    "sqlite_rrf._build_kernels": CORE,
-    "sqlite_rrf._kernels": CORE,  # compiled by _build_kernels (cffi)
-    "sqlite_rrf.kernels": CORE,
-    "sqlite_rrf.loader": CORE,
-    "sqlite_rrf.resources": CORE,
-    "sqlite_rrf.statements": CORE,
-    "sqlite_rrf.migrations": CORE,
-    "sqlite_rrf.checks": CORE,
-    "sqlite_rrf.results": CORE,
-    "sqlite_rrf.timeexpr": CORE,
-    "sqlite_rrf.dedupe": CORE,
-    "sqlite_rrf.diversify": CORE,
-    "sqlite_rrf.relevance": CORE,
-    "sqlite_rrf.gate": CORE,
-    "sqlite_rrf.knn": CORE,
-    "sqlite_rrf.stopwords": CORE,
-    # the store and the embedder
-    "sqlite_rrf.store": STORE,
-    "sqlite_rrf.doctor": STORE,
-    "sqlite_rrf.models": STORE,
-    "sqlite_rrf.embed": STORE,
-    "sqlite_rrf.embedding": STORE,  # the embedder's package, if embed.py becomes one
-    # the application layer
-    "sqlite_rrf.app": APP,
-    "sqlite_rrf.manage": APP,
-    "sqlite_rrf.replicate": APP,
-    "sqlite_rrf.evaluation": APP,
-    # front-ends
-    "sqlite_rrf.__main__": FRONT,
+    "sqlite_rrf.core": CORE,  # the loader, SQL files, statements, migrations, validation, results
+    "sqlite_rrf.store": STORE,  # the memory store: the one door to SQL for the front-ends
+    "sqlite_rrf.embedding": STORE,  # model specs and the embedder
+    "sqlite_rrf.doctor": STORE,  # `sqlite-rrf check`'s findings and repairs
+    "sqlite_rrf.app": APP,  # opening a store, options, display, manage, replicate, setup
+    "sqlite_rrf.evaluation": APP,  # BEIR and LongMemEval runs and their metrics
     "sqlite_rrf.cli": FRONT,
     "sqlite_rrf.hook": FRONT,
     "sqlite_rrf.mcp": FRONT,
-    "sqlite_rrf.server": FRONT,
+    "sqlite_rrf.serve": FRONT,
     "sqlite_rrf.datasette_plugin": FRONT,
-    "sqlite_rrf.evaluation.cli": FRONT,
+}
+
+#: The package's own files, beside its packages: its ``__init__`` (``load``,
+#: ``loadable_path``, ``__version__``), the version, and ``python -m sqlite_rrf``.
+OWN_FILES: Dict[str, int] = {
+    "sqlite_rrf": CORE,
+    "sqlite_rrf._version": CORE,
+    "sqlite_rrf.__main__": FRONT,
+}
+
+#: The module names docs/python.md gives, kept as thin re-exports of their homes.
+PROMISED: Dict[str, str] = {
+    "sqlite_rrf.embed": "sqlite_rrf.embedding.embedder",
+    "sqlite_rrf.kernels": "sqlite_rrf.core.kernels",
+    "sqlite_rrf.migrations": "sqlite_rrf.core.migrations",
+    "sqlite_rrf.resources": "sqlite_rrf.core.sql_files",
+    "sqlite_rrf.statements": "sqlite_rrf.core.statements",
+}
+
+#: Every key's layer: the packages, the package's own files, and each promised name at the
+#: layer of the module it re-exports.
+LAYER_OF: Dict[str, int] = {
+    **LAYERS,
+    **OWN_FILES,
+    **{name: LAYERS[".".join(home.split(".")[:2])] for name, home in PROMISED.items()},
 }
 
 #: Modules that are part of a front-end held elsewhere (``python -m sqlite_rrf`` is the CLI).
 #: ``sqlite-rrf serve`` is the MCP server over HTTP (and the hook's socket): its endpoints
 #: are the MCP package's servers.
-FRONT_END_OF = {"sqlite_rrf.__main__": "sqlite_rrf.cli", "sqlite_rrf.server": "sqlite_rrf.mcp"}
+FRONT_END_OF = {"sqlite_rrf.__main__": "sqlite_rrf.cli", "sqlite_rrf.serve": "sqlite_rrf.mcp"}
 
 #: The front-end that may import others, lazily, for the commands that run them.
 DISPATCHER = "sqlite_rrf.cli"
@@ -107,9 +104,9 @@ def layer_key(module: str) -> Optional[str]:
     parts = module.split(".")
     for n in range(len(parts), 1, -1):  # "sqlite_rrf" covers itself only
         key = ".".join(parts[:n])
-        if key in LAYERS:
+        if key in LAYER_OF:
             return FRONT_END_OF.get(key, key)
-    return module if module in LAYERS else None
+    return module if module in LAYER_OF else None
 
 
 def is_package(module: str) -> bool:
@@ -207,17 +204,17 @@ def violations() -> List[Tuple[Tuple[str, str, Optional[str]], str]]:
                 )
                 continue
             key = (module, imp.target, None)
-            if LAYERS[theirs] > LAYERS[mine]:
+            if LAYER_OF[theirs] > LAYER_OF[mine]:
                 out.append(
                     (
                         key,
-                        f"{imp.where()}: {LAYER_NAMES[LAYERS[mine]]} {module} imports "
-                        f"{LAYER_NAMES[LAYERS[theirs]]} {imp.target}",
+                        f"{imp.where()}: {LAYER_NAMES[LAYER_OF[mine]]} {module} imports "
+                        f"{LAYER_NAMES[LAYER_OF[theirs]]} {imp.target}",
                     )
                 )
             elif (
-                LAYERS[mine] == FRONT
-                and LAYERS[theirs] == FRONT
+                LAYER_OF[mine] == FRONT
+                and LAYER_OF[theirs] == FRONT
                 and theirs != mine
                 and not (mine == DISPATCHER and imp.function is not None)
             ):
@@ -243,7 +240,20 @@ def violations() -> List[Tuple[Tuple[str, str, Optional[str]], str]]:
 def test_every_module_has_a_layer():
     missing = [m for m in MODULES if layer_key(m) is None]
     assert not missing, f"give these a layer in LAYERS: {missing}"
+    top = {m for m in MODULES if m.count(".") == 1 and not is_package(m)} - set(LAYERS)
+    assert top == set(OWN_FILES) - {PACKAGE} | set(PROMISED), "a module beside the packages"
     assert {"sqlite_rrf.cli", "sqlite_rrf.app", "sqlite_rrf.store"} <= set(MODULES)
+
+
+def test_promised_names_only_re_export_their_homes():
+    # each is its docstring and one import from the module docs/python.md now names
+    for name, home in PROMISED.items():
+        with open(MODULES[name], encoding="utf-8") as f:
+            body = ast.parse(f.read()).body
+        assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+        assert len(body) == 2 and isinstance(body[1], ast.ImportFrom), name
+        assert resolve(name, body[1]) == home, name
+        assert home in MODULES, home
 
 
 def test_imports_keep_the_layers():
@@ -263,16 +273,19 @@ def test_the_allowed_violations_still_exist():
     "source, expected",
     [
         # a core module importing the app
-        ("from .app import UserError\n", "core sqlite_rrf.checks imports app sqlite_rrf.app"),
+        (
+            "from ..app import UserError\n",
+            "core sqlite_rrf.core.validate imports app sqlite_rrf.app",
+        ),
         # anybody importing a private name
-        ("from .store.connection import _meta\n", "imports sqlite_rrf.store.connection's _meta"),
-        ("from .store import Store\nStore._recall_params()\n", "reaches Store._recall_params"),
+        ("from ..store.connection import _meta\n", "imports sqlite_rrf.store.connection's _meta"),
+        ("from ..store import Store\nStore._recall_params()\n", "reaches Store._recall_params"),
     ],
 )
 def test_the_rule_sees_a_breach(tmp_path, source, expected, monkeypatch):
-    path = tmp_path / "checks.py"
+    path = tmp_path / "validate.py"
     path.write_text(source)
-    monkeypatch.setitem(MODULES, "sqlite_rrf.checks", str(path))
+    monkeypatch.setitem(MODULES, "sqlite_rrf.core.validate", str(path))
     assert any(expected in what for _, what in violations())
 
 
@@ -280,7 +293,7 @@ def test_the_rule_sees_a_breach(tmp_path, source, expected, monkeypatch):
     "module, source, breach",
     [
         # a front-end importing another, at import or inside a function
-        ("sqlite_rrf.server", "from .hook import respond\n", True),
+        ("sqlite_rrf.serve", "from .hook import respond\n", True),
         ("sqlite_rrf.mcp", "def f():\n    from . import hook\n", True),
         # the command line: inside the command that runs the front-end, not at import
         ("sqlite_rrf.cli.parser", "def build_parser():\n    from .. import hook\n", False),

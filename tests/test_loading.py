@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf import kernels
+from sqlite_rrf.core import kernels
 
 SO_SUFFIX = {"win32": ".dll", "darwin": ".dylib"}.get(sys.platform, ".so")
 SO_PATH = sqlite_rrf.loadable_path() + SO_SUFFIX

@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 import pytest
 
-from sqlite_rrf.statements import recall_defaults
+from sqlite_rrf.core.statements import recall_defaults
 
 pytest.importorskip(
     "mcp.server.mcpserver", reason="the MCP SDK 2.x is not installed: pip install 'sqlite-rrf[mcp]'"
@@ -814,7 +814,7 @@ def test_recall_shows_copies_once_and_a_replaced_fact_never(tmp_path):
     fix = "Update: the shared password moved from 1Password to Vault."
     day, t0 = 86_400_000, 1_700_000_000_000
     with Store(str(db)) as st:  # an import of old memories: three copies, ids of their own
-        from sqlite_rrf.embed import Embedder
+        from sqlite_rrf.embedding.embedder import Embedder
 
         with Embedder(str(_model())) as e:
             st.attach_embedder(e)

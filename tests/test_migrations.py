@@ -1,4 +1,4 @@
-"""The schema migrations (pysrc/sqlite_rrf/migrations.py, sql/migrations/*.sql).
+"""The schema migrations (pysrc/sqlite_rrf/core/migrations.py, sql/migrations/*.sql).
 
 Every test uses a real database file in ``tmp_path`` opened with apsw. The
 expectations come from DESIGN.md ("Schema"), computed here without the
@@ -30,7 +30,13 @@ import apsw
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf.migrations import Migration, MigrationError, available, current_version, migrate
+from sqlite_rrf.core.migrations import (
+    Migration,
+    MigrationError,
+    available,
+    current_version,
+    migrate,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIGRATIONS_DIR = os.path.join(REPO, "sql", "migrations")
@@ -296,7 +302,7 @@ def _seed_for_plans(conn, n=300, analyze=True):
 def test_pool_query_uses_the_partial_index(tmp_path):
     conn = migrated(tmp_path / "m.db")
     _seed_for_plans(conn)
-    from sqlite_rrf.statements import recall_statement
+    from sqlite_rrf.core.statements import recall_statement
 
     pool = _pool_subquery(recall_statement("recent"))
     unset = {"scope": None, "scope2": None, "kind": None, "since": None, "until": None}  # no filter
@@ -325,7 +331,7 @@ def test_whole_recall_statement_reads_the_partial_index(tmp_path):
     conn = migrated(tmp_path / "m.db")
     sqlite_rrf.load(conn)
     _seed_for_plans(conn, analyze=False)  # as a fresh database is: no sqlite_stat1
-    from sqlite_rrf.statements import recall_statement
+    from sqlite_rrf.core.statements import recall_statement
 
     sql = recall_statement("recent")  # the 'recent' pool's statement
     params = dict.fromkeys(set(re.findall(r"(?<!:):(\w+)", sql)))  # every named parameter
@@ -602,7 +608,7 @@ SLOW_SQL = textwrap.dedent("""\
 CHILD = textwrap.dedent("""\
     import sys
     import apsw
-    from sqlite_rrf.migrations import Migration, available, migrate
+    from sqlite_rrf.core.migrations import Migration, available, migrate
 
     path, mode, rows, slow_sql = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     conn = apsw.Connection(path)
@@ -716,7 +722,7 @@ CONCURRENT_CHILD = textwrap.dedent("""\
     import os, sys, time
     path, go, how = sys.argv[1], sys.argv[2], sys.argv[3]
     import apsw
-    from sqlite_rrf.migrations import migrate
+    from sqlite_rrf.core.migrations import migrate
     from sqlite_rrf.store import Store
     while not os.path.exists(go):
         time.sleep(0.0005)

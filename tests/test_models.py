@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_MODEL, fill_hf_cache
-from sqlite_rrf.models import (
+from sqlite_rrf.embedding.models import (
     DEFAULT_MODEL,
     FINGERPRINT_TEXTS,
     MODEL_ENV,
@@ -121,7 +121,7 @@ def test_choice_order(monkeypatch):
 
 
 def test_a_foreign_model_is_one_the_user_did_not_name(monkeypatch):
-    from sqlite_rrf.models import foreign_model
+    from sqlite_rrf.embedding.models import foreign_model
 
     monkeypatch.delenv(MODEL_ENV, raising=False)
     assert foreign_model(None, "hf:someone/else/evil.gguf") == "hf:someone/else/evil.gguf"
@@ -194,7 +194,7 @@ def test_hf_model_resolves_from_the_cache_offline(tmp_path, monkeypatch):
 def test_default_model_through_the_hf_cache_embeds_like_the_shared_model(tmp_path, monkeypatch):
     """The default (an hf: model) loads from the cache with no configuration, and its
     vectors agree with the shared model's and with the cached SciFact query embeddings."""
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     fill_hf_cache(tmp_path / "cache", DEFAULT_MODEL, SHARED_MODEL)
     use_hf_cache(monkeypatch, tmp_path / "cache")
@@ -242,7 +242,7 @@ def other_model(tmp_path_factory) -> Path:
 
 @needs_model
 def test_a_database_remembers_its_model_and_refuses_another_of_the_same_size(tmp_path, other_model):
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
     from sqlite_rrf.store import Store, StoreError
 
     db = tmp_path / "m.db"
@@ -272,8 +272,8 @@ def test_a_database_remembers_its_model_and_refuses_another_of_the_same_size(tmp
 
 @needs_model
 def test_fingerprints_tell_models_apart(other_model):
-    from sqlite_rrf.embed import Embedder
-    from sqlite_rrf.models import FINGERPRINT_MIN_COSINE, fingerprint
+    from sqlite_rrf.embedding.embedder import Embedder
+    from sqlite_rrf.embedding.models import FINGERPRINT_MIN_COSINE, fingerprint
 
     with (
         Embedder(str(SHARED_MODEL)) as a,
@@ -468,7 +468,7 @@ def test_embed_backfills_in_batches_and_resumes_after_a_kill(tmp_path):
     p = ok(cli("embed", db, cwd=tmp_path, model=SHARED_MODEL))
     assert "every episode has an embedding" in p.stdout
     # the backfilled vectors are the model's
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     with Embedder(str(SHARED_MODEL)) as emb, apsw.Connection(str(db)) as c:
         for content, blob in c.execute(

@@ -143,7 +143,7 @@ def test_a_note_that_cannot_be_remembered_is_said_and_nothing_fails(tmp_path):
 def test_the_hooks_long_note_is_said_once(tmp_path):
     """The note of the issue: a database made with a model file the hook is not given
     (about 520 characters on every prompt before)."""
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     model = tmp_path / "minilm.gguf"
     shutil.copyfile(embedding_model(), model)

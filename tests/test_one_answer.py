@@ -41,7 +41,7 @@ import pytest
 
 import sqlite_rrf
 from conftest import embedding_model, needs_model
-from sqlite_rrf.statements import POOLS, PROFILES, recall_parameters, recall_statement
+from sqlite_rrf.core.statements import POOLS, PROFILES, recall_parameters, recall_statement
 
 ROOT = Path(__file__).resolve().parents[2]
 LME = ROOT / "shared" / "data" / "longmemeval-s" / "longmemeval_s_dev.json.xz"
@@ -71,7 +71,7 @@ def _store(path: Path, embedder: Any = None) -> Any:
 
 @pytest.fixture(scope="module")
 def embedder():
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     e = Embedder(embedding_model())
     yield e
@@ -81,11 +81,11 @@ def embedder():
 @pytest.fixture(scope="module")
 def memories(tmp_path_factory, embedder) -> List[Tuple[str, Path, List[str]]]:
     """(name, database, queries): LongMemEval haystacks at both units and SciFact."""
+    from sqlite_rrf.embedding.models import DEFAULT_N_CTX
     from sqlite_rrf.evaluation.beir import load_beir
     from sqlite_rrf.evaluation.cached_store import build_store
     from sqlite_rrf.evaluation.embcache import EmbeddingCache, embed_cached, model_fingerprint
     from sqlite_rrf.evaluation.longmemeval import load_longmemeval
-    from sqlite_rrf.models import DEFAULT_N_CTX
 
     base = tmp_path_factory.mktemp("one-answer")
     out: List[Tuple[str, Path, List[str]]] = []
@@ -126,8 +126,8 @@ def memories(tmp_path_factory, embedder) -> List[Tuple[str, Path, List[str]]]:
 
 
 def _window(query: str) -> Dict[str, Any]:
-    """The time window the query names, as Store.recall binds it (sqlite_rrf.timeexpr)."""
-    from sqlite_rrf.timeexpr import resolve
+    """The time window the query names, as Store.recall binds it (sqlite_rrf.core.timeexpr)."""
+    from sqlite_rrf.core.timeexpr import resolve
 
     w = resolve(query, NOW)
     return {"time_from": w.start, "time_to": w.end} if w is not None else {}
@@ -311,8 +311,8 @@ def test_datasette_and_mcp_get_the_statements_rows(memories, embedder, tmp_path,
         st.close()
         _same(rows, [h.as_dict() for h in hits], f"datasette {path} {k}")
 
-    from sqlite_rrf.relevance import DEFAULT_MIN_RELEVANCE
-    from sqlite_rrf.statements import recall_defaults
+    from sqlite_rrf.core.relevance import DEFAULT_MIN_RELEVANCE
+    from sqlite_rrf.core.statements import recall_defaults
 
     async def mcp_check(path: Path, queries: Sequence[str]) -> int:
         params = StdioServerParameters(

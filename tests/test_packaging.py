@@ -380,7 +380,7 @@ def test_wheel_contains_the_sql_the_typing_marker_and_the_sample(wheel):
     assert {n for n in names if n.startswith("sqlite_rrf/sql/migrations/")} == {
         f"sqlite_rrf/sql/migrations/{name}" for name in migrations
     }
-    assert [n for n in names if re.fullmatch(r"sqlite_rrf/_kernels\..*so", n)]
+    assert [n for n in names if re.fullmatch(r"sqlite_rrf/core/_kernels\..*so", n)]
     assert recall == (REPO / "sql" / "recall.sql").read_text(encoding="utf-8")
     # the license text ships in the metadata (pyproject's license-files)
     assert f"sqlite_rrf-{source_version()}.dist-info/licenses/LICENSE" in names, sorted(names)
@@ -669,7 +669,7 @@ def test_pip_users_path_from_the_wheel(wheel, work):
     default model's hf: name from a Hugging Face cache filled offline, an embed backfill, and a
     recall with vectors from the cached default, which the database's fingerprint accepts."""
     from conftest import fill_hf_cache
-    from sqlite_rrf.models import DEFAULT_MODEL
+    from sqlite_rrf.embedding.models import DEFAULT_MODEL
 
     root = work / "pip-user"
     home = root / "home" / "someone"

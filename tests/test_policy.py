@@ -1,6 +1,6 @@
 """What the recall statement shows, and what a recall touches.
 
-- The relevance the statement computes is :func:`sqlite_rrf.relevance.relevance`'s.
+- The relevance the statement computes is :func:`sqlite_rrf.core.relevance.relevance`'s.
 - The shown-hit policy (``:min_relevance`` with ``:min_share``) is the statement's: a hit
   is shown when its relevance reaches the floor and is at least ``min_share`` of the best
   hit's; without ``min_relevance`` every returned hit is shown.
@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from conftest import embedding_model, needs_model
-from sqlite_rrf.relevance import DEFAULT_MIN_RELEVANCE, query_idf_mass, relevance
-from sqlite_rrf.resources import data_path
-from sqlite_rrf.statements import recall_defaults
+from sqlite_rrf.core.relevance import DEFAULT_MIN_RELEVANCE, query_idf_mass, relevance
+from sqlite_rrf.core.sql_files import data_path
+from sqlite_rrf.core.statements import recall_defaults
 from sqlite_rrf.store import Store
 
 DIM = 8
@@ -202,7 +202,7 @@ ON_TOPIC = [
 
 @pytest.fixture(scope="module")
 def embedder():
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     e = Embedder(embedding_model(), n_threads=1)
     yield e

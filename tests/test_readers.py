@@ -640,7 +640,7 @@ def test_the_fingerprint_is_embedded_once_per_model_file(tmp_path, monkeypatch):
     (path, size, mtime): a second open reads the cache. Shown by poisoning the cached value:
     the open then refuses the model; once the file changes (its mtime), the fingerprint is
     embedded again and the open succeeds."""
-    from sqlite_rrf.embed import Embedder, fingerprint_cache_path
+    from sqlite_rrf.embedding.embedder import Embedder, fingerprint_cache_path
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     model = tmp_path / "model.gguf"

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf.resources import read_sql
-from sqlite_rrf.statements import recall_defaults, recall_parameters, recall_statement
+from sqlite_rrf.core.sql_files import read_sql
+from sqlite_rrf.core.statements import recall_defaults, recall_parameters, recall_statement
 from sqlite_rrf.store import Store, StoreError
 
 DIM = 16
@@ -1178,7 +1178,7 @@ def test_each_pool_and_profile_statement_equals_the_reference(tmp_path):
     """The statement of each pool and profile (what Store, the CLI, MCP and Datasette
     run; sql/recall.sql is the default one's) returns what the Python reference
     computes, explanations included."""
-    from sqlite_rrf.statements import POOLS, PROFILES
+    from sqlite_rrf.core.statements import POOLS, PROFILES
 
     rng = np.random.default_rng(5)
     with Store(tmp_path / "s.db") as s:
@@ -1214,7 +1214,7 @@ def test_mmap_size_maps_the_file_and_recalls_the_same(tmp_path):
             Store(tmp_path / "m.db", mmap_size=bad)
 
 
-# ---- time expressions in the query (sqlite_rrf.timeexpr) ----
+# ---- time expressions in the query (sqlite_rrf.core.timeexpr) ----
 
 
 def test_a_time_in_the_query_raises_the_episodes_of_its_window(tmp_path):

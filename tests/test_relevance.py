@@ -1,7 +1,7 @@
 """Absolute relevance and the floor (silence when nothing is relevant).
 
 - every hit's ``relevance`` equals a plain reference computed here from the texts (FTS5's
-  IDF and bm25 formulas written out, the logistic model of :mod:`sqlite_rrf.relevance`);
+  IDF and bm25 formulas written out, the logistic model of :mod:`sqlite_rrf.core.relevance`);
 - ``min_relevance`` empties a recall none of whose hits reaches it (after the ranking;
   a recall that passes keeps its hits as ranked), through Store, the command line, the
   prompt hook and MCP (the real SDK client); the hook and MCP ``recall`` use
@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from conftest import embedding_model, needs_model
-from sqlite_rrf import relevance as R
-from sqlite_rrf.statements import recall_defaults
+from sqlite_rrf.core import relevance as R
+from sqlite_rrf.core.statements import recall_defaults
 from sqlite_rrf.store import Store, StoreError
 
 #: A small agent memory: project facts and preferences.
@@ -68,7 +68,7 @@ def make_memory(path: Any, embedder: Any = None) -> Store:
 def embedder():
     if embedding_model() is None:
         pytest.skip("needs the embedding model")
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     with Embedder(embedding_model()) as e:
         yield e

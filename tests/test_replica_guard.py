@@ -17,8 +17,7 @@ from typing import Dict, List
 import apsw
 import pytest
 
-from sqlite_rrf import replicate
-from sqlite_rrf.app import UserError
+from sqlite_rrf.app import UserError, replicate
 from sqlite_rrf.store import Store
 
 try:

@@ -22,8 +22,8 @@ import time
 import numpy as np
 import pytest
 
-from sqlite_rrf import cli, replicate
-from sqlite_rrf.app import UserError
+from sqlite_rrf import cli
+from sqlite_rrf.app import UserError, replicate
 from sqlite_rrf.store import Store
 
 HERE = os.path.dirname(os.path.abspath(__file__))

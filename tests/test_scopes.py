@@ -216,8 +216,8 @@ def test_store_recall_refuses_a_bad_scope(scope_db, bad, match):
 def test_the_recent_pool_of_two_scopes_reads_an_index_in_order(scope_db):
     """The 'recent' pool never sorts: one scope seeks idx_episodes_scope_accessed_at, two
     scopes read idx_episodes_accessed_at newest first (only one branch runs)."""
-    from sqlite_rrf.resources import statement_params
-    from sqlite_rrf.statements import recall_statement
+    from sqlite_rrf.core.sql_files import statement_params
+    from sqlite_rrf.core.statements import recall_statement
 
     sql = recall_statement("recent", "rrf")
     start = sql.index("pool_recent AS (") + len("pool_recent AS (")
@@ -331,7 +331,7 @@ def _no_model_env(tmp_path: Path) -> dict:
 def _memory_db(path: Path, with_model: bool) -> Path:
     emb = None
     if with_model:
-        from sqlite_rrf.embed import Embedder
+        from sqlite_rrf.embedding.embedder import Embedder
 
         emb = Embedder(embedding_model())
     try:

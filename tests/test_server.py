@@ -1,4 +1,4 @@
-"""``sqlite-rrf serve DB`` (pysrc/sqlite_rrf/server/, S1-S7) and the hook as its client
+"""``sqlite-rrf serve DB`` (pysrc/sqlite_rrf/serve/, S1-S7) and the hook as its client
 (pysrc/sqlite_rrf/hook.py, H7-H9), end to end: real server processes, the real hook
 command, the MCP SDK's streamable-HTTP client."""
 

@@ -280,7 +280,7 @@ def test_no_model_to_pin_is_said(home: Path, project: Path) -> None:
 
 
 def fill(db: Path, scope: str) -> None:
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
     from sqlite_rrf.store import Store
 
     emb = Embedder(model())

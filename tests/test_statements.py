@@ -1,10 +1,10 @@
-"""The recall statements' composition (pysrc/sqlite_rrf/statements.py) and the rule that
-every recall default is written once, in the table sqlite_rrf.statements.DEFAULTS.
+"""The recall statements' composition (pysrc/sqlite_rrf/core/statements.py) and the rule that
+every recall default is written once, in the table sqlite_rrf.core.statements.DEFAULTS.
 
 - recall_defaults(), which reads that table, equals what SQLite computes from the
   ``params`` CTE written from it with every parameter unbound, for every profile;
 - the shipped sql/recall.sql (the statement of the default pool and profile) and
-  sql/recall/params.sql are current (``python -m sqlite_rrf.statements --write``);
+  sql/recall/params.sql are current (``python -m sqlite_rrf.core.statements --write``);
 - every (pool, profile) statement prepares, under SQLite's default limits and with
   SQLITE_LIMIT_EXPR_DEPTH at half its default, and holds only its own pool and profile;
 - the filters are written once (sql/recall/filter.sql, no_filter.sql);
@@ -23,8 +23,8 @@ import apsw
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf.resources import read_sql, statement_params
-from sqlite_rrf.statements import (
+from sqlite_rrf.core.sql_files import read_sql, statement_params
+from sqlite_rrf.core.statements import (
     POOL_MODES,
     PROFILES,
     main,
@@ -68,7 +68,7 @@ def test_defaults_equal_what_sqlite_computes(profile):
 def test_a_default_is_changed_in_one_place(monkeypatch):
     """The table is the source: a change there is what the statement and
     recall_defaults() both say (nothing else holds the value)."""
-    from sqlite_rrf import statements
+    from sqlite_rrf.core import statements
 
     table = tuple((p, c, 7 if c == "result_limit" else v) for p, c, v in statements.DEFAULTS)
     monkeypatch.setattr(statements, "DEFAULTS", table)
@@ -84,7 +84,7 @@ def test_shipped_files_are_current():
 
 
 def test_write_rewrites_both_files(tmp_path, monkeypatch):
-    from sqlite_rrf import statements
+    from sqlite_rrf.core import statements
 
     (tmp_path / "recall").mkdir()
     monkeypatch.setattr(statements, "sql_dir", lambda: str(tmp_path))
@@ -98,12 +98,12 @@ def test_write_rewrites_both_files(tmp_path, monkeypatch):
 def _connection(pool: str) -> apsw.Connection:
     conn = apsw.Connection(":memory:")
     sqlite_rrf.load(conn)
-    from sqlite_rrf.migrations import migrate
+    from sqlite_rrf.core.migrations import migrate
 
     migrate(conn)
     if pool == "knn":
         pytest.importorskip("sqlite_vec", reason="the 'knn' pool needs sqlite-vec")
-        from sqlite_rrf.knn import load_sqlite_vec
+        from sqlite_rrf.core.knn import load_sqlite_vec
 
         load_sqlite_vec(conn)
         conn.execute(read_sql("knn.sql").replace("{dim}", "4"))

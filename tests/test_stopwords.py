@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import sqlite_rrf
-from sqlite_rrf.resources import read_sql
-from sqlite_rrf.statements import recall_statement
+from sqlite_rrf.core.sql_files import read_sql
+from sqlite_rrf.core.statements import recall_statement
 from sqlite_rrf.store import Store
 from test_recall import DIM, NOW, WORDS, assert_same, reference_recall, run_recall
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import embedding_model, needs_model
-from sqlite_rrf.migrations import available
+from sqlite_rrf.core.migrations import available
 from sqlite_rrf.store import UNSET, Episode, RecallResult, Store, StoreError, Written
 
 SHELL = shutil.which("sqlite3")
@@ -511,7 +511,7 @@ def test_any_object_with_the_protocol_embeds(tmp_path):
 
 @needs_model
 def test_the_real_model_embeds_binds_and_refuses_another(tmp_path):
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     db = tmp_path / "m.db"
     with Embedder(embedding_model()) as emb:

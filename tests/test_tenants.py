@@ -1,4 +1,4 @@
-"""Many agents, one server (pysrc/sqlite_rrf/server/, S6, S8, S9): agents in separate
+"""Many agents, one server (pysrc/sqlite_rrf/serve/, S6, S8, S9): agents in separate
 processes, each the MCP SDK's client over streamable HTTP with a bearer token, each in its
 own scope (``/s/SCOPE/mcp``) of one memory or its own tenant's file (``serve --dir``,
 ``/t/TENANT/mcp``); real server processes, real files."""
@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 from tests.test_server import env_for, free_port, http_call
 
-from sqlite_rrf.server import MAX_OPEN_STORES, TENANT_NAME, route
+from sqlite_rrf.serve import MAX_OPEN_STORES, TENANT_NAME, route
 from sqlite_rrf.store import Store
 
 pytest.importorskip("mcp.server.mcpserver")
@@ -562,8 +562,8 @@ def test_endpoints_beyond_the_bound_are_dropped_and_built_again(tmp_path):
 
     import uvicorn
 
-    from sqlite_rrf.mcp.server import build_server
-    from sqlite_rrf.server import HttpRouter
+    from sqlite_rrf.mcp.build import build_server
+    from sqlite_rrf.serve import HttpRouter
 
     store = Store(tmp_path / "m.db")
     lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""Time expressions in a query, resolved against a given now (sqlite_rrf.timeexpr)."""
+"""Time expressions in a query, resolved against a given now (sqlite_rrf.core.timeexpr)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from sqlite_rrf.timeexpr import DAY_MS, resolve
+from sqlite_rrf.core.timeexpr import DAY_MS, resolve
 
 
 def ms(*args: int) -> int:
@@ -100,7 +100,7 @@ def test_deterministic_and_now_is_a_parameter():
 )
 def test_time_bound_reads_a_whole_option(text, start, end):
     """An option's value (``--since yesterday``): the window's start, or its end."""
-    from sqlite_rrf.timeexpr import time_bound
+    from sqlite_rrf.core.timeexpr import time_bound
 
     assert time_bound(text, NOW) == start
     assert time_bound(text, NOW, end=True) == end
@@ -110,6 +110,6 @@ def test_time_bound_reads_a_whole_option(text, start, end):
     "text", ["", "2023-05-01", "what did I do yesterday", "yesterday morning", "2 days", "may"]
 )
 def test_time_bound_is_none_unless_the_whole_text_is_one_expression(text):
-    from sqlite_rrf.timeexpr import time_bound
+    from sqlite_rrf.core.timeexpr import time_bound
 
     assert time_bound(text, NOW) is None

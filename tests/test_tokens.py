@@ -12,8 +12,8 @@ from tests.test_server import env_for
 from tests.test_tenants import raw_request, server
 
 from sqlite_rrf.app import UserError
-from sqlite_rrf.server.settings import MIN_TOKEN_CHARS
-from sqlite_rrf.server.tenants import read_tenant_tokens
+from sqlite_rrf.serve.settings import MIN_TOKEN_CHARS
+from sqlite_rrf.serve.tenants import read_tenant_tokens
 
 CAROL = "k#9fJ2xQ7vLm3Zp8Rt"  # a token with a '#' in it
 

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sqlite_rrf
-from sqlite_rrf import kernels
+from sqlite_rrf.core import kernels
 
 TOL = 1e-12
 DIMS = [1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 383, 384, 385, 1024, 4097]

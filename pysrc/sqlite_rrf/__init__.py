@@ -8,6 +8,6 @@ memory store, embedder, CLI and evaluation are built on it.
 """
 
 from ._version import __version__
-from .loader import ExtensionLoadError, load, loadable_path
+from .core.loader import ExtensionLoadError, load, loadable_path
 
 __all__ = ["ExtensionLoadError", "__version__", "load", "loadable_path"]

@@ -20,16 +20,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (H6)
 if TYPE_CHECKING:
     from typing import Any, Dict, List, NoReturn, Optional
 
-from .app import (  # noqa: F401 (the hook's names for them)
-    ALL_SCOPES,
-    SHARED_SCOPE,
-    UserError,
-    derive_scope,
-    error_message,
-    fault_message,
-    open_store,
-    recall_scopes,
-)
+from .app import UserError, derive_scope, error_message, fault_message, open_store, recall_scopes
 from .app.prompt_recall import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_TOTAL,
@@ -62,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
     if light:
         p.add_argument("--limit", type=int_arg, default=argparse.SUPPRESS, metavar="N")
     else:
-        from .statements import recall_defaults
+        from .core.statements import recall_defaults
 
         limit = recall_defaults()["result_limit"]
         p.add_argument(
@@ -84,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
     if light:
         p.add_argument("--topic-gate", action="store_true", dest="topic_gate")
     else:
-        from .gate import TOPIC_GATE_COSINE
+        from .core.gate import TOPIC_GATE_COSINE
 
         p.add_argument(
             "--topic-gate",
@@ -105,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
             metavar="R",
         )
     else:
-        from .relevance import DEFAULT_MIN_RELEVANCE
+        from .core.relevance import DEFAULT_MIN_RELEVANCE
 
         p.add_argument(
             "--min-relevance",

@@ -5,7 +5,7 @@
 -- statement of any other, e.g. `sqlite-rrf sql --profile rrf > rrf.sql`.
 --
 -- Parameters (all named; NULL or unbound means the default given in `params`, the
--- first CTE below, written from the one table of defaults in sqlite_rrf.statements):
+-- first CTE below, written from the one table of defaults in sqlite_rrf.core.statements):
 --   :query        the user's text (searched with FTS5 through fts5_query)
 --   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
 --   The profiles (how the lists are fused, docs/profiles.md):
@@ -46,5 +46,5 @@
 -- rrf_explain, fts5_query, and the FTS5 auxiliary functions rrf_bm25, rrf_bm25_or,
 -- rrf_bm25_or_top, rrf_bm25_idf). This file is composed from the fragments in
 -- sql/recall/ (one per stage, pool and profile, and the filters written once;
--- python -m sqlite_rrf.statements --write): sqlite-rrf's Store, CLI, MCP server, hook
+-- python -m sqlite_rrf.core.statements --write): sqlite-rrf's Store, CLI, MCP server, hook
 -- and Datasette plugin run the statement of their pool and profile, made the same way.

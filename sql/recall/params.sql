@@ -1,8 +1,8 @@
--- 0. Parameters with their defaults (generated from sqlite_rrf.statements.DEFAULTS,
---    the one place the defaults are written: python -m sqlite_rrf.statements --write).
+-- 0. Parameters with their defaults (generated from sqlite_rrf.core.statements.DEFAULTS,
+--    the one place the defaults are written: python -m sqlite_rrf.core.statements --write).
 --    The profile and the pool are this statement's own; k's default depends on the
 --    profile. time_from/time_to (ms, no default) is the window a time expression of
---    the query names (sqlite_rrf.timeexpr; NULL: none), w_time its weight in 'hybrid'.
+--    the query names (sqlite_rrf.core.timeexpr; NULL: none), w_time its weight in 'hybrid'.
 params AS (
   SELECT 'hybrid'                          AS profile,
          coalesce(:k, 60.0)                AS k,

@@ -43,7 +43,7 @@ top AS MATERIALIZED (
   ORDER BY g.key
   LIMIT (SELECT result_limit FROM params)
 ),
--- 7c. The relevance of each returned row (sqlite_rrf.relevance: in [0, 1], the same
+-- 7c. The relevance of each returned row (sqlite_rrf.core.relevance: in [0, 1], the same
 --     scale for every query), from its cosine and its BM25 score as a share of the
 --     query's IDF mass: its distinct terms' IDFs, a term no episode holds as if one
 --     did, a word of the stopwords hint 1e-6.

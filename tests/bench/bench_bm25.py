@@ -122,7 +122,7 @@ def _statement_bm25_sql() -> str:
     """The BM25 list as the shipped statement has it now (its CTEs up to ``bm25``, whose
     ``bm25_top`` calls rrf_bm25_or_top when no filter is set: csrc/bm25_top.c B16), read from
     sql/recall.sql rather than copied, so this times what users run."""
-    from sqlite_rrf.resources import read_sql
+    from sqlite_rrf.core.sql_files import read_sql
 
     sql = read_sql("recall.sql")
     head = sql[: sql.index("\n-- 2. ") + 1].rstrip()

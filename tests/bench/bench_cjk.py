@@ -202,7 +202,7 @@ def multilingual() -> dict:
 
 
 def _before_migrations():
-    from sqlite_rrf.migrations import available
+    from sqlite_rrf.core.migrations import available
 
     return [m for m in available() if m.version < 11]
 
@@ -227,7 +227,7 @@ def migrate_timed(path: str) -> float:
     import apsw
 
     import sqlite_rrf
-    from sqlite_rrf.migrations import migrate
+    from sqlite_rrf.core.migrations import migrate
 
     conn = apsw.Connection(path)
     sqlite_rrf.load(conn)
@@ -260,7 +260,7 @@ def english(n: int, queries: int, repeat: int) -> dict:
     before = os.path.join(OUT, f"english_{n}_v10.db")
     after = os.path.join(OUT, f"english_{n}_v11.db")
     if not os.path.exists(before):
-        from sqlite_rrf.migrations import migrate
+        from sqlite_rrf.core.migrations import migrate
 
         br.migrate = lambda conn: migrate(conn, _before_migrations())  # schema 10
         br.build_db(before, n, 1)
@@ -304,7 +304,7 @@ def migrate_big(n: int) -> dict:
     from tests.bench import bench_recall as br
 
     import sqlite_rrf
-    from sqlite_rrf.migrations import migrate
+    from sqlite_rrf.core.migrations import migrate
 
     os.makedirs(OUT, exist_ok=True)
     base = os.path.join(OUT, f"content_{n}_v10.db")

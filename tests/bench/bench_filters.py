@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bench import bench_recall as br
-from sqlite_rrf.statements import recall_parameters, recall_statement
+from sqlite_rrf.core.statements import recall_parameters, recall_statement
 from sqlite_rrf.store import Store
 
 CASES = {

@@ -47,9 +47,9 @@ def lme_lists(
     unit: str, limit: int, n: Optional[int], only: Optional[Sequence[str]] = None
 ) -> List[Dict[str, Any]]:
     """Per answerable question: type, the returned hits (corpus id, relevance), gold."""
+    from sqlite_rrf.embedding.models import DEFAULT_N_CTX, choose_model, resolve_model
     from sqlite_rrf.evaluation.embcache import EmbeddingCache, model_fingerprint
     from sqlite_rrf.evaluation.longmemeval import load_longmemeval
-    from sqlite_rrf.models import DEFAULT_N_CTX, choose_model, resolve_model
     from sqlite_rrf.store import Store
 
     qs = [q for q in load_longmemeval(str(LME), unit) if q.scored]

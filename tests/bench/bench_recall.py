@@ -10,7 +10,7 @@ In one run, for each size N:
 
 1. builds (or reuses: cached under ``tests/bench/out/cache/``, keyed by N, the data
    version, the seed and the migrations' checksums) a memory database of N episodes
-   through the real schema (``sqlite_rrf.migrations.migrate``; the insert, FTS5 and
+   through the real schema (``sqlite_rrf.core.migrations.migrate``; the insert, FTS5 and
    dimension triggers all fire). Content: 20-120 words (median ~68), runs of consecutive
    sentences of the SciFact abstracts, a quarter of them recombined with sentences of a
    second abstract, so the term distribution is real scientific English. Embeddings: the
@@ -97,8 +97,8 @@ except ImportError:  # pragma: no cover - the bench extra installs it
     sys.exit("bench_recall: apsw is required (pip install apsw)")
 
 import sqlite_rrf
-from sqlite_rrf.migrations import available as available_migrations, migrate
-from sqlite_rrf.resources import read_sql, sql_dir
+from sqlite_rrf.core.migrations import available as available_migrations, migrate
+from sqlite_rrf.core.sql_files import read_sql, sql_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "out")
@@ -130,7 +130,7 @@ BM25_LIMIT, POOL_SIZE, LIMIT = 50, 200, 3
 #: The product's BM25 list: the statement's own CTEs up to ``bm25`` (bm25()'s exact top
 #: :bm25_limit over every word, the stopword hint only a speed-up), read alone.
 def _bm25_list_sql() -> str:
-    from sqlite_rrf.resources import read_sql
+    from sqlite_rrf.core.sql_files import read_sql
 
     text = read_sql("recall.sql")
     head = text[: text.index("\n-- 2. ")]
@@ -174,7 +174,7 @@ def recall_sql() -> str:
 
 def store_sql(pool: str = "recent", profile: Optional[str] = PROFILE) -> str:
     """The statement Store runs for ``pool`` and ``profile`` (None: the default profile)."""
-    from sqlite_rrf.statements import recall_defaults, recall_statement
+    from sqlite_rrf.core.statements import recall_defaults, recall_statement
 
     return recall_statement(pool, profile or recall_defaults()["profile"])
 
@@ -198,7 +198,7 @@ def old_statement() -> Optional[str]:
 def prepare_statements(sql_a: str) -> Dict[str, Optional[str]]:
     """The statements whose prepare is timed: (a), each (pool, default profile) statement
     Store runs without sqlite-vec, the shipped one, the one before the composition."""
-    from sqlite_rrf.statements import POOLS as STORE_POOLS, recall_defaults
+    from sqlite_rrf.core.statements import POOLS as STORE_POOLS, recall_defaults
 
     default_profile = recall_defaults()["profile"]
     out: Dict[str, Optional[str]] = {"a: recent/rrf": sql_a}

@@ -16,17 +16,17 @@ the one of each size to ``tests/bench/out/replica/`` (deleted at the end, unless
 
 ``restore``, per size: the copy opened once as a Store (WAL); ``sqlite-rrf replicate
 --once`` to a new directory replica (the first sync: a full snapshot); the replica's bytes
-on disk; ``litestream restore`` of it to a new file (``sqlite_rrf.replicate.restore``);
+on disk; ``litestream restore`` of it to a new file (``sqlite_rrf.app.replicate.restore``);
 with ``--check`` the full check of ``sqlite-rrf check`` on the restored file, timed apart.
 
 ``replicas``, per size: ``sqlite-rrf replicate`` runs on the copy; three reader processes
 open the primary itself (``Store(readonly=True)``), the replica through the Litestream VFS
-(``sqlite_rrf.replicate.open_replica``) and a copy kept by ``litestream restore -f``
-(``sqlite_rrf.replicate.follow``, polled every 500 ms). A writer adds one memory every
+(``sqlite_rrf.app.replicate.open_replica``) and a copy kept by ``litestream restore -f``
+(``sqlite_rrf.app.replicate.follow``, polled every 500 ms). A writer adds one memory every
 ``--interval`` s for ``--seconds`` s and logs each commit's time; each reader polls for
 the new ids every 20 ms and notes when it first sees each: the lag. A fourth reader opens
 a copy that ``sqlite-rrf restore --refresh 5s`` restores again every 5 s
-(``sqlite_rrf.replicate.refresh``); the copies' readers open them anew for every poll
+(``sqlite_rrf.app.replicate.refresh``); the copies' readers open them anew for every poll
 (a connection kept open sees no later write). Then each reader runs
 ``--queries`` SciFact test claims (``Store.recall``, its default pool and profile, the
 claims' cached MiniLM vectors, no touch) ``--repeat`` times after one warm-up round: the
@@ -53,7 +53,7 @@ if HERE not in sys.path:
 
 import bench_recall as br
 
-from sqlite_rrf import replicate
+from sqlite_rrf.app import replicate
 
 OUT_DIR = os.path.join(HERE, "out")
 WORK = os.path.join(OUT_DIR, "replica")

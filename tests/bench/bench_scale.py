@@ -73,7 +73,7 @@ import apsw
 import bench_recall as br
 import numpy as np
 
-from sqlite_rrf.statements import recall_defaults, recall_statement
+from sqlite_rrf.core.statements import recall_defaults, recall_statement
 from sqlite_rrf.store import Store
 
 OUT_DIR = os.path.join(HERE, "out")

@@ -50,11 +50,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from sqlite_rrf.embed import DEFAULT_N_CTX
+from sqlite_rrf.core.relevance import DEFAULT_MIN_RELEVANCE
+from sqlite_rrf.core.sql_files import data_path
+from sqlite_rrf.embedding.embedder import DEFAULT_N_CTX
 from sqlite_rrf.evaluation.embcache import EmbeddingCache, model_fingerprint
 from sqlite_rrf.evaluation.longmemeval import LmeQuestion, load_longmemeval, score_question
-from sqlite_rrf.relevance import DEFAULT_MIN_RELEVANCE
-from sqlite_rrf.resources import data_path
 from sqlite_rrf.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -188,7 +188,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     model = os.environ.get("SQLITE_RRF_MODEL")
     if not model:
         raise SystemExit("set SQLITE_RRF_MODEL to the GGUF model")
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
 
     emb = Embedder(model)
     env = dict(os.environ)

@@ -23,7 +23,7 @@ or ``$SQLITE_RRF_MODEL``; required).
    initialized before the start signal (only the recalls are timed); the rate is all
    recalls over the wall time from the start signal to the last answer, with each
    recall's p50/p90. Run twice: every store open (``--max-open`` = tenants), and
-   with the default ``--max-open`` (:data:`sqlite_rrf.server.MAX_OPEN_STORES`), where a
+   with the default ``--max-open`` (:data:`sqlite_rrf.serve.MAX_OPEN_STORES`), where a
    request for a closed tenant opens its store and closes the least recently used.
 
 The clients run on the same machine as the server (on a 2-core machine they take CPU from
@@ -81,7 +81,7 @@ def build(directory: str, tenants: int, model: str) -> int:
     """The tenants' files; how many episodes in all."""
     import numpy as np
 
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
     from sqlite_rrf.store import Store
 
     ids = json.load(open(os.path.join(SCIFACT, "corpus.minilm.ids.json"), encoding="utf-8"))
@@ -304,7 +304,7 @@ def main() -> int:
     args = ap.parse_args()
     if not args.model:
         raise SystemExit("--model PATH or $SQLITE_RRF_MODEL: the server embeds the queries")
-    from sqlite_rrf.server import MAX_OPEN_STORES
+    from sqlite_rrf.serve import MAX_OPEN_STORES
 
     clients = [int(c) for c in args.clients.split(",")]
     env = dict(os.environ, SQLITE_RRF_MODEL=args.model)

@@ -62,7 +62,7 @@ except ImportError:  # pragma: no cover - the bench extra installs it
     sys.exit("bench_vec_cosine: apsw is required (pip install apsw)")
 
 import sqlite_rrf
-from sqlite_rrf import kernels
+from sqlite_rrf.core import kernels
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "out")

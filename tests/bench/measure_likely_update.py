@@ -96,7 +96,7 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=80)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "pysrc"))
-    from sqlite_rrf.embed import Embedder
+    from sqlite_rrf.embedding.embedder import Embedder
     from sqlite_rrf.evaluation.embcache import (
         EmbeddingCache,
         default_cache_path,

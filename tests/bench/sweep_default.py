@@ -385,7 +385,7 @@ def _recall_kwargs(c: Config, profile: str, pool: str = "all") -> Dict[str, Any]
 def validate(store: Any, fuser: Fuser, n_queries: int) -> Tuple[bool, List[Dict[str, Any]]]:
     """The numpy fusion against Store.recall on the first ``n_queries`` queries."""
     L = fuser.L
-    from sqlite_rrf.statements import recall_statement
+    from sqlite_rrf.core.statements import recall_statement
 
     # Does pool 'all' take the exact top :pool_size (the new statement) or every document?
     bounded = "rrf_topk" in recall_statement("all")

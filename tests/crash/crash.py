@@ -65,7 +65,7 @@ def chash(content: str) -> str:
 
 def slow_migration(rows: int = SLOW_ROWS) -> Any:
     """The extra, slow migration that follows the shipped ones."""
-    from sqlite_rrf.migrations import Migration, available
+    from sqlite_rrf.core.migrations import Migration, available
 
     return Migration(
         max(m.version for m in available()) + 1,
@@ -83,7 +83,7 @@ UPDATE episodes SET kind = 'slow-migrated';
 @contextlib.contextmanager
 def with_slow_migration(rows: int = SLOW_ROWS) -> Iterator[None]:
     """Make ``migrate()`` (and so ``Store``) see the shipped migrations + crash_slow."""
-    import sqlite_rrf.migrations as mig
+    import sqlite_rrf.core.migrations as mig
 
     orig = mig.available
     slow = slow_migration(rows)
@@ -389,7 +389,7 @@ class MigrationScenario:
         import numpy as np
 
         import sqlite_rrf
-        from sqlite_rrf.migrations import available, migrate
+        from sqlite_rrf.core.migrations import available, migrate
 
         self.rng = rng
         self.slow_rows = slow_rows

@@ -17,7 +17,7 @@ One run, in a fresh directory:
 5. the disaster: every writer and the replicator are killed with SIGKILL at the same
    moment, then the primary file, its ``-wal``, ``-shm`` and Litestream's local state are
    deleted;
-6. ``sqlite-rrf restore --from replica/ -o restored.db`` (:func:`sqlite_rrf.replicate.restore`,
+6. ``sqlite-rrf restore --from replica/ -o restored.db`` (:func:`sqlite_rrf.app.replicate.restore`,
    which runs the full check of ``sqlite-rrf check``);
 7. counts the committed ids missing from the restored file, and how long before the
    disaster each was committed; a rebuilt copy (the restored rows inserted into a fresh
@@ -207,7 +207,7 @@ def run(
     """One drill; returns its report (see the module's docstring). The first random event
     kills the replicator; ``restart_replicator=False`` leaves it dead from then on (the
     drill's control: writes after that are lost, however old)."""
-    from sqlite_rrf.replicate import restore
+    from sqlite_rrf.app.replicate import restore
     from sqlite_rrf.store import Store
 
     rnd = random.Random(seed)

@@ -194,7 +194,7 @@ SINCE_ALL = -(2**62)
 def bm25_cte() -> Tuple[str, List[str]]:
     """The shipped recall statement (sql/recall.sql) up to its ``bm25`` CTE, selecting that
     CTE's list (rowid, bm25_score, best first), and its parameters."""
-    from sqlite_rrf.resources import read_sql, statement_params
+    from sqlite_rrf.core.sql_files import read_sql, statement_params
 
     sql = read_sql("recall.sql")
     head = sql[: sql.index("\n-- 2. ") + 1].rstrip()

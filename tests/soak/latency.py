@@ -241,8 +241,8 @@ def writer(args: argparse.Namespace) -> int:
 def reader(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from sqlite_rrf.resources import statement_params
-    from sqlite_rrf.statements import recall_statement
+    from sqlite_rrf.core.sql_files import statement_params
+    from sqlite_rrf.core.statements import recall_statement
     from sqlite_rrf.store import Store
 
     rng = random.Random(args.seed)
@@ -582,7 +582,7 @@ def run(
             raise SystemExit(f"unknown configuration {c!r}; known: {', '.join(CONFIGS)}")
     os.makedirs(workdir, exist_ok=True)
     base = os.path.join(workdir, "base.db")
-    from sqlite_rrf.migrations import available
+    from sqlite_rrf.core.migrations import available
 
     # rebuilt when the schema's migrations change
     want = {

@@ -1,6 +1,6 @@
 """The application layer every way in shares: the command line (:mod:`sqlite_rrf.cli`),
 the prompt hook (:mod:`sqlite_rrf.hook`), MCP (:mod:`sqlite_rrf.mcp`) and the
-warm server (:mod:`sqlite_rrf.server`).
+warm server (:mod:`sqlite_rrf.serve`).
 
 - :func:`open_store`: open a memory database with the chosen model (``--model``,
   ``$SQLITE_RRF_MODEL``, the default; the database's own model only when it is one of
@@ -35,15 +35,7 @@ imports it); the store and the model load when :func:`open_store` runs.
 
 from __future__ import annotations
 
-from .display import (
-    code,
-    escape,
-    explain_in_words,
-    flatten,
-    human_age,
-    iso_time,
-    ranks_in_words,
-)
+from .display import code, escape, explain_in_words, flatten, human_age, iso_time, ranks_in_words
 from .errors import UserError, error_message, fault_message, sqlite_words, without_class_names
 from .notes import NOTES_KEPT, ONCE_A_DAY, note, notes_path
 from .opening import (

@@ -50,11 +50,11 @@ def without_class_names(text: str) -> str:
 #: module that defines them: an error of a class exists only once its module is loaded,
 #: so none is imported to recognise it.
 _PRODUCT_ERRORS = (
-    ("sqlite_rrf.checks", "StoreError"),
-    ("sqlite_rrf.migrations", "MigrationError"),
-    ("sqlite_rrf.loader", "ExtensionLoadError"),
-    ("sqlite_rrf.embed", "EmbeddingError"),
-    ("sqlite_rrf.models", "ModelNotFoundError"),
+    ("sqlite_rrf.core.validate", "StoreError"),
+    ("sqlite_rrf.core.migrations", "MigrationError"),
+    ("sqlite_rrf.core.loader", "ExtensionLoadError"),
+    ("sqlite_rrf.embedding.embedder", "EmbeddingError"),
+    ("sqlite_rrf.embedding.models", "ModelNotFoundError"),
 )
 
 

@@ -458,7 +458,13 @@ def resolve_pinned_model(model: Optional[str], no_model: bool) -> Optional[str]:
     """The model to pin into the command lines: ``model``, else ``$SQLITE_RRF_MODEL``, else
     the default model when it is in the Hugging Face cache (its local file); none only with
     ``no_model``. A path becomes absolute (a host runs the hook from anywhere)."""
-    from ..models import DEFAULT_MODEL, MODEL_ENV, ModelNotFoundError, parse_spec, resolve_model
+    from ..embedding.models import (
+        DEFAULT_MODEL,
+        MODEL_ENV,
+        ModelNotFoundError,
+        parse_spec,
+        resolve_model,
+    )
 
     if no_model:
         if model:

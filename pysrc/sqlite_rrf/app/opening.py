@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-    from ..embed import Embedder
+    from ..embedding.embedder import Embedder
     from ..store import Store
 
 from .errors import UserError
@@ -38,7 +38,7 @@ def socket_path(db: str) -> str:
 
 def check_model_args(model: Optional[str], n_ctx: Optional[int]) -> None:
     """Refuse a malformed ``--model`` or ``--n-ctx`` before anything is opened."""
-    from ..models import parse_spec
+    from ..embedding.models import parse_spec
 
     if model is not None:
         try:
@@ -51,7 +51,7 @@ def check_model_args(model: Optional[str], n_ctx: Optional[int]) -> None:
 
 def _model_named(model: Optional[str]) -> bool:
     """Whether a model was asked for by name (``--model`` or ``$SQLITE_RRF_MODEL``)."""
-    from ..models import MODEL_ENV
+    from ..embedding.models import MODEL_ENV
 
     return bool(model) or bool(os.environ.get(MODEL_ENV, "").strip())
 
@@ -71,11 +71,11 @@ def choose_embedder(
     cannot be had turns the vector list off, and that is said on stderr (:func:`note`: once
     a day per database when ``db`` names the database it is for). The
     database's own model (``remembered``) is never loaded because the database names it;
-    for a database made with another model (:func:`sqlite_rrf.models.foreign_model`) the
+    for a database made with another model (:func:`sqlite_rrf.embedding.models.foreign_model`) the
     default is used only from the Hugging Face cache, and what to pass is said.
     """
-    from ..embed import Embedder, EmbeddingError
-    from ..models import (
+    from ..embedding.embedder import Embedder, EmbeddingError
+    from ..embedding.models import (
         DEFAULT_N_CTX,
         ModelNotFoundError,
         foreign_hint,
@@ -228,7 +228,7 @@ def attach_model(
             emb.close()
             if _model_named(model):
                 raise UserError(str(e)) from None
-            from ..models import foreign_hint, foreign_model
+            from ..embedding.models import foreign_hint, foreign_model
 
             foreign = foreign_model(None, store.model)
             note(

@@ -34,7 +34,7 @@ def parse_time(
 ) -> Optional[int]:
     """A time option's value in ms since the epoch: milliseconds since the epoch, an ISO
     8601 date/time (UTC when it names no zone), or a time expression such as
-    ``yesterday``, ``2 days ago``, ``last week`` (:func:`sqlite_rrf.timeexpr.time_bound`,
+    ``yesterday``, ``2 days ago``, ``last week`` (:func:`sqlite_rrf.core.timeexpr.time_bound`,
     against ``now``, default the clock): the start of the time it names, or its end
     when ``end`` (default: when ``option`` is ``--until``), so ``--since yesterday
     --until yesterday`` is yesterday. None for None. A bad value is a :class:`UserError`
@@ -60,7 +60,7 @@ def parse_time(
     if text.isascii():
         import time
 
-        from ..timeexpr import time_bound
+        from ..core.timeexpr import time_bound
 
         upper = _is_upper(option) if end is None else end
         ms = time_bound(text, int(time.time() * 1000) if now is None else now, end=upper)

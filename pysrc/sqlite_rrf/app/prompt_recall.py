@@ -50,10 +50,10 @@ def scope_words(scope: Any) -> str:
 
 def _field_caps() -> "tuple[int, int]":
     """What the hook shows of an id and of a scope name at most (characters): their
-    documented maximums (:data:`sqlite_rrf.checks.MAX_ID_CHARS`, ``MAX_SCOPE_CHARS``). A
+    documented maximums (:data:`sqlite_rrf.core.validate.MAX_ID_CHARS`, ``MAX_SCOPE_CHARS``). A
     longer value (written by another client) is cut with "…", so no field can push the
     relevant memories out of the output's bound (H8)."""
-    from ..checks import MAX_ID_CHARS, MAX_SCOPE_CHARS
+    from ..core.validate import MAX_ID_CHARS, MAX_SCOPE_CHARS
 
     return MAX_ID_CHARS, MAX_SCOPE_CHARS
 
@@ -184,13 +184,13 @@ def respond(store: Store, req: Dict[str, Any]) -> Any:
     ``store``, and the recall's result to touch after it is printed (None when there is
     nothing to touch): ``(text, result)``. The hook in process and the server both use
     this, so their output is the same. A request without ``limit`` or ``min_relevance``
-    gets the recall's and :data:`~sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`."""
+    gets the recall's and :data:`~sqlite_rrf.core.relevance.DEFAULT_MIN_RELEVANCE`."""
     if req.get("limit") is None:
-        from ..statements import recall_defaults
+        from ..core.statements import recall_defaults
 
         req = dict(req, limit=recall_defaults()["result_limit"])
     if "min_relevance" not in req:
-        from ..relevance import DEFAULT_MIN_RELEVANCE
+        from ..core.relevance import DEFAULT_MIN_RELEVANCE
 
         req = dict(req, min_relevance=DEFAULT_MIN_RELEVANCE)
     prompt = req["prompt"]

@@ -380,7 +380,7 @@ def _check_database(db: str, opts: Dict[str, Any], report: Report) -> Any:
             return plain(db)
         except UserError:
             return None
-    from ..manage import stats
+    from .manage import stats
 
     st = stats(store)
     report.fact(
@@ -409,7 +409,7 @@ def _check_database(db: str, opts: Dict[str, Any], report: Report) -> Any:
 def _served(db: str, model: str, doctor_ok: bool, report: Report) -> Any:
     """The database of an HTTP hook's server (opened here without a model), and the
     server's model: ``serve`` refuses a named model that does not match the database's."""
-    from ..manage import stats
+    from .manage import stats
     from .opening import open_store
 
     store = open_store(db)
@@ -433,7 +433,7 @@ def _served(db: str, model: str, doctor_ok: bool, report: Report) -> Any:
 
 
 def _check_scope(store: Any, pinned: Optional[str], project: str, report: Report) -> None:
-    from ..manage import stats
+    from .manage import stats
     from .scopes import ALL_SCOPES, derive_scope, recall_scopes, scope_name
 
     by_scope: Dict[str, int] = stats(store).get("by_scope", {})

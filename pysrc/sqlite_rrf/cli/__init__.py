@@ -5,7 +5,7 @@ Commands: ``init``, ``import``, ``add``, ``recall``, ``embed``, ``stats``, ``sto
 ``maintain``, ``model``, ``path``, ``sql``, ``knn``, ``demo``, ``eval``, ``serve``, ``mcp``,
 ``hook``, ``replicate``, ``restore``. Every command that embeds takes
 ``--model`` (a GGUF path or ``hf:ORG/REPO/FILE.gguf``); without it the model is
-``$SQLITE_RRF_MODEL``, else the default (:data:`sqlite_rrf.models.DEFAULT_MODEL`); the
+``$SQLITE_RRF_MODEL``, else the default (:data:`sqlite_rrf.embedding.models.DEFAULT_MODEL`); the
 database's own model is loaded only when it is one of these. Without any model, ``add``, ``import``,
 ``recall`` and ``demo`` work with the BM25, recency and access lists and say so once.
 
@@ -14,7 +14,7 @@ commands on one database), :mod:`.recall`, :mod:`.demo`, :mod:`.manage` (a memor
 life: list, get, update, forget, export, vacuum, stats), :mod:`.common` (what they share).
 
 A command imports what it runs and no more: the parser of every command is built on each
-run, from light modules only (:mod:`sqlite_rrf.statements` names the pools and
+run, from light modules only (:mod:`sqlite_rrf.core.statements` names the pools and
 profiles), and the store, numpy, the embedder and the evaluation are imported by the
 commands that use them.
 """

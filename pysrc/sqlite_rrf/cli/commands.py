@@ -211,7 +211,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_stopwords(args: argparse.Namespace) -> int:
-    from ..stopwords import MIN_ROWS
+    from ..core.stopwords import MIN_ROWS
     from ..store import Store
 
     if not os.path.exists(args.db):
@@ -269,7 +269,7 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from ..statements import recall_statement
+    from ..core.statements import recall_statement
 
     # the statement of one pool and one profile; neither named: sql/recall.sql, the default's
     sys.stdout.write(recall_statement(args.pool, args.profile))
@@ -343,7 +343,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 def cmd_model(args: argparse.Namespace) -> int:
     """Fetch the model (into the Hugging Face cache) and print its local path."""
-    from ..models import ModelNotFoundError, choose_model, resolve_model
+    from ..embedding.models import ModelNotFoundError, choose_model, resolve_model
 
     spec = choose_model(args.spec)
     try:

@@ -49,7 +49,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     recall of it, with each list's contribution explained."""
     import time
 
-    from ..resources import data_path
+    from ..core.sql_files import data_path
     from ..store import Store
 
     check_model_options(args)

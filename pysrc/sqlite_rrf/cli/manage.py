@@ -1,7 +1,7 @@
 """The command line's commands for a memory's whole life: ``list`` (``ls``), ``get``,
 ``update`` (``edit``), ``forget`` (``rm``), ``export``, ``vacuum`` and ``stats``: their
 arguments (:func:`add_parsers`) and what they print. The operations themselves are
-:mod:`sqlite_rrf.manage`'s, on a store opened by :func:`sqlite_rrf.app.open_store`.
+:mod:`sqlite_rrf.app.manage`'s, on a store opened by :func:`sqlite_rrf.app.open_store`.
 
 Like :mod:`sqlite_rrf.cli`, this module imports only the standard library and
 :mod:`sqlite_rrf.app` at module level: the parser is built on every run.
@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 
-    from ..manage import Filters
+    from ..app.manage import Filters
     from ..store import Store
 
 from ..app import UserError, close_store, int_arg, note, open_store, parse_time
@@ -40,7 +40,7 @@ def _open(args: argparse.Namespace, use: Optional[str] = None) -> Store:
 
 
 def _filters(args: argparse.Namespace) -> Filters:
-    from ..manage import Filters
+    from ..app.manage import Filters
 
     return Filters(
         scope=args.scope,
@@ -168,7 +168,7 @@ def _now() -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``sqlite-rrf list``."""
-    from ..manage import list_episodes
+    from ..app.manage import list_episodes
 
     filters = _filters(args)
     limit = args.limit
@@ -198,7 +198,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     """``sqlite-rrf get``."""
-    from ..manage import get_episode
+    from ..app.manage import get_episode
 
     store = _open(args)
     try:
@@ -234,7 +234,7 @@ def _metadata_arg(text: Optional[str]) -> Any:
 def cmd_update(args: argparse.Namespace) -> int:
     """``sqlite-rrf update``."""
     from ..app import check_model_args
-    from ..manage import update_episode
+    from ..app.manage import update_episode
 
     metadata = _metadata_arg(args.metadata)
     if args.metadata is not None and args.no_metadata:
@@ -267,7 +267,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """``sqlite-rrf forget``."""
-    from ..manage import forget, list_episodes, matching_ids, reclaimable_bytes
+    from ..app.manage import forget, list_episodes, matching_ids, reclaimable_bytes
 
     filters = _filters(args)
     if args.ids and filters.given:
@@ -322,7 +322,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """``sqlite-rrf export``."""
     from ..app.files import check_output
-    from ..manage import export_lines, is_export
+    from ..app.manage import export_lines, is_export
 
     filters = _filters(args)
     if args.output not in (None, "-"):
@@ -363,7 +363,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
     """``sqlite-rrf vacuum``."""
-    from ..manage import vacuum
+    from ..app.manage import vacuum
 
     if not os.path.exists(args.db):
         raise UserError(f"{args.db}: no such database")
@@ -393,7 +393,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     """``sqlite-rrf stats``."""
     from ..app.display import when
-    from ..manage import stats
+    from ..app.manage import stats
 
     if not os.path.exists(args.db):
         raise UserError(f"{args.db}: no such database")
@@ -448,7 +448,7 @@ def add_parsers(sub: Any, db_help: str, add_model: Any) -> None:
     """Register ``list``, ``get``, ``update``, ``forget``, ``export`` and ``vacuum`` on
     the command line's subparsers (``add_model`` adds ``--model`` and ``--n-ctx``)."""
     from ..app import SHARED_SCOPE
-    from ..manage import DEFAULT_LIST_LIMIT
+    from ..app.manage import DEFAULT_LIST_LIMIT
 
     p = sub.add_parser("list", help="the episodes, newest first, with their dates (also `ls`)")
     p.add_argument("db", help=db_help)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 from .. import __version__
 from ..app import float_arg, int_arg
-from ..gate import TOPIC_GATE_COSINE
+from ..core.gate import TOPIC_GATE_COSINE
 from . import commands, manage
 from .demo import DEMO_DB, DEMO_QUERY, cmd_demo
 from .recall import cmd_recall
@@ -85,7 +85,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
-    from ..models import DEFAULT_MODEL, DEFAULT_N_CTX
+    from ..embedding.models import DEFAULT_MODEL, DEFAULT_N_CTX
 
     p.add_argument(
         "--model",
@@ -104,8 +104,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_recall_options(p: argparse.ArgumentParser) -> None:
-    from ..relevance import DEFAULT_MIN_RELEVANCE
-    from ..statements import POOL_MODES, PROFILES, recall_defaults
+    from ..core.relevance import DEFAULT_MIN_RELEVANCE
+    from ..core.statements import POOL_MODES, PROFILES, recall_defaults
 
     # every default is the statement's own (statements.DEFAULTS), read from there
     d = recall_defaults()
@@ -252,7 +252,7 @@ def add_recall_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``sqlite-rrf``."""
-    from ..statements import POOL_MODES, PROFILES, recall_defaults
+    from ..core.statements import POOL_MODES, PROFILES, recall_defaults
 
     parser = Parser(
         prog="sqlite-rrf",
@@ -434,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # The agents' ways in: their modules import their own dependencies (the mcp SDK) only
     # when the command runs.
-    from .. import hook, mcp, server
+    from .. import hook, mcp, serve as server
 
     p = sub.add_parser(
         "serve",
@@ -464,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(p)
     p.set_defaults(func=hook.run)
 
-    from ..evaluation import cli as evaluation_cli
+    from . import evaluate as evaluation_cli
 
     evaluation_cli.add_parser(sub)
     from . import replicate  # replicate, restore (Litestream: the replicate extra)

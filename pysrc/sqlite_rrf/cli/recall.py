@@ -53,7 +53,7 @@ def format_hit(
 
 def result_limit(args: argparse.Namespace) -> int:
     """--limit, or the statement's default."""
-    from ..statements import recall_defaults
+    from ..core.statements import recall_defaults
 
     return args.limit if args.limit is not None else recall_defaults()["result_limit"]
 
@@ -139,8 +139,8 @@ def recall_and_print(store: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ..checks import StoreError, recall_params
-    from ..relevance import check_min_relevance
+    from ..core.relevance import check_min_relevance
+    from ..core.validate import StoreError, recall_params
 
     try:  # check the options before the model loads (the store's own check)
         recall_params(

@@ -1,5 +1,5 @@
 """The command line of replication: ``sqlite-rrf replicate`` and ``sqlite-rrf restore``
-(the work is :mod:`sqlite_rrf.replicate`'s; docs/cli.md)."""
+(the work is :mod:`sqlite_rrf.app.replicate`'s; docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..app import UserError
-from ..replicate import (
+from ..app.replicate import (
     DEFAULT_SYNC_INTERVAL,
     check_refresh_output,
     litestream_duration,

@@ -7,7 +7,7 @@ import logging
 from functools import lru_cache
 from typing import Any, List, Optional, Tuple
 
-from ..loader import ExtensionLoadError, load, loadable_path
+from ..core.loader import ExtensionLoadError, load, loadable_path
 
 log = logging.getLogger("sqlite_rrf.datasette_plugin")
 

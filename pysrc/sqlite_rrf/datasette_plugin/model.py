@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 from .queries import PLUGIN_NAME, form_scope
 
 if TYPE_CHECKING:
-    from ..embed import Embedder
+    from ..embedding.embedder import Embedder
 
 log = logging.getLogger("sqlite_rrf.datasette_plugin")
 
@@ -74,7 +74,12 @@ def _open_model(
     dimension and fingerprint) and the page's sentence about it, or None and why the
     vector list is off."""
     from ..app import UserError, check_model_args, choose_embedder, error_message
-    from ..models import FINGERPRINT_MIN_COSINE, fingerprint_cosine, foreign_hint, foreign_model
+    from ..embedding.models import (
+        FINGERPRINT_MIN_COSINE,
+        fingerprint_cosine,
+        foreign_hint,
+        foreign_model,
+    )
 
     off = "the vector list is off: "
     try:
@@ -124,7 +129,7 @@ def model_state(path: str, model: Optional[str] = None, n_ctx: Optional[int] = N
     """The model of the database file ``path`` (loaded on the first call for it in this
     process; later calls, from any thread, share it). A vector list that is off is
     logged once."""
-    from ..models import MODEL_ENV
+    from ..embedding.models import MODEL_ENV
 
     key = (path, model or os.environ.get(MODEL_ENV, "").strip() or None, n_ctx)
     with _MODELS_LOCK:
@@ -157,7 +162,7 @@ def close_models() -> None:
 def embed_query(state: ModelState, text: Any) -> Optional[bytes]:
     """The float32 blob of ``text``'s embedding (as ``Store.recall`` binds it), or None
     for no text or no model."""
-    from ..checks import blob, has_text, recall_query
+    from ..core.validate import blob, has_text, recall_query
 
     if not isinstance(text, str) or state.embedder is None:
         return None
@@ -192,11 +197,11 @@ def database_config(
 
 def _time_window(query: Any, now: Any) -> Optional[str]:
     """``rrf_time_window(query, now)``: the window (``[start, end]`` ms, JSON) a time the
-    query names stands for ("last week", "in May": :mod:`sqlite_rrf.timeexpr`), as
+    query names stands for ("last week", "in May": :mod:`sqlite_rrf.core.timeexpr`), as
     ``Store.recall`` reads it; NULL for none."""
-    from ..checks import recall_query
+    from ..core.timeexpr import resolve
+    from ..core.validate import recall_query
     from ..store import now_ms
-    from ..timeexpr import resolve
 
     if not isinstance(query, str):
         return None

@@ -143,7 +143,7 @@ def page_script() -> str:
     """The recall page's script: ``profile`` and ``pool`` become select boxes (the
     current value kept), the fields after the first :data:`FORM_VISIBLE` fold under
     "more options", and a style gives the content column room."""
-    from ..statements import POOLS, PROFILES, recall_defaults
+    from ..core.statements import POOLS, PROFILES, recall_defaults
 
     d = recall_defaults()
     choices = {

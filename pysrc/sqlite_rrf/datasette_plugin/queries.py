@@ -8,8 +8,8 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..resources import replace_params, statement_params
-from ..statements import recall_statement
+from ..core.sql_files import replace_params, statement_params
+from ..core.statements import recall_statement
 
 #: The plugin's name in Datasette's metadata (``{"plugins": {"sqlite-rrf": {"model": ...}}}``).
 PLUGIN_NAME = "sqlite-rrf"
@@ -46,7 +46,7 @@ TITLE = "Recall (sqlite-rrf)"
 
 def _description() -> str:
     """The canned query's description, with the statement's own defaults."""
-    from ..statements import POOLS, PROFILES, recall_defaults
+    from ..core.statements import POOLS, PROFILES, recall_defaults
 
     d = recall_defaults()
     others = ", ".join(p for p in PROFILES if p != d["profile"])
@@ -89,7 +89,7 @@ def form_param(name: str) -> str:
     scope's name (``rrf_form_scope``); an empty ``qvec`` is the query's embedding
     (``rrf_embed``); ``time_from``/``time_to``, when empty, are the window a time named
     in the query stands for (``rrf_time_window``), as ``Store.recall`` reads it."""
-    from ..checks import MAX_QUERY_CHARS
+    from ..core.validate import MAX_QUERY_CHARS
 
     if name == "query":  # as Store.recall searches it (checks.recall_query)
         return f"substr(nullif(:query, ''), 1, {MAX_QUERY_CHARS})"
@@ -138,9 +138,9 @@ def canned_query(pool: Optional[str] = None, profile: Optional[str] = None) -> D
     """The canned query definition for the recall statement of ``pool`` and ``profile``
     (None: the default's; ``pool='knn'``: the ``recall_knn`` page), as Datasette's
     ``queries`` metadata takes it: the statement :class:`~sqlite_rrf.store.Store` runs
-    for them (:func:`sqlite_rrf.statements.recall_statement`) (relevance and the
+    for them (:func:`sqlite_rrf.core.statements.recall_statement`) (relevance and the
     policy included)."""
-    from ..statements import recall_defaults
+    from ..core.statements import recall_defaults
 
     d = recall_defaults()
     knn = pool == "knn"
@@ -167,7 +167,7 @@ def request_choice(query_string: bytes) -> Tuple[Optional[str], Optional[str]]:
     also for a value that is not one: :func:`form_error` says so)."""
     from urllib.parse import parse_qs
 
-    from ..statements import POOLS, PROFILES
+    from ..core.statements import POOLS, PROFILES
 
     fields = parse_qs(query_string.decode("utf-8", "replace"), keep_blank_values=True)
     pool = (fields.get("pool") or [""])[0].strip()
@@ -181,7 +181,7 @@ def form_error(args: Any) -> Optional[str]:
     nor an ISO date, a number that is not one, a scope that is quotes only, an unknown
     profile or pool."""
     from ..app import UserError, ascii_float, parse_time
-    from ..statements import POOL_MODES, PROFILES
+    from ..core.statements import POOL_MODES, PROFILES
 
     params = canned_query()["params"]
     for name in params:

@@ -33,7 +33,7 @@ from typing import List, Optional
 
 import apsw
 
-from ..migrations import available, current_version, migrate
+from ..core.migrations import available, current_version, migrate
 from .data import check_data, compare_data, has_table, repair_data
 from .findings import REPAIR_HINT, Finding, Report
 from .schema import (
@@ -129,9 +129,9 @@ def check_path(path: str, *, repair_it: bool = False) -> Report:
     ``path``, on a connection of its own (sqlite-vec loaded when the knn index exists and
     it is installed; the rrf extension is not needed). Another application's SQLite file,
     or a repair of a file that can only be read, is refused with a
-    :class:`~sqlite_rrf.checks.StoreError` and nothing is written."""
-    from .._sqlite import foreign, replica_of
-    from ..checks import StoreError
+    :class:`~sqlite_rrf.core.validate.StoreError` and nothing is written."""
+    from ..core.sqlite import foreign, replica_of
+    from ..core.validate import StoreError
 
     if repair_it and replica_of(path) is not None:
         raise StoreError(
@@ -154,7 +154,7 @@ def check_path(path: str, *, repair_it: bool = False) -> Report:
             )
         if has_table(conn, "episodes_vec"):
             try:
-                from .. import knn
+                from ..core import knn
 
                 knn.load_sqlite_vec(conn)
             except Exception:  # not installed: the knn index is not compared
@@ -170,7 +170,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     import argparse
     import os
 
-    from ..resources import sql_dir
+    from ..core.sql_files import sql_dir
 
     ap = argparse.ArgumentParser(prog="python -m sqlite_rrf.doctor")
     ap.add_argument("--write", action="store_true", help=f"write sql/{SCHEMA_FILE}")

@@ -19,7 +19,7 @@ def _dim(conn: apsw.Connection) -> Optional[int]:
 
 
 def _fault(emb: Any, dim: Optional[int]) -> Optional[str]:
-    from ..checks import vector_fault
+    from ..core.validate import vector_fault
 
     return vector_fault(emb, dim)
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import apsw
 
-from ..migrations import available, current_version, migrate
+from ..core.migrations import available, current_version, migrate
 from .data import compare_data, parts_of, repair_data
 from .findings import DERIVED_TABLES, REPAIR_HINT, Finding
 
@@ -70,7 +70,7 @@ def render_expected(directory: Optional[str] = None) -> str:
 def _shipped(digest: str) -> Optional[_Objects]:
     """The objects of :data:`SCHEMA_FILE`, or None when it is missing or was generated
     from other migrations."""
-    from ..resources import read_sql
+    from ..core.sql_files import read_sql
 
     try:
         text = read_sql(SCHEMA_FILE)
@@ -104,7 +104,7 @@ def expected_objects() -> _Objects:
 def _knn_triggers() -> Dict[str, Tuple[str, str, Optional[str]]]:
     """The triggers of ``sql/knn.sql`` (the same text as migration 0004's knn part), which a
     database with the knn index (``episodes_vec``) must hold too."""
-    from ..resources import read_sql
+    from ..core.sql_files import read_sql
 
     found: Dict[str, Tuple[str, str, Optional[str]]] = {}
     statement = ""

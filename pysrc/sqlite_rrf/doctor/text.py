@@ -1,7 +1,7 @@
 """Episodes whose TEXT is not valid UTF-8 (:func:`invalid_text`): SQLite stores whatever
 bytes a client gives as TEXT (``CAST(x'…e9' AS TEXT)`` in the sqlite3 shell), and every
 read of the product shows such a value with U+FFFD for each invalid byte sequence
-(:class:`sqlite_rrf._sqlite.TextSafeCursor`). The full check names each such episode; the
+(:class:`sqlite_rrf.core.sqlite.TextSafeCursor`). The full check names each such episode; the
 repair (:func:`repair_text`) rewrites the value as every read already shows it: each
 invalid sequence becomes U+FFFD (Python's ``bytes.decode("utf-8", "replace")``). The
 original bytes are not kept by the repair: ``sqlite-rrf export`` before it keeps them."""

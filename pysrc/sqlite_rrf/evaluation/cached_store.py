@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 import numpy as np
 
 from .._version import __version__
-from ..resources import sql_dir
+from ..core.sql_files import sql_dir
 from ..store import Store
 from .beir import CORPUS_CACHE, BeirData, PathLike, load_beir
 from .progress import progress_bar
 
 if TYPE_CHECKING:
-    from ..embed import Embedder
+    from ..embedding.embedder import Embedder
 
 __all__ = [
     "CACHE_FORMAT",
@@ -98,7 +98,7 @@ def _cache_key(
             mp = getattr(embedder, "model_path", None)
             name = getattr(embedder, "model_name", None) or type(embedder).__name__
         else:
-            from ..embed import default_model_path
+            from ..embedding.embedder import default_model_path
 
             mp = model_path or default_model_path()
             name = os.path.basename(mp) if mp else None
@@ -134,11 +134,11 @@ def _default_db_path(data: BeirData, digest: str) -> str:
 
 
 def make_embedder(embedder: Optional[Embedder], model_path: Optional[str]) -> Embedder:
-    """``embedder`` when given, else an :class:`~sqlite_rrf.embed.Embedder` of
+    """``embedder`` when given, else an :class:`~sqlite_rrf.embedding.embedder.Embedder` of
     ``model_path`` (the default model when None)."""
     if embedder is not None:
         return embedder
-    from ..embed import Embedder
+    from ..embedding.embedder import Embedder
 
     return Embedder(model_path)
 
@@ -156,7 +156,7 @@ def build_store(
     """A :class:`~sqlite_rrf.store.Store` holding the collection's corpus.
 
     Episode id = document id, content = ``title + " " + text``, embedding from the cache
-    (or embedded with ``embedder`` — an :class:`~sqlite_rrf.embed.Embedder` made from
+    (or embedded with ``embedder`` — an :class:`~sqlite_rrf.embedding.embedder.Embedder` made from
     ``model_path`` / the default model when None — with a progress bar), and the same
     ``created_at`` = ``accessed_at`` (:data:`EVAL_EPOCH_MS`) and ``access_count`` 0 for
     every document: BEIR has no time or usage signal.

@@ -268,8 +268,8 @@ def evaluate_longmemeval(
     t_load = time.perf_counter() - t0
 
     # vectors: every question and every user turn, through the cache
-    from ..embed import Embedder
-    from ..models import DEFAULT_N_CTX, choose_model, resolve_model
+    from ..embedding.embedder import Embedder
+    from ..embedding.models import DEFAULT_N_CTX, choose_model, resolve_model
 
     model = resolve_model(model_path or choose_model())
     made: List[Any] = []

@@ -5,7 +5,7 @@ sends every query of a split through :meth:`Store.recall <sqlite_rrf.store.Store
 — the product's own SQL statement; there is no second scoring code path here — for each
 run (:mod:`.runs`), in this process or in worker processes (:mod:`.workers`), and reports
 nDCG@10, recall@100 and MRR@10 per run (:mod:`.metrics`). Vectors missing from the
-collection's embedding caches are embedded with an :class:`~sqlite_rrf.embed.Embedder`
+collection's embedding caches are embedded with an :class:`~sqlite_rrf.embedding.embedder.Embedder`
 (the default all-MiniLM-L6-v2 unless a model is given).
 """
 
@@ -28,7 +28,7 @@ from .runs import DEPTH, RUN_PARAMETERS, available_runs, resolve_runs
 from .workers import recall_queries, start_workers
 
 if TYPE_CHECKING:
-    from ..embed import Embedder
+    from ..embedding.embedder import Embedder
 
 __all__ = ["evaluate"]
 

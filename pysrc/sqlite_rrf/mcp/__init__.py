@@ -21,7 +21,7 @@ and errors are module level, as in the SDK's examples, and the store and default
 reach the tools through the server's ``lifespan`` (the SDK's way: a tool reads
 ``ctx.request_context.lifespan_context``, an :class:`~.tools.Endpoint`). But one process
 serves many endpoints: ``sqlite-rrf serve`` has ``/mcp`` and ``/s/SCOPE/mcp`` on one store,
-and ``serve --dir`` a store per tenant (:mod:`sqlite_rrf.server`, S8, S9), and each
+and ``serve --dir`` a store per tenant (:mod:`sqlite_rrf.serve`, S8, S9), and each
 endpoint's tool descriptions and instructions name its own default scope (M12). So
 :func:`~.server.build_server` binds the module-level tool set to one store and scope, as
 an ``MCPServer`` whose lifespan yields that endpoint, and ``sqlite-rrf mcp`` (stdio) runs
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         loader = threading.Thread(
             target=_load_in_background, args=(store, args, lock), name="model", daemon=True
         )
-        from .server import build_server, serve_stdio
+        from .build import build_server, serve_stdio
 
         # the loader starts when the server does: after the wire is the server's
         server = build_server(

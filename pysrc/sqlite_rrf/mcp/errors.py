@@ -8,7 +8,7 @@ from typing import Any, Dict
 from mcp.server.mcpserver.exceptions import ToolError
 
 from ..app import UserError, error_message, stored_scope, without_class_names
-from ..checks import MAX_ID_CHARS, check_size
+from ..core.validate import MAX_ID_CHARS, check_size
 from ..store import StoreError
 from . import MAX_CONTENT_CHARS
 

@@ -240,7 +240,8 @@ def hit_out(
 ) -> Tuple[Hit, str]:
     """A recall hit as the model sees it (M11, M12) and its text, cut at ``max_chars``.
     Every other field is bounded too: the id and scope by the store's maximums
-    (:data:`sqlite_rrf.checks.MAX_ID_CHARS`, :data:`~sqlite_rrf.checks.MAX_SCOPE_CHARS`),
+    (:data:`~sqlite_rrf.core.validate.MAX_ID_CHARS`,
+    :data:`~sqlite_rrf.core.validate.MAX_SCOPE_CHARS`),
     the near-copies' ids by :data:`MAX_DUPLICATE_IDS`."""
     text = str(h.content)
     why = None

@@ -1,7 +1,7 @@
 """The tools and resources, at module level, and the endpoint they work on.
 
 An :class:`Endpoint` is one store, its default scope (M4) and the lock that makes its
-calls one at a time (M7). :func:`sqlite_rrf.mcp.server.build_server` makes a server whose
+calls one at a time (M7). :func:`sqlite_rrf.mcp.build.build_server` makes a server whose
 ``lifespan`` yields it; each tool takes the SDK's ``Context`` and reads its endpoint from
 ``ctx.request_context.lifespan_context`` (:func:`endpoint_of`). The descriptions that name
 the endpoint's scope (M12) hold :data:`COVERS` and :data:`SAVES_TO`, which
@@ -34,9 +34,9 @@ from ..app import (
     stored_scope,
 )
 from ..app.display import when
-from ..checks import MAX_ID_CHARS, MAX_KIND_CHARS, MAX_SCOPE_CHARS, check_size
-from ..relevance import DEFAULT_MIN_RELEVANCE
-from ..statements import recall_defaults
+from ..core.relevance import DEFAULT_MIN_RELEVANCE
+from ..core.statements import recall_defaults
+from ..core.validate import MAX_ID_CHARS, MAX_KIND_CHARS, MAX_SCOPE_CHARS, check_size
 from ..store import IMPORTANCE, PROFILES, Store, StoreError, now_ms
 from . import (
     DEFAULT_RECALL_MAX_CHARS,

@@ -25,9 +25,9 @@ connection:
 
 :class:`Store` itself is the open: the order in which a database is checked, migrated
 and readied. The concerns around the store have modules of their own: input checking
-(:mod:`sqlite_rrf.checks`), the BM25 stopwords' refresh (:mod:`sqlite_rrf.stopwords`),
-the topic gate (:mod:`sqlite_rrf.gate`), the 'knn' pool's index (:mod:`sqlite_rrf.knn`)
-and the returned values (:mod:`sqlite_rrf.results`); their public names are importable
+(:mod:`sqlite_rrf.core.validate`), the BM25 stopwords' refresh (:mod:`sqlite_rrf.core.stopwords`),
+the topic gate (:mod:`sqlite_rrf.core.gate`), the 'knn' pool's index (:mod:`sqlite_rrf.core.knn`)
+and the returned values (:mod:`sqlite_rrf.core.results`); their public names are importable
 from here too.
 """
 
@@ -36,16 +36,24 @@ from __future__ import annotations
 import os
 from typing import List, Optional, Union
 
-from .. import knn
-from .._sqlite import open_connection
-from ..checks import IMPORTANCE, LISTS, MAX_COUNT, MAX_QUERY_CHARS, StoreError, Vector, vector_fault
+from ..core import knn
+from ..core.gate import TOPIC_GATE_COSINE, TopicGate
+from ..core.loader import load
+from ..core.migrations import migrate
+from ..core.results import Episode, RecallHit, RecallResult, Written
+from ..core.sqlite import open_connection
+from ..core.statements import POOL_MODES, PROFILES
+from ..core.stopwords import StopwordsRefresh
+from ..core.validate import (
+    IMPORTANCE,
+    LISTS,
+    MAX_COUNT,
+    MAX_QUERY_CHARS,
+    StoreError,
+    Vector,
+    vector_fault,
+)
 from ..doctor import open_check
-from ..gate import TOPIC_GATE_COSINE, TopicGate
-from ..loader import load
-from ..migrations import migrate
-from ..results import Episode, RecallHit, RecallResult, Written
-from ..statements import POOL_MODES, PROFILES
-from ..stopwords import StopwordsRefresh
 from .binding import Binding, EmbedderLike
 from .connection import now_ms
 from .recall import Recall
@@ -81,7 +89,7 @@ class Store(Recall, Writes, Binding, Stats, Records):
     """An agent's memory in one SQLite file.
 
     Opening creates or migrates the database (WAL journal, ``busy_timeout``) and
-    loads the rrf extension. ``embedder`` (an :class:`sqlite_rrf.embed.Embedder`, or
+    loads the rrf extension. ``embedder`` (an :class:`sqlite_rrf.embedding.embedder.Embedder`, or
     anything with ``dim``, ``embed(text)`` and ``embed_many(texts)``: :class:`EmbedderLike`)
     embeds content and queries; without one, episodes need explicit embeddings and
     recall uses the BM25, recency and access lists only (or ``qvec=``).

@@ -2,24 +2,24 @@
 dimension and fingerprint, and refuses another), and embedding the episodes that have
 no vector yet.
 
-:class:`EmbedderLike` is what a Store asks of an embedder; :class:`sqlite_rrf.embed.Embedder`
-is one.
+:class:`EmbedderLike` is what a Store asks of an embedder;
+:class:`sqlite_rrf.embedding.embedder.Embedder` is one.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, List, Optional, Protocol, Sequence, Tuple
 
-from .._sqlite import transaction
-from ..checks import StoreError, Vector, blob, check_dim
+from ..core.sqlite import transaction
+from ..core.validate import StoreError, Vector, blob, check_dim
 from .connection import Connection
 
 
 class EmbedderLike(Protocol):
     """What a :class:`~sqlite_rrf.store.Store` calls on its ``embedder``:
-    :class:`sqlite_rrf.embed.Embedder`, or anything with these. Optional, read when
+    :class:`sqlite_rrf.embedding.embedder.Embedder`, or anything with these. Optional, read when
     present: ``model_spec`` or ``model_name`` (the name the database records) and
-    ``fingerprint()`` (the embeddings of :data:`sqlite_rrf.models.FINGERPRINT_TEXTS`;
+    ``fingerprint()`` (the embeddings of :data:`sqlite_rrf.embedding.models.FINGERPRINT_TEXTS`;
     without it the Store computes them with ``embed_many``)."""
 
     @property
@@ -53,7 +53,7 @@ class Binding(Connection):
 
     def _bind_model(self, embedder: EmbedderLike, remember: bool = True) -> None:
         """Record the model, dimension and fingerprint on first use; refuse a mismatch."""
-        from ..models import fingerprint
+        from ..embedding.models import fingerprint
 
         dim = int(embedder.dim)
         name = getattr(embedder, "model_spec", None) or getattr(embedder, "model_name", None)
@@ -73,7 +73,7 @@ class Binding(Connection):
     ) -> List[Tuple[str, Any]]:
         """The rrf_meta rows that binding this model would write; raises StoreError when
         the model is not the database's."""
-        from ..models import FINGERPRINT_MIN_COSINE, fingerprint_cosine
+        from ..embedding.models import FINGERPRINT_MIN_COSINE, fingerprint_cosine
 
         have = self.dim
         known = self.model
@@ -127,7 +127,7 @@ class Binding(Connection):
         total = self.missing_embeddings()
         if limit is not None:
             total = min(total, limit)
-        from ..embed import progress_bar, stderr_isatty
+        from ..embedding.embedder import progress_bar, stderr_isatty
 
         if progress is None:
             progress = total > 0 and stderr_isatty()

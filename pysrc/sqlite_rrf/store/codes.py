@@ -14,8 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from .._sqlite import transaction
-from ..checks import vector_fault
+from ..core.sqlite import transaction
+from ..core.validate import vector_fault
 from .connection import Connection
 
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
 import apsw
 
-from .._sqlite import REPLICA_OPENED_AS, foreign, meta as _meta
-from ..checks import StoreError
-from ..gate import TopicGate
-from ..stopwords import StopwordsRefresh
+from ..core.gate import TopicGate
+from ..core.sqlite import REPLICA_OPENED_AS, foreign, meta as _meta
+from ..core.stopwords import StopwordsRefresh
+from ..core.validate import StoreError
 
 if TYPE_CHECKING:
     from .binding import EmbedderLike
@@ -88,12 +88,12 @@ class Connection:
 
     def _check_ours(self) -> None:
         """Refuse another application's SQLite file before anything is written to it (not
-        even the WAL switch): :func:`sqlite_rrf._sqlite.foreign` says why. A WAL file this
+        even the WAL switch): :func:`sqlite_rrf.core.sqlite.foreign` says why. A WAL file this
         connection cannot read (its ``-shm`` cannot be made) is refused with the reason."""
         try:
             why = foreign(self.conn)
         except apsw.CantOpenError:
-            from .._sqlite import on_read_only_media
+            from ..core.sqlite import on_read_only_media
 
             if on_read_only_media(self.path):
                 why = (
@@ -120,7 +120,7 @@ class Connection:
 
     def _check_schema_readable(self) -> None:
         """A read-only database cannot be migrated: it must be at this version already."""
-        from ..migrations import available, current_version
+        from ..core.migrations import available, current_version
 
         have, want = current_version(self.conn), max(m.version for m in available())
         if have < want:

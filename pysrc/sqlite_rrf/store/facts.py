@@ -19,8 +19,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import apsw
 
-from .. import dedupe as _dedupe
-from ..checks import StoreError
+from ..core import dedupe as _dedupe
+from ..core.validate import StoreError
 
 #: The cosine (all-MiniLM-L6-v2) from which a new text's nearest episode of its scope is
 #: named as one it may update: the lowest at which at most 10 % of new facts whose nearest
@@ -122,7 +122,7 @@ def supersede(conn: Any, rows: Sequence[Dict[str, Any]]) -> None:
 
 def superseded_twin(conn: Any, row: Dict[str, Any]) -> Optional[Tuple[str, str]]:
     """``(id, superseded_by)`` of a superseded episode of the row's scope whose text is the
-    row's (the same after :func:`sqlite_rrf.dedupe.normalise`), or None. Keys must be
+    row's (the same after :func:`sqlite_rrf.core.dedupe.normalise`), or None. Keys must be
     filled (:meth:`Store.fill_keys`)."""
     norm = None
     for eid, content, by in conn.execute(

@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional
 
 import apsw
 
-from .. import dedupe as _dedupe, knn
-from .._sqlite import patience, transaction
-from ..checks import StoreError
-from ..stopwords import STOPWORDS_DRIFT, compute_stopwords, read_stopwords, stale
+from ..core import dedupe as _dedupe, knn
+from ..core.sqlite import patience, transaction
+from ..core.stopwords import STOPWORDS_DRIFT, compute_stopwords, read_stopwords, stale
+from ..core.validate import StoreError
 from .codes import Codes
 
 
@@ -32,14 +32,14 @@ class Maintenance(Codes):
     def stopwords(self) -> List[str]:
         """The terms the recall statement drops from queries: indexed terms (porter
         stems) found in at least half of the episodes, as last computed. Empty below
-        :data:`sqlite_rrf.stopwords.MIN_ROWS` episodes."""
+        :data:`sqlite_rrf.core.stopwords.MIN_ROWS` episodes."""
         return read_stopwords(self.conn)
 
     def refresh_stopwords(self, min_rows: Optional[int] = None) -> List[str]:
         """Recompute the BM25 stopwords now (``sql/stopwords.sql``; one statement,
         so it is atomic) and return them. The store does this by itself after writes
         that move the episode count by :attr:`STOPWORDS_DRIFT`; ``min_rows``
-        (default :data:`sqlite_rrf.stopwords.MIN_ROWS`) is the count below which there
+        (default :data:`sqlite_rrf.core.stopwords.MIN_ROWS`) is the count below which there
         are none."""
         compute_stopwords(self.conn, min_rows)
         self._stopwords.refreshed()
@@ -48,9 +48,9 @@ class Maintenance(Codes):
     def _maybe_refresh_stopwords(self, episodes_written: int) -> None:
         """Count ``episodes_written`` (written or deleted by this connection) and, when
         the count is due for a check, refresh the stopwords if the episode count has moved
-        by :attr:`STOPWORDS_DRIFT` (or reached :data:`sqlite_rrf.stopwords.MIN_ROWS`
+        by :attr:`STOPWORDS_DRIFT` (or reached :data:`sqlite_rrf.core.stopwords.MIN_ROWS`
         without them) since they were computed
-        (:class:`sqlite_rrf.stopwords.StopwordsRefresh`). The first call always checks."""
+        (:class:`sqlite_rrf.core.stopwords.StopwordsRefresh`). The first call always checks."""
         self._stopwords.wrote(
             episodes_written, self.count, self.refresh_stopwords, self.STOPWORDS_DRIFT
         )
@@ -82,7 +82,7 @@ class Maintenance(Codes):
         """Do the upkeep that opening a Store never does, waiting for the write lock up to
         the busy timeout: compute the sign codes other clients left pending and pack loose
         codes into blocks (:meth:`compute_codes`, :meth:`pack_codes`), recompute the BM25
-        stopwords when they are out of date (:func:`sqlite_rrf.stopwords.stale`), and merge
+        stopwords when they are out of date (:func:`sqlite_rrf.core.stopwords.stale`), and merge
         the full-text index's segments (FTS5's ``merge``, :attr:`MERGE_PAGES` pages per
         transaction) until there is nothing left to merge. The Store's writes do the same
         after they commit, when the lock is free; ``sqlite-rrf maintain DB`` runs this.
@@ -143,7 +143,7 @@ class Maintenance(Codes):
         """Compute the pending ``content_key`` of episodes written by other clients (or
         whose content they changed), which :meth:`add_many` needs to find a text already
         stored, and return how many were computed. Each batch of
-        :data:`sqlite_rrf.dedupe.KEYS_BATCH` is its own transaction; with none pending
+        :data:`sqlite_rrf.core.dedupe.KEYS_BATCH` is its own transaction; with none pending
         this is one indexed read and takes no write lock."""
         if self.readonly:
             return 0

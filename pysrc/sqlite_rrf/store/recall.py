@@ -15,14 +15,22 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import apsw
 import numpy as np
 
-from .. import knn
-from .._sqlite import patience, transaction
-from ..checks import Vector, blob, check_dim, has_text, recall_params, recall_query, vector_fault
-from ..gate import gate_key, session_row
-from ..relevance import check_min_relevance
-from ..results import RecallHit, RecallResult
-from ..statements import recall_defaults, recall_statement
-from ..timeexpr import resolve as resolve_time
+from ..core import knn
+from ..core.gate import gate_key, session_row
+from ..core.relevance import check_min_relevance
+from ..core.results import RecallHit, RecallResult
+from ..core.sqlite import patience, transaction
+from ..core.statements import recall_defaults, recall_statement
+from ..core.timeexpr import resolve as resolve_time
+from ..core.validate import (
+    Vector,
+    blob,
+    check_dim,
+    has_text,
+    recall_params,
+    recall_query,
+    vector_fault,
+)
 from .connection import Connection, now_ms
 
 
@@ -61,11 +69,11 @@ class Recall(Connection):
         include_superseded: bool = False,
     ) -> RecallResult:
         """The top ``limit`` episodes for ``query`` by the recall statement of the
-        chosen pool and profile (:func:`sqlite_rrf.statements.recall_statement`): BM25,
+        chosen pool and profile (:func:`sqlite_rrf.core.statements.recall_statement`): BM25,
         vector similarity, recency and access fused.
 
         Every option left as None takes the statement's own default
-        (:func:`sqlite_rrf.statements.recall_defaults`, written once in
+        (:func:`sqlite_rrf.core.statements.recall_defaults`, written once in
         ``sql/recall/params.sql``). ``weights`` is ``(bm25, vector, recency, access)`` or
         a dict with those keys (0 turns a list off); ``k`` is the RRF constant; ``pool``
         is one of :data:`POOL_MODES` (``'recent'``: the most recently accessed episodes;
@@ -80,7 +88,7 @@ class Recall(Connection):
         drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
         fixes the clock for ages and for the query's time expressions: with
         ``time_expressions`` (the default) a time the query names ("yesterday", "last
-        week", "in May", "two months ago": :mod:`sqlite_rrf.timeexpr`, resolved against
+        week", "in May", "two months ago": :mod:`sqlite_rrf.core.timeexpr`, resolved against
         ``now``) is a window, and in profile ``'hybrid'`` the episodes created in it gain
         ``time_weight`` of relevance (default in ``params.sql``; 0 turns it off); it is a
         signal, never a filter. ``qvec`` gives the query vector instead of the
@@ -104,7 +112,7 @@ class Recall(Connection):
         statement's (the same rows in the sqlite3 shell, Datasette and every front-end):
 
         - the fold (``collapse``, the default): near-duplicates, the same text or an
-          embedding cosine of at least :data:`sqlite_rrf.diversify.COLLAPSE_COSINE` with
+          embedding cosine of at least :data:`sqlite_rrf.core.fold.COLLAPSE_COSINE` with
           the same terms, fill one slot, the newest of them, whose ``duplicates`` says
           how many others it stands for and ``duplicate_ids`` names them; the freed
           slots are filled from further down. A fact that another replaced
@@ -112,20 +120,20 @@ class Recall(Connection):
         - the order: ``score`` is the final score (the slot's best fused score; the
           row's own is ``fused_score``); the hits come in its order.
         - ``relevance``, in [0, 1] and absolute: the same number means the same for
-          every query (:func:`sqlite_rrf.relevance.relevance`, from the hit's cosine and
+          every query (:func:`sqlite_rrf.core.relevance.relevance`, from the hit's cosine and
           its BM25 score as a share of the query's IDF mass).
         - the policy, with ``min_relevance`` (a floor in [0, 1]): a hit is returned only
           when its relevance reaches the floor and is at least ``min_share`` (default in
           ``params.sql``) of the best hit's; when none is, the result is empty and
           ``result.reason`` says so. Its default here is None, no policy: a library
           caller gets the whole ranking with the relevance to judge it by; the prompt
-          hook and the MCP ``recall`` use :data:`sqlite_rrf.relevance.DEFAULT_MIN_RELEVANCE`.
+          hook and the MCP ``recall`` use :data:`sqlite_rrf.core.relevance.DEFAULT_MIN_RELEVANCE`.
 
         A touch marks only the hits returned (after the policy).
 
         The topic gate is off unless ``topic_gate=True``: then it skips the recall
         (``result.skipped``) when the query's embedding has a cosine above
-        :data:`~sqlite_rrf.gate.TOPIC_GATE_COSINE` with the caller's
+        :data:`~sqlite_rrf.core.gate.TOPIC_GATE_COSINE` with the caller's
         previous query, unless ``force``. The previous query belongs to the caller: this
         Store instance, or, with ``session`` (any text, e.g. an agent's session id), that
         session, remembered in the database by touching recalls so that it holds across
@@ -256,7 +264,7 @@ class Recall(Connection):
 
     def _pending_faults(self, warnings: List[str]) -> Dict[int, str]:
         """``{rowid: fault}`` of the vectors with a pending code that the recall cannot use
-        (zero, NaN, infinite, wrong size: :func:`sqlite_rrf.checks.vector_fault`). A vector
+        (zero, NaN, infinite, wrong size: :func:`sqlite_rrf.core.validate.vector_fault`). A vector
         that cannot be used never gets a code (:meth:`compute_codes`, migration 0009), so
         these are all of them, found by a seek of the pending codes. Beyond
         :attr:`PENDING_CHECK` pending codes the rest are not read, and ``warnings`` says
@@ -368,5 +376,5 @@ class Recall(Connection):
             return False, f"the touch could not be written ({e}), {not_done}"
 
     #: Validate recall options; returns the statement's bindings (None = default):
-    #: :func:`sqlite_rrf.checks.recall_params` (the CLI checks its options with it).
+    #: :func:`sqlite_rrf.core.validate.recall_params` (the CLI checks its options with it).
     _recall_params = staticmethod(recall_params)

@@ -1,6 +1,6 @@
 """The Store's reads and upkeep for a memory's management: episodes as whole rows (a page and
 its count, one episode, the ids a filter matches, an export in one snapshot), the free space
-and ``VACUUM``. ``sqlite-rrf list/get/forget/export/vacuum`` (:mod:`sqlite_rrf.manage`) work
+and ``VACUUM``. ``sqlite-rrf list/get/forget/export/vacuum`` (:mod:`sqlite_rrf.app.manage`) work
 through these; no front-end runs SQL of its own.
 """
 
@@ -11,8 +11,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import apsw
 
-from .._sqlite import patience, transaction
-from ..checks import StoreError
+from ..core.sqlite import patience, transaction
+from ..core.validate import StoreError
 from ..doctor.text import invalid_text
 from .connection import Connection
 

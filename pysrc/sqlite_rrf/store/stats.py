@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .. import knn
-from ..migrations import current_version
-from ..stopwords import read_stopwords
+from ..core import knn
+from ..core.migrations import current_version
+from ..core.stopwords import read_stopwords
 from .connection import Connection
 
 

@@ -15,10 +15,10 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 import apsw
 import numpy as np
 
-from .. import dedupe as _dedupe
-from .._sqlite import transaction
-from ..checks import StoreError, Vector, blob, check_dim, episode_row
-from ..results import Episode, Written
+from ..core import dedupe as _dedupe
+from ..core.results import Episode, Written
+from ..core.sqlite import transaction
+from ..core.validate import StoreError, Vector, blob, check_dim, episode_row
 from . import facts as _facts
 from .connection import now_ms
 from .maintenance import Maintenance
@@ -36,7 +36,7 @@ UNSET: Any = _Unset()
 
 
 class Stored(Written):
-    """What :meth:`Writes.add_many` returns: :class:`~sqlite_rrf.results.Written`, and
+    """What :meth:`Writes.add_many` returns: :class:`~sqlite_rrf.core.results.Written`, and
     ``superseded``: for each position whose text is that of a superseded episode of its
     scope (one another fact replaced), ``(that episode's id, the id of the fact that
     replaced it)``. With ``skip_superseded`` those episodes were not written (their place
@@ -92,7 +92,7 @@ class Writes(Maintenance):
     ) -> Batch:
         """Validate every episode and embed those without an embedding, before any
         write, so a bad episode fails the batch with nothing written. With ``dedupe``,
-        the episodes that name no id are marked for :func:`sqlite_rrf.dedupe.write_rows`,
+        the episodes that name no id are marked for :func:`sqlite_rrf.core.dedupe.write_rows`,
         and those whose text is already stored are not embedded."""
         now = now_ms()
         dim = self.dim
@@ -213,7 +213,7 @@ class Writes(Maintenance):
             self._upkeep_after_commit(len(rows))
 
     def _first_noted(self, rows: Sequence[Dict[str, Any]]) -> Dict[int, List[int]]:
-        """In the write transaction, before :func:`sqlite_rrf.dedupe.write_rows`: for
+        """In the write transaction, before :func:`sqlite_rrf.core.dedupe.write_rows`: for
         each stored episode whose text a ``dedupe`` row repeats, by rowid, its
         ``created_at`` then the repeating rows' ``created_at``."""
         while _dedupe.fill_pending(self.conn):  # other clients' rows: their keys first
@@ -318,7 +318,7 @@ class Writes(Maintenance):
         list of str that also says which episodes repeated a text).
 
         No second copy of a text: an episode that names no id, whose text its scope
-        already has (the same after :func:`sqlite_rrf.dedupe.normalise`: Unicode NFKC,
+        already has (the same after :func:`sqlite_rrf.core.dedupe.normalise`: Unicode NFKC,
         case folded, white space collapsed), in the database or earlier in the batch, is
         not stored again. The episode that has the text is refreshed instead
         (``created_at`` and ``accessed_at`` become the later of the two, ``importance``

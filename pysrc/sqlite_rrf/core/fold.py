@@ -5,7 +5,7 @@ The statement ranks each episode on its own, then, with ``:collapse`` (the defau
 folds the hits that say the same thing into one slot:
 
 - two hits are the **same text** when their ``content_key`` (the digest of
-  :func:`sqlite_rrf.dedupe.normalise`'s normal form) is equal;
+  :func:`sqlite_rrf.core.dedupe.normalise`'s normal form) is equal;
 - two hits are **near-duplicates** when both have a usable embedding (the recall has a
   query vector), their embeddings' cosine is at least :data:`COLLAPSE_COSINE`, and their
   words are the same set: a changed number or name is not a duplicate, it may be an

@@ -18,10 +18,10 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional, Tuple
 
-from .app import ALL_SCOPES, UserError, iso_time, scope_name, stored_scope
+from . import ALL_SCOPES, UserError, iso_time, scope_name, stored_scope
 
 if TYPE_CHECKING:
-    from .store import EpisodeFilter, Store
+    from ..store import EpisodeFilter, Store
 
 __all__ = [
     "DEFAULT_LIST_LIMIT",
@@ -81,7 +81,7 @@ class Filters:
 
     def stored(self) -> EpisodeFilter:
         """The filters as the Store takes them (the scope as stored)."""
-        from .store import EpisodeFilter
+        from ..store import EpisodeFilter
 
         scope = None
         if self.scope is not None and self.scope != ALL_SCOPES:
@@ -188,7 +188,7 @@ def update_episode(
     ``sqlite-rrf embed``); ``kind=''`` clears the kind; ``metadata`` (a JSON object)
     replaces the old, ``clear_metadata`` removes it; ``scope`` moves the episode (as a
     user names it). Nothing given, or no such episode, is a :class:`UserError`."""
-    from .checks import StoreError
+    from ..core.validate import StoreError
 
     fields: Dict[str, Any] = {}
     if content is not None:
@@ -226,7 +226,7 @@ def matching_ids(store: Store, filters: Filters) -> List[str]:
 def forget(store: Store, ids: List[str]) -> int:
     """Delete the episodes ``ids`` in one transaction, all or none (an id that does not
     exist is a :class:`UserError` and nothing is deleted); returns how many."""
-    from .checks import StoreError
+    from ..core.validate import StoreError
 
     try:
         return store.delete_many(ids)
@@ -335,7 +335,7 @@ def vacuum(store: Store) -> Dict[str, Any]:
     until a later checkpoint, at the latest when the last connection closes) and
     ``wal_bytes``. A read-only database is a :class:`UserError`; so is another process
     holding the write lock past the busy timeout (nothing is lost then)."""
-    from .checks import StoreError
+    from ..core.validate import StoreError
 
     path = store.path
     if store.readonly:

@@ -14,8 +14,8 @@ from typing import Any, Callable, List, Optional
 
 import apsw
 
-from ._sqlite import meta, transaction
-from .resources import read_sql
+from .sql_files import read_sql
+from .sqlite import meta, transaction
 
 #: The stopwords are recomputed when the episode count has moved by this share
 #: since they were last computed.

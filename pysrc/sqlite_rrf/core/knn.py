@@ -10,9 +10,9 @@ from typing import Any, Dict, Optional
 
 import apsw
 
-from ._sqlite import transaction
-from .checks import StoreError
-from .resources import read_sql
+from .sql_files import read_sql
+from .sqlite import transaction
+from .validate import StoreError
 
 
 def has_knn(conn: apsw.Connection) -> bool:

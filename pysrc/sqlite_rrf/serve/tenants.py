@@ -12,13 +12,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from ..app import UserError, note
-from .settings import (
-    IDLE_CLOSE_SECONDS,
-    MAX_OPEN_STORES,
-    TENANT_NAME,
-    TENANT_SUFFIX,
-    check_token,
-)
+from .settings import IDLE_CLOSE_SECONDS, MAX_OPEN_STORES, TENANT_NAME, TENANT_SUFFIX, check_token
 
 if TYPE_CHECKING:
     from ..store import EmbedderLike, Store
@@ -28,7 +22,7 @@ def read_tenant_tokens(path: str) -> Dict[str, str]:
     """``--tenant-tokens FILE``: ``TENANT TOKEN`` a line → a token for each tenant (S9). A
     line whose first character other than white space is ``#`` is a comment (a ``#``
     anywhere else is part of the token); every token has at least
-    :data:`~sqlite_rrf.server.settings.MIN_TOKEN_CHARS` characters (a shorter one is
+    :data:`~sqlite_rrf.serve.settings.MIN_TOKEN_CHARS` characters (a shorter one is
     refused, naming its line)."""
     try:
         with open(path, encoding="utf-8") as f:

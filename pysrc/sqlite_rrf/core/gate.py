@@ -23,7 +23,7 @@ def gate_key(session: str) -> str:
     """The ``rrf_meta`` key of ``session``'s previous query; refuses a session that is
     not non-empty text."""
     if not isinstance(session, str) or not session:
-        from .checks import StoreError
+        from .validate import StoreError
 
         raise StoreError(f"session: must be non-empty text, got {session!r}")
     return f"topic_gate:{session}"
@@ -47,7 +47,7 @@ class TopicGate:
             return self.last
         import numpy as np
 
-        from ._sqlite import meta
+        from .sqlite import meta
 
         last = meta(self.conn, gate_key(session))
         if isinstance(last, bytes) and last and len(last) % 4 == 0:

@@ -162,7 +162,7 @@ def check_min_relevance(value: Any, name: str = "min_relevance") -> Optional[flo
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value <= 1):
-        from .checks import StoreError
+        from .validate import StoreError
 
         raise StoreError(f"{name}: must be a number from 0 to 1, got {value!r}")
     return float(value)

@@ -29,7 +29,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from ..app.hosts import HOOK_PATH
-from .settings import (
+from ..serve.settings import (
     MAX_ENDPOINTS,
     MAX_REQUEST_BYTES,
     MCP_PATH,
@@ -39,7 +39,7 @@ from .settings import (
 )
 
 if TYPE_CHECKING:
-    from .tenants import TenantPool
+    from ..serve.tenants import TenantPool
 
 
 class HttpError(Exception):
@@ -380,7 +380,7 @@ class ClientGone(Exception):
     """The client went away before its request was read (S11)."""
 
 
-_log = logging.getLogger("sqlite_rrf.server")
+_log = logging.getLogger("sqlite_rrf.serve")
 
 
 class GoneClients(logging.Filter):

@@ -43,7 +43,7 @@ class RecallHit:
 
     ``duplicates`` is how many other episodes of the recall this hit stands for: its
     near-duplicates, folded into it by the statement (it is the newest of them), whose
-    ids are ``duplicate_ids`` (:mod:`sqlite_rrf.diversify`).
+    ids are ``duplicate_ids`` (:mod:`sqlite_rrf.core.fold`).
     """
 
     id: str
@@ -62,7 +62,7 @@ class RecallHit:
     access_count: int
     rowid: int
     #: How likely the hit is to be about the query, in [0, 1], on one scale for every
-    #: query (:mod:`sqlite_rrf.relevance`); None when it was not computed.
+    #: query (:mod:`sqlite_rrf.core.relevance`); None when it was not computed.
     relevance: Optional[float] = None
     duplicates: int = 0
     duplicate_ids: Tuple[str, ...] = ()

@@ -12,8 +12,8 @@ import tempfile
 import time
 from typing import Any, Optional, Sequence
 
-from ..app import UserError
-from ..app.files import SQLITE_SIDE_FILES, check_output
+from .. import UserError
+from ..files import SQLITE_SIDE_FILES, check_output
 from . import duration_seconds, litestream_duration, replica_url, restore
 
 __all__ = ["check_refresh_output", "is_own_refresh", "refresh"]
@@ -21,8 +21,8 @@ __all__ = ["check_refresh_output", "is_own_refresh", "refresh"]
 
 def is_own_refresh(path: str, url: str) -> bool:
     """True when ``path`` is a copy that ``restore --refresh`` made from the replica
-    ``url`` (its :data:`~sqlite_rrf._sqlite.REPLICA_KEY` names ``url``)."""
-    from .._sqlite import replica_of  # apsw: not at import (the parser imports this)
+    ``url`` (its :data:`~sqlite_rrf.core.sqlite.REPLICA_KEY` names ``url``)."""
+    from ...core.sqlite import replica_of  # apsw: not at import (the parser imports this)
 
     return replica_of(path) == url
 
@@ -68,7 +68,7 @@ def refresh(
     """Keep ``output`` a recent restore of the replica ``src``: every ``interval`` restore
     the replica into a new file in a private directory beside it, run the full check,
     switch that file to DELETE journal mode (a reader needs no ``-wal``/``-shm`` then),
-    mark it as this command's (:data:`~sqlite_rrf._sqlite.REPLICA_KEY`: the Store opens
+    mark it as this command's (:data:`~sqlite_rrf.core.sqlite.REPLICA_KEY`: the Store opens
     such a copy as immutable, without locks, and never switches its journal mode), move
     aside any ``-wal``/``-shm`` left beside ``output`` (they belong to the old file) and
     rename the new file over ``output`` (atomic).
@@ -82,7 +82,7 @@ def refresh(
     Returns 0."""
     import apsw
 
-    from .._sqlite import REPLICA_KEY, is_wal_file
+    from ...core.sqlite import REPLICA_KEY, is_wal_file
 
     out = out or sys.stdout
     url = replica_url(src, option="--from")

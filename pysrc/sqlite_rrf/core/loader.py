@@ -9,7 +9,8 @@ TYPE_CHECKING = False  # typing is not imported at run time: `sqlite-rrf hook` s
 if TYPE_CHECKING:
     from typing import Any
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+#: The package directory (``sqlite_rrf/``): the built extension and, installed, ``sql/``.
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 if sys.platform == "win32":
     _SUFFIX = ".dll"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, List, Optional
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
-    from .store.binding import EmbedderLike
+    from ..store.binding import EmbedderLike
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -1,5 +1,5 @@
-"""cffi builder for ``sqlite_rrf._kernels``: the cosine kernels of csrc/kernels.c
-made callable from Python on numpy arrays (used by :mod:`sqlite_rrf.kernels`), and
+"""cffi builder for ``sqlite_rrf.core._kernels``: the cosine kernels of csrc/kernels.c
+made callable from Python on numpy arrays (used by :mod:`sqlite_rrf.core.kernels`), and
 the Hamming kernels (``rrf_hamming_bytes``, used by tests/test_hamming.py)."""
 
 import os
@@ -7,7 +7,7 @@ import os
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CSRC = os.path.normpath(os.path.join(HERE, "..", "..", "csrc"))
+CSRC = os.path.normpath(os.path.join(HERE, "..", "..", "..", "csrc"))
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -24,7 +24,7 @@ ffibuilder.cdef(
     """
 )
 ffibuilder.set_source(
-    "sqlite_rrf._kernels",
+    "sqlite_rrf.core._kernels",
     '#include "kernels.h"',
     sources=[os.path.relpath(os.path.join(CSRC, "kernels.c"))],
     include_dirs=[os.path.relpath(CSRC)],

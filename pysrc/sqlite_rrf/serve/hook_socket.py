@@ -89,7 +89,7 @@ def prepare_socket(path: str) -> None:
 
 class _Handler(socketserver.StreamRequestHandler):
     """One hook connection: one request line, one answer line (S3), each within
-    :data:`~sqlite_rrf.server.settings.HOOK_IO_TIMEOUT` seconds."""
+    :data:`~sqlite_rrf.serve.settings.HOOK_IO_TIMEOUT` seconds."""
 
     server: "SocketServer"
     timeout = HOOK_IO_TIMEOUT  # socketserver sets it on the connection

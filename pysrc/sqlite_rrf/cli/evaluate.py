@@ -73,7 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="also build the 'knn' pool's sqlite-vec index, for runs set to "
         "pool knn (e.g. --set rrf.pool=knn --set rrf.pool_size=1000)",
     )
-    from ..models import DEFAULT_MODEL
+    from ..embedding.models import DEFAULT_MODEL
 
     p.add_argument(
         "--model",
@@ -138,15 +138,15 @@ def run_cli(args: argparse.Namespace) -> int:
     """Run ``sqlite-rrf eval`` with parsed arguments: print the table (or JSON with
     ``--json``), write ``--plot``; returns the exit status (1 with a one-line message
     on stderr for a bad collection, option, cache or model)."""
-    from ..embed import EmbeddingError, ModelNotFoundError
-    from .beir import BeirFormatError
-    from .cached_store import EvalCacheError
-    from .report import format_table, plot
-    from .runner import evaluate
-    from .runs import BASELINE_RUNS, available_runs
+    from ..embedding.embedder import EmbeddingError, ModelNotFoundError
+    from ..evaluation.beir import BeirFormatError
+    from ..evaluation.cached_store import EvalCacheError
+    from ..evaluation.report import format_table, plot
+    from ..evaluation.runner import evaluate
+    from ..evaluation.runs import BASELINE_RUNS, available_runs
 
     progress = not getattr(args, "no_progress", False) and sys.stderr.isatty()
-    from .longmemeval_data import is_longmemeval_file
+    from ..evaluation.longmemeval_data import is_longmemeval_file
 
     if is_longmemeval_file(args.data_dir):
         return _run_longmemeval(args, progress)
@@ -204,9 +204,9 @@ def run_cli(args: argparse.Namespace) -> int:
 def _run_longmemeval(args: argparse.Namespace, progress: bool) -> int:
     """``sqlite-rrf eval FILE.json[.xz]``: LongMemEval's metrics (see
     :mod:`sqlite_rrf.evaluation.longmemeval`)."""
-    from ..embed import EmbeddingError, ModelNotFoundError
-    from .longmemeval import evaluate_longmemeval, format_lme_table, lme_runs
-    from .longmemeval_data import LongMemEvalFormatError
+    from ..embedding.embedder import EmbeddingError, ModelNotFoundError
+    from ..evaluation.longmemeval import evaluate_longmemeval, format_lme_table, lme_runs
+    from ..evaluation.longmemeval_data import LongMemEvalFormatError
 
     try:
         if (

@@ -11,8 +11,8 @@ import threading
 from typing import Any, Optional, Tuple
 
 from ..app import UserError, note, open_store, socket_path
+from ..mcp.http import HttpRouter
 from .hook_socket import Server, SocketServer, prepare_socket
-from .http import HttpRouter
 from .settings import (
     IDLE_CLOSE_SECONDS,
     LOOPBACK,
@@ -153,7 +153,7 @@ def read_token(args: argparse.Namespace) -> Optional[str]:
 def http_app(server: Server, host: str, token: Optional[str], log_level: str) -> Any:
     """The MCP tools over streamable HTTP, one endpoint per scope (S8), behind the bearer
     token when one is given (S6)."""
-    from ..mcp.server import build_server
+    from ..mcp.build import build_server
 
     def build(tenant: Optional[str], scope: str) -> Any:
         return build_server(server.store, scope, log_level=log_level, lock=server.lock)
@@ -204,7 +204,7 @@ def run_tenants(args: argparse.Namespace) -> int:
         create=args.create_tenants,
     )
     default_scope = args.scope if args.scope is not None else ""
-    from ..mcp.server import build_server
+    from ..mcp.build import build_server
 
     def build(tenant: Optional[str], scope: str) -> Any:
         assert tenant is not None

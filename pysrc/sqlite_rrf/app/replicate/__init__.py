@@ -42,8 +42,8 @@ import time
 from typing import Any, List, Optional, Sequence
 from urllib.parse import urlsplit
 
-from ..app import UserError, parse_time
-from ..app.files import atomic_write_text, check_output, starts_with
+from .. import UserError, parse_time
+from ..files import atomic_write_text, check_output, starts_with
 
 __all__ = [
     "CONFIG_MARK",
@@ -244,7 +244,7 @@ def check_config(path: str, db: str) -> None:
 def _prepare(db: str) -> None:
     """The database must exist and be sqlite-rrf's; opening it as a Store brings it to the
     current schema and to WAL mode (which Litestream needs) before replication starts."""
-    from ..store import Store
+    from ...store import Store
 
     if not os.path.isfile(db):
         raise UserError(f"{db}: no such database (create it with `sqlite-rrf init {db}`)")
@@ -427,7 +427,7 @@ def restore(src: str, output: str, *, timestamp: Optional[str] = None, check: bo
         )
     if not check:
         return None
-    from ..doctor import check_path
+    from ...doctor import check_path
 
     return check_path(output)
 
@@ -512,7 +512,7 @@ def open_replica(
     With litestream-vfs 0.5.17 a read can fail as a malformed database for a while when
     new LTX files arrive (seen in 2 of 4 runs, docs/scaling.md): retry it. ``wait`` is
     how long to wait for the replica's first snapshot."""
-    from ..store import Store
+    from ...store import Store
 
     url = replica_url(url, option="url")
     d = _file_dir(url)

@@ -1,4 +1,4 @@
-"""``sqlite-rrf serve``'s limits and names (the requirements are in :mod:`sqlite_rrf.server`)."""
+"""``sqlite-rrf serve``'s limits and names (the requirements are in :mod:`sqlite_rrf.serve`)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ prepared statements, and serves every way in.
   recalls in its own process otherwise.
 - MCP over streamable HTTP (``--http [HOST:]PORT``, the SDK's transport at ``/mcp``, and
   at ``/s/SCOPE/mcp`` for each scope, S8), the same tools as ``sqlite-rrf mcp`` (stdio),
-  built by the same code (:func:`sqlite_rrf.mcp.server.build_server`).
+  built by the same code (:func:`sqlite_rrf.mcp.build.build_server`).
 - With ``--http``, the prompt hook over HTTP too: Claude Code's ``"type": "http"`` hook
   POSTs the hook's JSON to ``/hook`` and gets what ``sqlite-rrf hook DB --format json``
   prints (S10, in :mod:`.http`); no process per prompt.
@@ -76,13 +76,13 @@ socket and the warm process, S1-S5), :mod:`.http` (MCP over HTTP: endpoints by U
 tokens, S6, S8; the prompt hook over HTTP, S10; a client gone mid-request, S11),
 :mod:`.tenants` (per-tenant files, S9), :mod:`.command` (``sqlite-rrf serve``'s options and
 its run). An HTTP endpoint is an MCP server of
-:mod:`sqlite_rrf.mcp` bound to its store and scope (:func:`sqlite_rrf.mcp.server.build_server`),
+:mod:`sqlite_rrf.mcp` bound to its store and scope (:func:`sqlite_rrf.mcp.build.build_server`),
 imported when the first request for it comes.
 """
 
+from ..mcp.http import HttpRouter, route
 from .command import add_arguments, run, run_tenants
 from .hook_socket import Server, SocketServer, prepare_socket
-from .http import HttpRouter, route
 from .settings import (
     IDLE_CLOSE_SECONDS,
     LOOPBACK,

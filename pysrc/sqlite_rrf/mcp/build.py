@@ -4,7 +4,7 @@ its default scope, given to the tools through the server's ``lifespan``.
 
 Imported only by what runs a server: ``sqlite-rrf mcp`` (:func:`sqlite_rrf.mcp.run`, over
 the wire of :mod:`.early`: :func:`serve_stdio`) and ``sqlite-rrf serve --http``
-(:mod:`sqlite_rrf.server`), one server per endpoint.
+(:mod:`sqlite_rrf.serve`), one server per endpoint.
 """
 
 import contextlib
