@@ -2,7 +2,7 @@
 ** sqlite-rrf vector kernels: cosine similarity over float32 vectors.
 **
 ** Pure C, no SQLite and no Python: the loadable extension (rrf.c) and the
-** cffi binding (sqlite_rrf._kernels) both link this file.
+** cffi binding (sqlite_rrf.core._kernels) both link this file.
 **
 ** Requirements:
 **   K1. Inputs are little-endian float32 arrays at any byte alignment; the
