@@ -229,20 +229,31 @@ def unit_path() -> str:
 # -- which entries are ours --
 
 
+def is_hook_command(h: Any) -> bool:
+    """A command hook (Claude Code's settings entry) that runs ``sqlite-rrf hook``."""
+    if not (isinstance(h, dict) and h.get("type") == "command"):
+        return False
+    if not isinstance(h.get("command"), str):
+        return False
+    try:
+        argv = shlex.split(h["command"])
+    except ValueError:
+        return False
+    return len(argv) >= 2 and os.path.basename(argv[0]) == "sqlite-rrf" and argv[1] == "hook"
+
+
+def hook_post_url(h: Any) -> Optional[str]:
+    """The URL of an HTTP hook entry, or None for any other entry."""
+    if isinstance(h, dict) and h.get("type") == "http" and isinstance(h.get("url"), str):
+        return str(h["url"])
+    return None
+
+
 def is_our_hook(h: Any, o: Options) -> bool:
     """A hook setup wrote: a command running ``sqlite-rrf hook``, or an HTTP hook posting
     to the server's :data:`HOOK_PATH` at ``o.url``."""
-    if not isinstance(h, dict):
-        return False
-    if h.get("type") == "command" and isinstance(h.get("command"), str):
-        try:
-            argv = shlex.split(h["command"])
-        except ValueError:
-            return False
-        return len(argv) >= 2 and os.path.basename(argv[0]) == "sqlite-rrf" and argv[1] == "hook"
-    if h.get("type") == "http" and isinstance(h.get("url"), str):
-        return h["url"].rstrip("/") == hook_url(o)
-    return False
+    url = hook_post_url(h)
+    return is_hook_command(h) or (url is not None and url.rstrip("/") == hook_url(o))
 
 
 def is_our_server(entry: Any) -> bool:

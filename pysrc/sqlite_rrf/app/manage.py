@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional, Tuple
 
+from ..core.columns import RECORD_COLUMNS
 from . import ALL_SCOPES, UserError, iso_time, scope_name, stored_scope
 
 if TYPE_CHECKING:
@@ -45,21 +46,9 @@ __all__ = [
 #: How many episodes ``list`` shows when no limit is given.
 DEFAULT_LIST_LIMIT = 20
 
-#: The fields of an exported line, in order: every field ``sqlite-rrf import`` reads.
-EXPORT_FIELDS = (
-    "id",
-    "content",
-    "scope",
-    "kind",
-    "importance",
-    "metadata",
-    "created_at",
-    "accessed_at",
-    "access_count",
-    "embedding",
-    "superseded_by",
-    "confirmed_at",
-)
+#: The fields of an exported line, in order: every field ``sqlite-rrf import`` reads, which
+#: are the store's record columns.
+EXPORT_FIELDS = RECORD_COLUMNS
 
 
 @dataclass(frozen=True)

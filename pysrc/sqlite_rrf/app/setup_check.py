@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import UserError
-from .hosts import HOOK_EVENT, HOOK_PATH
+from .hosts import HOOK_EVENT, HOOK_PATH, hook_post_url, is_hook_command
 from .setup_files import load_json, read_bytes
 
 #: The prompt the check sends the hook.
@@ -74,19 +74,10 @@ def settings_files(project: str) -> List[str]:
 def is_sqlite_rrf_hook(h: Any) -> bool:
     """A command hook running ``sqlite-rrf hook``, or an HTTP hook posting to a server's
     :data:`~sqlite_rrf.app.hosts.HOOK_PATH`."""
-    if not isinstance(h, dict):
-        return False
-    if h.get("type") == "command" and isinstance(h.get("command"), str):
-        try:
-            argv = shlex.split(h["command"])
-        except ValueError:
-            return False
-        return len(argv) >= 2 and os.path.basename(argv[0]) == "sqlite-rrf" and argv[1] == "hook"
-    if h.get("type") == "http" and isinstance(h.get("url"), str):
-        from urllib.parse import urlsplit
+    from urllib.parse import urlsplit
 
-        return urlsplit(h["url"]).path.rstrip("/") == HOOK_PATH
-    return False
+    url = hook_post_url(h)
+    return is_hook_command(h) or (url is not None and urlsplit(url).path.rstrip("/") == HOOK_PATH)
 
 
 def find_hooks(project: str, report: Report) -> List[Tuple[str, Dict[str, Any]]]:

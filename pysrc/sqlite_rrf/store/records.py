@@ -11,27 +11,12 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import apsw
 
+from ..core.columns import RECORD_COLUMNS as RECORD_COLUMNS  # Store re-exports it
 from ..core.sqlite import patience, transaction
 from ..core.validate import StoreError
 from ..doctor.text import invalid_text
 from .connection import Connection
 
-#: The columns of an episode's row as :meth:`Records.episode_rows`,
-#: :meth:`~Records.episode_row` and :meth:`~Records.export_rows` return it, in order.
-RECORD_COLUMNS = (
-    "id",
-    "content",
-    "scope",
-    "kind",
-    "importance",
-    "metadata",
-    "created_at",
-    "accessed_at",
-    "access_count",
-    "embedding",
-    "superseded_by",
-    "confirmed_at",
-)
 _SELECT = ", ".join(RECORD_COLUMNS)
 
 
