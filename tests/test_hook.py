@@ -17,8 +17,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
+from sqlite_rrf.app import ALL_SCOPES
 from sqlite_rrf.app.prompt_recall import render
-from sqlite_rrf.hook import ALL_SCOPES, derive_scope
+from sqlite_rrf.hook import derive_scope
 from sqlite_rrf.store import Store
 
 EPISODES = [
