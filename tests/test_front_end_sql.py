@@ -2,8 +2,8 @@
 the source (no import runs).
 
 A module of the front-end or application layer (the layers of ``tests/test_layers.py``:
-the command line, the hook, MCP, the warm server, the evaluation's command; ``app/``,
-``manage``, ``replicate``, the evaluation) never runs SQL itself: it calls no
+the command line, the hook, MCP, the warm server; ``app/``, with ``app.manage`` and
+``app.replicate``, and the evaluation) never runs SQL itself: it calls no
 ``.execute``, ``.executemany`` or ``.cursor()`` and never reaches a ``.conn``. What it needs
 from the database is a method of :class:`sqlite_rrf.store.Store` (``store/``), so that the
 SQL of a memory is written once and every way in reads the same rows.
@@ -45,7 +45,7 @@ ALLOWED: Dict[Tuple[str, str], int] = {
     ("sqlite_rrf.evaluation.cached_store", "conn"): 1,
     ("sqlite_rrf.evaluation.cached_store", "execute"): 1,
     # restore --refresh marks the restored copy before any Store opens it (a Store would
-    # switch it to WAL): a helper of the core's (_sqlite.py)
+    # switch it to WAL): a helper of the core's (core/sqlite.py)
     ("sqlite_rrf.app.replicate.refresh", "execute"): 2,
 }
 
