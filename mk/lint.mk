@@ -12,9 +12,12 @@
 #   make lint       all of the below
 #   make lint-py    ruff check, ruff format --check (lint-ruff), mypy (lint-types)
 #   make lint-c     check: fails, listing each change, when a file is not formatted
-#   make lint-docs  docs/cli.md's generated parts (cog) are what the parser gives now
+#   make lint-docs  the generated parts are current: docs/cli.md's (cog, from the parser),
+#                   docs/profiles.md's table and sql/recall/header.sql's list of the
+#                   profiles (from sqlite_rrf.core.profiles.TABLE)
 #   make format     ruff format and clang-format in place (format-py, format-c)
 #   make cli-docs   regenerate docs/cli.md's generated parts from the parser
+#   make profile-docs  regenerate what is written from the table of the profiles
 
 CLANG_FORMAT     := $(VENV)/bin/clang-format
 CLANG_FORMAT_PIN := $(shell sed -n 's/.*"\(clang-format==[0-9.]*\)".*/\1/p' pyproject.toml)
@@ -27,8 +30,11 @@ PY_LINT_PATHS    := pysrc tests tools
 COG              := $(VENV)/bin/cog
 # docs/cli.md's cog blocks call tools/cli_docs.py, which reads sqlite_rrf.cli.build_parser()
 CLI_DOCS         := docs/cli.md
+# docs/profiles.md's cog block calls tools/profile_docs.py, which reads sqlite_rrf.core.profiles
+PROFILE_DOCS     := docs/profiles.md
 
-.PHONY: lint lint-py lint-ruff lint-types lint-c lint-docs format format-py format-c cli-docs
+.PHONY: lint lint-py lint-ruff lint-types lint-c lint-docs format format-py format-c cli-docs \
+	profile-docs
 
 lint: lint-py lint-c lint-docs ## ruff, mypy, clang-format and the generated CLI reference: the checks .ci/run makes
 
@@ -64,9 +70,18 @@ format-c: $(CLANG_FORMAT) ## format csrc/ in place with clang-format (.clang-for
 
 # The command line's reference: docs/cli.md's tables of commands and options are generated
 # from the argparse parser by cog (the `lint` extra pins cogapp), so they cannot drift.
-lint-docs: $(LINT_STAMP) venv ## check that docs/cli.md's generated tables are the parser's (make cli-docs rewrites them)
+lint-docs: $(LINT_STAMP) venv ## check that the generated docs are current: docs/cli.md's tables (make cli-docs), the profiles' table and list (make profile-docs)
 	@$(COG) --check -I tools $(CLI_DOCS) || { \
 	  echo "$(CLI_DOCS) is stale: the parser's options changed; run make cli-docs and commit it" >&2; exit 1; }
+	@$(COG) --check -I tools $(PROFILE_DOCS) && $(PY) -m sqlite_rrf.core.statements --check || { \
+	  echo "the profiles' generated text is stale: sqlite_rrf.core.profiles changed; run make profile-docs and commit it" >&2; exit 1; }
 
 cli-docs: $(LINT_STAMP) venv ## regenerate docs/cli.md's tables of commands and options from the parser (cog)
 	$(COG) -r -I tools $(CLI_DOCS)
+
+# The fusion profiles are described once, in sqlite_rrf.core.profiles.TABLE: cog writes
+# docs/profiles.md's table from it, and the statements module the list of the profiles in
+# sql/recall/header.sql (and, through the header, sql/recall.sql).
+profile-docs: $(LINT_STAMP) venv ## regenerate docs/profiles.md's table and sql/recall/header.sql's list of the profiles
+	$(COG) -r -I tools $(PROFILE_DOCS)
+	$(PY) -m sqlite_rrf.core.statements --write

@@ -8,20 +8,20 @@
 -- first CTE below, written from the one table of defaults in sqlite_rrf.core.statements):
 --   :query        the user's text (searched with FTS5 through fts5_query)
 --   :qvec         the query embedding, float32 blob or JSON array (NULL: no vector list)
---   The profiles (how the lists are fused, docs/profiles.md):
---                 'hybrid' :alpha * cosine/best cosine + (1 - :alpha) * bm25/best
---                          bm25, recency, use and importance closing part of the
---                          gap to the top, never past a first place in both lists
---                 'memory' RRF of BM25 and vector, times a bounded
---                          recency/access multiplier that can reorder near-ties but
---                          never outvote a first place in both relevance lists
---                 'rrf'    the founding design's four-list weighted RRF
---                          (docs/contract.md)
---                 'decay'  four-list RRF (k 30) times 1 + 0.3 exp(-age_days/30) and
---                          the lifecycle multipliers (NULL = 1)
---                 'weighted' the score blend RRF replaces: 0.5 relevance + 0.3 recency
---                          + 0.2 usage, relevance = 0.7 cosine + 0.3 min-max BM25
---                 'convex' :alpha * min-max cosine + (1 - :alpha) * min-max BM25
+--   The profiles (how the lists are fused; sqlite_rrf.core.profiles, docs/profiles.md):
+--                 'hybrid'   the cosine and the BM25 score, each relative to this query's
+--                            best, half and half; recency, use and importance only close
+--                            part of the gap to the top
+--                 'memory'   RRF of BM25 and vector, with recency and use only breaking
+--                            near-ties
+--                 'rrf'      weighted RRF of all four lists (BM25, vector, recency,
+--                            access)
+--                 'decay'    four-list RRF boosted for recent episodes, times the
+--                            episodes' lifecycle multipliers
+--                 'weighted' a blend of relevance (cosine and normalised BM25), an age
+--                            decay and use
+--                 'convex'   alpha times the normalised cosine plus (1 - alpha) times the
+--                            normalised BM25 score
 --   The pools (the vector list's candidates): 'recent' (the :pool_size most recently
 --                 accessed episodes), 'all' (the :pool_size nearest to :qvec of all
 --                 episodes, exactly: one scan of the vectors), 'quantized' (the same,

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 from .. import __version__
 from ..app import float_arg, int_arg
 from ..core.gate import TOPIC_GATE_COSINE
+from ..core.profiles import TABLE as PROFILE_TABLE
 from . import commands, manage
 from .demo import DEMO_DB, DEMO_QUERY, cmd_demo
 from .recall import cmd_recall
@@ -19,15 +20,8 @@ from .recall import cmd_recall
 DB_HELP = "the memory database (an SQLite file)"
 DB_HELP_CREATED = "the memory database (an SQLite file; created if it does not exist)"
 #: What each fusion profile does, in a line: ``--profile``'s help (the wheel ships no docs).
-PROFILE_SUMMARIES = {
-    "hybrid": "the cosine and the BM25 score, each relative to this query's best, half and "
-    "half; recency, use and importance only close part of the gap to the top",
-    "memory": "RRF of BM25 and vector, with recency and use only breaking near-ties",
-    "rrf": "weighted RRF of all four lists (BM25, vector, recency, access)",
-    "decay": "four-list RRF boosted for recent episodes, times the episodes' lifecycle multipliers",
-    "weighted": "a blend of relevance (cosine and normalised BM25), an age decay and use",
-    "convex": "alpha times the normalised cosine plus (1 - alpha) times the normalised BM25 score",
-}
+#: Written from the one table of the profiles, :data:`sqlite_rrf.core.profiles.TABLE`.
+PROFILE_SUMMARIES = {p.name: p.summary for p in PROFILE_TABLE}
 
 
 def _close(word: str, known: Sequence[str]) -> List[str]:

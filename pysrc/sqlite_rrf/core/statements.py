@@ -22,8 +22,12 @@ Every host runs the statement of one pool and one profile: the Store (and throug
 the CLI, the MCP server and the hook), the Datasette plugin, and ``sqlite-rrf sql
 --pool P --profile F``, which prints it for the ``sqlite3`` shell and other clients.
 The shipped ``sql/recall.sql`` is the statement of the default pool and profile, and
-``sql/recall/params.sql`` its ``params`` CTE; ``python -m sqlite_rrf.core.statements
---write`` rewrites both (``tests/test_statements.py`` checks they are current).
+``sql/recall/params.sql`` its ``params`` CTE. The profiles are named and described in
+:data:`sqlite_rrf.core.profiles.TABLE`; ``sql/recall/header.sql``, the comment every
+statement starts with, lists them from there (:func:`profiles_comment`).
+``python -m sqlite_rrf.core.statements --write`` rewrites the three files, and ``--check``
+fails when one is stale (``make lint``; ``tests/test_statements.py`` and
+``tests/test_profile_docs.py`` check them too).
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import profiles
 from .sql_files import read_sql, sql_dir, statement_params
 
-#: The fusion profiles, in the order the documentation lists them.
-PROFILES: Tuple[str, ...] = ("hybrid", "memory", "rrf", "decay", "weighted", "convex")
+#: The fusion profiles' names, in the order the documentation lists them (each is
+#: described once, in :data:`sqlite_rrf.core.profiles.TABLE`).
+PROFILES: Tuple[str, ...] = profiles.NAMES
 #: The vector pools that need nothing but the rrf extension.
 POOLS: Tuple[str, ...] = ("recent", "all", "quantized")
 #: Every pool: 'knn' also needs sqlite-vec and its index (``sql/knn.sql``).
@@ -67,6 +74,11 @@ DEFAULTS: Tuple[Tuple[str, str, Any], ...] = (
 K_DEFAULTS: Tuple[Tuple[Optional[str], float], ...] = (("decay", 30.0), (None, 60.0))
 
 _HEADER = "recall/header.sql"
+#: The line of ``header.sql`` that :func:`profiles_comment`'s lines follow (they run to
+#: the next line indented less than ``_PROFILES_INDENT``).
+_PROFILES_LEAD = "--   The profiles ("
+_PROFILES_INDENT = "--" + " " * 17
+_HEADER_WIDTH = 90
 _PARAMS_NOTE = """\
 -- 0. Parameters with their defaults (generated from sqlite_rrf.core.statements.DEFAULTS,
 --    the one place the defaults are written: python -m sqlite_rrf.core.statements --write).
@@ -173,12 +185,44 @@ def _names(pool: Optional[str], profile: Optional[str]) -> Tuple[str, str]:
     return pool or _default("pool"), profile or _default("profile")
 
 
-@lru_cache(maxsize=None)
-def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) -> str:
-    """The recall statement for ``pool`` and ``profile`` (None: the default one's,
-    :func:`recall_defaults`). ``'knn'`` prepares only where sqlite-vec and its index
-    are (``sql/knn.sql``). ``ValueError`` for a pool or profile that is not one."""
-    pool, profile = _names(pool, profile)
+def profiles_comment() -> str:
+    """The list of the profiles in ``sql/recall/header.sql``: each one's name and
+    summary (:data:`sqlite_rrf.core.profiles.TABLE`), as ``--`` comment lines."""
+    import textwrap
+
+    width = max(len(p.name) for p in profiles.TABLE) + 3
+    lines: List[str] = []
+    for p in profiles.TABLE:
+        head = f"{_PROFILES_INDENT}{p.name!r:<{width}}"
+        lines += textwrap.wrap(
+            p.summary,
+            width=_HEADER_WIDTH,
+            initial_indent=head,
+            subsequent_indent="--" + " " * (len(head) - 2),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines) + "\n"
+
+
+def header_with_profiles(header: str) -> str:
+    """``header`` (the text of ``sql/recall/header.sql``) with its list of the profiles
+    written by :func:`profiles_comment`. ``ValueError`` when it has no place for it (no
+    line, or more than one, starts with ``_PROFILES_LEAD``)."""
+    lines = header.splitlines(keepends=True)
+    leads = [i for i, line in enumerate(lines) if line.startswith(_PROFILES_LEAD)]
+    if len(leads) != 1:
+        raise ValueError(
+            f"{_HEADER}: {len(leads)} lines start with {_PROFILES_LEAD!r}; "
+            "the list of the profiles goes after exactly one"
+        )
+    start = end = leads[0] + 1
+    while end < len(lines) and lines[end].startswith(_PROFILES_INDENT):
+        end += 1
+    return "".join(lines[:start]) + profiles_comment() + "".join(lines[end:])
+
+
+def _compose(pool: str, profile: str, header: str) -> str:
     ctes: List[str] = [
         params_cte(pool, profile),
         _fragment("superseded"),
@@ -192,14 +236,15 @@ def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) 
         f"explain AS (SELECT * FROM explain_{profile})",
     ]
     this = f"-- This statement: pool '{pool}', profile '{profile}'.\n"
-    return (
-        read_sql(_HEADER)
-        + this
-        + "WITH\n"
-        + ",\n".join(ctes)
-        + "\n"
-        + read_sql("recall/select.sql")
-    )
+    return header + this + "WITH\n" + ",\n".join(ctes) + "\n" + read_sql("recall/select.sql")
+
+
+@lru_cache(maxsize=None)
+def recall_statement(pool: Optional[str] = None, profile: Optional[str] = None) -> str:
+    """The recall statement for ``pool`` and ``profile`` (None: the default one's,
+    :func:`recall_defaults`). ``'knn'`` prepares only where sqlite-vec and its index
+    are (``sql/knn.sql``). ``ValueError`` for a pool or profile that is not one."""
+    return _compose(*_names(pool, profile), read_sql(_HEADER))
 
 
 @lru_cache(maxsize=None)
@@ -222,32 +267,63 @@ def recall_defaults(profile: Optional[str] = None) -> Dict[str, Any]:
     return d
 
 
-def _write() -> None:
-    """Rewrite ``sql/recall/params.sql`` and ``sql/recall.sql`` (a checkout only)."""
+def generated_files() -> Dict[str, str]:
+    """What ``--write`` writes: {path under ``sql/``: text} of ``recall/header.sql``
+    (its list of the profiles, :func:`header_with_profiles`), ``recall/params.sql``
+    and ``recall.sql`` (the statement of the default pool and profile, with that
+    header)."""
     pool, profile = _names(None, None)
-    files = {
-        os.path.join(sql_dir(), "recall", "params.sql"): params_cte(pool, profile) + "\n",
-        os.path.join(sql_dir(), "recall.sql"): recall_statement(),
+    header = header_with_profiles(read_sql(_HEADER))
+    return {
+        _HEADER: header,
+        "recall/params.sql": params_cte(pool, profile) + "\n",
+        "recall.sql": _compose(pool, profile, header),
     }
-    for path, text in files.items():
-        with open(path, "w", encoding="utf-8") as f:
+
+
+def stale_files() -> List[str]:
+    """The files of :func:`generated_files` whose text is not what ``--write`` writes
+    now (paths under ``sql/``)."""
+    return [name for name, text in generated_files().items() if read_sql(name) != text]
+
+
+def _write() -> None:
+    """Rewrite ``sql/recall/header.sql``'s list of the profiles, ``sql/recall/params.sql``
+    and ``sql/recall.sql`` (a checkout only)."""
+    for name, text in generated_files().items():
+        with open(os.path.join(sql_dir(), *name.split("/")), "w", encoding="utf-8") as f:
             f.write(text)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m sqlite_rrf.core.statements --write``: rewrite ``sql/recall/params.sql``
-    and ``sql/recall.sql`` (a checkout only); without ``--write``, print the statement
-    of ``--pool`` and ``--profile``."""
+    """``python -m sqlite_rrf.core.statements --write``: rewrite ``sql/recall/header.sql``'s
+    list of the profiles, ``sql/recall/params.sql`` and ``sql/recall.sql`` (a checkout
+    only); ``--check``: exit 1, naming them, when one of them is stale; without either,
+    print the statement of ``--pool`` and ``--profile``."""
     ap = argparse.ArgumentParser(prog="python -m sqlite_rrf.core.statements")
     ap.add_argument("--pool", choices=POOL_MODES)
     ap.add_argument("--profile", choices=PROFILES)
-    ap.add_argument(
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument(
         "--write",
         action="store_true",
-        help="write sql/recall/params.sql and sql/recall.sql (the statement "
-        "of the default pool and profile)",
+        help="write sql/recall/header.sql's list of the profiles, sql/recall/params.sql "
+        "and sql/recall.sql (the statement of the default pool and profile)",
+    )
+    what.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a file --write writes is not what it would write now",
     )
     args = ap.parse_args(argv)
+    if args.check:
+        stale = stale_files()
+        for name in stale:
+            print(
+                f"sql/{name} is stale: run python -m sqlite_rrf.core.statements --write",
+                file=sys.stderr,
+            )
+        return 1 if stale else 0
     if args.write:
         _write()
     else:
