@@ -38,7 +38,8 @@ _PREFIX = "sqlite-rrf hook"
 
 def add_arguments(p: argparse.ArgumentParser, light: bool = False) -> None:
     """The hook's arguments (the CLI's parser adds --model and --n-ctx). ``light``: the defaults of
-    ``--limit`` and ``--min-relevance`` are left to whoever recalls (:func:`respond`), so
+    ``--limit`` and ``--min-relevance`` are left to whoever recalls
+    (:func:`sqlite_rrf.app.prompt_recall.recall_options`), so
     the parser reads neither the statement nor the relevance model (:func:`main`)."""
     p.add_argument("db", help="the memory database (it must exist)")
     p.add_argument(

@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (the hook's H6)
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
+    from ..core.options import RecallOptions
     from ..store import Store
 
 #: The hook's ``--format`` choices (H8).
@@ -179,31 +180,38 @@ def check_request(req: Dict[str, Any]) -> None:
         raise HookFault("scope: expected text, a list of one or two texts, or null")
 
 
-def respond(store: Store, req: Dict[str, Any]) -> Any:
-    """The output for the hook request ``req`` (:func:`check_request`'s fields) from
-    ``store``, and the recall's result to touch after it is printed (None when there is
-    nothing to touch): ``(text, result)``. The hook in process and the server both use
-    this, so their output is the same. A request without ``limit`` or ``min_relevance``
-    gets the recall's and :data:`~sqlite_rrf.core.relevance.DEFAULT_MIN_RELEVANCE`."""
-    if req.get("limit") is None:
-        from ..core.statements import recall_defaults
+def recall_options(req: Dict[str, Any]) -> RecallOptions:
+    """The recall of the hook request ``req`` (:func:`check_request`'s fields): its
+    ``limit``, ``scope``, ``session``, ``topic_gate`` and ``min_relevance``, without the
+    touch (the hook touches after it prints). A request without ``min_relevance`` gets
+    :data:`~sqlite_rrf.core.relevance.DEFAULT_MIN_RELEVANCE`; without ``limit``, the
+    statement's."""
+    from ..core.options import RecallOptions
 
-        req = dict(req, limit=recall_defaults()["result_limit"])
-    if "min_relevance" not in req:
+    if "min_relevance" in req:
+        floor = req["min_relevance"]
+    else:
         from ..core.relevance import DEFAULT_MIN_RELEVANCE
 
-        req = dict(req, min_relevance=DEFAULT_MIN_RELEVANCE)
-    prompt = req["prompt"]
-    if not prompt.strip():
-        return "", None
-    result = store.recall(
-        prompt,
-        limit=req["limit"],
+        floor = DEFAULT_MIN_RELEVANCE
+    return RecallOptions(
+        limit=req.get("limit"),
         scope=req.get("scope"),
         session=req.get("session"),
         touch=False,
         topic_gate=bool(req.get("topic_gate")),
-        min_relevance=req.get("min_relevance"),
+        min_relevance=floor,
     )
+
+
+def respond(store: Store, req: Dict[str, Any]) -> Any:
+    """The output for the hook request ``req`` (:func:`check_request`'s fields) from
+    ``store``, and the recall's result to touch after it is printed (None when there is
+    nothing to touch): ``(text, result)``. The hook in process and the server both use
+    this, so their output is the same; the recall is :func:`recall_options`'."""
+    prompt = req["prompt"]
+    if not prompt.strip():
+        return "", None
+    result = store.recall(prompt, options=recall_options(req))
     markdown = render(list(result), req.get("scope"), req["max_chars"], max_total=req["max_total"])
     return as_output(markdown, req["format"]), result

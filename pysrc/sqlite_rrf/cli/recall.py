@@ -11,6 +11,8 @@ TYPE_CHECKING = False  # typing is not imported at run time: `sqlite-rrf hook` s
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 
+    from ..core.options import RecallOptions
+
 from ..app import explain_in_words, note, parse_time, ranks_in_words
 from .common import CliError, open_db, weights_arg
 
@@ -51,13 +53,6 @@ def format_hit(
     return "\n".join(lines)
 
 
-def result_limit(args: argparse.Namespace) -> int:
-    """--limit, or the statement's default."""
-    from ..core.statements import recall_defaults
-
-    return args.limit if args.limit is not None else recall_defaults()["result_limit"]
-
-
 def recall_scope_arg(args: argparse.Namespace) -> Any:
     """The store's ``scope=`` for ``recall``'s ``--scope`` (app.recall_scopes): by default
     the working directory's project (app.derive_scope) and the shared scope; every scope
@@ -69,34 +64,49 @@ def recall_scope_arg(args: argparse.Namespace) -> Any:
     return recall_scopes(args.scope, derive_scope() if args.scope is None else None, "--scope")
 
 
-def recall_and_print(store: Any, args: argparse.Namespace) -> int:
+def recall_options(args: argparse.Namespace) -> RecallOptions:
+    """The recall of ``sqlite-rrf recall``'s options (a caller without some of them, the
+    demo, gets their defaults). A bad value is refused naming the option where the
+    command line checks it (``--weights``, ``--since``, ``--until``, ``--scope``,
+    ``--min-relevance``), else naming the field (:class:`RecallOptions`)."""
+    from ..core.options import RecallOptions
+    from ..core.relevance import check_min_relevance
+
+    floor = check_min_relevance(getattr(args, "min_relevance", None), "--min-relevance")
+    return RecallOptions(
+        limit=args.limit,
+        weights=weights_arg(args.weights),
+        k=args.k,
+        pool=args.pool,
+        pool_size=args.pool_size,
+        oversample=getattr(args, "oversample", None),
+        bm25_limit=args.bm25_limit,
+        touch=not args.no_touch,
+        force=args.force,
+        topic_gate=getattr(args, "topic_gate", False),
+        collapse=False if getattr(args, "no_collapse", False) else None,
+        session=getattr(args, "session", None),
+        scope=recall_scope_arg(args),
+        kind=getattr(args, "kind", None),
+        since=parse_time(getattr(args, "since", None), "--since"),
+        until=parse_time(getattr(args, "until", None), "--until"),
+        profile=args.profile,
+        alpha=args.alpha,
+        min_similarity=args.min_similarity,
+        min_relevance=floor,
+        include_superseded=True if getattr(args, "include_superseded", False) else None,
+    )
+
+
+def recall_and_print(
+    store: Any, args: argparse.Namespace, options: Optional[RecallOptions] = None
+) -> int:
+    """Recall with ``options`` (default: :func:`recall_options` of ``args``) and print the
+    hits as ``args`` asks (``--json``, ``--explain``)."""
     from ..store import StoreError
 
     try:
-        result = store.recall(
-            args.query,
-            limit=result_limit(args),
-            weights=weights_arg(args.weights),
-            k=args.k,
-            pool=args.pool,
-            pool_size=args.pool_size,
-            oversample=getattr(args, "oversample", None),
-            bm25_limit=args.bm25_limit,
-            touch=not args.no_touch,
-            force=args.force,
-            topic_gate=getattr(args, "topic_gate", False),
-            collapse=not getattr(args, "no_collapse", False),
-            session=getattr(args, "session", None),
-            scope=recall_scope_arg(args),
-            kind=getattr(args, "kind", None),
-            since=parse_time(getattr(args, "since", None), "--since"),
-            until=parse_time(getattr(args, "until", None), "--until"),
-            profile=args.profile,
-            alpha=args.alpha,
-            min_similarity=args.min_similarity,
-            min_relevance=getattr(args, "min_relevance", None),
-            include_superseded=getattr(args, "include_superseded", False),
-        )
+        result = store.recall(args.query, options=options or recall_options(args))
     except StoreError as e:
         raise CliError(str(e)) from None
     if result.skipped:
@@ -139,24 +149,11 @@ def recall_and_print(store: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ..core.relevance import check_min_relevance
-    from ..core.validate import StoreError, recall_params
+    from ..core.validate import StoreError
 
-    try:  # check the options before the model loads (the store's own check)
-        recall_params(
-            result_limit(args),
-            weights_arg(args.weights),
-            args.k,
-            args.pool,
-            args.pool_size,
-            args.bm25_limit,
-            args.profile,
-            args.alpha,
-            args.min_similarity,
-            oversample=args.oversample,
-        )
-        check_min_relevance(args.min_relevance, "--min-relevance")
+    try:  # the options are checked before the model loads (the store's own check)
+        options = recall_options(args)
     except StoreError as e:
         raise CliError(str(e)) from None
     with open_db(args, model="recall") as store:
-        return recall_and_print(store, args)
+        return recall_and_print(store, args, options)

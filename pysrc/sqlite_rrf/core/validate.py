@@ -3,21 +3,18 @@ the field and the fault before anything is written.
 
 Episodes (:func:`episode_row`), vectors (:func:`blob`, :func:`check_dim`, and
 :func:`vector_fault` for a stored one), text
-(:func:`has_text`, :func:`check_utf8`, :func:`check_one_line` for ids and scopes) and recall
-options (:func:`recall_params`).
+(:func:`has_text`, :func:`check_utf8`, :func:`check_one_line` for ids and scopes). Recall
+options are checked by :class:`sqlite_rrf.core.options.RecallOptions`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import unicodedata
 import uuid
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
-
-from .statements import POOL_MODES, PROFILES
 
 #: Queries are cut to this many characters before they are embedded and searched.
 MAX_QUERY_CHARS = 6000
@@ -245,147 +242,29 @@ def recall_query(query: str) -> str:
     return query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
 
 
-#: How many scopes one recall statement covers at most (``:scope`` and ``:scope2``).
-MAX_RECALL_SCOPES = 2
+#: The positional parameters of :func:`recall_params`, in order.
+_RECALL_POSITIONAL = (
+    "limit",
+    "weights",
+    "k",
+    "pool",
+    "pool_size",
+    "bm25_limit",
+    "profile",
+    "alpha",
+    "min_similarity",
+    "now",
+)
 
 
-def recall_scope_params(scope: Any) -> Tuple[Optional[str], Optional[str]]:
-    """The statement's ``(:scope, :scope2)`` for a recall's ``scope``: None (every
-    scope), a str (that scope), or a list or tuple of up to :data:`MAX_RECALL_SCOPES`
-    distinct str (the episodes of any of them, in one ranking). Anything else is a
-    :class:`StoreError` naming ``scope``."""
-    if scope is None:
-        return None, None
-    if isinstance(scope, str):
-        return scope, None
-    if not isinstance(scope, (list, tuple)):
-        raise StoreError(
-            f"scope: must be text, a list or tuple of texts, or None (every "
-            f"scope), got {type(scope).__name__}"
-        )
-    names: list = []
-    for s in scope:
-        if not isinstance(s, str):
-            raise StoreError(f"scope: each scope must be text, got {type(s).__name__} {s!r}")
-        if s not in names:
-            names.append(s)
-    if not names:
-        raise StoreError("scope: an empty list names no scope (None recalls every scope)")
-    if len(names) > MAX_RECALL_SCOPES:
-        raise StoreError(
-            f"scope: one recall covers at most {MAX_RECALL_SCOPES} scopes (a "
-            f"project's and the shared one, ''), got {len(names)}"
-        )
-    return names[0], (names[1] if len(names) > 1 else None)
+def recall_params(*args: Any, **fields: Any) -> Dict[str, Any]:
+    """The statement's bindings for recall options given as arguments: ``limit, weights,
+    k, pool, pool_size, bm25_limit, profile, alpha, min_similarity, now`` by position,
+    any field of :class:`~sqlite_rrf.core.options.RecallOptions` by name; checked as a
+    ``RecallOptions`` is (:meth:`RecallOptions.params
+    <sqlite_rrf.core.options.RecallOptions.params>`)."""
+    from .options import RecallOptions
 
-
-def recall_params(
-    limit: Optional[int],
-    weights: Any,
-    k: Optional[float],
-    pool: Optional[str],
-    pool_size: Optional[int],
-    bm25_limit: Optional[int],
-    profile: Optional[str] = None,
-    alpha: Optional[float] = None,
-    min_similarity: Optional[float] = None,
-    now: Optional[int] = None,
-    *,
-    scope: Union[str, Sequence[str], None] = None,
-    kind: Optional[str] = None,
-    since: Optional[int] = None,
-    until: Optional[int] = None,
-    oversample: Optional[int] = None,
-    time_weight: Optional[float] = None,
-) -> Dict[str, Any]:
-    """Validate recall options; returns the statement's bindings (None = default; the
-    time window ``time_from``/``time_to`` is None: the caller sets it). ``scope`` is
-    :func:`recall_scope_params`'s: one or two scopes become ``scope`` and ``scope2``."""
-    if time_weight is not None and (
-        isinstance(time_weight, bool)
-        or not isinstance(time_weight, (int, float))
-        or not math.isfinite(time_weight)
-        or time_weight < 0
-    ):
-        raise StoreError(f"time_weight: must be a finite number >= 0, got {time_weight!r}")
-    if limit is None:
-        from .statements import recall_defaults
-
-        limit = recall_defaults()["result_limit"]
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
-        raise StoreError(f"limit: must be an integer from 1 to {MAX_COUNT}, got {limit!r}")
-    if profile is not None and profile not in PROFILES:
-        raise StoreError(f"profile: must be one of {PROFILES}, got {profile!r}")
-    if alpha is not None and (not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1):
-        raise StoreError(f"alpha: must be a number in [0, 1], got {alpha!r}")
-    if min_similarity is not None and (
-        not isinstance(min_similarity, (int, float)) or not -1 <= min_similarity <= 1
-    ):
-        raise StoreError(f"min_similarity: must be a number in [-1, 1], got {min_similarity!r}")
-    if now is not None and (isinstance(now, bool) or not isinstance(now, int) or abs(now) > 2**62):
-        raise StoreError(f"now: must be an integer (ms since the epoch), got {now!r}")
-    scope, scope2 = recall_scope_params(scope)
-    if kind is not None and not isinstance(kind, str):
-        raise StoreError(f"kind: must be text, got {type(kind).__name__}")
-    for name, v in (("since", since), ("until", until)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62):
-            raise StoreError(f"{name}: must be an integer (ms since the epoch), got {v!r}")
-    if pool is not None and pool not in POOL_MODES:
-        raise StoreError(f"pool: must be one of {POOL_MODES}, got {pool!r}")
-    for name, v in (("pool_size", pool_size), ("bm25_limit", bm25_limit)):
-        if v is not None and (
-            isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_COUNT
-        ):
-            raise StoreError(f"{name}: must be an integer from 0 to {MAX_COUNT}, got {v!r}")
-    if oversample is not None and (
-        isinstance(oversample, bool)
-        or not isinstance(oversample, int)
-        or not 1 <= oversample <= 10_000
-    ):
-        raise StoreError(f"oversample: must be an integer from 1 to 10000, got {oversample!r}")
-    if k is not None and (not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0):
-        raise StoreError(f"k: must be a finite number >= 0, got {k!r}")
-    w: Dict[str, Optional[float]] = dict.fromkeys(LISTS)
-    if weights is not None:
-        if isinstance(weights, Mapping):
-            unknown = set(weights) - set(LISTS)
-            if unknown:
-                raise StoreError(
-                    f"weights: unknown list(s) {sorted(unknown)}; the lists are {LISTS}"
-                )
-            w.update(weights)
-        else:
-            ws = list(weights)
-            if len(ws) != 4:
-                raise StoreError(f"weights: need 4 values {LISTS}, got {len(ws)}")
-            w.update(zip(LISTS, ws))
-        for name, weight in w.items():
-            if weight is not None and (
-                not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0
-            ):
-                raise StoreError(f"weights: {name} must be a finite number >= 0, got {weight!r}")
-    return {
-        "limit": limit,
-        "k": k,
-        "pool": pool,
-        "pool_size": pool_size,
-        "profile": profile,
-        "alpha": alpha,
-        "min_similarity": min_similarity,
-        "now": now,
-        "skip_vectors": None,
-        "scope": scope,
-        "scope2": scope2,
-        "kind": kind,
-        "since": since,
-        "until": until,
-        "bm25_limit": bm25_limit,
-        "oversample": oversample,
-        "w_bm25": w["bm25"],
-        "w_vec": w["vector"],
-        "w_recency": w["recency"],
-        "w_access": w["access"],
-        "w_time": time_weight,
-        "time_from": None,
-        "time_to": None,
-    }
+    if len(args) > len(_RECALL_POSITIONAL):
+        raise TypeError(f"recall_params takes at most {len(_RECALL_POSITIONAL)} positional values")
+    return RecallOptions(**dict(zip(_RECALL_POSITIONAL, args)), **fields).params()

@@ -37,7 +37,7 @@ from ..app.display import when
 from ..core.relevance import DEFAULT_MIN_RELEVANCE
 from ..core.statements import recall_defaults
 from ..core.validate import MAX_ID_CHARS, MAX_KIND_CHARS, MAX_SCOPE_CHARS, check_size
-from ..store import IMPORTANCE, PROFILES, Store, StoreError, now_ms
+from ..store import IMPORTANCE, PROFILES, RecallOptions, Store, StoreError, now_ms
 from . import (
     DEFAULT_RECALL_MAX_CHARS,
     MAX_CONTENT_CHARS,
@@ -420,8 +420,7 @@ def recall(
             "since",
             "until",
         )
-        result = store.recall(
-            query,
+        options = RecallOptions(
             limit=limit,
             scope=store_scope,
             kind=kind,
@@ -430,8 +429,9 @@ def recall(
             profile=profile,
             force=True,
             min_relevance=min_relevance,
-            include_superseded=include_superseded,
+            include_superseded=include_superseded or None,  # False: the statement's default
         )
+        result = store.recall(query, options=options)
         now = now_ms()
         facts = store.hit_facts([h.rowid for h in result])
         hits, texts = [], []

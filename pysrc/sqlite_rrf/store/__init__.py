@@ -25,7 +25,8 @@ connection:
 
 :class:`Store` itself is the open: the order in which a database is checked, migrated
 and readied. The concerns around the store have modules of their own: input checking
-(:mod:`sqlite_rrf.core.validate`), the BM25 stopwords' refresh (:mod:`sqlite_rrf.core.stopwords`),
+(:mod:`sqlite_rrf.core.validate`), a recall's options (:class:`RecallOptions`,
+:mod:`sqlite_rrf.core.options`), the BM25 stopwords' refresh (:mod:`sqlite_rrf.core.stopwords`),
 the topic gate (:mod:`sqlite_rrf.core.gate`), the 'knn' pool's index (:mod:`sqlite_rrf.core.knn`)
 and the returned values (:mod:`sqlite_rrf.core.results`); their public names are importable
 from here too.
@@ -40,6 +41,7 @@ from ..core import knn
 from ..core.gate import TOPIC_GATE_COSINE, TopicGate
 from ..core.loader import load
 from ..core.migrations import migrate
+from ..core.options import RecallOptions
 from ..core.results import Episode, RecallHit, RecallResult, Written
 from ..core.sqlite import open_connection
 from ..core.statements import POOL_MODES, PROFILES
@@ -75,6 +77,7 @@ __all__ = [
     "Episode",
     "EpisodeFilter",
     "RecallHit",
+    "RecallOptions",
     "RecallResult",
     "Store",
     "StoreError",

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 import apsw
 import numpy as np
 
 from ..core import knn
-from ..core.gate import gate_key, session_row
-from ..core.relevance import check_min_relevance
+from ..core.gate import session_row
+from ..core.options import RecallOptions
 from ..core.results import RecallHit, RecallResult
 from ..core.sqlite import patience, transaction
 from ..core.statements import recall_defaults, recall_statement
 from ..core.timeexpr import resolve as resolve_time
 from ..core.validate import (
-    Vector,
     blob,
     check_dim,
     has_text,
@@ -42,143 +41,40 @@ class Recall(Connection):
         query: str,
         limit: Optional[int] = None,
         *,
-        weights: Optional[Union[Sequence[float], Mapping[str, float]]] = None,
-        k: Optional[float] = None,
-        pool: Optional[str] = None,
-        pool_size: Optional[int] = None,
-        bm25_limit: Optional[int] = None,
-        touch: bool = True,
-        force: bool = False,
-        qvec: Optional[Vector] = None,
-        profile: Optional[str] = None,
-        alpha: Optional[float] = None,
-        min_similarity: Optional[float] = None,
-        now: Optional[int] = None,
-        session: Optional[str] = None,
-        scope: Union[str, Sequence[str], None] = None,
-        kind: Optional[str] = None,
-        since: Optional[int] = None,
-        until: Optional[int] = None,
-        oversample: Optional[int] = None,
-        topic_gate: bool = False,
-        collapse: bool = True,
-        min_relevance: Optional[float] = None,
-        time_expressions: bool = True,
-        time_weight: Optional[float] = None,
-        min_share: Optional[float] = None,
-        include_superseded: bool = False,
+        options: Optional[RecallOptions] = None,
+        **fields: Any,
     ) -> RecallResult:
-        """The top ``limit`` episodes for ``query`` by the recall statement of the
-        chosen pool and profile (:func:`sqlite_rrf.core.statements.recall_statement`): BM25,
-        vector similarity, recency and access fused.
+        """The top ``limit`` episodes for ``query`` by the recall statement of the chosen
+        pool and profile (:func:`sqlite_rrf.core.statements.recall_statement`): BM25,
+        vector similarity, recency and access fused, near-duplicates folded, and with
+        ``min_relevance`` the relevance policy; all in SQL, so every front-end agrees.
 
-        Every option left as None takes the statement's own default
-        (:func:`sqlite_rrf.core.statements.recall_defaults`, written once in
-        ``sql/recall/params.sql``). ``weights`` is ``(bm25, vector, recency, access)`` or
-        a dict with those keys (0 turns a list off); ``k`` is the RRF constant; ``pool``
-        is one of :data:`POOL_MODES` (``'recent'``: the most recently accessed episodes;
-        ``'all'``: the ``pool_size`` nearest of all episodes, exactly; ``'quantized'``:
-        the same through 1-bit codes, ``oversample`` times as many candidates rescored
-        exactly; ``'knn'``: sqlite-vec's); ``bm25_limit`` is the BM25 list's depth.
-        ``profile`` chooses the fusion (:data:`PROFILES`; the default ``'hybrid'`` adds
-        the cosine and the BM25 score, each relative to the query's best, with recency,
-        use and importance as bounded nudges; ``'rrf'`` is the four-list RRF of
-        docs/contract.md);
-        ``alpha`` weighs cosine against BM25 in ``'hybrid'`` and ``'convex'``; ``min_similarity``
-        drops candidates with no BM25 hit whose similarity is below it; ``now`` (ms)
-        fixes the clock for ages and for the query's time expressions: with
-        ``time_expressions`` (the default) a time the query names ("yesterday", "last
-        week", "in May", "two months ago": :mod:`sqlite_rrf.core.timeexpr`, resolved against
-        ``now``) is a window, and in profile ``'hybrid'`` the episodes created in it gain
-        ``time_weight`` of relevance (default in ``params.sql``; 0 turns it off); it is a
-        signal, never a filter. ``qvec`` gives the query vector instead of the
-        embedder's. ``scope``, ``kind``, ``since`` and ``until`` (ms, on ``created_at``;
-        ``since`` inclusive, ``until`` exclusive) keep only the episodes that match, in
-        both lists: the BM25 list is the best of the matching rows, the vector pool the
-        best or most recent of them. ``scope`` is None (every scope), a str (that scope;
-        ``''`` is the shared scope), or a list or tuple of two (any of them, in one
-        ranking: ``("shop", "")`` is the project and the shared scope; the statement's
-        ``:scope`` and ``:scope2``).
-
-        The statement runs in a read transaction, which never blocks a writer. Then
-        ``touch`` marks the returned episodes accessed (``accessed_at = now``,
-        ``access_count + 1``) in a short write transaction of its own, waiting at most
-        :attr:`TOUCH_PATIENCE` (50 ms) for another process's write lock; a touch that
-        cannot be made (the lock busy, a read-only database, a full disk, an I/O error)
-        never fails the recall: ``result.touched`` is False and ``result.touch_error`` says
-        why. With ``touch=False`` nothing is written; :meth:`touch` makes the touch later.
-
-        Everything that decides which episodes come back, and in what order, is the
-        statement's (the same rows in the sqlite3 shell, Datasette and every front-end):
-
-        - the fold (``collapse``, the default): near-duplicates, the same text or an
-          embedding cosine of at least :data:`sqlite_rrf.core.fold.COLLAPSE_COSINE` with
-          the same terms, fill one slot, the newest of them, whose ``duplicates`` says
-          how many others it stands for and ``duplicate_ids`` names them; the freed
-          slots are filled from further down. A fact that another replaced
-          (``superseded_by``) is left out unless ``include_superseded``.
-        - the order: ``score`` is the final score (the slot's best fused score; the
-          row's own is ``fused_score``); the hits come in its order.
-        - ``relevance``, in [0, 1] and absolute: the same number means the same for
-          every query (:func:`sqlite_rrf.core.relevance.relevance`, from the hit's cosine and
-          its BM25 score as a share of the query's IDF mass).
-        - the policy, with ``min_relevance`` (a floor in [0, 1]): a hit is returned only
-          when its relevance reaches the floor and is at least ``min_share`` (default in
-          ``params.sql``) of the best hit's; when none is, the result is empty and
-          ``result.reason`` says so. Its default here is None, no policy: a library
-          caller gets the whole ranking with the relevance to judge it by; the prompt
-          hook and the MCP ``recall`` use :data:`sqlite_rrf.core.relevance.DEFAULT_MIN_RELEVANCE`.
-
-        A touch marks only the hits returned (after the policy).
-
-        The topic gate is off unless ``topic_gate=True``: then it skips the recall
-        (``result.skipped``) when the query's embedding has a cosine above
-        :data:`~sqlite_rrf.core.gate.TOPIC_GATE_COSINE` with the caller's
-        previous query, unless ``force``. The previous query belongs to the caller: this
-        Store instance, or, with ``session`` (any text, e.g. an agent's session id), that
-        session, remembered in the database by touching recalls so that it holds across
-        processes. Two agents sharing a memory never gate each other. The gate is off by
-        default because a cosine that high does not mean the same question: a follow-up
-        about another painting of the same artist can have 0.96.
+        ``options`` is a :class:`~sqlite_rrf.core.options.RecallOptions`; its fields may
+        also be given as keywords (``pool="all"``, ``touch=False``), which override it. A
+        field left None takes the statement's default (``sql/recall/params.sql``); a bad
+        one is a :class:`StoreError` naming it, an unknown keyword a TypeError. The
+        statement runs in a read transaction; the touch after it is best effort
+        (``result.touched``, ``result.touch_error``). See docs/python.md ("Recall").
         """
         query = recall_query(query)
-        if session is not None:
-            gate_key(session)  # checks it
-        min_relevance = check_min_relevance(min_relevance)
-        min_share = check_min_relevance(min_share, "min_share")
-        params = self._recall_params(
-            limit,
-            weights,
-            k,
-            pool,
-            pool_size,
-            bm25_limit,
-            profile,
-            alpha,
-            min_similarity,
-            now,
-            scope=scope,
-            kind=kind,
-            since=since,
-            until=until,
-            oversample=oversample,
-            time_weight=time_weight,
-        )
-        if time_expressions:  # "last week", "in May": a window around now (timeexpr)
+        opts = RecallOptions.of(options, limit, **fields)
+        params = opts.params()
+        now, session = opts.now, opts.session
+        if opts.time_expressions:  # "last week", "in May": a window around now (timeexpr)
             window = resolve_time(query, now_ms() if now is None else now)
             if window is not None:
                 params["time_from"], params["time_to"] = window.start, window.end
         qblob = None
         qarr = None
-        if qvec is not None:
-            qblob, n = blob(qvec, "qvec")
+        if opts.qvec is not None:
+            qblob, n = blob(opts.qvec, "qvec")
         elif self.embedder is not None and has_text(query):
             qblob, n = blob(self.embedder.embed(query), "query embedding")
         if qblob is not None:
             check_dim(n, self.dim, "qvec")
             qarr = np.frombuffer(qblob, "<f4").astype(np.float64)
             qarr /= np.linalg.norm(qarr)
-            held = self._gate.holds(qarr, session, force) if topic_gate else None
+            held = self._gate.holds(qarr, session, opts.force) if opts.topic_gate else None
             if held is not None:
                 return RecallResult(
                     [], query, skipped=True, gate_cosine=held[0], params=params, reason=held[1]
@@ -188,10 +84,12 @@ class Recall(Connection):
             params,
             query=query,
             qvec=qblob,
-            collapse=int(bool(collapse)),
-            min_relevance=min_relevance,
-            min_share=min_share,
-            include_superseded=int(bool(include_superseded)),
+            collapse=None if opts.collapse is None else int(bool(opts.collapse)),
+            min_relevance=opts.min_relevance,
+            min_share=opts.min_share,
+            include_superseded=(
+                None if opts.include_superseded is None else int(bool(opts.include_superseded))
+            ),
         )
         hits: List[RecallHit] = []
         warnings: List[str] = list(self.schema_warnings)
@@ -219,9 +117,9 @@ class Recall(Connection):
                 "(or set it to NULL and run `sqlite-rrf embed`)"
             )
         floor_reason = None
-        if not hits and min_relevance is not None:
+        if not hits and opts.min_relevance is not None:
             floor_reason = (
-                f"nothing relevant enough: no hit reaches min_relevance {min_relevance:g}"
+                f"nothing relevant enough: no hit reaches min_relevance {opts.min_relevance:g}"
             )
         if qarr is not None:
             self._gate.remember(qarr)
@@ -229,7 +127,7 @@ class Recall(Connection):
         args = None
         if hits or (session is not None and qarr is not None):
             args = ([h.rowid for h in hits], session, qarr)
-            if touch:
+            if opts.touch:
                 touched, why = self._touch(*args)
                 args = None
         return RecallResult(
@@ -375,6 +273,6 @@ class Recall(Connection):
         except apsw.Error as e:
             return False, f"the touch could not be written ({e}), {not_done}"
 
-    #: Validate recall options; returns the statement's bindings (None = default):
-    #: :func:`sqlite_rrf.core.validate.recall_params` (the CLI checks its options with it).
+    #: The statement's bindings for recall options given as arguments (benchmarks bind
+    #: them without a recall): :func:`sqlite_rrf.core.validate.recall_params`.
     _recall_params = staticmethod(recall_params)
