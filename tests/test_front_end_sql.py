@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from test_layers import APP, FRONT, LAYERS, MODULES, layer_key
+from test_layers import APP, FRONT, LAYER_OF, MODULES, layer_key
 
 #: What a front-end may not call (on anything: a connection, a cursor, a Store's ``conn``).
 SQL_CALLS = frozenset({"execute", "executemany", "cursor"})
@@ -56,7 +56,7 @@ def covered(module: str) -> bool:
     if any(module == e or module.startswith(e + ".") for e in EXEMPT):
         return False
     key = layer_key(module)
-    return key is not None and LAYERS[key] in (FRONT, APP)
+    return key is not None and LAYER_OF[key] in (FRONT, APP)
 
 
 def sql_reaches(source: str, name: str = "<source>") -> List[Tuple[int, str, str]]:

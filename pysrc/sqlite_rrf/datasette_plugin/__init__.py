@@ -14,7 +14,7 @@ Installed with the package (entry point ``datasette`` → ``sqlite_rrf``); with
   ``rrf_time_window`` (the form's fields as the command line reads them);
 - ``canned_queries`` offers ``recall`` (the recall statement of the form's pool and
   profile, as :class:`~sqlite_rrf.store.Store` runs it, each row with its relevance and
-  the ``min_relevance`` floor: :func:`sqlite_rrf.core.relevance.relevance_sql`) in every
+  the ``min_relevance`` floor the statement applies, ``sql/recall/top.sql``) in every
   database that has the ``episodes`` and ``episodes_fts`` tables, and ``recall_knn``
   (the ``knn`` pool) where ``episodes_vec`` exists and sqlite-vec is loaded;
   ``asgi_wrapper`` tells it the request's pool and profile. The query text is

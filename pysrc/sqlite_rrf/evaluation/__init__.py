@@ -9,7 +9,7 @@ concern per module:
 * :mod:`.runner` — :func:`~sqlite_rrf.evaluation.runner.evaluate`, which ties them together;
 * :mod:`.report` — the table and the plot;
 * :mod:`.progress` — the progress bars;
-* :mod:`.cli` — the ``sqlite-rrf eval`` command.
+* :mod:`sqlite_rrf.cli.evaluate` — the ``sqlite-rrf eval`` command (a front-end).
 * :mod:`.longmemeval` — agent memory: one memory per question, its runs and table
   (``sqlite-rrf eval FILE.json[.xz]``); :mod:`.longmemeval_data` reads LongMemEval's JSON
   format and :mod:`.longmemeval_metrics` scores a question;

@@ -8,8 +8,8 @@ without it. Tools: ``remember``, ``recall``, ``update``, ``forget``, ``stats``; 
 
 The rooms:
 
-- :mod:`.server`: the SDK's ``MCPServer`` with strict arguments (M13) and
-  :func:`~.server.build_server`, which makes one for an endpoint;
+- :mod:`.build`: the SDK's ``MCPServer`` with strict arguments (M13) and
+  :func:`~.build.build_server`, which makes one for an endpoint;
 - :mod:`.tools`: the tools and resources, at module level, and the :class:`~.tools.Endpoint`
   they work on (a store, its default scope, its lock);
 - :mod:`.outputs`: the tools' structured outputs (pydantic models) and their text (M8,
@@ -23,12 +23,12 @@ reach the tools through the server's ``lifespan`` (the SDK's way: a tool reads
 serves many endpoints: ``sqlite-rrf serve`` has ``/mcp`` and ``/s/SCOPE/mcp`` on one store,
 and ``serve --dir`` a store per tenant (:mod:`sqlite_rrf.serve`, S8, S9), and each
 endpoint's tool descriptions and instructions name its own default scope (M12). So
-:func:`~.server.build_server` binds the module-level tool set to one store and scope, as
+:func:`~.build.build_server` binds the module-level tool set to one store and scope, as
 an ``MCPServer`` whose lifespan yields that endpoint, and ``sqlite-rrf mcp`` (stdio) runs
 one. The SDK does not pass a context to a resource without URI parameters, so the two
 resources are bound to their endpoint when the server is made.
 
-Its requirements, M1–M14, are in docs/contract.md ("The MCP server"); tests/test_mcp.py cites them.
+Its requirements, M1–M16, are in docs/contract.md ("The MCP server"); tests/test_mcp.py cites them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ prepared statements, and serves every way in.
   built by the same code (:func:`sqlite_rrf.mcp.build.build_server`).
 - With ``--http``, the prompt hook over HTTP too: Claude Code's ``"type": "http"`` hook
   POSTs the hook's JSON to ``/hook`` and gets what ``sqlite-rrf hook DB --format json``
-  prints (S10, in :mod:`.http`); no process per prompt.
+  prints (S10, in :mod:`sqlite_rrf.mcp.http`); no process per prompt.
 
 ``sqlite-rrf serve --dir DIR --http [HOST:]PORT`` serves one memory file per tenant
 instead (S9), over HTTP only.
@@ -72,8 +72,8 @@ S9. Per-tenant files (``--dir DIR``): one directory, one memory file per tenant
     :data:`IDLE_CLOSE_SECONDS`) is closed.
 
 The rooms: :mod:`.settings` (the limits and names above), :mod:`.hook_socket` (the hook's
-socket and the warm process, S1-S5), :mod:`.http` (MCP over HTTP: endpoints by URL, bearer
-tokens, S6, S8; the prompt hook over HTTP, S10; a client gone mid-request, S11),
+socket and the warm process, S1-S5), :mod:`~sqlite_rrf.mcp.http` (MCP over HTTP: endpoints by
+URL, bearer tokens, S6, S8; the prompt hook over HTTP, S10; a client gone mid-request, S11),
 :mod:`.tenants` (per-tenant files, S9), :mod:`.command` (``sqlite-rrf serve``'s options and
 its run). An HTTP endpoint is an MCP server of
 :mod:`sqlite_rrf.mcp` bound to its store and scope (:func:`sqlite_rrf.mcp.build.build_server`),
