@@ -1,6 +1,7 @@
 """The options' values as every way in reads them: times (:func:`parse_time`,
-:func:`check_time_range`) and
-numbers written in ASCII (:func:`ascii_float`, :func:`int_arg`, :func:`float_arg`)."""
+:func:`check_time_range`) and numbers written in ASCII (:func:`ascii_float`,
+:func:`int_arg`, :func:`float_arg`). What a recall is told is one value,
+:class:`sqlite_rrf.core.options.RecallOptions`, which each front-end makes from these."""
 
 from __future__ import annotations
 
