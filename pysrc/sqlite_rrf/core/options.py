@@ -24,8 +24,8 @@ Scope = Union[str, Sequence[str], None]
 
 #: How many scopes one recall statement covers at most (``:scope`` and ``:scope2``).
 MAX_RECALL_SCOPES = 2
-#: The largest ``oversample`` (the quantized pool's Hamming stage keeps ``pool_size``
-#: times as many candidates).
+#: The largest ``oversample`` (the quantized pool's Hamming stage keeps ``pool_size`` times
+#: ``oversample`` candidates for the exact rescoring).
 MAX_OVERSAMPLE = 10_000
 
 
@@ -43,15 +43,15 @@ class RecallOptions:
     - ``pool``: the vector pool, one of ``POOL_MODES``.
     - ``pool_size``: the vector pool's size (0 to ``MAX_COUNT``).
     - ``bm25_limit``: the BM25 list's depth (0 to ``MAX_COUNT``).
-    - ``oversample``: ``'quantized'``: candidates per slot for the exact rescoring (1 to 10000).
+    - ``oversample``: ``'quantized'``: ``pool_size`` times this many are rescored (1 to 10000).
     - ``profile``: the fusion, one of ``PROFILES``.
     - ``alpha``: the cosine's weight against BM25 in ``'hybrid'`` and ``'convex'`` (0 to 1).
-    - ``min_similarity``: drop candidates with no BM25 hit below this cosine (-1 to 1).
+    - ``min_similarity``: drop candidates without a BM25 hit whose cosine is below it (-1 to 1).
     - ``time_weight``: what an episode in the query's time window gains in ``'hybrid'`` (>= 0).
     - ``collapse``: near-duplicates fill one slot (the statement's ``:collapse``); False: not.
     - ``include_superseded``: also the facts another one replaced (``:include_superseded``).
     - ``min_relevance``: the policy's floor (0 to 1); None: no policy, the whole ranking.
-    - ``min_share``: the policy's share of the best hit's relevance (0 to 1).
+    - ``min_share``: with a floor, the share of the best hit's relevance a hit must reach.
     - ``now``: the clock (ms since the epoch) for ages and time expressions; None: now.
     - ``scope``: only this scope (a str; ``''`` is the shared one), or either of two
       (a list or tuple, kept as a tuple); None: every scope.
