@@ -39,15 +39,7 @@ EXEMPT: Dict[str, str] = {
 
 #: Breaches tolerated for now: (module, attribute) → how many. Each names the Store method
 #: that replaces it; the count only goes down (test_the_allowed_breaches_still_exist).
-ALLOWED: Dict[Tuple[str, str], int] = {
-    # the evaluation's FTS5 'optimize' after its bulk load: a Store method of the
-    # maintenance (store/maintenance.py)
-    ("sqlite_rrf.evaluation.cached_store", "conn"): 1,
-    ("sqlite_rrf.evaluation.cached_store", "execute"): 1,
-    # restore --refresh marks the restored copy before any Store opens it (a Store would
-    # switch it to WAL): a helper of the core's (core/sqlite.py)
-    ("sqlite_rrf.app.replicate.refresh", "execute"): 2,
-}
+ALLOWED: Dict[Tuple[str, str], int] = {}
 
 
 def covered(module: str) -> bool:

@@ -72,6 +72,20 @@ REPLICA_OPENED_AS = (
 )
 
 
+def mark_replica(path: str, url: str) -> None:
+    """Make the restored copy at ``path`` (no other connection has it open) a read
+    replica of ``url``: DELETE journal mode (a reader needs no ``-wal``/``-shm``) and its
+    :data:`REPLICA_KEY`."""
+    conn = apsw.Connection(path)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE").fetchall()
+        conn.execute(
+            "INSERT OR REPLACE INTO rrf_meta(key, value) VALUES (?, ?)", (REPLICA_KEY, url)
+        )
+    finally:
+        conn.close()
+
+
 def replica_of(path: str) -> Optional[str]:
     """The replica URL a refreshed copy at ``path`` was restored from (its
     :data:`REPLICA_KEY`), or None when ``path`` is not such a copy (or not a database).

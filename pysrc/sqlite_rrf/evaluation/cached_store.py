@@ -262,7 +262,7 @@ def build_store(
                 if bar is not None:
                     bar.close()
             # Merge the FTS5 index into one b-tree (faster queries; same bm25 scores).
-            store.conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('optimize')")
+            store.optimize_index()
         _remove_db(path)
         os.replace(tmp, path)
     except BaseException:

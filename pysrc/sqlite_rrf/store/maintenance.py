@@ -129,6 +129,12 @@ class Maintenance(Codes):
             "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('merge', ?)", (self.MERGE_PAGES,)
         )
 
+    def optimize_index(self) -> None:
+        """Merge the full-text index into one b-tree (FTS5's 'optimize'): after a bulk
+        load, faster queries with the same bm25 scores."""
+        with transaction(self.conn):
+            self.conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('optimize')")
+
     def _merging(self, on: bool) -> None:
         """Inside the Store's own write transaction, let FTS5 merge as it writes (FTS5
         writes a segment per statement of the index triggers; without merging, a large

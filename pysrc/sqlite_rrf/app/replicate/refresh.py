@@ -80,9 +80,7 @@ def refresh(
     ``src``, or ``force`` given (:func:`check_refresh_output`, asked again before every
     rename). ``rounds`` stops after that many restores (default: until interrupted).
     Returns 0."""
-    import apsw
-
-    from ...core.sqlite import REPLICA_KEY, is_wal_file
+    from ...core.sqlite import is_wal_file, mark_replica
 
     out = out or sys.stdout
     url = replica_url(src, option="--from")
@@ -101,15 +99,7 @@ def refresh(
                     "the restored copy fails the full check: "
                     + "; ".join(f.message for f in report.findings[:3])
                 )
-            conn = apsw.Connection(tmp)
-            try:
-                conn.execute("PRAGMA journal_mode = DELETE").fetchall()
-                conn.execute(
-                    "INSERT OR REPLACE INTO rrf_meta(key, value) VALUES (?, ?)",
-                    (REPLICA_KEY, url),
-                )
-            finally:
-                conn.close()
+            mark_replica(tmp, url)
             # only the first replace may be over a foreign file (with force); later ones
             # replace the copy this loop made, unless someone put another file there
             check_refresh_output(output, url, force=force and not replaced)
