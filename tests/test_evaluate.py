@@ -715,16 +715,15 @@ def test_cli_eval_json_subprocess(tiny, tmp_path):
 
 
 def test_run_parameters_are_store_recalls_keywords():
-    # RUN_PARAMETERS is written out (the evaluation does not inspect the store); it must
-    # stay the keyword parameters of Store.recall that a run may set.
-    import inspect
+    # RUN_PARAMETERS is every field of the one options type a run may set
+    import dataclasses
 
-    from sqlite_rrf.store import Store
+    from sqlite_rrf.store import RecallOptions
 
-    fixed = {"self", "query", "limit", "touch", "force", "qvec"}
-    assert runs.RUN_PARAMETERS == tuple(
-        p for p in inspect.signature(Store.recall).parameters if p not in fixed
-    )
+    fixed = {"limit", "touch", "force", "qvec"}
+    names = {f.name for f in dataclasses.fields(RecallOptions)}
+    assert set(runs.RUN_PARAMETERS) == names - fixed
+    assert "min_share" in runs.RUN_PARAMETERS and "limit" not in runs.RUN_PARAMETERS
 
 
 def test_runs_are_made_when_asked_for():

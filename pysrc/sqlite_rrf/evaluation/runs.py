@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
+from ..core.options import FIELDS
 from ..store import PROFILES
 from .cached_store import EVAL_EPOCH_MS
 
@@ -36,33 +37,11 @@ BASELINE_RUNS = ("default", "bm25", "vector", "rrf")
 #: A vector pool that holds every document of any collection the evaluation loads (the
 #: 'all' pool keeps the pool_size nearest; rrf_topk takes up to a million).
 EVERY_DOCUMENT = 1_000_000
-#: The keyword parameters of ``Store.recall`` that a run may set (or ``--set`` override):
-#: all but the query, ``limit``, ``touch``, ``force`` and ``qvec``, which every run passes
-#: the same way (``limit=DEPTH, touch=False, force=True``, the query's vector).
-RUN_PARAMETERS = (
-    "weights",
-    "k",
-    "pool",
-    "pool_size",
-    "bm25_limit",
-    "profile",
-    "alpha",
-    "min_similarity",
-    "now",
-    "session",
-    "scope",
-    "kind",
-    "since",
-    "until",
-    "oversample",
-    "topic_gate",
-    "collapse",
-    "min_relevance",
-    "time_expressions",
-    "time_weight",
-    "min_share",
-    "include_superseded",
-)
+#: The fields of :class:`~sqlite_rrf.core.options.RecallOptions` (``Store.recall``'s
+#: keywords) that a run may set (or ``--set`` override): all but ``limit``, ``touch``,
+#: ``force`` and ``qvec``, which every run passes the same way (``limit=DEPTH,
+#: touch=False, force=True``, the query's vector).
+RUN_PARAMETERS = tuple(f for f in FIELDS if f not in ("limit", "touch", "force", "qvec"))
 #: Parameters tuned on SciFact's **train** split (reported on test; docs/evaluation.md).
 #: convex: alpha swept 0.3-0.7 on train, nDCG@10 0.7242 / 0.7308 / 0.7368 / 0.7388 /
 #: 0.7372: 0.6 is kept. The statement's own default stays 0.5.
