@@ -278,14 +278,16 @@ def _recipe():
 )
 def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
     """The recipe of tests/soak/recipe_shell_txn.py, before any write through the
-    product: SciFact's 5,183 abstracts and 3,100 'zorblax' episodes by the Store, then one
+    product: SciFact's 5,183 abstracts and 3,100 'zorblax' episodes by the Store, each with
+    a vector (SciFact's cached ones; the zorblax episodes borrow them), then one
     transaction of the 3.40 shell (3,099 deleted, 3,099 title-only inserted, 20 INSERT OR
     REPLACE of five forms, 20 upserts, 10 UPDATE of content, 10 DELETE); the command line's
     list for the issue's two titles and the old titles of 5 rows the shell replaced, every
     path of the BM25 list for the issue's titles, the old titles and new texts of 8 rows the
     shell replaced (every form of REPLACE) and 4 more titles and claims at depths 20 and 50,
-    the functions alone at depths 1 to 10, and the list of a Store that recalled them before
-    the shell wrote, are bm25()'s."""
+    the functions alone at depths 1 to 10, the list of a Store that recalled them before
+    the shell wrote, and that of a recall with a query vector (the vector pool and the
+    similarities run; none of the rows the shell wrote has a vector), are bm25()'s."""
     recipe = _recipe()
     report = recipe.run(str(tmp_path / "recipe"), queries=4, touched=8, cli_touched=5)
     with capsys.disabled():
@@ -296,6 +298,9 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
         )
     assert report["differences"] == []
     assert report["episodes"] == 5183 + 3100
+    # every row the Store wrote has a vector; the shell's rows have none
+    assert report["vectors"] == "borrowed" and report["built"] == [5183 + 3100] * 2
+    assert 3099 <= report["without_vector"] <= 3099 + 20
     # the rows the shell wrote: 20 REPLACEs (four of each form) first, then the others
     forms = report["touched"]
     assert len(forms) == 60 and forms[20:] == ["upsert"] * 20 + ["update"] * 10 + ["delete"] * 10
@@ -306,7 +311,11 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
     assert 2 + report["touched_queries"] <= q <= 6 + report["touched_queries"]
     assert report["cli_queries"] == 2 + 5
     assert report["warm_queries"] == q * len(recipe.DEPTHS)
+    assert report["vector_queries"] == q * len(recipe.DEPTHS)
+    assert min(report["vector_similar"]) > 0  # the query vector's similarities were computed
     assert report["shallow_checks"] == q * len(recipe.SHALLOW) * 3
+    if os.path.exists(recipe.MODEL):  # the model embedded the command line's queries
+        assert len(report["cli_similar"]) == 7 and min(report["cli_similar"]) > 0
     checked = report["checked"]
     assert checked["bm25_queries"] == q * len(recipe.DEPTHS)
     assert checked["bm25_paths"] == PATHS * checked["bm25_fresh_queries"] == PATHS * 2 * q
@@ -319,8 +328,11 @@ def test_bm25_list_after_another_clients_one_transaction(tmp_path, capsys):
 )
 def test_the_recipes_checks_can_fail(tmp_path, monkeypatch):
     """Controls: a write through the product before the checks is seen (the observer), the
-    command line's list compared with another query's bm25() list differs, and so does
-    rrf_bm25's list ordered worst first in the shallow checks."""
+    command line's list compared with another query's bm25() list differs, so does a
+    recall's with a query vector, and so does rrf_bm25's list ordered worst first in the
+    shallow checks."""
+    import numpy
+
     recipe = _recipe()
 
     def write(store):
@@ -338,6 +350,11 @@ def test_the_recipes_checks_can_fail(tmp_path, monkeypatch):
         assert not recipe.cli_differs(
             recipe.cli_list(report["db"], a), *recipe.ranked(store.conn, a)
         )
+        # a recall with a query vector: its list is a's bm25() list, not b's
+        v = numpy.load(os.path.join(recipe.SCIFACT, "corpus.minilm.npy"))[0]
+        want = [tuple(r) for r in store.conn.execute(recipe.BM25_REF, (a, 20))]
+        other = [tuple(r) for r in store.conn.execute(recipe.BM25_REF, (b, 20))]
+        assert recipe.bm25_list(store, a, 20, v) == want != other
         shallow = {"differences": []}
         recipe.shallow(store.conn, a, shallow)
         assert shallow["differences"] == []

@@ -2,9 +2,14 @@
 """The BM25 list after another client's one-transaction churn (``make churn`` runs it
 before the random churn; tests/test_churn.py runs it too).
 
-The memory: SciFact's abstracts (``../shared/data/scifact``, title and abstract; no
-embedding: the list checked is BM25's alone), plus ``--zorblax`` (3,100) episodes
-``z1`` ... whose text holds one made-up word (``zorblax``), all written by the Store.
+The memory: SciFact's abstracts (``../shared/data/scifact``, title and abstract), plus
+``--zorblax`` (3,100) episodes ``z1`` ... whose text holds one made-up word
+(``zorblax``), all written by the Store, each with a vector, as the command line writes
+them with a model (``--vectors``): SciFact's cached MiniLM vectors
+(``corpus.minilm.npy``), and for the zorblax episodes either the model's own (``model``,
+through the evaluation's embedding cache) or the cached vector of a SciFact abstract
+(``borrowed``: what a vector says does not matter to the BM25 list, only that the row
+has one); ``none`` writes no vector (the recipe as it first was).
 Then the Debian ``sqlite3`` shell (3.40, **no** rrf extension), in ONE transaction:
 
 * deletes ``z1`` ... ``z<zorblax - 1>``;
@@ -14,15 +19,22 @@ Then the Debian ``sqlite3`` shell (3.40, **no** rrf extension), in ONE transacti
   row's rowid), 20 ``INSERT ... ON CONFLICT(id) DO UPDATE``, 10 ``UPDATE ... SET
   content`` and 10 ``DELETE`` of SciFact rows.
 
-With no write through the product in between, every query (the two SciFact titles of
-the issue; the old title and the new text's first words of each row the transaction
-wrote, ``--touched`` of them, the REPLACEs first; ``--queries`` random titles and
-claims) is checked against FTS5's ``bm25()`` over the OR query of every word:
+None of the rows the shell writes has a vector (it cannot embed), and no write through
+the product comes to embed them. With no write through the product in between, every
+query (the two SciFact titles of the issue; the old title and the new text's first
+words of each row the transaction wrote, ``--touched`` of them, the REPLACEs first;
+``--queries`` random titles and claims) is checked against FTS5's ``bm25()`` over the OR
+query of every word:
 
 * the command line's list for the issue's two titles and the old titles of
   ``--cli-touched`` rows written (``sqlite-rrf recall DB QUERY --json
   --limit 20 --no-touch --force --profile rrf --weights 1,0,0,0 --no-collapse --scope
-  '*'``): bm25()'s top 20 (rows tied at the cut: any of them);
+  '*'``), with the model (when it is there: ``$SQLITE_RRF_MODEL``, else
+  ``../shared/models``) embedding the query, so the vector pool and the similarities
+  run: bm25()'s top 20 (rows tied at the cut: any of them);
+* with vectors, the statement's BM25 list at depths 20 and 50 through ``Store.recall``
+  with a query vector (the cached vector of the query's own abstract, else of the first
+  one) in the default pool, row for row and bit for bit;
 * at depths 20 and 50, row for row and bit for bit, every path of the BM25 list
   (tests/soak/churn.py's checks: the statement with ``rrf_bm25_or_top`` and with its
   per-row filtered scan under the stored, no, a fresh and an all-words stopword hint;
@@ -54,6 +66,11 @@ TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
 SCIFACT = os.path.join(os.path.dirname(ROOT), "shared", "data", "scifact")
 SHELL = "/usr/bin/sqlite3"
+MODEL = os.environ.get("SQLITE_RRF_MODEL") or os.path.join(
+    os.path.dirname(ROOT), "shared", "models", "all-MiniLM-L6-v2-f16.gguf"
+)
+#: What the zorblax episodes' vectors are (see the docstring).
+VECTORS = ("model", "borrowed", "none")
 WORD = "zorblax"
 #: The issue's two titles (the first as the issue gives it, shorter than SciFact's).
 ISSUE_TITLES = (
@@ -84,15 +101,62 @@ def load_corpus(folder: str) -> Tuple[List[Tuple[str, str, str]], List[str]]:
     return docs, claims
 
 
-def build(db: str, docs: List[Tuple[str, str, str]], zorblax: int) -> None:
-    """The memory, written by the Store (as the command line's ``add`` writes it)."""
+def zorblax_text(i: int) -> str:
+    return f"note {i} about {WORD} {i}"
+
+
+def product_vectors(
+    folder: str, docs: List[Tuple[str, str, str]], zorblax: int, how: str
+) -> Tuple[Optional[Dict[str, Any]], Optional[List[Any]]]:
+    """The vectors the Store writes with its rows: ({SciFact id: cached vector}, the
+    zorblax episodes' vectors in order), as ``how`` (:data:`VECTORS`) says; (None, None)
+    for ``none``. ``model`` embeds the zorblax texts with the model at :data:`MODEL`
+    through the evaluation's embedding cache (seconds once cached)."""
+    if how not in VECTORS:
+        raise ValueError(f"vectors: one of {VECTORS}, got {how!r}")
+    if how == "none":
+        return None, None
+    import numpy as np
+
+    with open(os.path.join(folder, "corpus.minilm.ids.json"), encoding="utf-8") as f:
+        ids = json.load(f)
+    mat = np.load(os.path.join(folder, "corpus.minilm.npy"))
+    by_id = {i: mat[k] for k, i in enumerate(ids)}
+    if how == "borrowed":
+        return by_id, [by_id[docs[(i - 1) % len(docs)][0]] for i in range(1, zorblax + 1)]
+    from sqlite_rrf.embedding.embedder import Embedder
+    from sqlite_rrf.embedding.models import DEFAULT_N_CTX
+    from sqlite_rrf.evaluation.embcache import EmbeddingCache, embed_cached, model_fingerprint
+
+    texts = [zorblax_text(i) for i in range(1, zorblax + 1)]
+    with EmbeddingCache(model_fingerprint(MODEL, DEFAULT_N_CTX), None) as cache:
+        zmat, _n, _s = embed_cached(texts, cache, lambda: Embedder(MODEL, n_ctx=DEFAULT_N_CTX))
+    return by_id, list(zmat)
+
+
+def build(
+    db: str,
+    docs: List[Tuple[str, str, str]],
+    zorblax: int,
+    vectors: Tuple[Optional[Dict[str, Any]], Optional[List[Any]]] = (None, None),
+) -> None:
+    """The memory, written by the Store (as the command line's ``add`` writes it), with
+    the vectors of :func:`product_vectors` when given."""
     from sqlite_rrf.store import Store
 
+    sf, zv = vectors
     with Store(db) as store:
-        batch = [dict(id=f"sf{i}", content=f"{t} {a}") for i, t, a in docs]
+        batch: List[Dict[str, Any]] = [dict(id=f"sf{i}", content=f"{t} {a}") for i, t, a in docs]
+        zs: List[Dict[str, Any]] = [
+            dict(id=f"z{i}", content=zorblax_text(i)) for i in range(1, zorblax + 1)
+        ]
+        if sf is not None and zv is not None:
+            for row, (i, _t, _a) in zip(batch, docs):
+                row["embedding"] = sf[i]
+            for row, v in zip(zs, zv):
+                row["embedding"] = v
         for k in range(0, len(batch), 2000):
             store.add_many(batch[k : k + 2000])
-        zs = [dict(id=f"z{i}", content=f"note {i} about {WORD} {i}") for i in range(1, zorblax + 1)]
         for k in range(0, len(zs), 2000):
             store.add_many(zs[k : k + 2000])
 
@@ -196,28 +260,41 @@ BM25_REF = (
 )
 
 
-def bm25_list(store: Any, query: str, n: int) -> List[Tuple[int, float]]:
-    """The statement's BM25 list through ``store.recall`` (no vector list, no touch), as
-    (rowid, bm25 score), best first, ties by rowid (as tests/soak/churn.py reads it)."""
+def bm25_list(
+    store: Any, query: str, n: int, qvec: Any = None, similar: Optional[List[int]] = None
+) -> List[Tuple[int, float]]:
+    """The statement's BM25 list through ``store.recall`` (no touch; no vector pool, or,
+    with ``qvec``, the default pool and the similarities of the query vector ``qvec``,
+    the vector list weighing 0), as (rowid, bm25 score), best first, ties by rowid (as
+    tests/soak/churn.py reads it). ``similar`` (when given) gets the number of hits with
+    a similarity."""
+    vector: Dict[str, Any] = {"pool_size": 0} if qvec is None else {"qvec": list(qvec)}
     res = store.recall(
         query,
         limit=n,
         weights=(1.0, 0.0, 0.0, 0.0),
-        pool_size=0,
         bm25_limit=n,
         profile="rrf",
         touch=False,
         force=True,
         collapse=False,
+        **vector,
     )
+    if similar is not None:
+        similar.append(sum(1 for h in res if h.similarity is not None))
     return sorted(
         ((h.rowid, h.bm25_score) for h in res if h.bm25_rank is not None),
         key=lambda r: (r[1], r[0]),
     )
 
 
-def cli_list(db: str, query: str) -> List[Tuple[str, int]]:
-    """The command line's recall of the issue: (id, BM25 rank) of its hits, by rank."""
+def cli_list(db: str, query: str, similar: Optional[List[int]] = None) -> List[Tuple[str, int]]:
+    """The command line's recall of the issue: (id, BM25 rank) of its hits, by rank; the
+    model at :data:`MODEL`, when it is there, embeds the query. ``similar`` (when given)
+    gets the number of hits with a similarity (0: the vector side did not run)."""
+    env = dict(os.environ)
+    if os.path.exists(MODEL):
+        env["SQLITE_RRF_MODEL"] = MODEL
     out = subprocess.run(
         [
             sys.executable,
@@ -242,10 +319,13 @@ def cli_list(db: str, query: str) -> List[Tuple[str, int]]:
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
     if out.returncode != 0:
         raise RuntimeError(f"sqlite-rrf recall failed: {out.stderr[:500]}")
     hits = json.loads(out.stdout)
+    if similar is not None:
+        similar.append(sum(1 for h in hits if h["similarity"] is not None))
     return sorted((h["id"], h["bm25_rank"]) for h in hits if h["bm25_rank"] is not None)
 
 
@@ -321,11 +401,13 @@ def check(
     cli_queries: List[str],
     between: Optional[Callable[[Any], None]] = None,
     warm: Any = None,
+    qvecs: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
     """Every query's BM25 list against bm25(), by every path (tests/soak/churn.py's checks,
     on a Store that writes nothing: opened after the shell, recall without touch); and the
     list of ``warm``, a Store opened and used for these queries before the shell wrote
-    (as a server holds one), against the same bm25() list.
+    (as a server holds one), against the same bm25() list; with ``qvecs`` ({query: its
+    query vector}), the list of a recall with that vector too.
     ``between(store)`` runs once the Store is open, before the checks (the tests' control
     of the observer)."""
     sys.path.insert(0, HERE)
@@ -334,7 +416,15 @@ def check(
 
     from sqlite_rrf.store import Store
 
-    report: Dict[str, Any] = {"queries": 0, "cli_queries": 0, "warm_queries": 0, "differences": []}
+    report: Dict[str, Any] = {
+        "queries": 0,
+        "cli_queries": 0,
+        "cli_similar": [],
+        "warm_queries": 0,
+        "vector_queries": 0,
+        "vector_similar": [],
+        "differences": [],
+    }
     # an observer: PRAGMA data_version moves when another connection commits, so it tells
     # whether anything the checks ran (the command line, the Store) wrote to the database
     observer = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
@@ -345,7 +435,7 @@ def check(
         if between is not None:
             between(store)
         for q in cli_queries:
-            differs = cli_differs(cli_list(db, q), *ranked(conn, q))
+            differs = cli_differs(cli_list(db, q, report["cli_similar"]), *ranked(conn, q))
             report["cli_queries"] += 1
             if differs:
                 report["differences"].append(f"sqlite-rrf recall {q[:60]!r}: {differs}")
@@ -359,6 +449,15 @@ def check(
         for q in queries:
             for n in DEPTHS:
                 c.check_bm25(q, n)
+                if qvecs is not None:
+                    got = bm25_list(store, q, n, qvecs[q], report["vector_similar"])
+                    want = [tuple(r) for r in conn.execute(BM25_REF, (q, n))]
+                    report["vector_queries"] += 1
+                    if got != want:
+                        report["differences"].append(
+                            f"a recall with a query vector, {q[:60]!r} top {n}: "
+                            f"{churn.Churn.difference(got, want)}"
+                        )
                 if warm is not None:
                     got = bm25_list(warm, q, n)
                     want = [tuple(r) for r in conn.execute(BM25_REF, (q, n))]
@@ -391,12 +490,14 @@ def run(
     between: Optional[Callable[[Any], None]] = None,
     touched: int = 60,
     cli_touched: int = 20,
+    vectors: str = "borrowed",
 ) -> Dict[str, Any]:
     """Build, churn in the shell, check. The queries: the issue's two titles, those of
     the first ``touched`` rows the shell's transaction wrote (touched_queries: the
     REPLACEs first), and ``queries`` random titles and claims; the command line's recall
     for the issue's titles and the old titles of the first ``cli_touched`` rows written.
-    The report's ``differences`` lists every miss."""
+    ``vectors`` (:data:`VECTORS`) says what the Store writes as vectors. The report's
+    ``differences`` lists every miss."""
     os.makedirs(workdir, exist_ok=True)
     db = os.path.join(workdir, "recipe.db")
     for suffix in ("", "-wal", "-shm"):
@@ -415,7 +516,17 @@ def run(
     from sqlite_rrf.store import Store
 
     t0 = time.perf_counter()
-    build(db, docs, zorblax)
+    vecs = product_vectors(scifact, docs, zorblax, vectors)
+    build(db, docs, zorblax, vecs)
+    qvecs = None
+    if vecs[0] is not None:
+        by_title = {t: vecs[0][i] for i, t, _a in docs}
+        qvecs = {q: by_title.get(q, vecs[0][docs[0][0]]) for q in qs}
+    counts = Store(db)
+    try:
+        built = counts.conn.execute("SELECT count(*), count(embedding) FROM episodes").fetchone()
+    finally:
+        counts.close()
     warm = Store(db)  # a long-lived reader: its statements and caches made before the shell
     for q in qs:
         for n in DEPTHS:
@@ -424,14 +535,24 @@ def run(
     run_shell(db, script)
     t2 = time.perf_counter()
     try:
-        report = check(db, qs, cli_qs if cli else [], between, warm)
+        report = check(db, qs, cli_qs if cli else [], between, warm, qvecs)
     finally:
         warm.close()
+    import apsw
+
+    after = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        no_vector = after.execute("SELECT count(*) - count(embedding) FROM episodes").fetchone()[0]
+    finally:
+        after.close()
     report.update(
         db=db,
         episodes=len(docs) + zorblax,
         touched=[f for f, _t, _n in written],
         touched_queries=len(from_touched),
+        vectors=vectors,
+        built=list(built),
+        without_vector=no_vector,
         build_s=round(t1 - t0, 1),
         shell_s=round(t2 - t1, 1),
         check_s=round(time.perf_counter() - t2, 1),
@@ -455,6 +576,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument(
         "--cli-touched", type=int, default=20, help="of those, recalled by the command line"
     )
+    p.add_argument(
+        "--vectors",
+        choices=VECTORS,
+        default=None,
+        help="the zorblax episodes' vectors (default: the model's when it is there, else "
+        "borrowed from SciFact's cached ones); none: no vector on any row",
+    )
     p.add_argument("--json", help="also write the report to this file")
     a = p.parse_args(argv)
     if not os.path.exists(os.path.join(a.scifact, "corpus.jsonl")):
@@ -468,13 +596,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         a.seed,
         touched=a.touched,
         cli_touched=a.cli_touched,
+        vectors=a.vectors or ("model" if os.path.exists(MODEL) else "borrowed"),
     )
     print(
-        f"recipe: {r['episodes']} episodes (built {r['build_s']} s, shell {r['shell_s']} s), "
-        f"{r['cli_queries']} command-line recalls, {r['queries']} queries checked by "
+        f"recipe: {r['episodes']} episodes (built {r['build_s']} s, shell {r['shell_s']} s; "
+        f"vectors {r['vectors']}: {r['built'][1]} of {r['built'][0]} rows the Store wrote, "
+        f"{r['without_vector']} rows without one after the shell), "
+        f"{r['cli_queries']} command-line recalls ({sum(r['cli_similar'])} hits with a "
+        f"similarity), {r['queries']} queries checked by "
         f"{r['checked'].get('bm25_paths', 0)} paths, {r.get('shallow_checks', 0)} shallow "
-        f"checks of the functions, {r['warm_queries']} of a Store opened before the shell "
-        f"({r['check_s']} s): "
+        f"checks of the functions, {r['warm_queries']} of a Store opened before the shell, "
+        f"{r['vector_queries']} with a query vector ({r['check_s']} s): "
         f"{len(r['differences'])} differences"
     )
     for d in r["differences"][:20]:
