@@ -741,7 +741,7 @@ def test_runs_are_made_when_asked_for():
 def test_the_eval_command_line_imports_nothing_heavy():
     # Building the command line's parser must not import the evaluation, the store or numpy.
     code = (
-        "import sys, argparse; from sqlite_rrf.evaluation import cli; "
+        "import sys, argparse; from sqlite_rrf.cli import evaluate as cli; "
         "cli.add_parser(argparse.ArgumentParser().add_subparsers()); "
         "print(sorted(m for m in ('numpy', 'apsw', 'sqlite_rrf.store', "
         "'sqlite_rrf.evaluation.runner') if m in sys.modules))"
