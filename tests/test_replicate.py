@@ -154,7 +154,7 @@ def test_restore_as_of_a_time(tmp_path):
 READER = textwrap.dedent("""
     import json, sys, time
     import numpy as np
-    from sqlite_rrf import replicate
+    from sqlite_rrf.app import replicate
     store = replicate.open_replica(sys.argv[1])
     qvec = np.ones(16, dtype="float32")
     first = [h.id for h in store.recall("postgres backup", limit=5, qvec=qvec, now=1,

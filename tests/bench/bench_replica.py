@@ -139,7 +139,7 @@ mode, target, stop, nq, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.
 sys.path.insert(0, %(here)r)
 import bench_recall as br
 from sqlite_rrf.store import Store
-from sqlite_rrf import replicate
+from sqlite_rrf.app import replicate
 t0 = time.monotonic()
 if mode == "vfs":
     store = replicate.open_replica(target)
