@@ -9,7 +9,7 @@ vector pool and the similarity all run). Then the Debian ``sqlite3`` shell, with
 extension, runs tests/soak/recipe_shell_txn.py's one transaction: the zorblax rows but
 the last are deleted and as many title-only rows inserted, 20 INSERT OR REPLACE of five
 forms, 20 upserts, 10 UPDATE of content, 10 DELETE. None of the rows it writes has a
-vector until a write through the product embeds them.
+vector (``sqlite-rrf embed`` would give them one).
 
 With no write through the product in between (an observer's ``PRAGMA data_version``
 shows none), a recall with a query vector (the statement's pools 'quantized', 'all' and
