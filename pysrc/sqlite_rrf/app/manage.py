@@ -112,20 +112,12 @@ def episode_record(row: Any) -> Dict[str, Any]:
     ``accessed_at`` (ms), ``access_count``, ``embedded`` (whether it has an embedding),
     ``superseded_by`` (the id of the fact that replaced it; None: it is current),
     ``confirmed_at`` (ms: when its text was last stored again; None: never)."""
-    (eid, content, scope, kind, importance, md, created, accessed, count, emb, by, conf) = row
+    record = dict(zip(RECORD_COLUMNS, row))
+    record["scope"] = scope_name(record["scope"])
+    record["metadata"] = _metadata(record["metadata"])
     return {
-        "id": eid,
-        "content": content,
-        "scope": scope_name(scope),
-        "kind": kind,
-        "importance": importance,
-        "metadata": _metadata(md),
-        "created_at": created,
-        "accessed_at": accessed,
-        "access_count": count,
-        "embedded": emb is not None,
-        "superseded_by": by,
-        "confirmed_at": conf,
+        ("embedded" if k == "embedding" else k): (v is not None if k == "embedding" else v)
+        for k, v in record.items()
     }
 
 
@@ -247,24 +239,13 @@ def export_lines(
     import numpy as np
 
     for row, bad in store.export_rows(filters.stored()):
-        (eid, content, scope, kind, importance, md, created, accessed, count, emb, by, conf) = row
+        line = dict(zip(EXPORT_FIELDS, row))
+        emb = line["embedding"]
         vec = None
         if embeddings and isinstance(emb, bytes) and emb and len(emb) % 4 == 0:
             vec = np.frombuffer(emb, "<f4").tolist()
-        line = {
-            "id": eid,
-            "content": content,
-            "scope": scope,
-            "kind": kind,
-            "importance": importance,
-            "metadata": _metadata(md),
-            "created_at": created,
-            "accessed_at": accessed,
-            "access_count": count,
-            "embedding": vec,
-            "superseded_by": by,
-            "confirmed_at": conf,
-        }
+        line["embedding"] = vec
+        line["metadata"] = _metadata(line["metadata"])
         if bad:
             line["invalid_utf8"] = {
                 col: base64.b64encode(raw).decode("ascii") for col, raw in sorted(bad.items())
