@@ -26,7 +26,7 @@ import json
 import logging
 import unicodedata
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ..app.hosts import HOOK_PATH
 from ..serve.settings import (
@@ -314,44 +314,25 @@ class HttpRouter:
 
 
 async def answer(send: Any, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode("utf-8")
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await answer_json(send, status, json.dumps({"error": message}).encode("utf-8"))
 
 
 async def unauthorised(send: Any) -> None:
     body = b'{"error": "unauthorized: send Authorization: Bearer TOKEN"}'
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="sqlite-rrf"'),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await answer_json(send, 401, body, [(b"www-authenticate", b'Bearer realm="sqlite-rrf"')])
 
 
-async def answer_json(send: Any, status: int, body: bytes) -> None:
-    """``body`` (JSON, or empty: nothing to say) with ``status``."""
+async def answer_json(
+    send: Any, status: int, body: bytes, headers: Sequence[Tuple[bytes, bytes]] = ()
+) -> None:
+    """``body`` (JSON, or empty: nothing to say) with ``status`` and any other ``headers``."""
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
+                *headers,
                 (b"content-length", str(len(body)).encode()),
             ],
         }
