@@ -20,9 +20,9 @@ import pytest
 from tests.bench.bench_recall import split_ctes
 from tests.test_any_client import SHELL, check_blocks, check_consistent, needs_shell, plain
 
+from sqlite_rrf.core.options import RecallOptions
 from sqlite_rrf.core.sql_files import statement_params
 from sqlite_rrf.core.statements import recall_statement
-from sqlite_rrf.core.validate import recall_params
 from sqlite_rrf.store import Store
 
 DIM = 24
@@ -71,7 +71,9 @@ POOL_SQL = stage_sql("pool_quantized")
 
 
 def bindings(qvec: bytes, **filters) -> dict:
-    d = recall_params(3, None, None, "quantized", POOL_SIZE, None, oversample=OVERSAMPLE, **filters)
+    d = RecallOptions(
+        limit=3, pool="quantized", pool_size=POOL_SIZE, oversample=OVERSAMPLE, **filters
+    ).params()
     d.update(query="cat", qvec=qvec)
     return d
 

@@ -28,7 +28,7 @@ For each size N:
 
    - ``recent`` / ``all`` / ``quantized`` / ``knn``: the statement Store runs,
      ``recall_statement(pool, <default profile>)`` (checked to be 'hybrid'), with the
-     bindings ``Store.recall`` passes (``Store._recall_params``: pool_size 200, limit 3,
+     bindings ``Store.recall`` passes (``RecallOptions.params``: pool_size 200, limit 3,
      the rest default);
    - ``quantized_mmap``: the ``quantized`` recall through a second Store over the same
      file, opened with ``Store(path, mmap_size=64 GiB)`` (SQLite caps it);
@@ -74,7 +74,7 @@ import bench_recall as br
 import numpy as np
 
 from sqlite_rrf.core.statements import recall_defaults, recall_statement
-from sqlite_rrf.store import Store
+from sqlite_rrf.store import RecallOptions, Store
 
 OUT_DIR = os.path.join(HERE, "out")
 CACHE_DIR = os.path.join(OUT_DIR, "cache")
@@ -450,7 +450,9 @@ def _run_methods(
         pool = "quantized" if pool == MMAP else pool
         # what Store.recall(q, limit=3, pool=..., pool_size=200, touch=False, force=True) binds
         return dict(
-            Store._recall_params(LIMIT, None, None, pool, POOL_SIZE, None), query=q[1], qvec=q[2]
+            RecallOptions(limit=LIMIT, pool=pool, pool_size=POOL_SIZE).params(),
+            query=q[1],
+            qvec=q[2],
         )
 
     wall: Dict[str, List[float]] = {m: [] for m in METHODS}

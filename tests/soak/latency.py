@@ -243,7 +243,7 @@ def reader(args: argparse.Namespace) -> int:
 
     from sqlite_rrf.core.sql_files import statement_params
     from sqlite_rrf.core.statements import recall_statement
-    from sqlite_rrf.store import Store
+    from sqlite_rrf.store import RecallOptions
 
     rng = random.Random(args.seed)
     nrng = np.random.default_rng(args.seed)
@@ -279,7 +279,7 @@ def reader(args: argparse.Namespace) -> int:
         try:
             if args.how == "locked":
                 # Store.recall as it once was: the write lock for the whole statement
-                params = Store._recall_params(10, None, None, args.pool, None, None)
+                params = RecallOptions(limit=10, pool=args.pool).params()
                 sql = recall_statement(args.pool)
                 b = {
                     **dict.fromkeys(statement_params(sql)),  # None: the statement's default

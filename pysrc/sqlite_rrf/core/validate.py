@@ -240,31 +240,3 @@ def recall_query(query: str) -> str:
     if not isinstance(query, str):
         raise TypeError(f"query must be str, got {type(query).__name__}")
     return query[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8")
-
-
-#: The positional parameters of :func:`recall_params`, in order.
-_RECALL_POSITIONAL = (
-    "limit",
-    "weights",
-    "k",
-    "pool",
-    "pool_size",
-    "bm25_limit",
-    "profile",
-    "alpha",
-    "min_similarity",
-    "now",
-)
-
-
-def recall_params(*args: Any, **fields: Any) -> Dict[str, Any]:
-    """The statement's bindings for recall options given as arguments: ``limit, weights,
-    k, pool, pool_size, bm25_limit, profile, alpha, min_similarity, now`` by position,
-    any field of :class:`~sqlite_rrf.core.options.RecallOptions` by name; checked as a
-    ``RecallOptions`` is (:meth:`RecallOptions.params
-    <sqlite_rrf.core.options.RecallOptions.params>`)."""
-    from .options import RecallOptions
-
-    if len(args) > len(_RECALL_POSITIONAL):
-        raise TypeError(f"recall_params takes at most {len(_RECALL_POSITIONAL)} positional values")
-    return RecallOptions(**dict(zip(_RECALL_POSITIONAL, args)), **fields).params()

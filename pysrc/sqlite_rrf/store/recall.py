@@ -26,7 +26,6 @@ from ..core.validate import (
     blob,
     check_dim,
     has_text,
-    recall_params,
     recall_query,
     vector_fault,
 )
@@ -272,7 +271,3 @@ class Recall(Connection):
             return False, f"the database is read-only ({e}), {not_done}"
         except apsw.Error as e:
             return False, f"the touch could not be written ({e}), {not_done}"
-
-    #: The statement's bindings for recall options given as arguments (benchmarks bind
-    #: them without a recall): :func:`sqlite_rrf.core.validate.recall_params`.
-    _recall_params = staticmethod(recall_params)
