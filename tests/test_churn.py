@@ -94,7 +94,7 @@ def test_short_churn(tmp_path, capsys):
     assert_issue19_checks(report, checkpoints=5, queries=12)
 
 
-PATHS = 9  # per query: 7 of the statement's and rrf_bm25's, 2 of the scan functions (B13)
+PATHS = 11  # per query: 9 of the statement's and rrf_bm25's, 2 of the scan functions (B13)
 
 
 def assert_issue19_checks(report, checkpoints, queries):

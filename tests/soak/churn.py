@@ -47,7 +47,9 @@ memory is checked:
 (b') every path of that list, row for row and bit for bit against the same
     bm25() list: the statement's own BM25 CTEs (sql/recall.sql) with rrf_bm25_or_top and
     with the per-row filtered scan (a ``since`` every row passes), each under the stored
-    stopword hint, no hint, the hint of this moment and a hint of every word of the query;
+    stopword hint, no hint, the hint of this moment, a hint of every word of the query and
+    a hint without the query's words that are common now (a hint gone stale while the
+    count stayed put: those words stay in the scan at FTS5's IDF floor);
     rrf_bm25 of the whole query; rrf_bm25_or_top and rrf_bm25_or with the words now in
     half of the rows dropped (their top m rows, m the rows scoring below what the dropped
     words can give, B13); and bm25() of an index built afresh at the checkpoint from the
@@ -886,6 +888,8 @@ class Churn:
         ]
         stop = self.stop_now
         common = " ".join(w for w in words if w in set(stop.split()))
+        # ('' would mean "count every word": a word in no row keeps it a hint)
+        missing = " ".join([w for w in stop.split() if w not in set(words)] + ["qqqnowordqqq"])
         paths = {
             "statement, rrf_bm25_or_top, stored hint": self.cte_list(q, n),
             "statement, rrf_bm25_or_top, no hint": self.cte_list(q, n, hint=None),
@@ -896,6 +900,15 @@ class Churn:
             "statement, filtered scan, stored hint": self.cte_list(q, n, since=SINCE_ALL),
             "statement, filtered scan, hint of this moment": self.cte_list(
                 q, n, since=SINCE_ALL, hint=stop
+            ),
+            # a hint gone stale the other way (the count unchanged, so never refreshed):
+            # it misses the query's words that are in half of the rows now, so they stay
+            # in the scan at FTS5's IDF floor
+            "statement, rrf_bm25_or_top, hint without the query's common words": self.cte_list(
+                q, n, hint=missing
+            ),
+            "statement, filtered scan, hint without the query's common words": self.cte_list(
+                q, n, since=SINCE_ALL, hint=missing
             ),
             "rrf_bm25 (whole query)": [tuple(r) for r in conn.execute(FN_FULL, (q, n))],
         }

@@ -37,7 +37,8 @@ query of every word:
   one) in the default pool, row for row and bit for bit;
 * at depths 20 and 50, row for row and bit for bit, every path of the BM25 list
   (tests/soak/churn.py's checks: the statement with ``rrf_bm25_or_top`` and with its
-  per-row filtered scan under the stored, no, a fresh and an all-words stopword hint;
+  per-row filtered scan under the stored, no, a fresh and an all-words stopword hint,
+  and one without the query's words that are common now;
   ``rrf_bm25_or_top``, ``rrf_bm25_or`` and ``rrf_bm25`` called directly; bm25() of a
   freshly built index), and the list of a Store opened, and used for the same queries,
   before the shell wrote;
