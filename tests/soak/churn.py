@@ -887,9 +887,10 @@ class Churn:
             )
         ]
         stop = self.stop_now
-        common = " ".join(w for w in words if w in set(stop.split()))
+        stops, query_words = set(stop.split()), set(words)
+        common = " ".join(w for w in words if w in stops)
         # ('' would mean "count every word": a word in no row keeps it a hint)
-        missing = " ".join([w for w in stop.split() if w not in set(words)] + ["qqqnowordqqq"])
+        missing = " ".join([w for w in stop.split() if w not in query_words] + [ABSENT])
         paths = {
             "statement, rrf_bm25_or_top, stored hint": self.cte_list(q, n),
             "statement, rrf_bm25_or_top, no hint": self.cte_list(q, n, hint=None),

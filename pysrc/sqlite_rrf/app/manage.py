@@ -115,10 +115,8 @@ def episode_record(row: Any) -> Dict[str, Any]:
     record = dict(zip(RECORD_COLUMNS, row))
     record["scope"] = scope_name(record["scope"])
     record["metadata"] = _metadata(record["metadata"])
-    return {
-        ("embedded" if k == "embedding" else k): (v is not None if k == "embedding" else v)
-        for k, v in record.items()
-    }
+    record["embedding"] = record["embedding"] is not None
+    return {("embedded" if k == "embedding" else k): v for k, v in record.items()}
 
 
 def list_episodes(
