@@ -27,6 +27,9 @@ rowid LIMIT 50`` of the whole query (rows and values, bit for bit) and exits 2 i
 Prints a table (median ms over queries x rounds, ratio to ``count``) and writes
 ``tests/bench/out/bm25.json``. ``--extension`` loads another build of the extension (e.g.
 the one before this change: the lists that need a function it lacks are skipped).
+``--compare PATH`` loads another build in a second connection to the same file as well,
+and times its lists in the same loop (``list_old@cmp``, ``list_new@cmp``; checked the
+same way): what a change of the extension costs, as ratios taken in one run.
 """
 
 from __future__ import annotations
@@ -171,41 +174,53 @@ def bindings(sql: str, query: str) -> Dict[str, Any]:
     return b
 
 
-def run_size(n: int, queries: List[str], rounds: int, extension: str) -> dict:
-    conn = apsw.Connection(db_for(n), flags=apsw.SQLITE_OPEN_READONLY)
+def connect(path: str, extension: str) -> apsw.Connection:
+    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
     if extension:
         conn.enable_load_extension(True)
         conn.load_extension(extension, "sqlite3_rrf_init")
     else:
         sqlite_rrf.load(conn)
+    return conn
+
+
+def run_size(n: int, queries: List[str], rounds: int, extension: str, compare: str = "") -> dict:
+    conn = connect(db_for(n), extension)
+    conns = {"": conn}
+    if compare:  # the other build: its own connection (only its entry point is exported)
+        conns["@cmp"] = connect(db_for(n), compare)
     methods = []
-    for m, sql in METHODS:  # a build without the new functions: skip what needs them
-        try:
-            conn.execute(sql, bindings(sql, queries[0])).fetchall()
-            methods.append((m, sql))
-        except apsw.SQLError as e:
-            print(f"{n:,}: {m} skipped ({e})", file=sys.stderr)
-    wall: Dict[str, List[float]] = {m: [] for m, _ in methods}
-    cpu: Dict[str, List[float]] = {m: [] for m, _ in methods}
+    for suffix, c in conns.items():
+        for m, sql in METHODS:  # a build without the new functions: skip what needs them
+            if suffix and m not in CHECKED:
+                continue
+            try:
+                c.execute(sql, bindings(sql, queries[0])).fetchall()
+                methods.append((m + suffix, sql, c))
+            except apsw.SQLError as e:
+                print(f"{n:,}: {m + suffix} skipped ({e})", file=sys.stderr)
+    wall: Dict[str, List[float]] = {m: [] for m, _, _ in methods}
+    cpu: Dict[str, List[float]] = {m: [] for m, _, _ in methods}
     bad: List[str] = []
     hits: List[int] = []
     for r in range(rounds + 1):  # round 0 warms the cache up, untimed
         for qi, q in enumerate(queries):
             res = {}
-            for m, sql in methods:
+            for m, sql, c in methods:
                 b = bindings(sql, q)
                 t0, c0 = time.perf_counter(), time.thread_time()
-                res[m] = conn.execute(sql, b).fetchall()
+                res[m] = c.execute(sql, b).fetchall()
                 c1, t1 = time.thread_time(), time.perf_counter()
                 if r:
                     wall[m].append((t1 - t0) * 1000)
                     cpu[m].append((c1 - c0) * 1000)
             if r == 0:
                 hits.append(res["count"][0][0])
-            for m in CHECKED:
-                if m in res and res[m] != res["bm25"]:
+            for m in res:
+                if m.split("@")[0] in CHECKED and res[m] != res["bm25"]:
                     bad.append(f"{n}: {m} differs from bm25() on claim {qi} ({q[:40]!r})")
-    conn.close()
+    for c in conns.values():
+        c.close()
     out = {
         "n": n,
         "queries": len(queries),
@@ -227,25 +242,31 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--extension", default="", help="load this build of the extension")
+    ap.add_argument(
+        "--compare", default="", help="also time the lists of this build, in the same run"
+    )
     ap.add_argument("--out", default=os.path.join(OUT_DIR, "bm25.json"))
     a = ap.parse_args(argv)
     queries = [text for _, text, _ in br.load_queries(a.queries)]
-    results = [run_size(int(s), queries, a.rounds, a.extension) for s in a.sizes.split(",")]
+    results = [
+        run_size(int(s), queries, a.rounds, a.extension, a.compare) for s in a.sizes.split(",")
+    ]
     print(
         f"median ms over {a.queries} claims x {a.rounds} rounds (interleaved); "
         "x = ratio to count (FTS5's bare match of the whole OR query)"
     )
-    print(f"{'N':>9} {'method':10} {'wall ms':>9} {'x':>6} {'cpu ms':>9} {'x':>6}")
+    print(f"{'N':>9} {'method':14} {'wall ms':>9} {'x':>6} {'cpu ms':>9} {'x':>6}")
     for res in results:
         for m in res["wall_ms"]:
             print(
-                f"{res['n']:>9,} {m:10} {res['wall_ms'][m]:9.2f} {res['wall_ratio'][m]:6.2f} "
+                f"{res['n']:>9,} {m:14} {res['wall_ms'][m]:9.2f} {res['wall_ratio'][m]:6.2f} "
                 f"{res['cpu_ms'][m]:9.2f} {res['cpu_ratio'][m]:6.2f}"
             )
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(
             {
                 "extension": a.extension or sqlite_rrf.loadable_path(),
+                "compare": a.compare or None,
                 "loadavg": os.getloadavg(),
                 "results": results,
             },
