@@ -32,8 +32,11 @@
 **              pruned after one or two checks (MaxScore);
 **         U2 = the bm25 sum with each phrase's frequency summed over
 **              xPhraseFirst/xPhraseNext (the same position lists xInst merges)
-**              and D replaced by a lower bound of the row's length: the sum over
-**              columns of (largest instance offset in the column + 1).
+**              and D = 0. The stored length (xColumnSize, the docsize table)
+**              is kept apart from the positions, and another client, or an
+**              index that drifted, can make it smaller than they say, so no
+**              bound takes a length from the positions: each holds for any
+**              stored length of 0 or more.
 **       Both are multiplied by (1 + 1e-9), which covers every rounding
 **       difference (the terms increase with the frequency and decrease with D,
 **       and IEEE rounding is monotonic).
@@ -46,9 +49,11 @@
 **       weight is negative, NaN, infinite or above 1e290 (a frequency could
 **       overflow); when avgdl or an IDF is not finite and positive; when the
 **       FTS5 API is older than version 2; and for the rest of the scan once an
-**       exact row shows xColumnSize(-1) below the length bound or negative (a
-**       contentless table with columnsize=0 reports -1 per column) or an xInst
-**       frequency that differs from the xPhraseFirst one.
+**       exact row shows a negative xColumnSize(-1) (a contentless table with
+**       columnsize=0 reports -1 per column) or an xInst frequency that differs
+**       from the xPhraseFirst one. A row not scored exactly is not seen: a
+**       negative length written by hand into the docsize table of an FTS5
+**       table that has one is outside these bounds.
 **   B6. n is a positive integer: an INTEGER >= 1, a REAL with an integral value
 **       >= 1 (1e12 is accepted; values above 2^63 mean "never fills"), or TEXT
 **       that SQLite reads as such a number. NULL means no pruning (B5).
@@ -153,7 +158,7 @@ int rrf_bm25_query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Quer
     if (nPhrase < 0) nPhrase = 0;
     if (nCol < 0) nCol = 0;
     nByte = (sqlite3_int64)sizeof(Bm25Query) + ((sqlite3_int64)nPhrase * 4 + 1) * sizeof(double) +
-            ((sqlite3_int64)nCol + nPhrase) * sizeof(int);
+            (sqlite3_int64)nPhrase * sizeof(int);
     q = (Bm25Query *)sqlite3_malloc64((sqlite3_uint64)nByte);
     if (q == NULL) return SQLITE_NOMEM;
     memset(q, 0, (size_t)nByte);
@@ -163,8 +168,7 @@ int rrf_bm25_query_get(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Quer
     q->aFreq = &q->aIDF[nPhrase];
     q->aBound = &q->aFreq[nPhrase];
     q->aSuffix = &q->aBound[nPhrase];
-    q->aColEnd = (int *)&q->aSuffix[nPhrase + 1];
-    q->aOrder = &q->aColEnd[nCol];
+    q->aOrder = (int *)&q->aSuffix[nPhrase + 1];
 
     /* The average document length of the table. */
     rc = pApi->xRowCount(pFts, &nRow);

@@ -60,7 +60,6 @@ typedef struct Bm25Query {
   double *aIDF;       /* nPhrase */
   double *aFreq;      /* nPhrase: frequencies as bm25 computes them (xInst) */
   double *aBound;     /* nPhrase: frequencies from xPhraseFirst/xPhraseNext */
-  int *aColEnd;       /* nCol: largest offset + 1 seen in each column */
   int *aOrder;        /* nPhrase: the phrases by decreasing IDF (B3: U1's order of checks) */
   double *aSuffix;    /* nPhrase + 1: aSuffix[k] = sum of IDF * (k1 + 1) over aOrder[k..] */
   int pruneOk;        /* B5: the table and the API allow pruning */

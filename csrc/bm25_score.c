@@ -122,12 +122,10 @@ static int bound_presence(const Fts5ExtensionApi *pApi, Fts5Context *pFts, const
   return 0;
 }
 
-/* U2 of B3: the frequencies into q->aBound, the length bound into *dlo. */
+/* U2 of B3: the frequencies into q->aBound, the bound into *u. */
 static int bound_positions(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25Query *q,
-                           const double *w, double *u, sqlite3_int64 *dlo) {
+                           const double *w, double *u) {
   int i, rc = SQLITE_OK;
-  sqlite3_int64 len = 0;
-  if (q->nCol > 0) memset(q->aColEnd, 0, (size_t)q->nCol * sizeof(int));
   for (i = 0; i < q->nPhrase; i++) {
     Fts5PhraseIter it;
     int col = -1, off = -1;
@@ -137,13 +135,11 @@ static int bound_positions(const Fts5ExtensionApi *pApi, Fts5Context *pFts, Bm25
     for (; col >= 0; pApi->xPhraseNext(pFts, &it, &col, &off)) {
       if (col >= q->nCol) continue; /* corrupt: xInst reports it */
       f += w[col];
-      if (off >= 0 && off + 1 > q->aColEnd[col]) q->aColEnd[col] = off + 1;
     }
     q->aBound[i] = f;
   }
-  for (i = 0; i < q->nCol; i++) len += q->aColEnd[i];
-  *dlo = len;
-  *u = rrf_bm25_sum(q, q->aBound, (double)len) * BM25_MARGIN;
+  /* a length of 0: the row's stored length is not read, and may be below its positions */
+  *u = rrf_bm25_sum(q, q->aBound, 0.0) * BM25_MARGIN;
   return SQLITE_OK;
 }
 
@@ -173,9 +169,9 @@ void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_contex
                  sqlite3_value **apVal, const Bm25Fn *fn) {
   Bm25Query *q = NULL;
   Bm25Slot *s = NULL;
-  sqlite3_int64 n = 0, rowid, dlo = -1;
+  sqlite3_int64 n = 0, rowid;
   double wStack[16], *w = wStack, score = 0.0;
-  int rc, i, D = 0, nW, wFirst;
+  int rc, i, D = 0, nW, wFirst, bounded = 0;
   int isOr = fn->kind == RRF_AUX_OR;
   const char *name = isOr ? BM25_OR_FN : "rrf_bm25";
 
@@ -236,8 +232,9 @@ void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_contex
       }
       if (rc != SQLITE_OK) goto done;
     }
-    rc = bound_positions(pApi, pFts, q, w, &u, &dlo);
+    rc = bound_positions(pApi, pFts, q, w, &u);
     if (rc != SQLITE_OK) goto done;
+    bounded = 1;
     if (s->size >= s->n && u + bDrop < s->heap[0]) {
       score = u + bDrop;
       BM25_STAT(2);
@@ -254,9 +251,9 @@ void rrf_bm25_fn(const Fts5ExtensionApi *pApi, Fts5Context *pFts, sqlite3_contex
   }
   rc = exact_score(pApi, pFts, q, w, &score, &D);
   if (rc != SQLITE_OK) goto done;
-  if (s && dlo >= 0) {
+  if (s && bounded) {
     /* B5: the bounds must hold on the rows scored exactly */
-    if (D < 0 || (sqlite3_int64)D < dlo) q->pruneOk = 0;
+    if (D < 0) q->pruneOk = 0;
     for (i = 0; i < q->nPhrase; i++)
       if (memcmp(&q->aFreq[i], &q->aBound[i], sizeof(double)) != 0) q->pruneOk = 0;
   }

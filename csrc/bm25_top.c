@@ -16,8 +16,7 @@
 **       pass 2: the phrases by increasing number of rows; a row is admitted at
 **         its first phrase unless its bound * (1 + 1e-9) + D (B12) is below theta
 **         (the bound: U1, then U1 with that phrase's term for its frequency and
-**         a length of at least the sum over columns of its last offset + 1; an
-**         admitted row shorter than that switches the bounds off, as below),
+**         a length of 0, B3's U2 for one phrase),
 **         a lower bound of the n-th best score (the n-th best of the admitted
 **         rows' partial sums, times 1 - 1e-9; it only rises, so a row left out
 **         stays out); an admitted row gets xColumnSize(-1) and, from each of its

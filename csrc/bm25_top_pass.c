@@ -69,37 +69,31 @@ int rrf_bm25_top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUser
   sqlite3_int64 r = top_find(t, pApi->xRowid(pFts));
   if (r < 0) return SQLITE_OK;
   if (t->mode == 2) {
-    int a = t->adm[r], nInst = 0, dlo = 0;
+    int a = t->adm[r], nInst = 0;
     double f = 0.0;
     if (a == -2) return SQLITE_OK;
     if (a == -1 && t->prune && top_u(t, r) * BM25_MARGIN + t->bDrop < t->theta) {
       t->adm[r] = -2; /* its first phrase, and its U1 is below theta: out for good */
       return SQLITE_OK;
     }
-    /* this phrase's frequency (bm25's sum of weights), and the last offset seen in
-    ** each column: a lower bound of the row's length (B3's U2) */
+    /* this phrase's frequency (bm25's sum of weights) */
     rc = pApi->xInstCount(pFts, &nInst);
-    if (a == -1 && q->nCol > 0) memset(q->aColEnd, 0, sizeof(int) * (size_t)q->nCol);
     for (int j = 0; rc == SQLITE_OK && j < nInst; j++) {
       int ip, ic, io;
       rc = pApi->xInst(pFts, j, &ip, &ic, &io);
       if (rc == SQLITE_OK && (ip != 0 || ic < 0 || ic >= q->nCol)) rc = SQLITE_CORRUPT;
-      if (rc == SQLITE_OK) {
-        f += t->w[ic];
-        if (a == -1 && io + 1 > q->aColEnd[ic]) q->aColEnd[ic] = io + 1;
-      }
+      if (rc == SQLITE_OK) f += t->w[ic];
     }
     if (rc != SQLITE_OK) return rc;
     if (a == -1) { /* the row's first phrase: admitted if its bound reaches theta */
       double u = top_u(t, r);
       if (t->prune) {
         double up = q->aIDF[t->iPhrase] * (k1 + 1.0);
-        for (int col = 0; col < q->nCol; col++) dlo += q->aColEnd[col];
-        /* U1 with this phrase's term for its frequency and a length of at least dlo
-        ** (the term falls as the length grows); 1e-12 u covers the subtraction */
-        double bound = (u - up) + 1e-12 * u +
-                       q->aIDF[t->iPhrase] *
-                           ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * (double)dlo / q->avgdl)));
+        /* U1 with this phrase's term for its frequency and a length of 0 (the term falls
+        ** as the length grows; the stored length is not read, and may be below the
+        ** row's positions); 1e-12 u covers the subtraction */
+        double bound =
+            (u - up) + 1e-12 * u + q->aIDF[t->iPhrase] * ((f * (k1 + 1.0)) / (f + k1 * (1 - b)));
         if (bound > u) bound = u;
         if (bound * BM25_MARGIN + t->bDrop < t->theta) {
           t->adm[r] = -2;
@@ -125,8 +119,8 @@ int rrf_bm25_top_cb(const Fts5ExtensionApi *pApi, Fts5Context *pFts, void *pUser
       memset(&t->f[(sqlite3_int64)a * nP], 0, sizeof(double) * (size_t)nP);
       rc = pApi->xColumnSize(pFts, -1, &t->c[a].D);
       if (rc != SQLITE_OK) return rc;
-      /* B5: no length, or one below the offsets: no bound; every row is admitted */
-      if (t->c[a].D < 0 || t->c[a].D < dlo) t->prune = 0;
+      /* B5: no length: no bound; every row is admitted */
+      if (t->c[a].D < 0) t->prune = 0;
     }
     TopCand *c = &t->c[a];
     t->f[(sqlite3_int64)a * nP + t->iPhrase] = f;
