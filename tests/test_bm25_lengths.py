@@ -67,7 +67,9 @@ def build(path: str, seed: int) -> Tuple[Store, List[int]]:
 
 
 def shorten(path: str, lengths: Dict[int, int]) -> None:
-    """The shell (another client, no extension) stores these lengths (< 128 each)."""
+    """The shell (another client, no extension) stores these lengths (< 128 each: a
+    one-byte varint)."""
+    assert all(0 <= n < 128 for n in lengths.values())
     script = (
         "BEGIN;\n"
         + "".join(
