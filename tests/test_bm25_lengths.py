@@ -41,6 +41,8 @@ pytestmark = pytest.mark.skipif(SHELL is None, reason="needs the sqlite3 shell")
 
 FILLER = [f"w{i}" for i in range(400)]
 DEPTHS = list(range(1, 21)) + [50]
+#: The shipped statement up to its BM25 list, and its parameters (read once).
+CTE, CTE_PARAMS = churn.bm25_cte()
 
 
 def build(path: str, seed: int) -> Tuple[Store, List[int]]:
@@ -85,12 +87,11 @@ def shorten(path: str, lengths: Dict[int, int]) -> None:
 def lists(store: Store, q: str, n: int) -> Dict[str, List[Tuple[int, float]]]:
     """Every path of the BM25 list for ``q`` at depth ``n``, (rowid, bm25 value), best first."""
     conn = store.conn
-    cte, params = churn.bm25_cte()
 
     def statement(**kw: Any) -> List[Tuple[int, float]]:
-        b: Dict[str, Any] = dict.fromkeys(params)
+        b: Dict[str, Any] = dict.fromkeys(CTE_PARAMS)
         b.update(query=q, bm25_limit=n, **kw)
-        return [tuple(r) for r in conn.execute(cte, b)]
+        return [tuple(r) for r in conn.execute(CTE, b)]
 
     top = conn.execute(churn.FN_TOP, (q, n, "")).fetchone()[0]
     return {
@@ -124,7 +125,6 @@ def test_rows_shorter_than_their_positions_are_never_pruned_unseen(tmp_path):
     try:
         assert store.stopwords == []  # no word is dropped: no text is read
         assert differences(store, queries) == []  # the index as FTS5 wrote it
-        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         shorten(path, {r: 2 for r in long_rows})
         # the control: bm25() now ranks the shortened rows high
         ranks = [
@@ -159,7 +159,6 @@ def test_random_rows_get_random_lengths_below_their_positions(tmp_path, seed):
         ]
         for r in rng.sample(beta, 4 if seed != 3 else 40):
             lengths[r] = rng.randrange(0, 60)
-        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         shorten(path, lengths)
         assert differences(store, queries) == []
     finally:

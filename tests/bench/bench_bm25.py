@@ -185,8 +185,7 @@ def connect(path: str, extension: str) -> apsw.Connection:
 
 
 def run_size(n: int, queries: List[str], rounds: int, extension: str, compare: str = "") -> dict:
-    conn = connect(db_for(n), extension)
-    conns = {"": conn}
+    conns = {"": connect(db_for(n), extension)}
     if compare:  # the other build: its own connection (only its entry point is exported)
         conns["@cmp"] = connect(db_for(n), compare)
     methods = []
